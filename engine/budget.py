@@ -1,0 +1,111 @@
+"""Budgets: the bounds of a run, and how much of each was used."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class Budget(BaseModel):
+    """The limits of one run. ``None`` or ``0`` means unlimited (as awaken: 0 = disabled).
+
+    - ``max_cycles`` (cycles, default 100) and ``max_invocations`` (suggestor
+      executions, in total; ``per_suggestor`` by name) are never exceeded: the run
+      stops instead of starting one more.
+    - ``max_facts`` (facts, default 10 000), ``max_tokens`` (input + output tokens),
+      ``max_seconds`` (seconds of wall-clock time, pauses excluded) and
+      ``max_cost_usd`` (USD) stop the run once used *exceeds* the limit.
+
+    Defaults are converge-core's. Raises ``pydantic.ValidationError`` for negatives.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_cycles: int | None = Field(default=100, ge=0)
+    max_facts: int | None = Field(default=10_000, ge=0)
+    max_tokens: int | None = Field(default=None, ge=0)
+    max_seconds: float | None = Field(default=None, ge=0)
+    max_cost_usd: float | None = Field(default=None, ge=0)
+    max_invocations: int | None = Field(default=None, ge=0)
+    per_suggestor: dict[str, int] = Field(default_factory=dict)
+
+    @field_validator("per_suggestor")
+    @classmethod
+    def _non_negative(cls, value: dict[str, int]) -> dict[str, int]:
+        for name, limit in value.items():
+            if limit < 0:
+                raise ValueError(f"per_suggestor[{name!r}] must be >= 0, got {limit}")
+        return value
+
+    @staticmethod
+    def unlimited() -> Budget:
+        """A budget with every dimension disabled."""
+        return Budget(max_cycles=None, max_facts=None)
+
+    def limit(self, dimension: str) -> float | None:
+        """The active limit of a dimension (``None`` when disabled)."""
+        value: Any = getattr(self, dimension)
+        return value if value else None
+
+
+class DimensionStatus(BaseModel):
+    """Use of one budget dimension: ``used``, ``limit`` (None = unlimited), ``percent``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    used: float
+    limit: float | None
+    percent: float | None
+
+
+class BudgetStatus(BaseModel):
+    """Use of every dimension (the budget guide's ``getBudgetStatus``).
+
+    Dimensions: ``cycles``, ``facts``, ``tokens``, ``seconds``, ``cost_usd``,
+    ``invocations``, plus ``suggestor:<name>`` per limited suggestor.
+    ``percent`` is the maximum percent over the limited dimensions (0 if none).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    dimensions: dict[str, DimensionStatus]
+    percent: float
+
+    @staticmethod
+    def compute(
+        budget: Budget, used: dict[str, float], per_suggestor: dict[str, int]
+    ) -> BudgetStatus:
+        """Build the status from the amounts used, keyed like ``dimensions``."""
+        limits: dict[str, float | None] = {
+            "cycles": budget.limit("max_cycles"),
+            "facts": budget.limit("max_facts"),
+            "tokens": budget.limit("max_tokens"),
+            "seconds": budget.limit("max_seconds"),
+            "cost_usd": budget.limit("max_cost_usd"),
+            "invocations": budget.limit("max_invocations"),
+        }
+        dims: dict[str, DimensionStatus] = {}
+        for name, lim in limits.items():
+            dims[name] = _status(used.get(name, 0), lim)
+        for name, lim_int in budget.per_suggestor.items():
+            dims[f"suggestor:{name}"] = _status(per_suggestor.get(name, 0), lim_int or None)
+        percents = [d.percent for d in dims.values() if d.percent is not None]
+        return BudgetStatus(dimensions=dims, percent=max(percents, default=0.0))
+
+    def summary(self) -> str:
+        """One line per limited dimension: ``cycles 3/20 (15.0%)``."""
+        parts = []
+        for name, d in self.dimensions.items():
+            if d.limit is not None:
+                parts.append(f"{name} {_fmt(d.used)}/{_fmt(d.limit)} ({d.percent:.1f}%)")
+        return ", ".join(parts) if parts else "no limits"
+
+
+def _status(used: float, limit: float | None) -> DimensionStatus:
+    percent = None if not limit else round(100.0 * used / limit, 2)
+    return DimensionStatus(used=used, limit=limit, percent=percent)
+
+
+def _fmt(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.3f}"

@@ -1,0 +1,105 @@
+"""The shared context: the facts of a run, read-only for suggestors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from engine.facts import Fact, content_key
+
+_EMPTY: tuple[Fact, ...] = ()
+
+
+class Context:
+    """A read-only view of the facts promoted so far, in promotion order.
+
+    ``ctx.get(key)`` gives the facts of a key (an empty tuple when none),
+    ``ctx.has(key)``, ``ctx.keys()``, ``len(ctx)``, iteration over every fact,
+    ``ctx.cycle`` (the cycle being executed; 0 before the first), ``ctx.fact(id)``.
+    Only the engine adds facts (through :meth:`_promote`).
+    """
+
+    __slots__ = ("_by_id", "_by_key", "_facts", "_identities", "_tuples", "cycle")
+
+    def __init__(self) -> None:
+        self._facts: list[Fact] = []
+        self._by_key: dict[str, list[Fact]] = {}
+        self._tuples: dict[str, tuple[Fact, ...]] = {}
+        self._by_id: dict[str, Fact] = {}
+        self._identities: set[tuple[str, Any]] = set()
+        self.cycle = 0
+
+    # -- reading ---------------------------------------------------------------
+    def get(self, key: str) -> tuple[Fact, ...]:
+        """The facts on ``key`` in promotion order; ``()`` when there are none."""
+        facts = self._by_key.get(key)
+        if facts is None:
+            return _EMPTY
+        cached = self._tuples.get(key)
+        # facts are only ever appended, so a snapshot of the same length is current
+        if cached is not None and len(cached) == len(facts):
+            return cached
+        snapshot = tuple(facts)
+        self._tuples[key] = snapshot
+        return snapshot
+
+    def has(self, key: str) -> bool:
+        """True when at least one fact is on ``key``."""
+        return key in self._by_key
+
+    def keys(self) -> list[str]:
+        """The keys that hold facts, in order of their first fact."""
+        return list(self._by_key)
+
+    def fact(self, fact_id: str) -> Fact | None:
+        """The fact with this id, or None."""
+        by_id = self._by_id
+        facts = self._facts
+        # the id index is built lazily: the hot path of a run never pays for it
+        for i in range(len(by_id), len(facts)):
+            f = facts[i]
+            by_id[f.id] = f
+        return by_id.get(fact_id)
+
+    def contains(self, key: str, content: Any) -> bool:
+        """True when a fact equal in (key, content) exists."""
+        return (key, content_key(content)) in self._identities
+
+    def facts(self) -> list[Fact]:
+        """Every fact in promotion order (a copy)."""
+        return list(self._facts)
+
+    def count(self, key: str) -> int:
+        """How many facts are on ``key``."""
+        facts = self._by_key.get(key)
+        return len(facts) if facts is not None else 0
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+    def __iter__(self) -> Iterator[Fact]:
+        return iter(tuple(self._facts))
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._by_key
+
+    def __repr__(self) -> str:
+        return f"Context(facts={len(self._facts)}, keys={len(self._by_key)}, cycle={self.cycle})"
+
+    # -- engine only -------------------------------------------------------------
+    def _promote(self, fact: Fact, identity: tuple[str, Any]) -> None:
+        key = fact.key
+        self._facts.append(fact)
+        bucket = self._by_key.get(key)
+        if bucket is None:
+            self._by_key[key] = [fact]
+        else:
+            bucket.append(fact)
+        self._identities.add(identity)
+
+    def _has_identity(self, identity: tuple[str, Any]) -> bool:
+        return identity in self._identities
+
+    def _next_id(self, key: str) -> str:
+        facts = self._by_key.get(key)
+        return f"{key}#{len(facts) if facts is not None else 0}"

@@ -1,0 +1,59 @@
+"""Effects: what one execution of a suggestor produced, and what it cost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.facts import Proposal
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Resources used: ``input_tokens`` and ``output_tokens`` (tokens), ``cost_usd`` (USD)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cost_usd + other.cost_usd,
+        )
+
+
+NO_USAGE = Usage()
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """The result of one execution: ``proposals``, ``usage``, and an optional ``refusal``.
+
+    A refusal (``Effect.refuse(reason)``) stops the run with ``AgentRefused``, as
+    converge-core's suggestors decline to produce output.
+    """
+
+    proposals: list[Proposal] = field(default_factory=list)
+    usage: Usage = NO_USAGE
+    refusal: str | None = None
+
+    @staticmethod
+    def none() -> Effect:
+        """An effect that proposes nothing."""
+        return Effect()
+
+    @staticmethod
+    def refuse(reason: str, usage: Usage = NO_USAGE) -> Effect:
+        """An explicit refusal to produce output, with its reason."""
+        return Effect(refusal=reason, usage=usage)
+
+    @staticmethod
+    def of(*proposals: Proposal, usage: Usage = NO_USAGE) -> Effect:
+        """An effect proposing ``proposals`` in order."""
+        return Effect(list(proposals), usage)

@@ -1,0 +1,46 @@
+"""Human-in-the-loop gates: proposals that wait for a person's decision."""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from engine.context import Context
+from engine.facts import Proposal
+
+
+class GateDecision(BaseModel):
+    """A person's decision on a gate: ``approved``, ``by`` whom, and an optional ``reason``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    approved: bool
+    by: str
+    reason: str | None = None
+
+    @staticmethod
+    def approve(*, by: str, reason: str | None = None) -> GateDecision:
+        """Approve: the proposal is promoted and the run goes on."""
+        return GateDecision(approved=True, by=by, reason=reason)
+
+    @staticmethod
+    def reject(*, by: str, reason: str | None = None) -> GateDecision:
+        """Reject: the proposal is dropped and recorded, the run goes on."""
+        return GateDecision(approved=False, by=by, reason=reason)
+
+
+@runtime_checkable
+class HitlPolicy(Protocol):
+    """Decides which proposals need a person's approval (converge-core's HITL gates).
+
+    ``match`` returns the gate's one-line summary when the proposal must wait, or
+    ``None``. ``timeout_s`` (seconds, None = never) and ``on_timeout`` decide an
+    expired gate.
+    """
+
+    name: str
+    timeout_s: float | None
+    on_timeout: Literal["approve", "reject"]
+
+    def match(self, proposal: Proposal, suggestor: str, ctx: Context) -> str | None: ...

@@ -1,0 +1,191 @@
+"""The mutable state of one run, and its checkpoint (a JSON-ready snapshot).
+
+A checkpoint holds everything needed to go on from a pause or a resumable stop
+in another process: the facts, counters, usage, dirty keys, the rest of the
+cycle's merge and the pending gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine.budget import Budget
+from engine.context import Context
+from engine.criterion import CriterionReport
+from engine.effect import Usage
+from engine.errors import ResumeError
+from engine.facts import Fact, Proposal, content_key, fact_from_dict, fact_to_dict
+from engine.hitl import GateDecision
+from engine.result import ContinuationRecord
+from engine.stop import StopReason, parse_stop_reason, stop_reason_to_dict
+from engine.store import AuditEvent, GateRecord
+
+CHECKPOINT_VERSION = 1
+
+
+@dataclass
+class PendingGate:
+    """The gate a paused run waits on, where its proposal sits in the merge."""
+
+    record: GateRecord
+    effect_index: int
+    proposal_index: int
+    decision: GateDecision | None = None
+
+
+class RunState:
+    """Everything that changes while a run goes on (engine-internal)."""
+
+    def __init__(self, run_id: str, budget: Budget) -> None:
+        self.run_id = run_id
+        self.budget = budget
+        self.context = Context()
+        self.cycle = 0
+        self.usage = Usage()
+        self.invocations = 0
+        self.invocations_by: dict[str, int] = {}
+        self.history: list[str] = []
+        self.streaks: dict[str, int] = {}
+        self.last_error: str | None = None
+        self.last_suggestors: tuple[str, ...] = ()
+        self.dirty: set[str] = set()
+        self.rejected: set[tuple[str, Any]] = set()
+        self.rejected_items: list[tuple[str, Any]] = []
+        self.pending_signals: list[StopReason] = []
+        self.merge_effects: list[tuple[str, list[Proposal]]] = []
+        self.merge_pos: tuple[int, int] = (0, 0)
+        self.cycle_new: list[Fact] = []
+        self.admitted: list[int] | None = None
+        self.pending_gate: PendingGate | None = None
+        self.approved_once: tuple[int, int] | None = None
+        self.gates_opened = 0
+        self.dropped = 0
+        self.exhausted_overrides: set[str] = set()
+        self.continuations: list[ContinuationRecord] = []
+        self.criteria_reports: tuple[CriterionReport, ...] = ()
+        self.events: list[AuditEvent] = []
+        self.leg_started = 0.0
+        self.wall_started = 0.0
+        self.elapsed_before_ms = 0
+
+    # -- checkpoint --------------------------------------------------------------
+    def to_checkpoint(self, suggestors: Sequence[str]) -> dict[str, Any]:
+        """A JSON-ready snapshot of the run (facts in promotion order included)."""
+        pg = self.pending_gate
+        return {
+            "version": CHECKPOINT_VERSION,
+            "run_id": self.run_id,
+            "suggestors": list(suggestors),
+            "budget": self.budget.model_dump(mode="json"),
+            "facts": [fact_to_dict(f) for f in self.context],
+            "cycle": self.cycle,
+            "usage": [self.usage.input_tokens, self.usage.output_tokens, self.usage.cost_usd],
+            "invocations": self.invocations,
+            "invocations_by": self.invocations_by,
+            "history": self.history,
+            "streaks": self.streaks,
+            "last_error": self.last_error,
+            "last_suggestors": list(self.last_suggestors),
+            "dirty": sorted(self.dirty),
+            "rejected": [[k, c] for k, c in self.rejected_contents()],
+            "pending_signals": [stop_reason_to_dict(s) for s in self.pending_signals],
+            "merge_effects": [
+                [name, [_proposal_to_dict(p) for p in proposals]]
+                for name, proposals in self.merge_effects
+            ],
+            "merge_pos": list(self.merge_pos),
+            "cycle_new": [f.id for f in self.cycle_new],
+            "pending_gate": None
+            if pg is None
+            else {
+                "gate_id": pg.record.gate_id,
+                "effect_index": pg.effect_index,
+                "proposal_index": pg.proposal_index,
+            },
+            "gates_opened": self.gates_opened,
+            "elapsed_ms": self.elapsed_before_ms,
+            "continuations": [
+                [k.cycle, list(k.signals), k.note, k.budget_raised] for k in self.continuations
+            ],
+        }
+
+    def rejected_contents(self) -> list[tuple[str, Any]]:
+        """The (key, content) pairs a human rejected in this run."""
+        return list(self.rejected_items)
+
+    def remember_rejected(self, key: str, content: Any) -> None:
+        """Record a rejected (key, content) so it never reopens a gate."""
+        self.rejected_items.append((key, content))
+        self.rejected.add((key, content_key(content)))
+
+    @staticmethod
+    def from_checkpoint(data: dict[str, Any], gate: GateRecord | None = None) -> RunState:
+        """Rebuild a run from :meth:`to_checkpoint`; raises ``ResumeError`` if corrupted."""
+        try:
+            if data.get("version") != CHECKPOINT_VERSION:
+                raise ResumeError(f"checkpoint version {data.get('version')!r} is not supported")
+            st = RunState(str(data["run_id"]), Budget.model_validate(data["budget"]))
+            ctx = st.context
+            for fd in data["facts"]:
+                fact = fact_from_dict(fd)
+                ctx._promote(fact, (fact.key, content_key(fact.content)))
+            st.cycle = int(data["cycle"])
+            ctx.cycle = st.cycle
+            i, o, c = data["usage"]
+            st.usage = Usage(int(i), int(o), float(c))
+            st.invocations = int(data["invocations"])
+            st.invocations_by = {str(k): int(v) for k, v in data["invocations_by"].items()}
+            st.history = [str(h) for h in data["history"]]
+            st.streaks = {str(k): int(v) for k, v in data["streaks"].items()}
+            st.last_error = data["last_error"]
+            st.last_suggestors = tuple(data["last_suggestors"])
+            st.dirty = set(data["dirty"])
+            for key, content in data.get("rejected", []):
+                st.remember_rejected(key, content)
+            st.pending_signals = [parse_stop_reason(s) for s in data["pending_signals"]]
+            st.merge_effects = [
+                (str(name), [_proposal_from_dict(p) for p in proposals])
+                for name, proposals in data["merge_effects"]
+            ]
+            st.merge_pos = (int(data["merge_pos"][0]), int(data["merge_pos"][1]))
+            new_ids = set(data["cycle_new"])
+            st.cycle_new = [f for f in ctx._facts if f.id in new_ids]
+            if len(st.cycle_new) != len(new_ids):
+                raise ResumeError("corrupted checkpoint: cycle_new names unknown facts")
+            pg = data["pending_gate"]
+            if pg is not None:
+                if gate is None or gate.gate_id != pg["gate_id"]:
+                    raise ResumeError(
+                        f"checkpoint of run {st.run_id} waits on gate {pg['gate_id']}, "
+                        f"not {gate.gate_id if gate else None}"
+                    )
+                st.pending_gate = PendingGate(
+                    gate, int(pg["effect_index"]), int(pg["proposal_index"])
+                )
+            st.gates_opened = int(data["gates_opened"])
+            st.elapsed_before_ms = int(data["elapsed_ms"])
+            st.continuations = [
+                ContinuationRecord(int(c), tuple(s), str(n), bool(r))
+                for c, s, n, r in data["continuations"]
+            ]
+            return st
+        except ResumeError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise ResumeError(f"corrupted checkpoint: {type(exc).__name__}: {exc}") from exc
+
+
+def _proposal_to_dict(p: Proposal) -> dict[str, Any]:
+    return {
+        "key": p.key,
+        "content": p.content,
+        "confidence": p.confidence,
+        "parents": list(p.parents),
+        "id": p.id,
+    }
+
+
+def _proposal_from_dict(d: dict[str, Any]) -> Proposal:
+    return Proposal(d["key"], d["content"], float(d["confidence"]), tuple(d["parents"]), d["id"])

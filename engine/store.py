@@ -1,0 +1,166 @@
+"""The run store protocol: where the engine writes its audit trail and checkpoints.
+
+``audit.SqlRunStore`` implements it (SQLite by default, any SQLAlchemy URL). A run
+without a store pays nothing: the engine builds no events at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from engine.effect import Usage
+from engine.hitl import GateDecision
+from engine.stop import StopReason
+
+EVENT_KINDS = (
+    "run_started",
+    "cycle_started",
+    "suggestor_executed",
+    "suggestor_failed",
+    "fact_promoted",
+    "proposal_rejected",
+    "invariant_violated",
+    "gate_opened",
+    "gate_decided",
+    "run_paused",
+    "run_resumed",
+    "stop_signal",
+    "run_continued",
+    "run_stopped",
+)
+"""Every audit event kind the engine emits (DESIGN.md §7, plus ``run_continued``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """One entry of a run's audit trail, before the store numbers and chains it.
+
+    ``kind`` is one of :data:`EVENT_KINDS`, ``cycle`` the cycle it belongs to (0 =
+    before the first), ``payload`` a JSON-ready dict, ``ts`` unix time (seconds).
+    """
+
+    kind: str
+    cycle: int
+    payload: dict[str, Any]
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunHeader:
+    """What a store records when a run starts.
+
+    ``job`` is the job's name and ``job_spec`` its parsed file (so that the CLI can
+    rebuild the engine to resume it); ``suggestors`` are the registered names.
+    """
+
+    run_id: str
+    job: str | None
+    job_spec: dict[str, Any] | None
+    suggestors: tuple[str, ...]
+    started_at: float
+    parent_run_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How a run (or one leg of it, up to a pause) ended.
+
+    ``status`` is ``"stopped"`` or ``"paused"``; ``facts_root`` is the sha256
+    Merkle root over the facts in promotion order; ``duration_ms`` excludes pauses.
+    """
+
+    status: str
+    stop_reason: StopReason
+    cycles: int
+    facts_count: int
+    facts_root: str
+    usage: Usage
+    duration_ms: int
+    ended_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class GateRecord:
+    """A HITL gate as stored: the proposal waiting, its state and its decision.
+
+    ``status``: ``pending``, ``approved``, ``rejected`` or ``expired``; times are
+    unix seconds; ``expires_at`` is None when the gate never times out.
+    """
+
+    gate_id: str
+    run_id: str
+    proposal_id: str
+    proposal: dict[str, Any]
+    suggestor: str
+    summary: str
+    cycle: int
+    policy: str
+    status: str = "pending"
+    opened_at: float = 0.0
+    expires_at: float | None = None
+    on_timeout: str = "reject"
+    decided_by: str | None = None
+    decided_at: float | None = None
+    reason: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class RunStore(Protocol):
+    """Durable runs: events in per-cycle batches, gates, checkpoints.
+
+    Every method that writes does so in one transaction; a failure raises
+    ``engine.errors.StoreError`` (the engine then stops with
+    ``Error(error_category="storage")``).
+    """
+
+    def start_run(self, header: RunHeader, events: Sequence[AuditEvent]) -> None:
+        """Create the ``runs`` row (status ``running``) and write the first events."""
+        ...
+
+    def append_events(self, run_id: str, events: Sequence[AuditEvent]) -> None:
+        """Append one cycle's events to the run's chain, in one transaction."""
+        ...
+
+    def finish_run(
+        self,
+        run_id: str,
+        events: Sequence[AuditEvent],
+        outcome: RunOutcome,
+        checkpoint: dict[str, Any] | None = None,
+    ) -> None:
+        """Write the last events and the outcome (and a checkpoint of a resumable stop)."""
+        ...
+
+    def pause_run(
+        self,
+        run_id: str,
+        events: Sequence[AuditEvent],
+        outcome: RunOutcome,
+        gate: GateRecord,
+        checkpoint: dict[str, Any],
+    ) -> None:
+        """Write the events, the pending gate and the checkpoint; status ``paused``."""
+        ...
+
+    def get_gate(self, gate_id: str) -> GateRecord:
+        """The gate (raises ``GateNotFound``)."""
+        ...
+
+    def decide_gate(self, gate_id: str, decision: GateDecision, status: str) -> GateRecord:
+        """Compare-and-set ``pending`` → ``status``; raises ``GateAlreadyDecided``."""
+        ...
+
+    def claim_resume(self, run_id: str) -> None:
+        """Compare-and-set the run from paused/stopped to ``running``; raises ``RunBusy``."""
+        ...
+
+    def load_checkpoint(self, run_id: str) -> dict[str, Any]:
+        """The latest checkpoint of the run (raises ``ResumeError`` when missing)."""
+        ...
+
+    def get_run_header(self, run_id: str) -> RunHeader:
+        """The header the run was started with (raises ``RunNotFound``)."""
+        ...

@@ -1,0 +1,107 @@
+"""Human-in-the-loop policies: which proposals wait for a person's approval.
+
+A matching proposal opens a gate during the merge; the run pauses with
+``HitlGatePending`` (as converge-core's HITL gates, which match keys and a
+confidence threshold) until ``Engine.resume(gate_id, decision)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
+
+from engine.context import Context
+from engine.facts import Proposal
+from engine.hitl import GateDecision, HitlPolicy
+
+DEFAULT_SUMMARY = "Approve {key} from {suggestor}: {content}"
+
+
+class ApprovalPolicy:
+    """Opens a gate for proposals that match every given condition.
+
+    ``keys`` / ``suggestors`` restrict by key or proposer (None = any);
+    ``confidence_at_most`` matches proposals at or under that confidence;
+    ``when(proposal, ctx) -> bool`` adds any condition. ``summary`` is a
+    ``str.format`` template over ``key``, ``content``, ``suggestor``,
+    ``confidence`` and ``proposal`` (e.g. ``"Classify {content[name]}"``).
+    ``timeout_s`` (seconds, None = never) and ``on_timeout`` decide expired gates.
+    """
+
+    def __init__(
+        self,
+        *,
+        keys: Iterable[str] | None = None,
+        suggestors: Iterable[str] | None = None,
+        confidence_at_most: float | None = None,
+        when: Callable[[Proposal, Context], bool] | None = None,
+        summary: str = DEFAULT_SUMMARY,
+        timeout_s: float | None = None,
+        on_timeout: Literal["approve", "reject"] = "reject",
+        name: str | None = None,
+    ) -> None:
+        if on_timeout not in ("approve", "reject"):
+            raise ValueError(f"on_timeout must be 'approve' or 'reject', got {on_timeout!r}")
+        if timeout_s is not None and timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
+        self.keys = None if keys is None else frozenset(keys)
+        self.suggestors = None if suggestors is None else frozenset(suggestors)
+        self.confidence_at_most = confidence_at_most
+        self.when = when
+        self.summary = summary
+        self.timeout_s = timeout_s
+        self.on_timeout: Literal["approve", "reject"] = on_timeout
+        self.name = name or "require_approval:" + ",".join(sorted(self.keys or ["*"]))
+
+    def match(self, proposal: Proposal, suggestor: str, ctx: Context) -> str | None:
+        """The gate's summary when ``proposal`` must wait for a person, else None."""
+        if self.keys is not None and proposal.key not in self.keys:
+            return None
+        if self.suggestors is not None and suggestor not in self.suggestors:
+            return None
+        if self.confidence_at_most is not None and proposal.confidence > self.confidence_at_most:
+            return None
+        if self.when is not None and not self.when(proposal, ctx):
+            return None
+        return self.render(proposal, suggestor)
+
+    def render(self, proposal: Proposal, suggestor: str) -> str:
+        """The summary for one proposal; a template that does not fit falls back safely."""
+        values: dict[str, Any] = {
+            "key": proposal.key,
+            "content": proposal.content,
+            "suggestor": suggestor,
+            "confidence": proposal.confidence,
+            "proposal": proposal,
+        }
+        try:
+            return self.summary.format(**values)
+        except (KeyError, IndexError, AttributeError, TypeError, ValueError):
+            return DEFAULT_SUMMARY.format(**values)
+
+
+def require_approval(
+    *,
+    keys: Iterable[str] | None = None,
+    suggestors: Iterable[str] | None = None,
+    confidence_at_most: float | None = None,
+    when: Callable[[Proposal, Context], bool] | None = None,
+    summary: str = DEFAULT_SUMMARY,
+    timeout_s: float | None = None,
+    on_timeout: Literal["approve", "reject"] = "reject",
+    name: str | None = None,
+) -> ApprovalPolicy:
+    """A HITL policy: proposals matching all given conditions wait for approval."""
+    return ApprovalPolicy(
+        keys=keys,
+        suggestors=suggestors,
+        confidence_at_most=confidence_at_most,
+        when=when,
+        summary=summary,
+        timeout_s=timeout_s,
+        on_timeout=on_timeout,
+        name=name,
+    )
+
+
+__all__ = ["ApprovalPolicy", "GateDecision", "HitlPolicy", "require_approval"]
