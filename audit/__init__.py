@@ -1,0 +1,29 @@
+"""The audit store: SQLModel tables, a hash-chained trail, queries and lineage.
+
+``open_store(url)`` gives a :class:`SqlRunStore` (SQLite WAL file by default, any
+SQLAlchemy URL) implementing :class:`engine.RunStore`; ``verify`` finds the first
+altered row of a run's chain (DESIGN.md §7, docs/audit.md).
+"""
+
+from audit.chain import GENESIS, VerifyReport, canonical_json, verify_chain
+from audit.lineage import lineage_graph
+from audit.queries import RunRow, StoredEvent, parse_since
+from audit.store import KEY_ENV, SqlRunStore, open_store
+from audit.tables import SCHEMA_VERSION
+from audit.url import resolve_url
+
+__all__ = [
+    "GENESIS",
+    "KEY_ENV",
+    "SCHEMA_VERSION",
+    "RunRow",
+    "SqlRunStore",
+    "StoredEvent",
+    "VerifyReport",
+    "canonical_json",
+    "lineage_graph",
+    "open_store",
+    "parse_since",
+    "resolve_url",
+    "verify_chain",
+]

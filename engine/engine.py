@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 import time
 import uuid
@@ -33,7 +34,7 @@ from engine.facts import INPUT_SOURCE, Fact, Proposal, Provenance, content_key, 
 from engine.hitl import GateDecision, HitlPolicy
 from engine.integrity import facts_root
 from engine.invariant import Invariant
-from engine.policy import Continue, RunStats, StopPolicy
+from engine.policy import Continue, HistoryView, RunStats, StopPolicy
 from engine.promotion import PromotionGate
 from engine.result import ContinuationRecord, RunResult
 from engine.run_state import PendingGate, RunState
@@ -156,7 +157,6 @@ class Engine:
         self._subscribers: dict[str, list[int]] = {}
         self._dependency_free: list[int] = []
         self._cancelled: set[str] = set()
-        self._cancel_all = False
         self._lock = threading.Lock()
         self._active: set[str] = set()
         self._paused: dict[str, RunState] = {}
@@ -205,12 +205,13 @@ class Engine:
         """
         with self._lock:
             if run_id is None:
-                self._cancel_all = True
+                # the runs in flight, not the ones started later
+                self._cancelled.update(self._active)
             else:
                 self._cancelled.add(run_id)
 
     def _is_cancelled(self, run_id: str) -> bool:
-        return self._cancel_all or run_id in self._cancelled
+        return run_id in self._cancelled
 
     # -- entry points ------------------------------------------------------------
     def run(
@@ -268,6 +269,7 @@ class Engine:
         st.wall_started = time.time()
         with self._lock:
             self._cancelled.discard(st.run_id)
+            self._active.add(st.run_id)
         ctx = st.context
         events = st.events if self.store is not None else None
         if initial:
@@ -347,25 +349,31 @@ class Engine:
         finally:
             if runner is not None:
                 runner.close()
+            with self._lock:
+                self._active.discard(st.run_id)
 
     async def _drive_async(self, st: RunState) -> RunResult:
-        while True:
-            if st.pending_gate is not None or st.merge_effects:
+        try:
+            while True:
+                if st.pending_gate is not None or st.merge_effects:
+                    done = self._finish_merge_and_check(st)
+                    if done is not None:
+                        return done
+                    continue
+                prelude = self._prelude(st)
+                if isinstance(prelude, RunResult):
+                    return prelude
+                if any(self._async[i] for i in prelude):
+                    outcomes = await self._execute_async(st, prelude)
+                else:
+                    outcomes = self._execute_sync(st, prelude)
+                self._collect(st, prelude, outcomes)
                 done = self._finish_merge_and_check(st)
                 if done is not None:
                     return done
-                continue
-            prelude = self._prelude(st)
-            if isinstance(prelude, RunResult):
-                return prelude
-            if any(self._async[i] for i in prelude):
-                outcomes = await self._execute_async(st, prelude)
-            else:
-                outcomes = self._execute_sync(st, prelude)
-            self._collect(st, prelude, outcomes)
-            done = self._finish_merge_and_check(st)
-            if done is not None:
-                return done
+        finally:
+            with self._lock:
+                self._active.discard(st.run_id)
 
     def _prelude(self, st: RunState) -> list[int] | RunResult:
         """Checks before a cycle, then the eligible suggestors (registration order)."""
@@ -382,16 +390,23 @@ class Engine:
                     return r
         ctx = st.context
         ctx.cycle = st.cycle + 1
+        dirty = st.dirty
         eligible = self._eligible(st)
+        if eligible is None:  # accepts() raised and on_error="stop"
+            signals = st.pending_signals
+            st.pending_signals = []
+            return self._stop(st, signals)
         if not eligible:
             return self._fixed_point(st, list(st.pending_signals))
         if budget.max_cycles and st.cycle >= budget.max_cycles:
+            st.dirty = dirty  # kept: a resumed run wakes the same subscribers
             r = self._stop_or_continue(
                 st, [CycleBudgetExhausted(cycles_executed=st.cycle, limit=budget.max_cycles)]
             )
             if r is not None:
                 ctx.cycle = st.cycle
                 return r
+            st.dirty = set()
         st.cycle += 1
         if self.store is not None:
             st.events.append(
@@ -404,7 +419,9 @@ class Engine:
             )
         return eligible
 
-    def _eligible(self, st: RunState) -> list[int]:
+    def _eligible(self, st: RunState) -> list[int] | None:
+        """Eligible suggestors in registration order; None when ``accepts`` raised and
+        ``on_error="stop"`` (the ``Error`` is in ``st.pending_signals``)."""
         ctx = st.context
         dirty = st.dirty
         subs = self._subscribers
@@ -418,7 +435,20 @@ class Engine:
             return []
         ordered = sorted(candidates) if len(candidates) > 1 else list(candidates)
         suggestors = self._suggestors
-        return [i for i in ordered if suggestors[i].accepts(ctx)]
+        out: list[int] = []
+        for i in ordered:
+            sug = suggestors[i]
+            try:
+                ok = sug.accepts(ctx)
+            except Exception as exc:
+                # a failing accepts() counts as a failed execution of that suggestor
+                msg = f"accepts raised {type(exc).__name__}: {exc}"
+                if self._record_failure(st, sug.name, msg):
+                    return None
+                continue
+            if ok:
+                out.append(i)
+        return out
 
     # -- execution -----------------------------------------------------------------
     def _admit(self, st: RunState, eligible: list[int]) -> list[int]:
@@ -537,7 +567,9 @@ class Engine:
             if isinstance(out, BaseException):
                 if isinstance(out, StopRun):
                     st.pending_signals.append(
-                        StopRequested(source=name, message=out.message, context=out.context)
+                        StopRequested(
+                            source=name, message=str(out.message), context=_jsonable(out.context)
+                        )
                     )
                     if store:
                         events.append(
@@ -559,6 +591,11 @@ class Engine:
                     break
                 continue
             u = effect.usage
+            if type(u) is not Usage:
+                msg = f"returned usage of type {type(u).__name__}, expected a Usage"
+                if self._record_failure(st, name, msg):
+                    break
+                continue
             usage_in += u.input_tokens
             usage_out += u.output_tokens
             cost += u.cost_usd
@@ -590,10 +627,10 @@ class Engine:
                 st.usage.cost_usd + cost,
             )
         if timed_out:
-            elapsed = self._elapsed_ms(st)
-            st.pending_signals.append(
-                TimeBudgetExhausted(duration_ms=elapsed, limit_ms=_ms(st.budget.max_seconds or 0))
-            )
+            limit_ms = _ms(st.budget.max_seconds or 0)
+            # the event loop's timer may fire a hair before our clock reads the deadline
+            elapsed = max(self._elapsed_ms(st), limit_ms)
+            st.pending_signals.append(TimeBudgetExhausted(duration_ms=elapsed, limit_ms=limit_ms))
         st.last_suggestors = tuple(last)
         st.merge_effects = effects
         st.merge_pos = (0, 0)
@@ -738,7 +775,14 @@ class Engine:
         self, st: RunState, p: Proposal, pid: str, name: str, ei: int, pj: int
     ) -> StopReason | None:
         for policy in self.hitl_policies:
-            summary = policy.match(p, name, st.context)
+            try:
+                summary = policy.match(p, name, st.context)
+            except Exception as exc:
+                st.merge_effects = []
+                return Error(
+                    message=f"hitl policy {policy.name} raised {type(exc).__name__}: {exc}",
+                    error_category=ErrorCategory.CONFIGURATION,
+                )
             if summary is None:
                 continue
             st.gates_opened += 1
@@ -1092,6 +1136,8 @@ class Engine:
         assert st.pending_gate is not None
         st.pending_gate.decision = decision
         st.leg_started = self._clock()
+        with self._lock:
+            self._active.add(st.run_id)
         return st
 
     def _load_stopped(self, run_id: str, budget: Budget | None) -> RunState:
@@ -1109,6 +1155,7 @@ class Engine:
         st.leg_started = self._clock()
         with self._lock:
             self._cancelled.discard(run_id)
+            self._active.add(run_id)
         if self.store is not None:
             st.events.append(
                 AuditEvent(
@@ -1184,7 +1231,7 @@ class Engine:
             facts_count=len(st.context),
             invocations=st.invocations,
             invocations_by_suggestor=dict(st.invocations_by),
-            invocation_history=st.history,
+            invocation_history=HistoryView(st.history, len(st.history)),
         )
 
     def stats(self, result: RunResult) -> RunStats | None:
@@ -1237,6 +1284,16 @@ def _normalise(out: Any) -> Effect | None:
     return None
 
 
+def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` if JSON-serialisable, else a copy with the odd values as their repr."""
+    try:
+        json.dumps(data)
+        return data
+    except (TypeError, ValueError):
+        out: dict[str, Any] = json.loads(json.dumps(data, default=repr))
+        return out
+
+
 def _order(signals: list[StopReason]) -> list[StopReason]:
     """Most urgent first: priority, then evaluation order (sort is stable)."""
     seen: set[str] = set()
@@ -1257,16 +1314,35 @@ def _signal_key(s: StopReason) -> str:
 
 def _raises(old: Budget, new: Budget, signals: list[StopReason]) -> bool:
     """True when ``new`` raises the limit of every budget dimension that fired."""
-    fired = [_BUDGET_FIELDS[s.kind_code()] for s in signals if s.kind_code() in _BUDGET_FIELDS]
+    fired = [s for s in signals if s.kind_code() in _BUDGET_FIELDS]
     if not fired:
         return False
-    for fld in fired:
-        before, after = old.limit(fld), new.limit(fld)
-        if before is None:
-            continue
+    for s in fired:
+        before: float | None
+        after: float | None
+        if isinstance(s, InvocationBudgetExhausted) and s.suggestor is not None:
+            before = old.per_suggestor.get(s.suggestor) or None
+            after = new.per_suggestor.get(s.suggestor) or None
+        else:
+            fld = _BUDGET_FIELDS[s.kind_code()]
+            before, after = old.limit(fld), new.limit(fld)
+        # a signal whose limit is not the budget's came from a stop policy
+        # (gates.policies): raising the budget cannot lift it
+        if before is None or not _same_limit(s, before):
+            return False
         if after is not None and after <= before:
             return False
     return True
+
+
+def _same_limit(signal: StopReason, limit: float) -> bool:
+    """True when a budget signal's own limit is ``limit`` (the budget's, in its unit)."""
+    if isinstance(signal, TimeBudgetExhausted):
+        return signal.limit_ms == _ms(limit)
+    if isinstance(signal, CostBudgetExhausted):
+        return abs(signal.limit_usd - limit) < 1e-9
+    own = getattr(signal, "limit", None)
+    return own is None or own == limit
 
 
 def _ms(seconds: float) -> int:

@@ -8,10 +8,46 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Protocol, overload, runtime_checkable
 
 from engine.budget import Budget
 from engine.stop import StopReason
+
+
+class HistoryView(Sequence[str]):
+    """A read-only snapshot of the first ``length`` items of an append-only list.
+
+    Built in O(1), so handing the run's invocation history to the policies after
+    every cycle costs nothing, while a policy that keeps an old :class:`RunStats`
+    still sees the history as it was then.
+    """
+
+    __slots__ = ("_items", "_length")
+
+    def __init__(self, items: list[str], length: int) -> None:
+        self._items = items
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            items = self._items
+            return [items[i] for i in range(self._length)[index]]
+        i = index + self._length if index < 0 else index
+        if not 0 <= i < self._length:
+            raise IndexError("history index out of range")
+        return self._items[i]
+
+    def __repr__(self) -> str:
+        return f"HistoryView({self[:]!r})"
 
 
 @dataclass(frozen=True, slots=True)

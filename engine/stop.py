@@ -296,7 +296,8 @@ class TimeBudgetExhausted(_StopBase):
     advice = "The run took too long; in-flight async work was cancelled. Raise max_seconds."
 
     def __str__(self) -> str:
-        return f"time budget exhausted: {self.duration_ms} ms > limit {self.limit_ms} ms"
+        # not ">": a run cancelled at the deadline has used exactly its limit
+        return f"time budget exhausted: {self.duration_ms} ms used, limit {self.limit_ms} ms"
 
 
 class CostBudgetExhausted(_StopBase):
@@ -579,3 +580,67 @@ def stop_category_of(reason: StopReason) -> StopCategory:
             return StopCategory.HUMAN
         case _:
             assert_never(reason)
+
+
+def _type_name(annotation: Any) -> str:
+    if isinstance(annotation, type) and not getattr(annotation, "__args__", None):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def variant_signature(variant: type[_StopBase]) -> str:
+    """``Name(field: type, ...)`` of a variant, ``kind`` left out (as in DESIGN.md §5)."""
+    fields = ", ".join(
+        f"{name}: {_type_name(info.annotation)}"
+        for name, info in variant.model_fields.items()
+        if name != "kind"
+    )
+    return f"{variant.__name__}({fields})"
+
+
+STOP_REASONS_DOC_HEADER = """\
+# Stop reasons
+
+<!-- Generated from engine/stop.py by engine.stop.stop_reasons_markdown(); do not edit.
+Regenerate: .venv/bin/python -c "import engine.stop as s; s.write_stop_reasons_doc()" -->
+
+Every run ends with exactly one `StopReason` variant (`engine.stop`, DESIGN.md §5).
+`kind` is the stable machine code (the JSON discriminator), `category` decides every
+predicate, `priority` picks the stop reason when several conditions fire at one check
+(lower is more urgent), and the exit code is what `converge run` returns.
+
+Predicates: `is_success()` (success and cancelled), `is_budget_exhausted()`,
+`is_validation_failure()`, `is_error()`, `is_hitl_pending()`,
+`is_human_intervention_required()`, `is_cancelled()`, `is_policy_stop()`,
+`was_force_stopped()` (every category but success, hitl and human) and
+`is_resumable()` (budget, policy, hitl, cancelled).
+"""
+
+
+def stop_reasons_markdown() -> str:
+    """The §5 table of every variant, generated from the code (``docs/stop-reasons.md``).
+
+    Columns: variant with its fields, ``kind``, category, priority, CLI exit code,
+    meaning and recovery (the class docstring's first line and its advice).
+    """
+    lines = [
+        STOP_REASONS_DOC_HEADER,
+        "| variant (fields) | kind | category | priority | exit code | meaning / recovery |",
+        "|---|---|---|---|---|---|",
+    ]
+    for v in ALL_VARIANTS:
+        doc = (v.__doc__ or "").strip().splitlines()[0]
+        kind = v.model_fields["kind"].default
+        sig = variant_signature(v).replace("|", "\\|")
+        lines.append(
+            f"| `{sig}` | `{kind}` | {v.category_.value} | {_PRIORITIES[v.category_]} "
+            f"| {_EXIT_CODES[v.category_]} | {doc} {v.advice} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_stop_reasons_doc(path: str = "docs/stop-reasons.md") -> None:
+    """Write :func:`stop_reasons_markdown` to ``path`` (run from the repository root)."""
+    from pathlib import Path
+
+    Path(path).write_text(stop_reasons_markdown(), encoding="utf-8")

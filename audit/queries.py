@@ -1,0 +1,230 @@
+"""What the audit store answers: recorded runs and events, as frozen values.
+
+:class:`RunRow` is one ``runs`` row with its parsed ``StopReason``;
+:class:`StoredEvent` one numbered, chained event. :func:`parse_since` reads the
+``--since`` of ``converge runs`` (an ISO date/time or a relative age like ``1h``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Row, Select, select
+
+from audit.tables import runs
+from engine.effect import Usage
+from engine.stop import StopReason, parse_stop_reason, stop_reason_to_dict
+
+CRASHED = "crashed"
+"""Status reported for a ``running`` run whose writer process (on this host) is dead."""
+
+DEFAULT_LIMIT = 100
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """One recorded run, as ``store.runs()`` and ``store.run()`` return it.
+
+    ``status`` is ``running``, ``paused``, ``stopped`` or ``crashed`` (a ``running``
+    run whose writer pid on this host is gone); times are unix seconds; the stop
+    fields are None while the run has not stopped or paused yet.
+    """
+
+    run_id: str
+    job: str | None
+    status: str
+    started_at: float
+    ended_at: float | None
+    stop_reason: StopReason | None
+    kind: str | None
+    category: str | None
+    cycles: int
+    facts_count: int
+    facts_root: str | None
+    usage: Usage
+    duration_ms: int | None
+    suggestors: tuple[str, ...]
+    head_hash: str
+    last_seq: int
+    chain: str
+    pid: int | None
+    hostname: str | None
+    parent_run_id: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the row (``stop_reason`` as its JSON)."""
+        return {
+            "run_id": self.run_id,
+            "job": self.job,
+            "status": self.status,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "kind": self.kind,
+            "category": self.category,
+            "stop_reason": None
+            if self.stop_reason is None
+            else stop_reason_to_dict(self.stop_reason),
+            "cycles": self.cycles,
+            "facts_count": self.facts_count,
+            "facts_root": self.facts_root,
+            "usage": {
+                "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
+                "cost_usd": self.usage.cost_usd,
+            },
+            "duration_ms": self.duration_ms,
+            "suggestors": list(self.suggestors),
+            "head_hash": self.head_hash,
+            "last_seq": self.last_seq,
+            "chain": self.chain,
+            "pid": self.pid,
+            "hostname": self.hostname,
+            "parent_run_id": self.parent_run_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One audit event as stored: ``seq`` (from 1), ``ts`` (unix seconds), ``hash`` (hex)."""
+
+    run_id: str
+    seq: int
+    kind: str
+    cycle: int
+    ts: float
+    payload: dict[str, Any]
+    hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the event."""
+        return {
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "kind": self.kind,
+            "cycle": self.cycle,
+            "ts": self.ts,
+            "payload": self.payload,
+            "hash": self.hash,
+        }
+
+
+_HOST = socket.gethostname()
+
+
+def writer_alive(pid: int | None, hostname: str | None) -> bool:
+    """False only when the writer ran on this host and its pid no longer exists."""
+    if pid is None or hostname != _HOST:
+        return True
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def this_writer() -> tuple[int, str]:
+    """(pid, hostname) of this process, recorded on the runs it writes."""
+    return os.getpid(), _HOST
+
+
+def run_row(r: Row[Any]) -> RunRow:
+    """A :class:`RunRow` from a ``runs`` row (the JSON columns parsed)."""
+    m = r._mapping
+    status = m["status"]
+    if status == "running" and not writer_alive(m["pid"], m["hostname"]):
+        status = CRASHED
+    reason = parse_stop_reason(m["reason"]) if m["reason"] else None
+    u = json.loads(m["usage"]) if m["usage"] else {}
+    return RunRow(
+        run_id=m["run_id"],
+        job=m["job"],
+        status=status,
+        started_at=m["started_at"],
+        ended_at=m["ended_at"],
+        stop_reason=reason,
+        kind=m["stop_kind"],
+        category=m["category"],
+        cycles=m["cycles"],
+        facts_count=m["facts_count"],
+        facts_root=m["facts_root"],
+        usage=Usage(
+            int(u.get("input_tokens", 0)),
+            int(u.get("output_tokens", 0)),
+            float(u.get("cost_usd", 0.0)),
+        ),
+        duration_ms=m["duration_ms"],
+        suggestors=tuple(json.loads(m["suggestors"])),
+        head_hash=m["head_hash"],
+        last_seq=m["last_seq"],
+        chain=m["chain"],
+        pid=m["pid"],
+        hostname=m["hostname"],
+        parent_run_id=m["parent_run_id"],
+    )
+
+
+def runs_query(
+    *,
+    category: str | None = None,
+    kind: str | None = None,
+    since: float | None = None,
+    job: str | None = None,
+    status: str | None = None,
+    limit: int | None = DEFAULT_LIMIT,
+) -> Select[Any]:
+    """The ``SELECT`` over ``runs``, newest first; each filter is served by an index.
+
+    ``status="crashed"`` selects ``running`` rows (the caller keeps the dead ones).
+    """
+    q = select(runs)
+    if category is not None:
+        q = q.where(runs.c.category == category)
+    if kind is not None:
+        q = q.where(runs.c.stop_kind == kind)
+    if job is not None:
+        q = q.where(runs.c.job == job)
+    if status is not None:
+        q = q.where(runs.c.status == ("running" if status == CRASHED else status))
+    if since is not None:
+        q = q.where(runs.c.started_at >= since)
+    q = q.order_by(runs.c.started_at.desc(), runs.c.run_id.desc())
+    if limit is not None and limit > 0:
+        q = q.limit(limit)
+    return q
+
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_since(text: str, *, now: float | None = None) -> float:
+    """Unix seconds from an ISO date/time (naive = UTC) or an age (``30m``, ``1h``, ``7d``).
+
+    Raises ``ValueError`` naming the accepted forms.
+    """
+    m = _AGE.match(text)
+    if m:
+        return (time.time() if now is None else now) - float(m.group(1)) * _UNIT_S[
+            m.group(2).lower()
+        ]
+    try:
+        dt = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"--since {text!r}: expected an ISO date/time (2025-01-31, 2025-01-31T12:00) "
+            "or an age like 30m, 1h, 7d"
+        ) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()

@@ -1,0 +1,655 @@
+"""``SqlRunStore``: the :class:`engine.store.RunStore` protocol on SQLAlchemy (DESIGN.md §7).
+
+Every method runs in one transaction and raises ``StoreError`` when the database
+fails. Event batches (one per cycle) are written with one Core ``executemany``
+after the run's ``runs`` row is locked (SQLite ``BEGIN IMMEDIATE``, PostgreSQL
+``SELECT ... FOR UPDATE``): the previous hash and ``seq`` come from that row, so
+several writer processes can share one database and a crash never leaves half a
+cycle behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import networkx as nx
+from sqlalchemy import Connection, Engine, delete, func, insert, inspect, select, text, update
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from audit.chain import (
+    GENESIS,
+    KEYED,
+    PLAIN,
+    ChainRow,
+    VerifyReport,
+    canonical_json,
+    fact_json,
+    hasher,
+    verify_chain,
+)
+from audit.lineage import lineage_graph
+from audit.queries import (
+    CRASHED,
+    DEFAULT_LIMIT,
+    RunRow,
+    StoredEvent,
+    run_row,
+    runs_query,
+    this_writer,
+)
+from audit.tables import (
+    SCHEMA_VERSION,
+    TABLES,
+    audit_events,
+    checkpoints,
+    gates,
+    meta,
+    runs,
+)
+from audit.url import WRITE, display_url, make_engine, resolve_url
+from engine.errors import (
+    ConvergeError,
+    GateAlreadyDecided,
+    GateNotFound,
+    ResumeError,
+    RunBusy,
+    RunNotFound,
+    SchemaVersionError,
+    StoreError,
+)
+from engine.facts import Fact, fact_from_dict
+from engine.hitl import GateDecision
+from engine.stop import stop_reason_to_dict
+from engine.store import AuditEvent, GateRecord, RunHeader, RunOutcome
+
+KEY_ENV = "CONVERGE_AUDIT_KEY"
+"""Environment variable holding the HMAC key of the chain (unset = plain sha256)."""
+
+EVENT_COLUMNS = ("run_id", "seq", "cycle", "kind", "ts", "payload", "hash")
+"""The ``audit_events`` columns, in the order the write path builds its rows."""
+_IDENTITY = tuple(range(len(EVENT_COLUMNS)))
+_DECIDED = ("approved", "rejected", "expired")
+_json_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_quote = json.encoder.encode_basestring
+
+
+def _iso(ts: float | None) -> str | None:
+    return None if ts is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def _key_bytes(key: bytes | str | None) -> bytes | None:
+    if key is None:
+        key = os.environ.get(KEY_ENV) or None
+    if key is None:
+        return None
+    return key.encode() if isinstance(key, str) else key
+
+
+class SqlRunStore:
+    """The audit store on any SQLAlchemy database (SQLite WAL file by default).
+
+    Build it with :func:`open_store`. ``url`` is a SQLAlchemy URL; ``key`` the HMAC
+    key of the chain (None = plain sha256). Implements :class:`engine.RunStore`
+    plus queries (``runs``, ``run``, ``events``, ``facts``, ``lineage``, ``gates``)
+    and ``verify``/``verify_all``.
+    """
+
+    def __init__(self, url: str, *, key: bytes | None = None, engine: Engine | None = None):
+        self.url = url
+        self.shown = display_url(url)
+        self._engine = engine if engine is not None else make_engine(url)
+        self._key = key
+        self._hash = hasher(key)
+        self._chain = KEYED if key is not None else PLAIN
+        self._pg = self._engine.dialect.name == "postgresql"
+        self._insert_sql: str | None = None
+        self._positions: tuple[int, ...] | None = None
+
+    # -- plumbing ----------------------------------------------------------------
+    @contextmanager
+    def _tx(self, *, write: bool = True) -> Iterator[Connection]:
+        """One transaction; database failures become ``StoreError``."""
+        try:
+            with self._engine.connect() as conn:
+                if write:
+                    conn.execution_options(**{WRITE: True})
+                elif self._pg:
+                    # a consistent snapshot across the statements of a read
+                    conn.execution_options(isolation_level="REPEATABLE READ")
+                with conn.begin():
+                    yield conn
+        except ConvergeError:
+            raise
+        except SQLAlchemyError as exc:
+            cause = getattr(exc, "orig", None) or exc
+            raise StoreError(f"audit store {self.shown}: {cause}".strip()) from exc
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self._engine.dispose()
+
+    def ensure_schema(self) -> None:
+        """Create the tables on first use; refuse a foreign or newer schema.
+
+        Raises ``SchemaVersionError`` (another schema version) or ``StoreError``
+        (tables of another application, database unreachable).
+        """
+        try:
+            with self._tx() as conn:
+                if self._pg:
+                    conn.execute(text("SELECT pg_advisory_xact_lock(714522)"))
+                self._check_and_create(conn)
+        except StoreError as exc:
+            if isinstance(exc, SchemaVersionError) or str(exc).startswith("cannot open"):
+                raise
+            msg = str(exc).removeprefix(f"audit store {self.shown}: ")
+            raise StoreError(f"cannot open audit store {self.shown}: {msg}") from exc
+
+    def _check_and_create(self, conn: Connection) -> None:
+        insp = inspect(conn)
+        existing = set(insp.get_table_names())
+        version: str | None = None
+        if meta.name in existing:
+            version = conn.execute(
+                select(meta.c.value).where(meta.c.key == "schema_version")
+            ).scalar()
+            if version is not None and version != str(SCHEMA_VERSION):
+                raise SchemaVersionError(
+                    f"audit store {self.shown} has schema version {version}; "
+                    f"this converge understands version {SCHEMA_VERSION}"
+                )
+        for table in TABLES:
+            if table.name not in existing:
+                continue
+            have = {c["name"] for c in insp.get_columns(table.name)}
+            want = {c.name for c in table.columns}
+            if have != want:
+                missing = sorted(want - have)
+                extra = sorted(have - want)
+                raise StoreError(
+                    f"cannot open audit store {self.shown}: its table {table.name!r} belongs "
+                    f"to another schema (missing columns {missing or 'none'}, "
+                    f"unknown columns {extra or 'none'})"
+                )
+        for table in TABLES:
+            if table.name not in existing:
+                table.create(conn)
+        if version is None:
+            conn.execute(insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+
+    # -- the write path --------------------------------------------------------------
+    def _rows(
+        self, run_id: str, events: Sequence[AuditEvent], prev: str, seq: int
+    ) -> tuple[list[tuple[Any, ...]], str, int]:
+        """Number and chain ``events`` after (``prev``, ``seq``): rows ready to insert.
+
+        Rows are tuples in :data:`EVENT_COLUMNS` order. The hot path of an audited run:
+        one canonical JSON per payload, one hash per event, no per-row SQL work.
+        """
+        h = self._hash
+        dumps = canonical_json
+        fast = fact_json
+        rid = _quote(run_id)
+        kinds: dict[str, str] = {}
+        rows: list[tuple[Any, ...]] = []
+        append = rows.append
+        try:
+            for ev in events:
+                seq += 1
+                kind = ev.kind
+                qk = kinds.get(kind)
+                if qk is None:
+                    qk = kinds[kind] = _quote(kind)
+                payload = fast(ev.payload) if kind == "fact_promoted" else dumps(ev.payload)
+                ts = float(ev.ts)
+                cycle = ev.cycle
+                prev = h(
+                    prev,
+                    f'{{"cycle":{cycle},"kind":{qk},"payload":{payload},'
+                    f'"run_id":{rid},"seq":{seq},"ts":{ts!r}}}',
+                )
+                append((run_id, seq, cycle, kind, ts, payload, prev))
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"audit event {seq} of run {run_id} is not JSON: {exc}") from exc
+        return rows, prev, seq
+
+    def _insert_events(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+        """One executemany of the Core ``INSERT`` (compiled once per store)."""
+        sql = self._insert_sql
+        if sql is None:
+            compiled = insert(audit_events).compile(
+                dialect=self._engine.dialect, column_keys=list(EVENT_COLUMNS)
+            )
+            order = compiled.positiontup
+            if compiled.positional and order is not None:
+                self._positions = tuple(EVENT_COLUMNS.index(name) for name in order)
+            sql = self._insert_sql = str(compiled)
+        pos = self._positions
+        if pos is None:
+            params: list[Any] = [dict(zip(EVENT_COLUMNS, r, strict=True)) for r in rows]
+        elif pos == _IDENTITY:
+            params = rows
+        else:
+            params = [tuple(r[i] for i in pos) for r in rows]
+        conn.exec_driver_sql(sql, params)
+
+    def _lock_run(self, conn: Connection, run_id: str) -> tuple[str, int, str]:
+        row = conn.execute(
+            select(runs.c.head_hash, runs.c.last_seq, runs.c.status)
+            .where(runs.c.run_id == run_id)
+            .with_for_update()
+        ).one_or_none()
+        if row is None:
+            raise RunNotFound(f"no run {run_id!r} in audit store {self.shown}")
+        return row[0], row[1], row[2]
+
+    def _append(self, conn: Connection, run_id: str, events: Sequence[AuditEvent]) -> None:
+        head, seq, _status = self._lock_run(conn, run_id)
+        if not events:
+            return
+        rows, head, seq = self._rows(run_id, events, head, seq)
+        self._insert_events(conn, rows)
+        conn.execute(
+            update(runs).where(runs.c.run_id == run_id).values(head_hash=head, last_seq=seq)
+        )
+
+    def _outcome_values(self, outcome: RunOutcome) -> dict[str, Any]:
+        reason = outcome.stop_reason
+        u = outcome.usage
+        return {
+            "status": outcome.status,
+            "ended_at": outcome.ended_at,
+            "stop_kind": reason.kind_code(),
+            "category": reason.category.value,
+            "reason": canonical_json(stop_reason_to_dict(reason)),
+            "cycles": outcome.cycles,
+            "facts_count": outcome.facts_count,
+            "facts_root": outcome.facts_root,
+            "usage": canonical_json(
+                {
+                    "input_tokens": u.input_tokens,
+                    "output_tokens": u.output_tokens,
+                    "cost_usd": u.cost_usd,
+                }
+            ),
+            "duration_ms": outcome.duration_ms,
+        }
+
+    def _put_checkpoint(self, conn: Connection, run_id: str, data: dict[str, Any] | None) -> None:
+        conn.execute(delete(checkpoints).where(checkpoints.c.run_id == run_id))
+        if data is None:
+            return
+        try:
+            blob = _json_compact(data)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"checkpoint of run {run_id} is not JSON: {exc}") from exc
+        conn.execute(
+            insert(checkpoints).values(
+                run_id=run_id, cycle=int(data.get("cycle", 0)), created_at=time.time(), data=blob
+            )
+        )
+
+    # -- RunStore --------------------------------------------------------------------
+    def start_run(self, header: RunHeader, events: Sequence[AuditEvent]) -> None:
+        """Create the ``runs`` row (status ``running``, this pid/host) and write the first events.
+
+        Raises ``StoreError`` when the run id exists already or the database fails.
+        """
+        rows, head, seq = self._rows(header.run_id, events, GENESIS, 0)
+        pid, host = this_writer()
+        try:
+            spec = None if header.job_spec is None else _json_compact(header.job_spec)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"job spec of run {header.run_id} is not JSON: {exc}") from exc
+        try:
+            with self._tx() as conn:
+                conn.execute(
+                    insert(runs).values(
+                        run_id=header.run_id,
+                        job=header.job,
+                        job_spec=spec,
+                        suggestors=_json_compact(list(header.suggestors)),
+                        status="running",
+                        pid=pid,
+                        hostname=host,
+                        started_at=header.started_at,
+                        cycles=0,
+                        facts_count=0,
+                        chain=self._chain,
+                        head_hash=head,
+                        last_seq=seq,
+                        parent_run_id=header.parent_run_id,
+                    )
+                )
+                if rows:
+                    self._insert_events(conn, rows)
+        except StoreError as exc:
+            if isinstance(exc.__cause__, IntegrityError):
+                raise StoreError(
+                    f"run {header.run_id!r} already exists in audit store {self.shown}"
+                ) from exc
+            raise
+
+    def append_events(self, run_id: str, events: Sequence[AuditEvent]) -> None:
+        """Append one cycle's events to the run's chain, in one transaction."""
+        if not events:
+            return
+        with self._tx() as conn:
+            self._append(conn, run_id, events)
+
+    def finish_run(
+        self,
+        run_id: str,
+        events: Sequence[AuditEvent],
+        outcome: RunOutcome,
+        checkpoint: dict[str, Any] | None = None,
+    ) -> None:
+        """Write the last events and the outcome; keep ``checkpoint`` (or drop a stale one)."""
+        with self._tx() as conn:
+            self._append(conn, run_id, events)
+            conn.execute(
+                update(runs).where(runs.c.run_id == run_id).values(**self._outcome_values(outcome))
+            )
+            self._put_checkpoint(conn, run_id, checkpoint)
+
+    def pause_run(
+        self,
+        run_id: str,
+        events: Sequence[AuditEvent],
+        outcome: RunOutcome,
+        gate: GateRecord,
+        checkpoint: dict[str, Any],
+    ) -> None:
+        """Write the events, the pending gate and the checkpoint; status ``paused``."""
+        with self._tx() as conn:
+            self._append(conn, run_id, events)
+            conn.execute(
+                insert(gates).values(
+                    gate_id=gate.gate_id,
+                    run_id=gate.run_id,
+                    proposal_id=gate.proposal_id,
+                    proposal=_json_compact(gate.proposal),
+                    suggestor=gate.suggestor,
+                    summary=gate.summary,
+                    cycle=gate.cycle,
+                    policy=gate.policy,
+                    status=gate.status,
+                    opened_at=gate.opened_at or time.time(),
+                    expires_at=gate.expires_at,
+                    on_timeout=gate.on_timeout,
+                    decided_by=gate.decided_by,
+                    decided_at=gate.decided_at,
+                    reason=gate.reason,
+                    extra=_json_compact(gate.extra),
+                )
+            )
+            self._put_checkpoint(conn, run_id, checkpoint)
+            conn.execute(
+                update(runs).where(runs.c.run_id == run_id).values(**self._outcome_values(outcome))
+            )
+
+    def get_gate(self, gate_id: str) -> GateRecord:
+        """The gate (raises ``GateNotFound``)."""
+        with self._tx(write=False) as conn:
+            row = conn.execute(select(gates).where(gates.c.gate_id == gate_id)).one_or_none()
+        if row is None:
+            raise GateNotFound(f"no gate {gate_id!r} in audit store {self.shown}")
+        return _gate_record(row._mapping)
+
+    def decide_gate(self, gate_id: str, decision: GateDecision, status: str) -> GateRecord:
+        """Compare-and-set the gate from ``pending`` to ``status`` (approved/rejected/expired).
+
+        Exactly one caller wins; the others get ``GateAlreadyDecided`` naming who
+        decided it and when (ISO UTC). Raises ``GateNotFound`` for an unknown gate.
+        """
+        if status not in _DECIDED:
+            raise StoreError(f"gate status must be one of {_DECIDED}, got {status!r}")
+        now = time.time()
+        with self._tx() as conn:
+            done = conn.execute(
+                update(gates)
+                .where(gates.c.gate_id == gate_id, gates.c.status == "pending")
+                .values(
+                    status=status, decided_by=decision.by, decided_at=now, reason=decision.reason
+                )
+            )
+            row = conn.execute(select(gates).where(gates.c.gate_id == gate_id)).one_or_none()
+        if row is None:
+            raise GateNotFound(f"no gate {gate_id!r} in audit store {self.shown}")
+        rec = _gate_record(row._mapping)
+        if done.rowcount == 0:
+            raise GateAlreadyDecided(gate_id, rec.status, rec.decided_by, _iso(rec.decided_at))
+        return rec
+
+    def claim_resume(self, run_id: str) -> None:
+        """Compare-and-set the run from paused/stopped to ``running`` (this pid/host).
+
+        Raises ``RunBusy`` when another process holds it, ``RunNotFound`` when unknown.
+        """
+        pid, host = this_writer()
+        with self._tx() as conn:
+            done = conn.execute(
+                update(runs)
+                .where(runs.c.run_id == run_id, runs.c.status.in_(("paused", "stopped")))
+                .values(status="running", pid=pid, hostname=host)
+            )
+            if done.rowcount == 0:
+                status = conn.execute(select(runs.c.status).where(runs.c.run_id == run_id)).scalar()
+                if status is None:
+                    raise RunNotFound(f"no run {run_id!r} in audit store {self.shown}")
+                raise RunBusy(f"run {run_id} is {status}: another process is resuming it")
+
+    def load_checkpoint(self, run_id: str) -> dict[str, Any]:
+        """The latest checkpoint of the run; ``ResumeError`` when missing or corrupted."""
+        with self._tx(write=False) as conn:
+            blob = conn.execute(
+                select(checkpoints.c.data).where(checkpoints.c.run_id == run_id)
+            ).scalar()
+        if blob is None:
+            raise ResumeError(f"run {run_id} has no checkpoint in audit store {self.shown}")
+        try:
+            data = json.loads(blob)
+        except ValueError as exc:
+            raise ResumeError(f"checkpoint of run {run_id} is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ResumeError(f"checkpoint of run {run_id} is not a JSON object")
+        return data
+
+    def get_run_header(self, run_id: str) -> RunHeader:
+        """The header the run was started with (raises ``RunNotFound``)."""
+        with self._tx(write=False) as conn:
+            row = conn.execute(
+                select(
+                    runs.c.run_id,
+                    runs.c.job,
+                    runs.c.job_spec,
+                    runs.c.suggestors,
+                    runs.c.started_at,
+                    runs.c.parent_run_id,
+                ).where(runs.c.run_id == run_id)
+            ).one_or_none()
+        if row is None:
+            raise RunNotFound(f"no run {run_id!r} in audit store {self.shown}")
+        return RunHeader(
+            run_id=row.run_id,
+            job=row.job,
+            job_spec=None if row.job_spec is None else json.loads(row.job_spec),
+            suggestors=tuple(json.loads(row.suggestors)),
+            started_at=row.started_at,
+            parent_run_id=row.parent_run_id,
+        )
+
+    # -- queries ----------------------------------------------------------------------
+    def gates(self, pending: bool = False) -> list[GateRecord]:
+        """HITL gates, newest first (only ``pending`` ones when asked)."""
+        q = select(gates)
+        if pending:
+            q = q.where(gates.c.status == "pending")
+        q = q.order_by(gates.c.opened_at.desc(), gates.c.gate_id.desc())
+        with self._tx(write=False) as conn:
+            return [_gate_record(r._mapping) for r in conn.execute(q)]
+
+    def runs(
+        self,
+        *,
+        category: str | None = None,
+        kind: str | None = None,
+        since: float | None = None,
+        job: str | None = None,
+        status: str | None = None,
+        limit: int | None = DEFAULT_LIMIT,
+    ) -> list[RunRow]:
+        """Recorded runs, newest first, filtered by stop ``category``/``kind``, ``job``,
+        ``status`` (``crashed`` included) and start time ``since`` (unix seconds).
+
+        ``limit`` (default 100; None or 0 = all) bounds the rows read.
+        """
+        q = runs_query(
+            category=category,
+            kind=kind,
+            since=since,
+            job=job,
+            status=status,
+            limit=None if status in (CRASHED, "running") else limit,
+        )
+        with self._tx(write=False) as conn:
+            rows = [run_row(r) for r in conn.execute(q)]
+        if status in (CRASHED, "running"):
+            rows = [r for r in rows if r.status == status]
+            if limit:
+                rows = rows[:limit]
+        return rows
+
+    def run(self, run_id: str) -> RunRow:
+        """One recorded run (raises ``RunNotFound``)."""
+        with self._tx(write=False) as conn:
+            row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one_or_none()
+        if row is None:
+            raise RunNotFound(f"no run {run_id!r} in audit store {self.shown}")
+        return run_row(row)
+
+    def events(self, run_id: str, kinds: Sequence[str] | None = None) -> list[StoredEvent]:
+        """The run's events in ``seq`` order (only ``kinds`` when given)."""
+        q = select(audit_events).where(audit_events.c.run_id == run_id)
+        if kinds is not None:
+            q = q.where(audit_events.c.kind.in_(list(kinds)))
+        q = q.order_by(audit_events.c.seq)
+        with self._tx(write=False) as conn:
+            result = conn.execute(q)
+            return [
+                StoredEvent(r.run_id, r.seq, r.kind, r.cycle, r.ts, json.loads(r.payload), r.hash)
+                for r in result
+            ]
+
+    def facts(self, run_id: str, key: str | None = None) -> list[Fact]:
+        """The run's facts in promotion order: the initial ones, then every ``fact_promoted``.
+
+        Raises ``RunNotFound`` for an unknown run.
+        """
+        self.run(run_id)
+        out: list[Fact] = []
+        for ev in self.events(run_id, kinds=("run_started", "fact_promoted")):
+            if ev.kind == "run_started":
+                found = [fact_from_dict(d) for d in ev.payload.get("initial_facts", [])]
+            else:
+                found = [fact_from_dict(ev.payload)]
+            out.extend(f for f in found if key is None or f.key == key)
+        return out
+
+    def lineage(self, run_id: str, fact_id: str) -> nx.DiGraph[str]:
+        """The ancestors of ``fact_id`` in the run, edges parent → child (see ``audit.lineage``).
+
+        Raises ``RunNotFound`` or ``ConvergeError`` (unknown fact).
+        """
+        return lineage_graph(self.facts(run_id), fact_id)
+
+    # -- verify ------------------------------------------------------------------------
+    def verify(self, run_id: str) -> VerifyReport:
+        """Recompute the run's chain; the report names the first bad ``seq`` and why.
+
+        Raises ``RunNotFound`` when no ``runs`` row exists.
+        """
+        with self._tx(write=False) as conn:
+            head = conn.execute(
+                select(runs.c.head_hash, runs.c.last_seq, runs.c.chain).where(
+                    runs.c.run_id == run_id
+                )
+            ).one_or_none()
+            if head is None:
+                raise RunNotFound(f"no run {run_id!r} in audit store {self.shown}")
+            rows = [
+                ChainRow(r[0], r[1], r[2], r[3], r[4], r[5])
+                for r in conn.execute(
+                    select(
+                        audit_events.c.seq,
+                        audit_events.c.kind,
+                        audit_events.c.cycle,
+                        audit_events.c.ts,
+                        audit_events.c.payload,
+                        audit_events.c.hash,
+                    )
+                    .where(audit_events.c.run_id == run_id)
+                    .order_by(audit_events.c.seq)
+                )
+            ]
+        return verify_chain(
+            run_id, rows, head_hash=head[0], last_seq=head[1], chain=head[2], key=self._key
+        )
+
+    def verify_all(self) -> list[VerifyReport]:
+        """Verify every run (oldest first); events of no known run count as inserted rows."""
+        with self._tx(write=False) as conn:
+            ids = list(conn.execute(select(runs.c.run_id).order_by(runs.c.started_at)).scalars())
+            orphans = conn.execute(
+                select(audit_events.c.run_id, func.min(audit_events.c.seq), func.count())
+                .where(audit_events.c.run_id.not_in(select(runs.c.run_id)))
+                .group_by(audit_events.c.run_id)
+            ).all()
+        reports = [self.verify(run_id) for run_id in ids]
+        reports.extend(VerifyReport(r[0], False, r[2], r[1], "row inserted") for r in orphans)
+        return reports
+
+
+def _gate_record(m: Any) -> GateRecord:
+    return GateRecord(
+        gate_id=m["gate_id"],
+        run_id=m["run_id"],
+        proposal_id=m["proposal_id"],
+        proposal=json.loads(m["proposal"]),
+        suggestor=m["suggestor"],
+        summary=m["summary"],
+        cycle=m["cycle"],
+        policy=m["policy"],
+        status=m["status"],
+        opened_at=m["opened_at"],
+        expires_at=m["expires_at"],
+        on_timeout=m["on_timeout"],
+        decided_by=m["decided_by"],
+        decided_at=m["decided_at"],
+        reason=m["reason"],
+        extra=json.loads(m["extra"]) if m["extra"] else {},
+    )
+
+
+def open_store(url: str | None = None, *, key: bytes | str | None = None) -> SqlRunStore:
+    """Open (and on first use create) the audit store.
+
+    ``url``: None → ``$CONVERGE_DB`` → ``converge.db`` in the current directory; a
+    plain path is a SQLite file; otherwise any SQLAlchemy URL (PostgreSQL via
+    ``postgresql+psycopg://``). ``key`` (or ``$CONVERGE_AUDIT_KEY``) switches the
+    chain to HMAC-SHA256. Raises ``StoreError`` (bad URL, unwritable path,
+    unreachable server, tables of another schema) or ``SchemaVersionError``.
+    """
+    resolved = resolve_url(url)
+    store = SqlRunStore(resolved, key=_key_bytes(key))
+    try:
+        store.ensure_schema()
+    except BaseException:
+        store.close()
+        raise
+    return store

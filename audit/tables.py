@@ -1,0 +1,130 @@
+"""The audit store's tables, as SQLModel models (DESIGN.md §7).
+
+``runs`` (one row per run: header, status, stop reason, chain head), ``audit_events``
+(the hash-chained trail, primary key ``(run_id, seq)``), ``gates`` (HITL gates and
+their decisions), ``checkpoints`` (the latest checkpoint of each run, one JSON text)
+and ``converge_meta`` (the schema version). JSON values are stored as canonical JSON
+text, never as a database JSON type, so that the bytes hashed are the bytes stored.
+Times are unix seconds (double precision).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Double, Index, Table, Text
+from sqlmodel import Field, SQLModel
+
+SCHEMA_VERSION = 1
+"""The version of these tables; a database with another version is refused."""
+
+
+class RunTable(SQLModel, table=True):
+    """One run: its header, its writer (pid + hostname), its outcome and chain head."""
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        Index("ix_runs_started", "started_at"),
+        Index("ix_runs_category_started", "category", "started_at"),
+        Index("ix_runs_kind_started", "stop_kind", "started_at"),
+        Index("ix_runs_job_started", "job", "started_at"),
+        Index("ix_runs_status_started", "status", "started_at"),
+    )
+
+    run_id: str = Field(primary_key=True, max_length=200)
+    job: str | None = Field(default=None, max_length=200)
+    job_spec: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    suggestors: str = Field(sa_column=Column(Text, nullable=False))
+    status: str = Field(max_length=16)
+    pid: int | None = None
+    hostname: str | None = Field(default=None, max_length=255)
+    started_at: float = Field(sa_column=Column(Double, nullable=False))
+    ended_at: float | None = Field(default=None, sa_column=Column(Double, nullable=True))
+    stop_kind: str | None = Field(default=None, max_length=64)
+    category: str | None = Field(default=None, max_length=32)
+    reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    cycles: int = 0
+    facts_count: int = 0
+    facts_root: str | None = Field(default=None, max_length=64)
+    usage: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    duration_ms: int | None = None
+    chain: str = Field(max_length=16)
+    head_hash: str = Field(max_length=64)
+    last_seq: int = 0
+    parent_run_id: str | None = Field(default=None, max_length=200)
+
+
+class AuditEventTable(SQLModel, table=True):
+    """One audit event: numbered per run (``seq`` from 1) and hash-chained."""
+
+    __tablename__ = "audit_events"
+
+    run_id: str = Field(primary_key=True, max_length=200)
+    seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    cycle: int
+    kind: str = Field(max_length=32)
+    ts: float = Field(sa_column=Column(Double, nullable=False))
+    payload: str = Field(sa_column=Column(Text, nullable=False))
+    hash: str = Field(max_length=64)
+
+
+class GateTable(SQLModel, table=True):
+    """A HITL gate: the proposal waiting, and its decision (set once, compare-and-set)."""
+
+    __tablename__ = "gates"
+    __table_args__ = (
+        Index("ix_gates_status_opened", "status", "opened_at"),
+        Index("ix_gates_opened", "opened_at"),
+        Index("ix_gates_run", "run_id"),
+    )
+
+    gate_id: str = Field(primary_key=True, max_length=200)
+    run_id: str = Field(max_length=200)
+    proposal_id: str = Field(sa_column=Column(Text, nullable=False))
+    proposal: str = Field(sa_column=Column(Text, nullable=False))
+    suggestor: str = Field(max_length=200)
+    summary: str = Field(sa_column=Column(Text, nullable=False))
+    cycle: int
+    policy: str = Field(max_length=200)
+    status: str = Field(max_length=16)
+    opened_at: float = Field(sa_column=Column(Double, nullable=False))
+    expires_at: float | None = Field(default=None, sa_column=Column(Double, nullable=True))
+    on_timeout: str = Field(max_length=16)
+    decided_by: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    decided_at: float | None = Field(default=None, sa_column=Column(Double, nullable=True))
+    reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    extra: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class CheckpointTable(SQLModel, table=True):
+    """The latest checkpoint of a run (upserted): one JSON text, loaded in one read."""
+
+    __tablename__ = "checkpoints"
+
+    run_id: str = Field(primary_key=True, max_length=200)
+    cycle: int
+    created_at: float = Field(sa_column=Column(Double, nullable=False))
+    data: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class MetaTable(SQLModel, table=True):
+    """Key/value facts about the database itself (``schema_version``)."""
+
+    __tablename__ = "converge_meta"
+
+    key: str = Field(primary_key=True, max_length=64)
+    value: str = Field(max_length=255)
+
+
+def _table(model: type[SQLModel]) -> Table:
+    table = model.__table__  # type: ignore[attr-defined]
+    assert isinstance(table, Table)
+    return table
+
+
+runs: Table = _table(RunTable)
+audit_events: Table = _table(AuditEventTable)
+gates: Table = _table(GateTable)
+checkpoints: Table = _table(CheckpointTable)
+meta: Table = _table(MetaTable)
+
+TABLES: tuple[Table, ...] = (runs, audit_events, gates, checkpoints, meta)
+"""Every table of the store, in creation order."""

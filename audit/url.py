@@ -1,0 +1,105 @@
+"""Where the audit store lives: from ``--db``/``$CONVERGE_DB`` to a SQLAlchemy engine.
+
+``None`` → ``$CONVERGE_DB`` → ``converge.db`` in the current directory; a plain
+path is a SQLite file; anything with ``://`` is a SQLAlchemy URL (PostgreSQL via
+``postgresql+psycopg://``). SQLite runs in WAL mode with a busy timeout and
+``synchronous=NORMAL``; its write transactions start with ``BEGIN IMMEDIATE`` so
+that concurrent writers queue instead of failing half-way.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlalchemy.pool import StaticPool
+
+from engine.errors import StoreError
+
+DEFAULT_DB = "converge.db"
+BUSY_TIMEOUT_S = 30.0
+"""How long (seconds) a SQLite writer waits for another writer's lock."""
+
+WRITE = "converge_write"
+"""Execution option marking a connection whose transaction writes (``BEGIN IMMEDIATE``)."""
+
+
+def resolve_url(url: str | None) -> str:
+    """The SQLAlchemy URL for ``url`` (None → ``$CONVERGE_DB`` → ``converge.db``)."""
+    if url is None or not url.strip():
+        url = os.environ.get("CONVERGE_DB") or DEFAULT_DB
+    url = url.strip()
+    if url == ":memory:":
+        return "sqlite://"
+    if "://" in url:
+        return url
+    return "sqlite:///" + str(Path(url).expanduser().absolute())
+
+
+def display_url(url: str) -> str:
+    """The URL as shown in messages (password hidden; a SQLite file as its path)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return url
+    if parsed.get_backend_name() == "sqlite" and parsed.database:
+        return parsed.database
+    return parsed.render_as_string(hide_password=True)
+
+
+def _check_sqlite_path(parsed: URL, shown: str) -> None:
+    path = parsed.database
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return
+    p = Path(path)
+    parent = p.parent
+    if p.is_dir():
+        raise StoreError(f"cannot open audit store {shown}: it is a directory")
+    if not parent.is_dir():
+        raise StoreError(f"cannot open audit store {shown}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise StoreError(f"cannot open audit store {shown}: not writable")
+
+
+def make_engine(url: str) -> Engine:
+    """A SQLAlchemy engine for ``url``; raises ``StoreError`` for a bad URL or path."""
+    shown = display_url(url)
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise StoreError(f"cannot open audit store {shown}: not a database URL ({exc})") from exc
+    backend = parsed.get_backend_name()
+    kwargs: dict[str, Any] = {}
+    if backend == "sqlite":
+        _check_sqlite_path(parsed, shown)
+        # transactions are driven by our BEGIN (immediate for writers), not pysqlite's
+        kwargs["connect_args"] = {"timeout": BUSY_TIMEOUT_S, "isolation_level": None}
+        if not parsed.database or parsed.database == ":memory:":
+            kwargs["poolclass"] = StaticPool
+            kwargs["connect_args"]["check_same_thread"] = False
+    try:
+        engine = create_engine(parsed, **kwargs)
+    except (ArgumentError, NoSuchModuleError, ImportError, TypeError) as exc:
+        raise StoreError(f"cannot open audit store {shown}: {exc}") from exc
+    if backend == "sqlite":
+        _configure_sqlite(engine)
+    return engine
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        write = conn.get_execution_options().get(WRITE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")

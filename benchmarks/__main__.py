@@ -1,0 +1,5 @@
+"""``python -m benchmarks [--quick] [--only NAME] [--json FILE]``: see :mod:`benchmarks.suite`."""
+
+from benchmarks.suite import main
+
+raise SystemExit(main())

@@ -1,0 +1,212 @@
+"""``Engine.resume_run``: "I hit the limit, keep what was done and go on"."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from engine import (
+    AuditEvent,
+    Budget,
+    Context,
+    Converged,
+    CycleBudgetExhausted,
+    Engine,
+    FunctionSuggestor,
+    GateAlreadyDecided,
+    GateDecision,
+    GateNotFound,
+    GateRecord,
+    Proposal,
+    ResumeError,
+    RunBusy,
+    RunHeader,
+    RunNotFound,
+    RunOutcome,
+    RunResult,
+    RunStore,
+)
+from engine.facts import fact_to_dict
+
+
+class MemoryStore:
+    """An in-memory :class:`RunStore`: events, outcomes and JSON checkpoints per run.
+
+    Checkpoints go through JSON, as they would through a database, so a second
+    engine resuming from this store behaves like another process.
+    """
+
+    def __init__(self) -> None:
+        self.headers: dict[str, RunHeader] = {}
+        self.events: dict[str, list[AuditEvent]] = {}
+        self.outcomes: dict[str, RunOutcome] = {}
+        self.status: dict[str, str] = {}
+        self.checkpoints: dict[str, str] = {}
+        self.gates: dict[str, GateRecord] = {}
+
+    def start_run(self, header: RunHeader, events: Sequence[AuditEvent]) -> None:
+        self.headers[header.run_id] = header
+        self.events[header.run_id] = list(events)
+        self.status[header.run_id] = "running"
+
+    def append_events(self, run_id: str, events: Sequence[AuditEvent]) -> None:
+        self.events[run_id].extend(events)
+
+    def finish_run(
+        self,
+        run_id: str,
+        events: Sequence[AuditEvent],
+        outcome: RunOutcome,
+        checkpoint: dict[str, Any] | None = None,
+    ) -> None:
+        self.events[run_id].extend(events)
+        self.outcomes[run_id] = outcome
+        self.status[run_id] = "stopped"
+        if checkpoint is not None:
+            self.checkpoints[run_id] = json.dumps(checkpoint)
+
+    def pause_run(
+        self,
+        run_id: str,
+        events: Sequence[AuditEvent],
+        outcome: RunOutcome,
+        gate: GateRecord,
+        checkpoint: dict[str, Any],
+    ) -> None:
+        self.events[run_id].extend(events)
+        self.outcomes[run_id] = outcome
+        self.status[run_id] = "paused"
+        self.gates[gate.gate_id] = gate
+        self.checkpoints[run_id] = json.dumps(checkpoint)
+
+    def get_gate(self, gate_id: str) -> GateRecord:
+        try:
+            return self.gates[gate_id]
+        except KeyError:
+            raise GateNotFound(gate_id) from None
+
+    def decide_gate(self, gate_id: str, decision: GateDecision, status: str) -> GateRecord:
+        gate = self.get_gate(gate_id)
+        if gate.status != "pending":
+            raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by)
+        return gate
+
+    def claim_resume(self, run_id: str) -> None:
+        if self.status.get(run_id) not in ("paused", "stopped"):
+            raise RunBusy(run_id)
+        self.status[run_id] = "running"
+
+    def load_checkpoint(self, run_id: str) -> dict[str, Any]:
+        try:
+            data: dict[str, Any] = json.loads(self.checkpoints[run_id])
+        except KeyError:
+            raise ResumeError(f"no checkpoint for run {run_id}") from None
+        return data
+
+    def get_run_header(self, run_id: str) -> RunHeader:
+        try:
+            return self.headers[run_id]
+        except KeyError:
+            raise RunNotFound(run_id) from None
+
+    def kinds(self, run_id: str) -> list[str]:
+        """The kinds of the run's events, in order."""
+        return [e.kind for e in self.events[run_id]]
+
+
+def counter_suggestors() -> list[FunctionSuggestor]:
+    """Two suggestors that converge after 12 cycles: ``up`` counts to 12, ``echo``
+    copies each number (so facts of two suggestors interleave)."""
+
+    def up(ctx: Context) -> list[Proposal]:
+        n = ctx.count("n")
+        return [Proposal("n", n, parents=(ctx.get("n")[-1].id,))] if 0 < n < 12 else []
+
+    def echo(ctx: Context) -> list[Proposal]:
+        return [Proposal("echo", f.content) for f in ctx.get("n")]
+
+    return [
+        FunctionSuggestor(up, "up", dependencies=["n"]),
+        FunctionSuggestor(echo, "echo", dependencies=["n"]),
+    ]
+
+
+def snapshot(result: RunResult) -> list[dict[str, Any]]:
+    return [fact_to_dict(f) for f in result.facts]
+
+
+def test_resume_run_after_the_cycle_budget_matches_one_run_with_the_larger_budget() -> None:
+    reference = Engine(budget=Budget(max_cycles=50)).register(*counter_suggestors())
+    whole = reference.run({"n": [0, 1]}, run_id="whole")
+    assert whole.stop_reason == Converged()
+
+    engine = Engine(budget=Budget(max_cycles=4)).register(*counter_suggestors())
+    first = engine.run({"n": [0, 1]}, run_id="legs")
+    assert first.stop_reason == CycleBudgetExhausted(cycles_executed=4, limit=4)
+    assert first.stop_reason.is_resumable()
+    kept = snapshot(first)
+
+    resumed = engine.resume_run("legs", budget=Budget(max_cycles=50))
+    assert resumed.stop_reason == Converged()
+    assert resumed.run_id == "legs"
+    assert snapshot(resumed)[: len(kept)] == kept  # what was done is kept as it was
+    assert snapshot(resumed) == snapshot(whole)  # ids, order, provenance
+    assert resumed.facts_root == whole.facts_root
+    assert resumed.cycles == whole.cycles
+    assert resumed.budget_status.dimensions["cycles"].limit == 50
+
+
+def test_resume_run_can_take_several_legs() -> None:
+    engine = Engine(budget=Budget(max_cycles=3)).register(*counter_suggestors())
+    engine.run({"n": [0, 1]}, run_id="r")
+    second = engine.resume_run("r", budget=Budget(max_cycles=6))
+    assert second.stop_reason == CycleBudgetExhausted(cycles_executed=6, limit=6)
+    third = engine.resume_run("r", budget=Budget(max_cycles=50))
+    whole = Engine(budget=Budget(max_cycles=50)).register(*counter_suggestors())
+    assert snapshot(third) == snapshot(whole.run({"n": [0, 1]}))
+
+
+def test_resume_run_through_a_store_in_another_engine_gives_the_same_facts() -> None:
+    store = MemoryStore()
+    whole = Engine(budget=Budget(max_cycles=50)).register(*counter_suggestors()).run({"n": [0, 1]})
+
+    first_engine = Engine(budget=Budget(max_cycles=5), store=store)
+    first = first_engine.register(*counter_suggestors()).run({"n": [0, 1]}, run_id="stored")
+    assert first.stop_reason.is_budget_exhausted()
+    assert "stored" in store.checkpoints
+
+    other_process = Engine(budget=Budget(max_cycles=5), store=store)
+    other_process.register(*counter_suggestors())
+    resumed = other_process.resume_run("stored", budget=Budget(max_cycles=50))
+    assert resumed.stop_reason == Converged()
+    assert snapshot(resumed) == snapshot(whole)
+    assert store.outcomes["stored"].facts_root == whole.facts_root
+    kinds = store.kinds("stored")
+    assert kinds.count("run_resumed") == 1 and kinds.count("run_stopped") == 2
+    assert kinds.index("run_resumed") > kinds.index("run_stopped")
+
+
+def test_resume_run_refuses_other_suggestors() -> None:
+    store = MemoryStore()
+    engine = Engine(budget=Budget(max_cycles=2), store=store).register(*counter_suggestors())
+    engine.run({"n": [0, 1]}, run_id="x")
+    other = Engine(store=store).register(counter_suggestors()[0])
+    with pytest.raises(ResumeError, match="missing \\['echo'\\]"):
+        other.resume_run("x", budget=Budget(max_cycles=50))
+
+
+def test_a_finished_or_unknown_run_cannot_be_resumed() -> None:
+    engine = Engine().register(*counter_suggestors())
+    done = engine.run({"n": [0, 1]})
+    assert done.stop_reason == Converged()
+    with pytest.raises(RunNotFound):
+        engine.resume_run(done.run_id, budget=Budget(max_cycles=500))
+    with pytest.raises(RunNotFound):
+        engine.resume_run("never-ran")
+
+
+def test_the_memory_store_implements_the_run_store_protocol() -> None:
+    assert isinstance(MemoryStore(), RunStore)
