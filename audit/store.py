@@ -41,6 +41,7 @@ from audit.queries import (
     run_row,
     runs_query,
     this_writer,
+    writer_alive,
 )
 from audit.tables import (
     SCHEMA_VERSION,
@@ -139,6 +140,15 @@ class SqlRunStore:
         Raises ``SchemaVersionError`` (another schema version) or ``StoreError``
         (tables of another application, database unreachable).
         """
+        try:
+            # fast path: an up-to-date store answers one query (no inspection, no lock)
+            with self._tx(write=False) as conn:
+                if conn.execute(
+                    select(meta.c.value).where(meta.c.key == "schema_version")
+                ).scalar() == str(SCHEMA_VERSION):
+                    return
+        except StoreError:
+            pass
         try:
             with self._tx() as conn:
                 if self._pg:
@@ -439,10 +449,28 @@ class SqlRunStore:
                 .values(status="running", pid=pid, hostname=host)
             )
             if done.rowcount == 0:
-                status = conn.execute(select(runs.c.status).where(runs.c.run_id == run_id)).scalar()
-                if status is None:
+                row = conn.execute(
+                    select(runs.c.status, runs.c.pid, runs.c.hostname).where(
+                        runs.c.run_id == run_id
+                    )
+                ).one_or_none()
+                if row is None:
                     raise RunNotFound(f"no run {run_id!r} in audit store {self.shown}")
-                raise RunBusy(f"run {run_id} is {status}: another process is resuming it")
+                if row.status == "running" and not writer_alive(row.pid, row.hostname):
+                    # its writer died (kill -9): take the run over, compare-and-set on the pid
+                    taken = conn.execute(
+                        update(runs)
+                        .where(
+                            runs.c.run_id == run_id,
+                            runs.c.status == "running",
+                            runs.c.pid == row.pid,
+                            runs.c.hostname == row.hostname,
+                        )
+                        .values(pid=pid, hostname=host)
+                    )
+                    if taken.rowcount == 1:
+                        return
+                raise RunBusy(f"run {run_id} is {row.status}: another process is resuming it")
 
     def load_checkpoint(self, run_id: str) -> dict[str, Any]:
         """The latest checkpoint of the run; ``ResumeError`` when missing or corrupted."""

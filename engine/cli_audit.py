@@ -85,7 +85,8 @@ def register(app: typer.Typer) -> None:
             _json([r.to_dict() for r in rows])
             return
         table = Table(title=f"runs ({len(rows)})", title_justify="left")
-        for col in ("run", "job", "status", "stop", "category", "cycles", "facts", "started"):
+        table.add_column("run", no_wrap=True, min_width=16)
+        for col in ("job", "status", "stop", "category", "cycles", "facts", "started"):
             table.add_column(col)
         table.add_column("ms", justify="right")
         for r in rows:

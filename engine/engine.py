@@ -37,7 +37,7 @@ from engine.invariant import Invariant
 from engine.policy import Continue, HistoryView, RunStats, StopPolicy
 from engine.promotion import PromotionGate
 from engine.result import ContinuationRecord, RunResult
-from engine.run_state import PendingGate, RunState
+from engine.run_state import PendingGate, RunState, drop_replayed
 from engine.stop import (
     AgentRefused,
     Converged,
@@ -1161,7 +1161,7 @@ class Engine:
                 AuditEvent(
                     "run_resumed",
                     st.cycle,
-                    {"budget": st.budget.model_dump(mode="json"), "from": "stop"},
+                    {"budget": st.budget.model_dump(mode="json"), "from": st.resumed_from},
                     time.time(),
                 )
             )
@@ -1255,6 +1255,9 @@ class Engine:
     def _take_events(self, st: RunState) -> list[AuditEvent]:
         events = st.events
         st.events = []
+        if st.replayed or st.replayed_gates:
+            # crash recovery: what the dead process recorded is not recorded twice
+            return drop_replayed(st, events)
         return events
 
     def _flush(self, st: RunState) -> None:

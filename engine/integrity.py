@@ -11,9 +11,13 @@ from engine.facts import Fact, fact_to_dict
 EMPTY_ROOT = hashlib.sha256(b"").hexdigest()
 
 
+_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False).encode
+
+
 def canonical_json(value: object) -> str:
     """Deterministic JSON text: sorted keys, no spaces, no NaN."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    # one encoder for every call: json.dumps builds a new one per call with these options
+    return _encode(value)
 
 
 def fact_leaf(fact: Fact) -> bytes:

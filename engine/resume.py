@@ -1,14 +1,27 @@
-"""Loading paused and stopped runs back from a store (another process's runs)."""
+"""Loading paused and stopped runs back from a store (another process's runs).
+
+Three ways back into a stored run (docs/gates.md):
+
+- ``Engine.resume(gate_id, decision)``: decide a pending gate (compare-and-set, so
+  exactly one of racing deciders wins), claim the run, go on from its checkpoint.
+- ``Engine.resume_run(run_id, budget)``: a run stopped by a budget, a policy or a
+  cancel; also a run whose gate was decided without a resume (expired gate,
+  decider died before claiming the run).
+- crash recovery, by the same ``resume_run``: a run left ``running`` by a dead
+  process (kill -9) is claimable (``claim_resume`` takes over a run whose writer
+  pid is gone); it restarts from its last checkpoint and the cycles the dead
+  process had recorded are replayed without recording their facts twice.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import GateAlreadyDecided, GateExpired, ResumeError
 from engine.hitl import GateDecision
 from engine.run_state import RunState
-from engine.store import AuditEvent
+from engine.store import GateRecord
 
 if TYPE_CHECKING:
     from engine.engine import Engine
@@ -27,6 +40,10 @@ def check_suggestors(engine: Engine, recorded: list[str]) -> None:
         )
 
 
+def _iso(ts: float | None) -> str | None:
+    return None if ts is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
 def load_paused_from_store(
     engine: Engine, gate_id: str, decision: GateDecision, in_memory: RunState | None
 ) -> RunState:
@@ -34,20 +51,13 @@ def load_paused_from_store(
 
     Raises ``GateNotFound``, ``GateAlreadyDecided``, ``GateExpired``,
     ``ResumeError`` (other suggestors, corrupted checkpoint) or ``RunBusy``.
+    Everything is validated before the compare-and-set, so bad input changes nothing.
     """
     store = engine.store
     assert store is not None
     gate = store.get_gate(gate_id)
     if gate.status != "pending":
-        raise GateAlreadyDecided(
-            gate_id,
-            gate.status,
-            gate.decided_by,
-            None
-            if gate.decided_at is None
-            else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(gate.decided_at)),
-        )
-    # validate everything before the compare-and-set, so bad input changes nothing
+        raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, _iso(gate.decided_at))
     if in_memory is not None:
         st = in_memory
     else:
@@ -66,20 +76,72 @@ def load_paused_from_store(
     status = "approved" if decision.approved else "rejected"
     store.decide_gate(gate_id, decision, status)
     store.claim_resume(gate.run_id)
-    st.events.append(
-        AuditEvent("run_resumed", st.cycle, {"gate_id": gate_id, "from": "gate"}, time.time())
-    )
+    # gate_decided and run_resumed are recorded by the engine when it applies the decision
     return st
 
 
+def recorded_decision(gate: GateRecord) -> GateDecision:
+    """The decision stored on a decided gate (an expired one: its ``on_timeout``)."""
+    if gate.status == "expired":
+        return GateDecision(
+            approved=gate.on_timeout == "approve", by=gate.decided_by or "timeout", reason=None
+        )
+    return GateDecision(
+        approved=gate.status == "approved", by=gate.decided_by or "?", reason=gate.reason
+    )
+
+
 def load_stopped_from_store(engine: Engine, run_id: str) -> RunState:
-    """Load a run stopped by a budget, policy or cancel, and claim it for resuming."""
+    """Load a run to continue, and claim it for this process.
+
+    The run is stopped (budget, policy, cancel), paused on a gate decided without
+    a resume (expired gate, decider gone), or ``crashed`` (left ``running`` by a
+    dead process). Raises ``RunNotFound``, ``ResumeError`` (still waiting on a
+    pending gate, other suggestors, corrupted checkpoint) or ``RunBusy``.
+    """
     store = engine.store
     assert store is not None
     checkpoint = store.load_checkpoint(run_id)
     check_suggestors(engine, list(checkpoint.get("suggestors", [])))
-    if checkpoint.get("pending_gate") is not None:
-        raise ResumeError(f"run {run_id} waits on a gate; decide it with resume(gate_id, ...)")
-    st = RunState.from_checkpoint(checkpoint)
+    pending = checkpoint.get("pending_gate")
+    gate: GateRecord | None = None
+    if pending is not None:
+        gate_id = pending.get("gate_id") if isinstance(pending, dict) else None
+        if not isinstance(gate_id, str):
+            raise ResumeError(f"corrupted checkpoint of run {run_id}: bad pending_gate")
+        gate = store.get_gate(gate_id)
+        if gate.status == "pending":
+            raise ResumeError(
+                f"run {run_id} waits on gate {gate_id}; decide it with resume(gate_id, ...)"
+            )
+    st = RunState.from_checkpoint(checkpoint, gate)
+    if st.pending_gate is not None and gate is not None:
+        st.pending_gate.decision = recorded_decision(gate)
+    crashed = _status(store, run_id) == "crashed"
     store.claim_resume(run_id)
+    if crashed:
+        st.resumed_from = "crash"
+        _load_replayed(store, st)
     return st
+
+
+def _status(store: Any, run_id: str) -> str | None:
+    run = getattr(store, "run", None)
+    if run is None:
+        return None
+    status: str = run(run_id).status
+    return status
+
+
+def _load_replayed(store: Any, st: RunState) -> None:
+    """What the dead process recorded after the checkpoint: facts and decisions."""
+    events = getattr(store, "events", None)
+    if events is None:
+        return
+    known = {f.id for f in st.context}
+    for ev in events(st.run_id, kinds=("fact_promoted", "gate_decided")):
+        if ev.kind == "fact_promoted":
+            if ev.payload["id"] not in known:
+                st.replayed[ev.payload["id"]] = ev.payload
+        else:
+            st.replayed_gates.add(ev.payload["gate_id"])

@@ -108,8 +108,9 @@ def test_an_inserted_row_with_a_recomputed_hash_is_still_caught(db: Path) -> Non
     sql(db, "UPDATE audit_events SET seq = -seq - 1 WHERE run_id = ? AND seq >= 5", run_id)
     sql(db, "UPDATE audit_events SET seq = -seq WHERE run_id = ? AND seq < 0", run_id)
     forged = hashlib.sha256(
-        (events[3].hash + event_message(json.dumps(run_id), 5, "cycle_started", 1, 0.0, "{}"))
-        .encode()
+        (
+            events[3].hash + event_message(json.dumps(run_id), 5, "cycle_started", 1, 0.0, "{}")
+        ).encode()
     ).hexdigest()
     sql(
         db,

@@ -20,7 +20,7 @@ from sqlalchemy import create_engine, text
 
 from audit import SqlRunStore, open_store
 from audit.testing import pg_schema, pg_unreachable_reason
-from criteria import Blocked, KeyPresent, Met, criterion, invariant
+from criteria import Blocked, KeyPresent, criterion, invariant
 from engine import (
     Budget,
     Context,

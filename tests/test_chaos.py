@@ -237,6 +237,7 @@ def test_a_gate_an_invariant_or_a_criterion_that_raises_ends_in_a_typed_stop() -
         ({"invariants": [invariant(name="i")(boom)]}, InvariantViolated),
         ({"criteria": [criterion(id="c")(boom)]}, CriteriaUnmet),
     ]
+
     @suggestor(name="one", dependencies=["n"])
     def one(ctx: Context) -> list[Proposal]:
         return [Proposal("m", 1)]

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from audit import open_store
 from engine import (
     AuditEvent,
     Budget,
@@ -29,6 +32,7 @@ from engine import (
     RunResult,
     RunStore,
 )
+from engine.cli import app
 from engine.facts import fact_to_dict
 
 
@@ -210,3 +214,52 @@ def test_a_finished_or_unknown_run_cannot_be_resumed() -> None:
 
 def test_the_memory_store_implements_the_run_store_protocol() -> None:
     assert isinstance(MemoryStore(), RunStore)
+
+
+# --- through the real audit store (SQLite) and the CLI ---------------------------------
+
+
+def test_resume_run_from_the_sqlite_audit_store_in_another_engine(tmp_path: Path) -> None:
+    whole = Engine(budget=Budget(max_cycles=50)).register(*counter_suggestors()).run({"n": [0, 1]})
+    url = str(tmp_path / "audit.db")
+    store = open_store(url)
+    try:
+        first = Engine(budget=Budget(max_cycles=4), store=store).register(*counter_suggestors())
+        assert first.run({"n": [0, 1]}, run_id="sql").stop_reason.is_budget_exhausted()
+    finally:
+        store.close()
+    store = open_store(url)  # as another process would
+    try:
+        other = Engine(store=store).register(*counter_suggestors())
+        resumed = other.resume_run("sql", budget=Budget(max_cycles=50))
+        assert resumed.stop_reason == Converged()
+        assert snapshot(resumed) == snapshot(whole)
+        assert [fact_to_dict(f) for f in store.facts("sql")] == snapshot(whole)
+        assert store.run("sql").facts_root == whole.facts_root
+        assert store.verify("sql").ok
+    finally:
+        store.close()
+
+
+JOB = """\
+name: counter
+suggestors: [tests.test_resume_run:counter_suggestors]
+budget: {max_cycles: 4}
+initial: {n: [0, 1]}
+"""
+
+
+def test_converge_resume_goes_on_with_a_larger_cycle_budget(tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB, encoding="utf-8")
+    db = str(tmp_path / "cli.db")
+    runner = CliRunner()
+    first = runner.invoke(app, ["run", str(job), "--db", db, "--json"])
+    assert first.exit_code == 3, first.output
+    run_id = json.loads(first.stdout)["run_id"]
+    second = runner.invoke(app, ["resume", run_id, "--max-cycles", "50", "--db", db, "--json"])
+    assert second.exit_code == 0, second.output
+    out = json.loads(second.stdout)
+    assert out["run_id"] == run_id and out["stop_reason"]["kind"] == "converged"
+    whole = Engine(budget=Budget(max_cycles=50)).register(*counter_suggestors()).run({"n": [0, 1]})
+    assert out["facts_root"] == whole.facts_root

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from audit import open_store
 from engine import (
     Budget,
     ConsecutiveErrorsExceeded,
@@ -18,6 +20,7 @@ from engine import (
     Engine,
     FunctionSuggestor,
     InvariantViolated,
+    InvocationBudgetExhausted,
     LoopDetected,
     PolicyStopped,
     Proposal,
@@ -272,3 +275,36 @@ def test_explain_summarises_every_signal_the_budget_and_the_continuations() -> N
     assert "Signals (most urgent first):" in text
     assert "policy a [always]" in text and "policy b [always]" in text
     assert text.index("policy a") < text.index("policy b")
+
+
+def test_every_signal_is_in_the_sqlite_audit_trail_most_urgent_first(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "signals.db"))
+    try:
+        policies = policies_from_specs(
+            [{"type": "loop_detection", "window": 2}, {"type": "cost_budget", "max_usd": 0.1}]
+        )
+        engine = Engine(stop_policies=policies, store=store)
+        result = engine.register(ticker(usage=Usage(0, 0, 0.03))).run(run_id="sql-signals")
+        # cycle 4: 4 invocations of tick (a loop of period 1) and $0.12 > $0.10
+        assert result.cycles == 4
+        assert [s.kind_code() for s in result.signals] == [
+            "cost_budget_exhausted",
+            "loop_detected",
+        ]
+        stored = store.events("sql-signals", kinds=["stop_signal", "run_stopped"])
+        assert [parse_stop_reason(e.payload) for e in stored[:-1]] == list(result.signals)
+        assert stored[-1].kind == "run_stopped"
+        assert store.run("sql-signals").kind == "cost_budget_exhausted"
+        assert store.verify("sql-signals").ok
+    finally:
+        store.close()
+
+
+def test_raising_a_per_suggestor_limit_continues_past_it() -> None:
+    spy = OnStopSpy(Continue(budget=Budget(max_cycles=50, per_suggestor={"tick": 4})))
+    engine = Engine(budget=Budget(max_cycles=50, per_suggestor={"tick": 2}), on_stop=spy)
+    # tock comes first so that each cycle still promotes a fact when tick is refused
+    engine.register(ticker("tock"), ticker("tick"))
+    result = engine.run()
+    assert result.stop_reason == InvocationBudgetExhausted(invocations=4, limit=4, suggestor="tick")
+    assert len(spy.calls) == 2 and [k.budget_raised for k in result.continuations] == [True]

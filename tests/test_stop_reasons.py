@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from pydantic import ValidationError
@@ -104,6 +104,8 @@ def _sample(name: str) -> StopReason:
 def test_the_union_has_exactly_the_21_variants_of_the_design_in_its_order() -> None:
     assert [v.__name__ for v in ALL_VARIANTS] == [row[0] for row in DESIGN_TABLE]
     assert len(ALL_VARIANTS) == 21
+    union, _discriminator = get_args(StopReason)
+    assert get_args(union) == ALL_VARIANTS
 
 
 @pytest.mark.parametrize("row", DESIGN_TABLE, ids=[row[0] for row in DESIGN_TABLE])

@@ -25,15 +25,56 @@ from typing import Literal
 
 Source = Literal["license-expression", "license", "classifier", "human"]
 
-_IDS = (
-    "0BSD AFL-3.0 AGPL-3.0-only AGPL-3.0-or-later Apache-1.1 Apache-2.0 Artistic-2.0 "
-    "BlueOak-1.0.0 BSD-2-Clause BSD-3-Clause BSD-3-Clause-Clear BSL-1.0 CC-BY-4.0 CC0-1.0 "
-    "CDDL-1.0 EPL-1.0 EPL-2.0 EUPL-1.2 GPL-1.0-or-later GPL-2.0-only GPL-2.0-or-later "
-    "GPL-3.0-only GPL-3.0-or-later HPND ISC LGPL-2.0-only LGPL-2.0-or-later LGPL-2.1-only "
-    "LGPL-2.1-or-later LGPL-3.0-only LGPL-3.0-or-later MIT MIT-0 MPL-1.1 MPL-2.0 NCSA "
-    "OFL-1.1 OpenSSL PSF-2.0 Python-2.0 Unicode-3.0 Unicode-DFS-2016 Unlicense UPL-1.0 "
-    "WTFPL X11 Zlib ZPL-2.1"
-).split()
+_IDS = [
+    "0BSD",
+    "AFL-3.0",
+    "AGPL-3.0-only",
+    "AGPL-3.0-or-later",
+    "Apache-1.1",
+    "Apache-2.0",
+    "Artistic-2.0",
+    "BlueOak-1.0.0",
+    "BSD-2-Clause",
+    "BSD-3-Clause",
+    "BSD-3-Clause-Clear",
+    "BSL-1.0",
+    "CC-BY-4.0",
+    "CC0-1.0",
+    "CDDL-1.0",
+    "EPL-1.0",
+    "EPL-2.0",
+    "EUPL-1.2",
+    "GPL-1.0-or-later",
+    "GPL-2.0-only",
+    "GPL-2.0-or-later",
+    "GPL-3.0-only",
+    "GPL-3.0-or-later",
+    "HPND",
+    "ISC",
+    "LGPL-2.0-only",
+    "LGPL-2.0-or-later",
+    "LGPL-2.1-only",
+    "LGPL-2.1-or-later",
+    "LGPL-3.0-only",
+    "LGPL-3.0-or-later",
+    "MIT",
+    "MIT-0",
+    "MPL-1.1",
+    "MPL-2.0",
+    "NCSA",
+    "OFL-1.1",
+    "OpenSSL",
+    "PSF-2.0",
+    "Python-2.0",
+    "Unicode-3.0",
+    "Unicode-DFS-2016",
+    "Unlicense",
+    "UPL-1.0",
+    "WTFPL",
+    "X11",
+    "Zlib",
+    "ZPL-2.1",
+]
 KNOWN_IDS: dict[str, str] = {i.lower(): i for i in _IDS}
 """Common SPDX license ids, by lower-case id (SPDX ids match case-insensitively)."""
 
@@ -306,6 +347,12 @@ def _short(text: str) -> str | None:
     cleaned = _clean(text)
     if cleaned in _FREE_TEXT:
         return _FREE_TEXT[cleaned]
+    # "The MIT License (MIT)", "Mozilla Public License 2.0 (MPL 2.0)": either part
+    m = re.fullmatch(r"(.+?)\s*\(([^()]+)\)\s*", text)
+    if m is not None:
+        for part in m.groups():
+            if _clean(part) in _FREE_TEXT:
+                return _FREE_TEXT[_clean(part)]
     for op, splitter in (("OR", r"\s+or\s+|\s*/\s*"), ("AND", r"\s+and\s+")):
         parts = [p for p in re.split(splitter, cleaned) if p]
         if len(parts) > 1:

@@ -1,0 +1,61 @@
+"""A real job: audit the licenses and dependencies of the running Python environment.
+
+Run it with ``converge run examples/dependency_audit/job.yaml``. Suggestors are in
+:mod:`.suggestors`, the invariant and criteria (and what approving or rejecting a
+``license.unknown`` gate means) in :mod:`.rules`, the SPDX normalisation in
+:mod:`.spdx`, the metadata reader in :mod:`.distributions`.
+"""
+
+from examples.dependency_audit.distributions import (
+    Distribution,
+    installed_distributions,
+    normalise_name,
+    parse_requirement,
+    requirement_targets,
+)
+from examples.dependency_audit.rules import (
+    AllClassified,
+    NoForbiddenLicense,
+    Policy,
+    RisksAssessed,
+    all_classified,
+    all_classified_strict,
+    no_forbidden_license,
+    risks_assessed,
+)
+from examples.dependency_audit.spdx import classify, from_human, is_copyleft
+from examples.dependency_audit.suggestors import (
+    Inventory,
+    audit_suggestors,
+    copyleft_risk,
+    dependencies,
+    human_review,
+    inventory,
+    licenses,
+)
+
+__all__ = [
+    "AllClassified",
+    "Distribution",
+    "Inventory",
+    "NoForbiddenLicense",
+    "Policy",
+    "RisksAssessed",
+    "all_classified",
+    "all_classified_strict",
+    "audit_suggestors",
+    "classify",
+    "copyleft_risk",
+    "dependencies",
+    "from_human",
+    "human_review",
+    "installed_distributions",
+    "inventory",
+    "is_copyleft",
+    "licenses",
+    "no_forbidden_license",
+    "normalise_name",
+    "parse_requirement",
+    "requirement_targets",
+    "risks_assessed",
+]

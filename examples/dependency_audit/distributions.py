@@ -1,0 +1,201 @@
+"""Installed distributions and their requirements, read with ``importlib.metadata``.
+
+:class:`Distribution` is the part of a distribution's core metadata the audit
+uses; :func:`installed_distributions` reads the environment it runs in. Tests and
+other jobs hand :class:`~examples.dependency_audit.suggestors.Inventory` any other
+source of :class:`Distribution` values.
+
+Requirements (``Requires-Dist``) are evaluated with ``packaging`` when it is
+importable (it is a dependency of pip and setuptools, so it almost always is);
+otherwise a simple rule applies: a requirement whose marker names ``extra`` applies
+only to that extra, any other marker is taken as true.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+LICENSE_TEXT_LIMIT = 2000
+"""Characters of a ``License`` field kept in a ``package`` fact (enough for its heuristics)."""
+
+
+def normalise_name(name: str) -> str:
+    """The PEP 503 normalised name: lower case, runs of ``-_.`` as one ``-``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """The metadata of one distribution the audit reads.
+
+    ``name`` is normalised (PEP 503); ``license_expression`` and ``license`` are the
+    ``License-Expression`` and ``License`` fields (None when absent);
+    ``classifiers`` are the ``License :: ...`` trove classifiers; ``requires`` the
+    ``Requires-Dist`` lines, as written.
+    """
+
+    name: str
+    version: str
+    license_expression: str | None = None
+    license: str | None = None
+    classifiers: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+
+    def to_content(self) -> dict[str, Any]:
+        """The JSON content of this distribution's ``package`` fact."""
+        text = self.license
+        if text is not None and len(text) > LICENSE_TEXT_LIMIT:
+            text = text[:LICENSE_TEXT_LIMIT]
+        return {
+            "name": normalise_name(self.name),
+            "version": self.version,
+            "license_expression": self.license_expression,
+            "license": text,
+            "classifiers": list(self.classifiers),
+            "requires": list(self.requires),
+        }
+
+    @staticmethod
+    def from_content(content: dict[str, Any]) -> Distribution:
+        """Rebuild a distribution from a ``package`` fact's content."""
+        return Distribution(
+            name=content["name"],
+            version=content["version"],
+            license_expression=content.get("license_expression"),
+            license=content.get("license"),
+            classifiers=tuple(content.get("classifiers", ())),
+            requires=tuple(content.get("requires", ())),
+        )
+
+
+def installed_distributions() -> list[Distribution]:
+    """Every distribution installed where this runs, sorted by normalised name.
+
+    A name found twice (an editable install next to its egg-info) keeps the first
+    found, as ``importlib.metadata.distribution(name)`` does.
+    """
+    seen: dict[str, Distribution] = {}
+    for dist in importlib.metadata.distributions():
+        md = dist.metadata
+        raw_name = md["Name"]
+        if not raw_name:
+            continue
+        name = normalise_name(raw_name)
+        if name in seen:
+            continue
+        seen[name] = Distribution(
+            name=name,
+            version=dist.version or "",
+            license_expression=_field(md, "License-Expression"),
+            license=_field(md, "License"),
+            classifiers=tuple(
+                c for c in (md.get_all("Classifier") or []) if c.startswith("License ::")
+            ),
+            requires=tuple(dist.requires or ()),
+        )
+    return [seen[n] for n in sorted(seen)]
+
+
+def _field(md: importlib.metadata.PackageMetadata, name: str) -> str | None:
+    values = md.get_all(name)
+    return str(values[0]) if values and values[0] else None
+
+
+# --- requirements -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Requirement:
+    """One parsed ``Requires-Dist`` line: normalised ``name`` and requested ``extras``."""
+
+    name: str
+    extras: frozenset[str]
+    marker: Any  # packaging.markers.Marker, a marker string (fallback), or None
+
+    def applies(self, extra: str = "") -> bool:
+        """True when the requirement applies to the distribution installed with ``extra``
+        (``""``: without extras)."""
+        if self.marker is None:
+            return True
+        if isinstance(self.marker, str):
+            wanted = re.findall(r"extra\s*==\s*['\"]([^'\"]+)['\"]", self.marker)
+            if "extra" in self.marker:
+                return normalise_name(extra) in {normalise_name(w) for w in wanted}
+            return True
+        return bool(self.marker.evaluate({"extra": extra}))
+
+
+_SIMPLE = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?")
+
+
+def parse_requirement(line: str) -> Requirement | None:
+    """Parse one ``Requires-Dist`` line; None when it cannot be parsed."""
+    try:
+        from packaging.requirements import InvalidRequirement
+        from packaging.requirements import Requirement as PackagingRequirement
+    except ImportError:  # pragma: no cover - packaging is almost always there
+        return _parse_simple(line)
+    try:
+        req = PackagingRequirement(line)
+    except InvalidRequirement:
+        return None
+    return Requirement(normalise_name(req.name), frozenset(req.extras), req.marker)
+
+
+def _parse_simple(line: str) -> Requirement | None:
+    m = _SIMPLE.match(line)
+    if m is None:
+        return None
+    extras = frozenset(e.strip() for e in (m.group(2) or "").split(",") if e.strip())
+    _, _, marker = line.partition(";")
+    return Requirement(normalise_name(m.group(1)), extras, marker.strip() or None)
+
+
+def requirement_targets(name: str, packages: dict[str, Distribution]) -> Iterator[str]:
+    """The names ``name`` depends on directly, in ``Requires-Dist`` order, once each.
+
+    Requirements that apply only to one of ``name``'s own extras are skipped, as are
+    those whose marker is false here. A requirement with extras (``psycopg[binary]``)
+    also brings the requirements of those extras of the target (recursively), as
+    dependencies of ``name``: the one who asks for an extra depends on what it pulls in.
+    """
+    pkg = packages.get(name)
+    if pkg is None:
+        return
+    seen: set[str] = {name}
+    queue: list[tuple[str, frozenset[str]]] = []
+    for req in _parsed(pkg.requires):
+        if not req.applies(""):
+            continue
+        if req.name not in seen:
+            seen.add(req.name)
+            yield req.name
+        if req.extras:
+            queue.append((req.name, req.extras))
+    expanded: set[tuple[str, str]] = set()
+    while queue:
+        target, extras = queue.pop(0)
+        dist = packages.get(target)
+        if dist is None:
+            continue
+        for extra in sorted(extras):
+            if (target, extra) in expanded:
+                continue
+            expanded.add((target, extra))
+            for req in _parsed(dist.requires):
+                if req.applies("") or not req.applies(extra):
+                    continue  # base requirements are the target's own edges
+                if req.name not in seen:
+                    seen.add(req.name)
+                    yield req.name
+                if req.extras:
+                    queue.append((req.name, req.extras))
+
+
+def _parsed(lines: Iterable[str]) -> Iterator[Requirement]:
+    for line in lines:
+        req = parse_requirement(line)
+        if req is not None:
+            yield req
