@@ -437,7 +437,7 @@ class SqlRunStore:
         return rec
 
     def claim_resume(self, run_id: str) -> None:
-        """Compare-and-set the run from paused/stopped to ``running`` (this pid/host).
+        """Compare-and-set the run from paused/stopped (or dead-writer running) to ``running``.
 
         Raises ``RunBusy`` when another process holds it, ``RunNotFound`` when unknown.
         """

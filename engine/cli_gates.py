@@ -144,7 +144,7 @@ def register(app: typer.Typer) -> None:
         db: DbOption = None,
         as_json: JsonOption = False,
     ) -> None:
-        """Continue a budget-stopped run with more budget, keeping what was done."""
+        """Continue a stopped, expired-gate or crashed run (more budget optional)."""
         store = _store(db)
         try:
             job = _job_of_run(store, run_id)
