@@ -5,12 +5,13 @@ SQLAlchemy URL) implementing :class:`engine.RunStore`; ``verify`` finds the firs
 altered row of a run's chain (DESIGN.md §7, docs/audit.md).
 """
 
-from audit.chain import GENESIS, VerifyReport, canonical_json, verify_chain
+from audit.chain import GENESIS, VerifyReport, verify_chain
 from audit.lineage import lineage_graph
 from audit.queries import RunRow, StoredEvent, parse_since
 from audit.store import KEY_ENV, SqlRunStore, open_store
 from audit.tables import SCHEMA_VERSION
 from audit.url import resolve_url
+from engine.facts import canonical_json
 
 __all__ = [
     "GENESIS",

@@ -27,8 +27,6 @@ from audit.chain import (
     PLAIN,
     ChainRow,
     VerifyReport,
-    canonical_json,
-    fact_json,
     hasher,
     verify_chain,
 )
@@ -63,7 +61,7 @@ from engine.errors import (
     SchemaVersionError,
     StoreError,
 )
-from engine.facts import Fact, fact_from_dict
+from engine.facts import Fact, canonical_json, fact_from_dict, fact_json
 from engine.hitl import GateDecision
 from engine.stop import stop_reason_to_dict
 from engine.store import AuditEvent, GateRecord, RunHeader, RunOutcome
@@ -203,7 +201,6 @@ class SqlRunStore:
         """
         h = self._hash
         dumps = canonical_json
-        fast = fact_json
         rid = _quote(run_id)
         kinds: dict[str, str] = {}
         rows: list[tuple[Any, ...]] = []
@@ -215,7 +212,8 @@ class SqlRunStore:
                 qk = kinds.get(kind)
                 if qk is None:
                     qk = kinds[kind] = _quote(kind)
-                payload = fast(ev.payload) if kind == "fact_promoted" else dumps(ev.payload)
+                fact = ev.fact
+                payload = dumps(ev.payload) if fact is None else ev.text or fact_json(fact)
                 ts = float(ev.ts)
                 cycle = ev.cycle
                 prev = h(

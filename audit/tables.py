@@ -56,6 +56,8 @@ class AuditEventTable(SQLModel, table=True):
     """One audit event: numbered per run (``seq`` from 1) and hash-chained."""
 
     __tablename__ = "audit_events"
+    # one B-tree keyed by (run_id, seq) on SQLite: no rowid table beside the key index
+    __table_args__ = {"sqlite_with_rowid": False}
 
     run_id: str = Field(primary_key=True, max_length=200)
     seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})

@@ -90,6 +90,10 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
+WAL_AUTOCHECKPOINT_PAGES = 4000
+"""Pages (4 KiB) of WAL before SQLite checkpoints it into the database file."""
+
+
 def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -97,6 +101,9 @@ def _configure_sqlite(engine: Engine) -> None:
         cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         cur.execute("PRAGMA journal_mode = WAL")
         cur.execute("PRAGMA synchronous = NORMAL")
+        # checkpoint the WAL every ~16 MiB instead of 4 MiB: audited runs write in
+        # bursts, and fewer, larger checkpoints cost less per event
+        cur.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
         cur.close()
 
     @event.listens_for(engine, "begin")

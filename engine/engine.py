@@ -17,9 +17,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from hashlib import sha256
+from math import isfinite
 from typing import Any, Literal
 
 from engine.budget import Budget, BudgetStatus
+from engine.collector import CollectorFreeze
 from engine.criterion import Blocked, Criterion, CriterionReport, Met
 from engine.effect import Effect, Usage
 from engine.errors import (
@@ -30,9 +33,17 @@ from engine.errors import (
     RunNotFound,
     StoreError,
 )
-from engine.facts import INPUT_SOURCE, Fact, Proposal, Provenance, content_key, fact_to_dict
+from engine.facts import (
+    INPUT_SOURCE,
+    Fact,
+    Proposal,
+    Provenance,
+    content_key,
+    fact_json,
+    fact_to_dict,
+)
 from engine.hitl import GateDecision, HitlPolicy
-from engine.integrity import facts_root
+from engine.integrity import fact_leaf, root_of_leaves
 from engine.invariant import Invariant
 from engine.policy import Continue, HistoryView, RunStats, StopPolicy
 from engine.promotion import PromotionGate
@@ -154,6 +165,7 @@ class Engine:
         self._suggestors: list[Suggestor] = []
         self._index: dict[str, int] = {}
         self._async: list[bool] = []
+        self._any_async = False
         self._subscribers: dict[str, list[int]] = {}
         self._dependency_free: list[int] = []
         self._cancelled: set[str] = set()
@@ -185,6 +197,7 @@ class Engine:
             self._suggestors.append(s)
             self._index[name] = i
             self._async.append(is_async_suggestor(s))
+            self._any_async = self._any_async or self._async[-1]
             if deps:
                 for key in deps:
                     self._subscribers.setdefault(key, []).append(i)
@@ -325,6 +338,7 @@ class Engine:
     # -- the loop ----------------------------------------------------------------
     def _drive_sync(self, st: RunState) -> RunResult:
         runner: asyncio.Runner | None = None
+        freezer = CollectorFreeze()
         try:
             while True:
                 if st.pending_gate is not None or st.merge_effects:
@@ -336,7 +350,7 @@ class Engine:
                 prelude = self._prelude(st)
                 if isinstance(prelude, RunResult):
                     return prelude
-                if any(self._async[i] for i in prelude):
+                if self._any_async and any(self._async[i] for i in prelude):
                     if runner is None:
                         runner = asyncio.Runner()
                     outcomes = runner.run(self._execute_async(st, prelude))
@@ -346,13 +360,16 @@ class Engine:
                 done = self._finish_merge_and_check(st)
                 if done is not None:
                     return done
+                freezer.promoted(len(st.cycle_new))
         finally:
+            freezer.release()
             if runner is not None:
                 runner.close()
             with self._lock:
                 self._active.discard(st.run_id)
 
     async def _drive_async(self, st: RunState) -> RunResult:
+        freezer = CollectorFreeze()
         try:
             while True:
                 if st.pending_gate is not None or st.merge_effects:
@@ -363,7 +380,7 @@ class Engine:
                 prelude = self._prelude(st)
                 if isinstance(prelude, RunResult):
                     return prelude
-                if any(self._async[i] for i in prelude):
+                if self._any_async and any(self._async[i] for i in prelude):
                     outcomes = await self._execute_async(st, prelude)
                 else:
                     outcomes = self._execute_sync(st, prelude)
@@ -371,7 +388,9 @@ class Engine:
                 done = self._finish_merge_and_check(st)
                 if done is not None:
                     return done
+                freezer.promoted(len(st.cycle_new))
         finally:
+            freezer.release()
             with self._lock:
                 self._active.discard(st.run_id)
 
@@ -584,6 +603,26 @@ class Engine:
                 if self._record_failure(st, name, f"{type(out).__name__}: {out}"):
                     break
                 continue
+            if type(out) is list:
+                # the common case, a plain list of proposals: no Effect is built
+                for p in out:
+                    if type(p) is not Proposal:
+                        break
+                else:
+                    if st.streaks:
+                        st.streaks.pop(name, None)
+                    if store:
+                        events.append(
+                            AuditEvent(
+                                "suggestor_executed",
+                                st.cycle,
+                                {"suggestor": name, "proposals": len(out), "usage": [0, 0, 0.0]},
+                                time.time(),
+                            )
+                        )
+                    if out:
+                        effects.append((name, out))
+                    continue
             effect = out if type(out) is Effect else _normalise(out)
             if effect is None:
                 msg = f"returned {type(out).__name__}, expected an Effect or a list of Proposal"
@@ -675,6 +714,9 @@ class Engine:
         tuple_new = tuple.__new__
         effects = st.merge_effects
         start_i, start_j = st.merge_pos
+        leaf_append = st.leaves.append
+        if store and len(st.leaves) != len(ctx._facts):
+            _facts_root(st)  # catch up the leaves of input or checkpointed facts
         for ei in range(start_i, len(effects)):
             name, proposals = effects[ei]
             j0 = start_j if ei == start_i else 0
@@ -690,6 +732,8 @@ class Engine:
                     if not 0.0 <= confidence <= 1.0:
                         raise ValueError(f"confidence must be within 0..1, got {confidence!r}")
                     c = type(content)
+                    if c is float and not isfinite(content):
+                        raise ValueError(f"content must be finite JSON, got {content!r}")
                     if c is str or c is int or c is float:
                         identity = (key, content)
                     else:
@@ -730,9 +774,10 @@ class Engine:
                 add_identity(identity)
                 new_append(fact)
                 if store:
-                    events.append(
-                        AuditEvent("fact_promoted", cycle, fact_to_dict(fact), time.time())
-                    )
+                    # one canonical JSON per fact: the event's payload and its Merkle leaf
+                    text = fact_json(fact)
+                    leaf_append(sha256(text.encode()).digest())
+                    events.append(AuditEvent("fact_promoted", cycle, None, time.time(), fact, text))
         st.merge_effects = []
         st.merge_pos = (0, 0)
         return None
@@ -1107,7 +1152,7 @@ class Engine:
             stop_reason=reason,
             cycles=st.cycle,
             facts_count=len(st.context),
-            facts_root=facts_root(st.context),
+            facts_root=_facts_root(st),
             usage=st.usage,
             duration_ms=result.duration_ms,
             ended_at=time.time(),
@@ -1346,6 +1391,16 @@ def _same_limit(signal: StopReason, limit: float) -> bool:
         return abs(signal.limit_usd - limit) < 1e-9
     own = getattr(signal, "limit", None)
     return own is None or own == limit
+
+
+def _facts_root(st: RunState) -> str:
+    """The Merkle root of the run's facts; leaves are cached, so each stop or pause
+    hashes only the facts promoted since the previous one."""
+    leaves = st.leaves
+    facts = st.context._facts
+    for i in range(len(leaves), len(facts)):
+        leaves.append(fact_leaf(facts[i]))
+    return root_of_leaves(leaves)
 
 
 def _ms(seconds: float) -> int:

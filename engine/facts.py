@@ -8,6 +8,8 @@ frozen dataclass (DESIGN.md §9). Use :func:`fact_to_dict` for JSON.
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 INPUT_SOURCE = "input"
@@ -119,4 +121,42 @@ def fact_from_dict(data: dict[str, Any]) -> Fact:
             proposal_id=p["proposal_id"],
             parents=tuple(p.get("parents", ())),
         ),
+    )
+
+
+canonical_json: Callable[[Any], str] = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False
+).encode
+"""Deterministic JSON text: sorted keys, compact, UTF-8, no NaN (raises ``ValueError``)."""
+
+_quote: Callable[[str], str] = json.encoder.encode_basestring
+
+
+def fact_json(fact: Fact) -> str:
+    """``canonical_json(fact_to_dict(fact))``, built straight from the tuple (2-3x faster).
+
+    The one encoding of a fact: the audit trail's ``fact_promoted`` payload and
+    the Merkle leaf of :func:`engine.integrity.facts_root` both use it. Raises
+    ``ValueError``/``TypeError`` for content that is not JSON (NaN included).
+    """
+    content = fact.content
+    ct = type(content)
+    if ct is str:
+        cs = _quote(content)
+    elif ct is int:
+        cs = str(content)
+    else:
+        cs = canonical_json(content)
+    conf = fact.confidence
+    confs = repr(conf) if type(conf) is float and math.isfinite(conf) else canonical_json(conf)
+    prov = fact.provenance
+    parents = prov.parents
+    ps = "[" + ",".join([_quote(x) for x in parents]) + "]" if parents else "[]"
+    cycle = prov.cycle
+    cyc = str(cycle) if type(cycle) is int else canonical_json(cycle)
+    return (
+        f'{{"confidence":{confs},"content":{cs},"id":{_quote(fact.id)},'
+        f'"key":{_quote(fact.key)},"provenance":{{"cycle":{cyc},'
+        f'"parents":{ps},"proposal_id":{_quote(prov.proposal_id)},'
+        f'"suggestor":{_quote(prov.suggestor)}}}}}'
     )

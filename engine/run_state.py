@@ -72,6 +72,7 @@ class RunState:
         self.leg_started = 0.0
         self.wall_started = 0.0
         self.elapsed_before_ms = 0
+        self.leaves: list[bytes] = []  # Merkle leaves of the facts, cached across stops
         # crash recovery: what a dead process recorded after the checkpoint, so that
         # the replayed cycles do not record the same facts or decision twice
         self.replayed: dict[str, dict[str, Any]] = {}

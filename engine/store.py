@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from engine.effect import Usage
+from engine.facts import Fact, fact_to_dict
 from engine.hitl import GateDecision
 from engine.stop import StopReason
 
@@ -33,18 +34,61 @@ EVENT_KINDS = (
 """Every audit event kind the engine emits (DESIGN.md §7, plus ``run_continued``)."""
 
 
-@dataclass(frozen=True, slots=True)
 class AuditEvent:
     """One entry of a run's audit trail, before the store numbers and chains it.
 
     ``kind`` is one of :data:`EVENT_KINDS`, ``cycle`` the cycle it belongs to (0 =
     before the first), ``payload`` a JSON-ready dict, ``ts`` unix time (seconds).
+    A ``fact_promoted`` event carries its ``fact`` instead of a dict (the audited
+    hot path): ``payload`` is then ``fact_to_dict(fact)``, built when read, and a
+    store encodes it with ``engine.facts.fact_json`` (or takes ``text``, that JSON
+    already computed by the engine). Treat events as values.
     """
 
-    kind: str
-    cycle: int
-    payload: dict[str, Any]
-    ts: float
+    __slots__ = ("_payload", "cycle", "fact", "kind", "text", "ts")
+
+    def __init__(
+        self,
+        kind: str,
+        cycle: int,
+        payload: dict[str, Any] | None,
+        ts: float,
+        fact: Fact | None = None,
+        text: str | None = None,
+    ) -> None:
+        self.kind = kind
+        self.cycle = cycle
+        self._payload = payload
+        self.ts = ts
+        self.fact = fact
+        self.text = text
+
+    @staticmethod
+    def promoted(fact: Fact, ts: float) -> AuditEvent:
+        """The ``fact_promoted`` event of ``fact`` (cycle from its provenance)."""
+        return AuditEvent("fact_promoted", fact.provenance.cycle, None, ts, fact)
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """The JSON-ready payload (for a fact event: ``fact_to_dict(fact)``)."""
+        if self._payload is not None:
+            return self._payload
+        return fact_to_dict(self.fact) if self.fact is not None else {}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, AuditEvent):
+            return NotImplemented
+        return (self.kind, self.cycle, self.payload, self.ts) == (
+            other.kind,
+            other.cycle,
+            other.payload,
+            other.ts,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"AuditEvent({self.kind!r}, {self.cycle}, {self.payload!r}, {self.ts!r})"
 
 
 @dataclass(frozen=True, slots=True)
