@@ -22,7 +22,8 @@ from math import isfinite
 from typing import Any, Literal
 
 from engine.budget import Budget, BudgetStatus
-from engine.collector import CollectorFreeze
+from engine.collector import CollectorFreeze, bulk_load
+from engine.context import Context
 from engine.criterion import Blocked, Criterion, CriterionReport, Met
 from engine.effect import Effect, Usage
 from engine.errors import (
@@ -75,7 +76,7 @@ from engine.stop import (
     stop_reason_to_dict,
 )
 from engine.store import AuditEvent, GateRecord, RunHeader, RunOutcome, RunStore
-from engine.suggestor import StopRun, Suggestor, is_async_suggestor
+from engine.suggestor import FunctionSuggestor, StopRun, Suggestor, is_async_suggestor
 
 OnStop = Callable[[Sequence[StopReason], RunStats], Continue | None]
 
@@ -165,6 +166,9 @@ class Engine:
         self._suggestors: list[Suggestor] = []
         self._index: dict[str, int] = {}
         self._async: list[bool] = []
+        self._execute: list[Callable[[Context], Any]] = []
+        self._names: list[str] = []
+        self._accepts: list[Callable[[Context], bool] | None] = []
         self._any_async = False
         self._subscribers: dict[str, list[int]] = {}
         self._dependency_free: list[int] = []
@@ -195,8 +199,13 @@ class Engine:
             deps: frozenset[str] = frozenset(getattr(s, "dependencies", ()) or ())
             i = len(self._suggestors)
             self._suggestors.append(s)
+            self._names.append(name)
             self._index[name] = i
             self._async.append(is_async_suggestor(s))
+            # decorator suggestors are called without their wrapper's extra frame
+            plain = type(s) is FunctionSuggestor
+            self._execute.append(s._fn if plain else s.execute)  # type: ignore[attr-defined]
+            self._accepts.append(None if plain and s._accepts is None else s.accepts)  # type: ignore[attr-defined]
             self._any_async = self._any_async or self._async[-1]
             if deps:
                 for key in deps:
@@ -396,7 +405,7 @@ class Engine:
 
     def _prelude(self, st: RunState) -> list[int] | RunResult:
         """Checks before a cycle, then the eligible suggestors (registration order)."""
-        if self._is_cancelled(st.run_id):
+        if st.run_id in self._cancelled:
             return self._stop(st, [UserCancelled()])
         budget = st.budget
         if budget.max_seconds:
@@ -453,16 +462,19 @@ class Engine:
         if not candidates:
             return []
         ordered = sorted(candidates) if len(candidates) > 1 else list(candidates)
-        suggestors = self._suggestors
+        accepts = self._accepts
         out: list[int] = []
         for i in ordered:
-            sug = suggestors[i]
+            accept = accepts[i]
+            if accept is None:
+                out.append(i)
+                continue
             try:
-                ok = sug.accepts(ctx)
+                ok = accept(ctx)
             except Exception as exc:
                 # a failing accepts() counts as a failed execution of that suggestor
                 msg = f"accepts raised {type(exc).__name__}: {exc}"
-                if self._record_failure(st, sug.name, msg):
+                if self._record_failure(st, self._suggestors[i].name, msg):
                     return None
                 continue
             if ok:
@@ -501,9 +513,10 @@ class Engine:
         ctx = st.context
         outcomes: list[Any] = []
         stop_on_error = self.on_error == "stop"
+        execute = self._execute
         for i in self._admit(st, eligible):
             try:
-                out = self._suggestors[i].execute(ctx)
+                out = execute[i](ctx)
             except BaseException as exc:
                 if isinstance(exc, KeyboardInterrupt | SystemExit):
                     raise
@@ -566,7 +579,6 @@ class Engine:
         """Turn outcomes into effects to merge, in registration order; record failures."""
         admitted = st.admitted if st.admitted is not None else eligible
         st.admitted = None
-        suggestors = self._suggestors
         store = self.store is not None
         events = st.events
         effects: list[tuple[str, list[Proposal]]] = []
@@ -574,8 +586,9 @@ class Engine:
         usage_in = usage_out = 0
         cost = 0.0
         timed_out = False
+        names = self._names
         for slot, out in enumerate(outcomes):
-            name = suggestors[admitted[slot]].name
+            name = names[admitted[slot]]
             if out is _TIMED_OUT:
                 timed_out = True
                 continue
@@ -714,9 +727,10 @@ class Engine:
         tuple_new = tuple.__new__
         effects = st.merge_effects
         start_i, start_j = st.merge_pos
-        leaf_append = st.leaves.append
-        if store and len(st.leaves) != len(ctx._facts):
-            _facts_root(st)  # catch up the leaves of input or checkpointed facts
+        if store:
+            leaf_append = st.leaves.append
+            if len(st.leaves) != len(ctx._facts):
+                _catch_up_leaves(st)  # the leaves of input or checkpointed facts
         for ei in range(start_i, len(effects)):
             name, proposals = effects[ei]
             j0 = start_j if ei == start_i else 0
@@ -1176,7 +1190,8 @@ class Engine:
         else:
             from engine.resume import load_paused_from_store
 
-            st = load_paused_from_store(self, gate_id, decision, st)
+            with bulk_load():
+                st = load_paused_from_store(self, gate_id, decision, st)
             self._paused.pop(gate_id, None)
         assert st.pending_gate is not None
         st.pending_gate.decision = decision
@@ -1190,7 +1205,8 @@ class Engine:
         if st is None and self.store is not None:
             from engine.resume import load_stopped_from_store
 
-            st = load_stopped_from_store(self, run_id)
+            with bulk_load():
+                st = load_stopped_from_store(self, run_id)
         if st is None:
             raise RunNotFound(f"no resumable run {run_id!r} in this engine or its store")
         if budget is not None:
@@ -1396,11 +1412,15 @@ def _same_limit(signal: StopReason, limit: float) -> bool:
 def _facts_root(st: RunState) -> str:
     """The Merkle root of the run's facts; leaves are cached, so each stop or pause
     hashes only the facts promoted since the previous one."""
+    _catch_up_leaves(st)
+    return root_of_leaves(st.leaves)
+
+
+def _catch_up_leaves(st: RunState) -> None:
     leaves = st.leaves
     facts = st.context._facts
     for i in range(len(leaves), len(facts)):
         leaves.append(fact_leaf(facts[i]))
-    return root_of_leaves(leaves)
 
 
 def _ms(seconds: float) -> int:
