@@ -26,7 +26,7 @@ from engine.cli_common import (
     out,
     render_result,
 )
-from engine.errors import ConvergeError
+from engine.errors import ConvergeError, GateAlreadyDecided
 from engine.hitl import GateDecision
 from engine.job import Job, job_from_record
 from engine.result import RunResult
@@ -82,12 +82,15 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(json.dumps([_gate_dict(g) for g in records], indent=2) + "\n")
             return
         table = Table(title="gates", title_justify="left")
-        for col in ("gate", "status", "run", "cycle", "suggestor", "summary", "decided"):
+        # ids are what a user copies into `approve`: never wrapped or cut
+        table.add_column("gate", no_wrap=True, min_width=len(records[0].gate_id) if records else 4)
+        # a gate id starts with its run id, so the run has no column of its own
+        for col in ("status", "cycle", "suggestor", "summary", "decided"):
             table.add_column(col)
         for g in records:
             decided = f"{g.decided_by} {_when(g.decided_at)}" if g.decided_by else ""
             table.add_row(
-                g.gate_id, g.status, g.run_id, str(g.cycle), g.suggestor, escape(g.summary), decided
+                g.gate_id, g.status, str(g.cycle), g.suggestor, escape(g.summary), decided
             )
         out.print(table)
 
@@ -98,9 +101,12 @@ def register(app: typer.Typer) -> None:
             job = _job_of_run(store, gate.run_id)
         except ConvergeError as exc:
             fail(str(exc))
-        verb = "approved" if decision.approved else "rejected"
+        if gate.status != "pending":
+            # the engine's compare-and-set decides races; this only answers early
+            fail(str(GateAlreadyDecided(gate_id, gate.status, gate.decided_by, _iso(gate))))
+        verb = "approving" if decision.approved else "rejecting"
         if not as_json:
-            err.print(f"gate {gate_id} {verb} by {escape(decision.by)}; resuming run {gate.run_id}")
+            err.print(f"{verb} gate {gate_id} as {escape(decision.by)}; resuming run {gate.run_id}")
         result = execute_with_progress(
             job, store, as_json=as_json, resume=lambda engine: engine.resume(gate_id, decision)
         )
@@ -172,6 +178,11 @@ def register(app: typer.Typer) -> None:
             job, store, as_json=as_json, resume=lambda engine: engine.resume_run(run_id, budget)
         )
         _finish(result, as_json)
+
+
+def _iso(gate: GateRecord) -> str | None:
+    at = gate.decided_at
+    return None if at is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
 
 
 def _when(ts: float | None) -> str:

@@ -350,26 +350,20 @@ class Engine:
         freezer = CollectorFreeze()
         try:
             while True:
-                if st.pending_gate is not None or st.merge_effects:
-                    # resuming a pause: finish the interrupted merge first
-                    done = self._finish_merge_and_check(st)
-                    if done is not None:
-                        return done
+                step = self._begin_cycle(st)
+                if step is None:
                     continue
-                prelude = self._prelude(st)
-                if isinstance(prelude, RunResult):
-                    return prelude
-                if self._any_async and any(self._async[i] for i in prelude):
+                if isinstance(step, RunResult):
+                    return step
+                if self._any_async and any(self._async[i] for i in step):
                     if runner is None:
                         runner = asyncio.Runner()
-                    outcomes = runner.run(self._execute_async(st, prelude))
+                    outcomes = runner.run(self._execute_async(st, step))
                 else:
-                    outcomes = self._execute_sync(st, prelude)
-                self._collect(st, prelude, outcomes)
-                done = self._finish_merge_and_check(st)
+                    outcomes = self._execute_sync(st, step)
+                done = self._end_cycle(st, step, outcomes, freezer)
                 if done is not None:
                     return done
-                freezer.promoted(len(st.cycle_new))
         finally:
             freezer.release()
             if runner is not None:
@@ -381,27 +375,39 @@ class Engine:
         freezer = CollectorFreeze()
         try:
             while True:
-                if st.pending_gate is not None or st.merge_effects:
-                    done = self._finish_merge_and_check(st)
-                    if done is not None:
-                        return done
+                step = self._begin_cycle(st)
+                if step is None:
                     continue
-                prelude = self._prelude(st)
-                if isinstance(prelude, RunResult):
-                    return prelude
-                if self._any_async and any(self._async[i] for i in prelude):
-                    outcomes = await self._execute_async(st, prelude)
+                if isinstance(step, RunResult):
+                    return step
+                if self._any_async and any(self._async[i] for i in step):
+                    outcomes = await self._execute_async(st, step)
                 else:
-                    outcomes = self._execute_sync(st, prelude)
-                self._collect(st, prelude, outcomes)
-                done = self._finish_merge_and_check(st)
+                    outcomes = self._execute_sync(st, step)
+                done = self._end_cycle(st, step, outcomes, freezer)
                 if done is not None:
                     return done
-                freezer.promoted(len(st.cycle_new))
         finally:
             freezer.release()
             with self._lock:
                 self._active.discard(st.run_id)
+
+    def _begin_cycle(self, st: RunState) -> list[int] | RunResult | None:
+        """The eligible suggestors of the next cycle, or the run's end; None after
+        finishing a merge interrupted by a pause (the loop then goes on)."""
+        if st.pending_gate is not None or st.merge_effects:
+            return self._finish_merge_and_check(st)
+        return self._prelude(st)
+
+    def _end_cycle(
+        self, st: RunState, eligible: list[int], outcomes: list[Any], freezer: CollectorFreeze
+    ) -> RunResult | None:
+        """Collect, merge and check the cycle; the run's end, or None to go on."""
+        self._collect(st, eligible, outcomes)
+        done = self._finish_merge_and_check(st)
+        if done is None:
+            freezer.promoted(len(st.cycle_new))
+        return done
 
     def _prelude(self, st: RunState) -> list[int] | RunResult:
         """Checks before a cycle, then the eligible suggestors (registration order)."""

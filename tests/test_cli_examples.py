@@ -170,3 +170,30 @@ def test_the_hitl_flow_end_to_end_with_the_cli(tmp_path: Path) -> None:
     # a gate is decided once
     code, _, err = invoke("approve", second, "--by", "carol", "--db", db)
     assert code == 2 and "alice" in err
+
+
+def test_the_readme_flow_pauses_on_the_vendored_component_and_approval_completes_it(
+    tmp_path: Path,
+) -> None:
+    db = str(tmp_path / "converge.db")
+    job = str(ROOT / "examples" / "dependency_audit" / "vendored.yaml")
+    code, data, _ = invoke("run", job, "--db", db, "--json")
+    assert code == 10
+    reason = parse_stop_reason(data["stop_reason"])
+    assert isinstance(reason, HitlGatePending)
+    assert reason.summary == "Classify the license of legacy-left-pad 0.3.1"
+
+    code, gates, _ = invoke("gates", "--pending", "--json", "--db", db)
+    assert code == 0
+    assert [g["gate_id"] for g in gates] == [reason.gate_id]
+
+    code, data, _ = invoke("approve", reason.gate_id, "--by", "alice", "--db", db, "--json")
+    assert code == 0
+    assert data["stop_reason"]["kind"] == "criteria_met"
+    code, gates, _ = invoke("gates", "--pending", "--json", "--db", db)
+    assert gates == []
+    code, _, err = invoke("approve", reason.gate_id, "--by", "bob", "--db", db)
+    assert code == 2 and "already decided (approved by alice" in err
+    code, report, _ = invoke("verify", "--all", "--db", db, "--json")
+    assert report is not None
+    assert code == 0

@@ -53,3 +53,19 @@ def test_make_demo_works_on_a_fresh_clone(tmp_path: Path) -> None:
 def _base_python() -> str:
     base = Path(sys.base_prefix) / "bin" / "python3"
     return str(base) if base.exists() else "python3"
+
+
+def test_the_python_tour_prints_what_its_comments_say(capsys: pytest.CaptureFixture[str]) -> None:
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"```python\n(.*?)```", text, re.S)
+    assert block, "the README has a python tour"
+    code = block.group(1)
+    exec(compile(code, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    promised = [
+        line.split("#", 1)[1].strip()
+        for line in code.splitlines()
+        if line.startswith("print(") and "#" in line and "every signal" not in line
+    ]
+    for claim in promised:
+        assert any(claim == line.strip() for line in printed), (claim, printed)

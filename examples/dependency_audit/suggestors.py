@@ -31,6 +31,9 @@ from examples.dependency_audit.spdx import classify, from_human, is_copyleft
 
 DistributionSource = Callable[[], Iterable[Distribution]]
 
+VENDORED = "vendored"
+"""Input key of components vendored into the project (no installed metadata)."""
+
 
 class Inventory:
     """Proposes one ``package`` fact per distribution of ``source``, sorted by name.
@@ -53,10 +56,20 @@ class Inventory:
         return not ctx.has(g.PACKAGE)
 
     def execute(self, ctx: Context) -> list[Proposal]:
-        """One ``package`` proposal per distinct normalised name, in name order."""
+        """One ``package`` proposal per distinct normalised name, in name order.
+
+        Components declared in the job's ``vendored`` input facts (code copied into
+        the project, with no installed metadata: ``{name, version, license?,
+        license_expression?, classifiers?, requires?}``) are inventoried too.
+        """
         by_name: dict[str, Distribution] = {}
         for dist in self.source():
             by_name.setdefault(normalise_name(dist.name), dist)
+        for fact in ctx.get(VENDORED):
+            c = fact.content
+            if isinstance(c, dict) and isinstance(c.get("name"), str):
+                dist = Distribution.from_content({"version": "unknown", **c})
+                by_name.setdefault(normalise_name(dist.name), dist)
         return [Proposal(g.PACKAGE, by_name[n].to_content()) for n in sorted(by_name)]
 
 
