@@ -51,7 +51,7 @@ def run(
         fail(str(exc))
     store = open_run_store(db, enabled=not no_audit)
     result = execute_with_progress(job, store, as_json=as_json)
-    render_result(result, as_json=as_json)
+    render_result(result, as_json=as_json, job=job.name)
     raise typer.Exit(result.stop_reason.exit_code)
 
 

@@ -86,14 +86,15 @@ def execute_with_progress(
     return result
 
 
-def render_result(result: RunResult, *, as_json: bool) -> None:
-    """The summary of a run: stop reason, explain, facts per key, usage, budget."""
+def render_result(result: RunResult, *, as_json: bool, job: str | None = None) -> None:
+    """The summary of a run of ``job``: stop reason, explain, facts per key, usage, budget."""
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return
     reason = result.stop_reason
     colour = "green" if reason.is_success() else "yellow" if reason.is_hitl_pending() else "red"
-    table = Table(title=f"run {result.run_id}", show_header=False, title_justify="left")
+    title = f"{job}: run {result.run_id}" if job else f"run {result.run_id}"
+    table = Table(title=escape(title), show_header=False, title_justify="left")
     table.add_column("", style="bold")
     table.add_column("")
     table.add_row("stop", f"[{colour}]{escape(str(reason))}[/]")

@@ -110,10 +110,10 @@ def register(app: typer.Typer) -> None:
         result = execute_with_progress(
             job, store, as_json=as_json, resume=lambda engine: engine.resume(gate_id, decision)
         )
-        _finish(result, as_json)
+        _finish(result, as_json, job)
 
-    def _finish(result: RunResult, as_json: bool) -> None:
-        render_result(result, as_json=as_json)
+    def _finish(result: RunResult, as_json: bool, job: Job) -> None:
+        render_result(result, as_json=as_json, job=job.name)
         raise typer.Exit(result.stop_reason.exit_code)
 
     @app.command("approve")
@@ -177,7 +177,7 @@ def register(app: typer.Typer) -> None:
         result = execute_with_progress(
             job, store, as_json=as_json, resume=lambda engine: engine.resume_run(run_id, budget)
         )
-        _finish(result, as_json)
+        _finish(result, as_json, job)
 
 
 def _iso(gate: GateRecord) -> str | None:
