@@ -520,7 +520,10 @@ class Engine:
         outcomes: list[Any] = []
         stop_on_error = self.on_error == "stop"
         execute = self._execute
-        for i in self._admit(st, eligible):
+        budget = st.budget
+        if budget.max_invocations or budget.per_suggestor:
+            eligible = self._admit(st, eligible)
+        for i in eligible:
             try:
                 out = execute[i](ctx)
             except BaseException as exc:
@@ -882,9 +885,10 @@ class Engine:
 
     # -- after the merge -----------------------------------------------------------
     def _finish_merge_and_check(self, st: RunState) -> RunResult | None:
-        if st.pending_gate is not None and st.pending_gate.decision is None:
-            raise ResumeError(f"run {st.run_id} waits on gate {st.pending_gate.record.gate_id}")
-        if st.pending_gate is not None:
+        pg = st.pending_gate
+        if pg is not None:
+            if pg.decision is None:
+                raise ResumeError(f"run {st.run_id} waits on gate {pg.record.gate_id}")
             self._apply_decision(st)
         stop = self._merge(st)
         if stop is not None:
