@@ -27,16 +27,16 @@ FREEZE_AFTER_FACTS = 4096
 class CollectorFreeze:
     """Per-run helper: ``promoted(n)`` after each merge, ``release()`` when the run returns."""
 
-    __slots__ = ("_frozen", "_owned", "_pending")
+    __slots__ = ("_frozen", "_pending", "owned")
 
     def __init__(self) -> None:
-        self._owned = gc.isenabled() and gc.get_freeze_count() == 0
+        self.owned = gc.isenabled() and gc.get_freeze_count() == 0
         self._pending = 0
         self._frozen = False
 
     def promoted(self, facts: int) -> None:
         """Note ``facts`` new facts; freeze the survivors once enough have piled up."""
-        if not self._owned:
+        if not self.owned:
             return
         self._pending += facts
         if self._pending >= FREEZE_AFTER_FACTS:

@@ -349,10 +349,14 @@ class Engine:
         runner: asyncio.Runner | None = None
         freezer = CollectorFreeze()
         try:
+            # the sync loop inlines _begin_cycle/_end_cycle: it is W1's hot path
             while True:
-                step = self._begin_cycle(st)
-                if step is None:
+                if st.pending_gate is not None or st.merge_effects:
+                    done = self._finish_merge_and_check(st)
+                    if done is not None:
+                        return done
                     continue
+                step = self._prelude(st)
                 if isinstance(step, RunResult):
                     return step
                 if self._any_async and any(self._async[i] for i in step):
@@ -361,9 +365,12 @@ class Engine:
                     outcomes = runner.run(self._execute_async(st, step))
                 else:
                     outcomes = self._execute_sync(st, step)
-                done = self._end_cycle(st, step, outcomes, freezer)
+                self._collect(st, step, outcomes)
+                done = self._finish_merge_and_check(st)
                 if done is not None:
                     return done
+                if freezer.owned:
+                    freezer.promoted(len(st.cycle_new))
         finally:
             freezer.release()
             if runner is not None:
@@ -459,15 +466,21 @@ class Engine:
         ctx = st.context
         dirty = st.dirty
         subs = self._subscribers
-        candidates: set[int] = set(self._dependency_free)
-        for key in dirty:
-            s = subs.get(key)
-            if s is not None:
-                candidates.update(s)
         st.dirty = set()
-        if not candidates:
+        ordered: list[int]
+        if len(dirty) == 1 and not self._dependency_free:
+            # one changed key: its subscribers are already in registration order
+            for key in dirty:
+                ordered = subs.get(key) or []
+        else:
+            candidates: set[int] = set(self._dependency_free)
+            for key in dirty:
+                s = subs.get(key)
+                if s is not None:
+                    candidates.update(s)
+            ordered = sorted(candidates)
+        if not ordered:
             return []
-        ordered = sorted(candidates) if len(candidates) > 1 else list(candidates)
         accepts = self._accepts
         out: list[int] = []
         for i in ordered:
