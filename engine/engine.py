@@ -25,7 +25,7 @@ from engine.budget import Budget, BudgetStatus
 from engine.collector import CollectorFreeze, bulk_load
 from engine.context import Context
 from engine.criterion import Blocked, Criterion, CriterionReport, Met
-from engine.effect import Effect, Usage
+from engine.effect import NO_USAGE, Effect, Usage
 from engine.errors import (
     ConfigurationError,
     GateAlreadyDecided,
@@ -638,41 +638,28 @@ class Engine:
                 if self._record_failure(st, name, f"{type(out).__name__}: {out}"):
                     break
                 continue
-            if type(out) is list:
-                # the common case, a plain list of proposals: no Effect is built
-                for p in out:
-                    if type(p) is not Proposal:
+            # the common case, a plain list of proposals, builds no Effect
+            if type(out) is list and all(type(p) is Proposal for p in out):
+                proposals: list[Proposal] = out
+                u = NO_USAGE
+                refusal = None
+            else:
+                effect = out if type(out) is Effect else _normalise(out)
+                if effect is None:
+                    msg = f"returned {type(out).__name__}, expected an Effect or a list of Proposal"
+                    if self._record_failure(st, name, msg):
                         break
-                else:
-                    if st.streaks:
-                        st.streaks.pop(name, None)
-                    if store:
-                        events.append(
-                            AuditEvent(
-                                "suggestor_executed",
-                                st.cycle,
-                                {"suggestor": name, "proposals": len(out), "usage": [0, 0, 0.0]},
-                                time.time(),
-                            )
-                        )
-                    if out:
-                        effects.append((name, out))
                     continue
-            effect = out if type(out) is Effect else _normalise(out)
-            if effect is None:
-                msg = f"returned {type(out).__name__}, expected an Effect or a list of Proposal"
-                if self._record_failure(st, name, msg):
-                    break
-                continue
-            u = effect.usage
-            if type(u) is not Usage:
-                msg = f"returned usage of type {type(u).__name__}, expected a Usage"
-                if self._record_failure(st, name, msg):
-                    break
-                continue
-            usage_in += u.input_tokens
-            usage_out += u.output_tokens
-            cost += u.cost_usd
+                u = effect.usage
+                if type(u) is not Usage:
+                    msg = f"returned usage of type {type(u).__name__}, expected a Usage"
+                    if self._record_failure(st, name, msg):
+                        break
+                    continue
+                proposals, refusal = effect.proposals, effect.refusal
+                usage_in += u.input_tokens
+                usage_out += u.output_tokens
+                cost += u.cost_usd
             if st.streaks:
                 st.streaks.pop(name, None)
             if store:
@@ -682,18 +669,18 @@ class Engine:
                         st.cycle,
                         {
                             "suggestor": name,
-                            "proposals": len(effect.proposals),
+                            "proposals": len(proposals),
                             "usage": [u.input_tokens, u.output_tokens, u.cost_usd],
-                            **({"refusal": effect.refusal} if effect.refusal is not None else {}),
+                            **({"refusal": refusal} if refusal is not None else {}),
                         },
                         time.time(),
                     )
                 )
-            if effect.refusal is not None:
-                st.pending_signals.append(AgentRefused(agent_id=name, reason=effect.refusal))
+            if refusal is not None:
+                st.pending_signals.append(AgentRefused(agent_id=name, reason=refusal))
                 break
-            if effect.proposals:
-                effects.append((name, effect.proposals))
+            if proposals:
+                effects.append((name, proposals))
         if usage_in or usage_out or cost:
             st.usage = Usage(
                 st.usage.input_tokens + usage_in,
