@@ -99,6 +99,10 @@ class _Marker:
 
 
 _TIMED_OUT = _Marker("timed out")  # cancelled at the time budget
+_CANCELLED = _Marker("cancelled")  # cancelled by Engine.cancel()
+
+CANCEL_POLL_S = 0.05
+"""How often (seconds) in-flight async work checks for ``Engine.cancel()``."""
 _NOT_DONE = _Marker("not done")
 
 
@@ -221,9 +225,11 @@ class Engine:
 
     # -- control -------------------------------------------------------------------
     def cancel(self, run_id: str | None = None) -> None:
-        """Ask a run (or every run of this engine) to stop before its next cycle.
+        """Ask a run (or every run of this engine in flight) to stop.
 
-        Thread-safe; the run ends with ``UserCancelled`` and keeps its facts.
+        Thread-safe. Sync work finishes its cycle; in-flight async suggestors are
+        cancelled within ``CANCEL_POLL_S`` (50 ms). The run ends with
+        ``UserCancelled`` and keeps the facts promoted before.
         """
         with self._lock:
             if run_id is None:
@@ -582,17 +588,31 @@ class Engine:
                 except Exception as exc:
                     outcomes[slot] = exc
         if tasks:
-            timeout = None
+            loop = asyncio.get_running_loop()
+            end = None
             if st.budget.max_seconds:
-                timeout = max(0.0, st.budget.max_seconds - self._elapsed_ms(st) / 1000)
-            _, pending = await asyncio.wait(tasks, timeout=timeout)
+                end = loop.time() + max(0.0, st.budget.max_seconds - self._elapsed_ms(st) / 1000)
+            pending: set[asyncio.Task[None]] = set(tasks)
+            cancelled = False
+            # wake up now and then so that cancel() interrupts work in flight
+            while pending:
+                wait_s = CANCEL_POLL_S if end is None else min(CANCEL_POLL_S, end - loop.time())
+                _, pending = await asyncio.wait(pending, timeout=max(0.0, wait_s))
+                if not pending:
+                    break
+                if st.run_id in self._cancelled:
+                    cancelled = True
+                    break
+                if end is not None and loop.time() >= end:
+                    break
             if pending:
                 for t in pending:
                     t.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
+                cut = _CANCELLED if cancelled else _TIMED_OUT
                 for slot in range(len(outcomes)):
-                    if outcomes[slot] is _NOT_DONE:
-                        outcomes[slot] = _TIMED_OUT
+                    if outcomes[slot] is _NOT_DONE or outcomes[slot] is _TIMED_OUT:
+                        outcomes[slot] = cut
         # keep the admitted order so _collect pairs outcomes with suggestors
         st.admitted = admitted
         return outcomes
@@ -607,12 +627,17 @@ class Engine:
         last: list[str] = []
         usage_in = usage_out = 0
         cost = 0.0
-        timed_out = False
+        timed_out = cancelled = False
         names = self._names
         for slot, out in enumerate(outcomes):
             name = names[admitted[slot]]
             if out is _TIMED_OUT:
                 timed_out = True
+                continue
+            if out is _CANCELLED:  # cut by cancel(): what was merged so far is kept
+                if not cancelled:
+                    cancelled = True
+                    st.pending_signals.append(UserCancelled())
                 continue
             last.append(name)
             st.invocations += 1

@@ -6,7 +6,9 @@ before it are still in ``result.context`` (DESIGN.md §1 "Nothing lost", §4 ste
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -249,3 +251,37 @@ def test_a_gate_an_invariant_or_a_criterion_that_raises_ends_in_a_typed_stop() -
         assert isinstance(r.stop_reason, expected), kwargs
         assert "broken check" in str(r.stop_reason) or "broken check" in r.explain()
         assert r.context.count("n") >= 1
+
+
+@pytest.mark.parametrize("mode", ["run", "arun"])
+def test_cancel_interrupts_an_async_suggestor_that_hangs_and_keeps_the_facts(mode: str) -> None:
+    started = threading.Event()
+    engine = Engine()
+
+    @suggestor(name="first", dependencies=["seed"])
+    def first(ctx: Context) -> list[Proposal]:
+        return [Proposal("n", 1)]
+
+    @suggestor(name="hang", dependencies=["n"])
+    async def hang(ctx: Context) -> list[Proposal]:
+        started.set()
+        await asyncio.sleep(60)  # an LLM call that never answers
+        return [Proposal("n", 2)]
+
+    def canceller() -> None:
+        assert started.wait(10), "the hanging suggestor never started"
+        engine.cancel("run-h")
+
+    engine.register(first, hang)
+    t = threading.Thread(target=canceller)
+    t.start()
+    began = time.monotonic()
+    if mode == "run":
+        r = engine.run({"seed": [0]}, run_id="run-h")
+    else:
+        r = asyncio.run(engine.arun({"seed": [0]}, run_id="run-h"))
+    t.join(5)
+    assert time.monotonic() - began < 5, "cancel() must not wait for the hanging call"
+    assert r.stop_reason == UserCancelled()
+    assert [f.content for f in r.context.get("n")] == [1]
+    assert r.cycles == 2
