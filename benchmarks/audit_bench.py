@@ -200,6 +200,7 @@ def w2_facts_per_second(directory: Path) -> tuple[float, float]:
 # -- C1 ---------------------------------------------------------------------------------
 def checkpoint_load_ms(directory: Path, facts: int = 10_000) -> float:
     """Median ms to load a 10k-fact checkpoint and rebuild the run state."""
+    from engine.collector import bulk_load
     from engine.run_state import RunState
 
     store = open_store(str(directory / "c1.db"))
@@ -212,7 +213,8 @@ def checkpoint_load_ms(directory: Path, facts: int = 10_000) -> float:
         store._put_checkpoint(conn, "c1", state.to_checkpoint(["s"]))
 
     def load() -> None:
-        RunState.from_checkpoint(store.load_checkpoint("c1"))
+        with bulk_load():  # as Engine.resume loads it
+            RunState.from_checkpoint(store.load_checkpoint("c1"))
 
     ms = median_s(load) * 1000
     store.close()
