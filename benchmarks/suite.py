@@ -9,6 +9,7 @@ Names: ``limits``, ``w1``, ``w2``, ``w2-sqlite``, ``w2-pg``, ``w3``, ``r1``, ``q
 from __future__ import annotations
 
 import argparse
+import atexit
 import cProfile
 import importlib
 import json
@@ -39,8 +40,6 @@ from benchmarks.harness import (
 from engine import RunStore
 
 NAMES = ("limits", "w1", "w2", "w2-sqlite", "w2-pg", "w3", "r1", "q1")
-PG_ENV = "CONVERGE_TEST_PG_URL"
-PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 GC_PAUSE_REPORTED = 0.100  # seconds: pauses over this are named in the note
 
 
@@ -233,11 +232,16 @@ def _sqlite_factory(suite: Suite) -> Callable[[], RunStore]:
 
 
 def _pg_factory() -> tuple[Callable[[], RunStore] | None, str]:
-    url = os.environ.get(PG_ENV, PG_DEFAULT)
+    """A store in a throwaway schema of ``$CONVERGE_TEST_PG_URL``, dropped at exit."""
     try:
         from audit import open_store
+        from audit.testing import pg_schema
 
+        schema = pg_schema("converge_bench")
+        url = schema.__enter__()
+        atexit.register(schema.__exit__, None, None, None)
         store = open_store(url)
+        atexit.register(store.close)
     except Exception as exc:
         return None, f"skipped: PostgreSQL unreachable ({type(exc).__name__})"
     return (lambda: store), ""
