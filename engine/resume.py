@@ -61,9 +61,19 @@ def load_paused_from_store(
     if in_memory is not None:
         st = in_memory
     else:
-        checkpoint = store.load_checkpoint(gate.run_id)
-        check_suggestors(engine, list(checkpoint.get("suggestors", [])))
-        st = RunState.from_checkpoint(checkpoint, gate)
+        try:
+            checkpoint = store.load_checkpoint(gate.run_id)
+            check_suggestors(engine, list(checkpoint.get("suggestors", [])))
+            st = RunState.from_checkpoint(checkpoint, gate)
+        except ResumeError:
+            # a racing approver may have decided the gate and finished the run (its
+            # checkpoint dropped or replaced) since we read the gate: say so
+            now = store.get_gate(gate_id)
+            if now.status != "pending":
+                raise GateAlreadyDecided(
+                    gate_id, now.status, now.decided_by, _iso(now.decided_at)
+                ) from None
+            raise
     if gate.expires_at is not None and time.time() > gate.expires_at:
         timeout_decision = GateDecision(
             approved=gate.on_timeout == "approve", by="timeout", reason="gate expired"

@@ -24,6 +24,7 @@ from audit import SqlRunStore, open_store
 from engine import (
     Converged,
     Engine,
+    GateAlreadyDecided,
     GateDecision,
     GateExpired,
     GateNotFound,
@@ -361,3 +362,36 @@ def test_a_criterion_blocked_on_a_human_stops_with_human_intervention_required(
     assert store.runs(category="human")[0].run_id == run_id
     assert kinds(store, run_id)[-1] == "run_stopped"
     assert store.verify(run_id).ok
+
+
+class StaleGateRead:
+    """A store whose first ``get_gate`` answers what a slower racer read earlier."""
+
+    def __init__(self, store: SqlRunStore, stale: Any) -> None:
+        self._store = store
+        self._stale: Any = stale
+
+    def get_gate(self, gate_id: str) -> Any:
+        if self._stale is not None:
+            stale, self._stale = self._stale, None
+            return stale
+        return self._store.get_gate(gate_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def test_a_racer_that_read_the_gate_before_the_winner_finished_gets_gate_already_decided(
+    store: SqlRunStore,
+) -> None:
+    run_id, gate_id = pause(store)
+    pending = store.get_gate(gate_id)
+    winner = make_engine(store).resume(gate_id, GateDecision.approve(by="fast"))
+    assert isinstance(winner.stop_reason, Converged)  # the run's checkpoint is gone now
+    before = (store.run(run_id).last_seq, store.run(run_id).head_hash)
+
+    slow = make_engine(StaleGateRead(store, pending))  # type: ignore[arg-type]
+    with pytest.raises(GateAlreadyDecided) as info:
+        slow.resume(gate_id, GateDecision.approve(by="slow"))
+    assert info.value.by == "fast"
+    assert (store.run(run_id).last_seq, store.run(run_id).head_hash) == before
