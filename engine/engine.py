@@ -664,7 +664,13 @@ class Engine:
                     break
                 continue
             # the common case, a plain list of proposals, builds no Effect
-            if type(out) is list and all(type(p) is Proposal for p in out):
+            plain = type(out) is list
+            if plain:
+                for p in out:
+                    if type(p) is not Proposal:
+                        plain = False
+                        break
+            if plain:
                 proposals: list[Proposal] = out
                 u = NO_USAGE
                 refusal = None
