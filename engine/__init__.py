@@ -7,7 +7,7 @@ from engine.budget import Budget, BudgetStatus, DimensionStatus
 from engine.context import Context
 from engine.criterion import Blocked, Criterion, CriterionReport, CriterionResult, Met, Unmet
 from engine.effect import Effect, Usage
-from engine.engine import Engine
+from engine.engine import Engine, OnStop
 from engine.errors import (
     ChainError,
     ConfigurationError,
@@ -107,6 +107,7 @@ __all__ = [
     "JobFileError",
     "LoopDetected",
     "Met",
+    "OnStop",
     "PolicyStopped",
     "PromotionGate",
     "PromotionRejected",
