@@ -16,18 +16,78 @@ Three ways back into a stored run (docs/gates.md):
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from engine.errors import GateAlreadyDecided, GateExpired, ResumeError
+from engine.budget import Budget
+from engine.collector import bulk_load
+from engine.errors import GateAlreadyDecided, GateExpired, GateNotFound, ResumeError, RunNotFound
 from engine.hitl import GateDecision
 from engine.run_state import RunState
-from engine.store import GateRecord
-
-if TYPE_CHECKING:
-    from engine.engine import Engine
+from engine.settings import EngineSettings
+from engine.store import AuditEvent, GateRecord
 
 
-def check_suggestors(engine: Engine, recorded: list[str]) -> None:
+def load_paused(eng: EngineSettings, gate_id: str, decision: GateDecision) -> RunState:
+    """The run paused at ``gate_id``, with ``decision`` applied when it goes on.
+
+    From this engine's memory (no store), or decided and claimed in the store.
+    Raises ``GateNotFound``, ``GateAlreadyDecided``, ``GateExpired``,
+    ``ResumeError`` or ``RunBusy``.
+    """
+    if not isinstance(decision, GateDecision):
+        raise ResumeError(f"decision must be a GateDecision, got {type(decision).__name__}")
+    runs = eng.runs
+    st = runs.paused.get(gate_id)
+    if eng.store is None:
+        if st is None:
+            done = runs.decided.get(gate_id)
+            if done is not None:
+                raise GateAlreadyDecided(gate_id, done[0], done[1], _iso(done[2]))
+            raise GateNotFound(f"no pending gate {gate_id!r} in this engine (and no store)")
+        del runs.paused[gate_id]
+        status = "approved" if decision.approved else "rejected"
+        runs.decided[gate_id] = (status, decision.by, time.time())
+    else:
+        with bulk_load():
+            st = load_paused_from_store(eng, gate_id, decision, st)
+        runs.paused.pop(gate_id, None)
+    assert st.pending_gate is not None
+    st.pending_gate.decision = decision
+    st.leg_started = eng.clock()
+    runs.enter(st.run_id)
+    return st
+
+
+def load_stopped(eng: EngineSettings, run_id: str, budget: Budget | None) -> RunState:
+    """A run stopped resumably (or crashed), to go on with ``budget`` (None: its own).
+
+    Raises ``RunNotFound``, ``ResumeError`` or ``RunBusy``.
+    """
+    st = eng.runs.stopped.pop(run_id, None)
+    if st is None and eng.store is not None:
+        with bulk_load():
+            st = load_stopped_from_store(eng, run_id)
+    if st is None:
+        raise RunNotFound(f"no resumable run {run_id!r} in this engine or its store")
+    if budget is not None:
+        st.budget = budget
+    st.exhausted_overrides.clear()
+    st.criteria_reports = ()
+    st.leg_started = eng.clock()
+    eng.runs.enter(run_id, clear_cancel=True)
+    if eng.store is not None:
+        st.events.append(
+            AuditEvent(
+                "run_resumed",
+                st.cycle,
+                {"budget": st.budget.model_dump(mode="json"), "from": st.resumed_from},
+                time.time(),
+            )
+        )
+    return st
+
+
+def check_suggestors(engine: EngineSettings, recorded: list[str]) -> None:
     """Raise ``ResumeError`` naming missing or extra suggestors."""
     mine = set(engine.suggestor_names)
     theirs = set(recorded)
@@ -45,7 +105,7 @@ def _iso(ts: float | None) -> str | None:
 
 
 def load_paused_from_store(
-    engine: Engine, gate_id: str, decision: GateDecision, in_memory: RunState | None
+    engine: EngineSettings, gate_id: str, decision: GateDecision, in_memory: RunState | None
 ) -> RunState:
     """Decide the gate in the store (compare-and-set), claim the run, load its state.
 
@@ -101,7 +161,7 @@ def recorded_decision(gate: GateRecord) -> GateDecision:
     )
 
 
-def load_stopped_from_store(engine: Engine, run_id: str) -> RunState:
+def load_stopped_from_store(engine: EngineSettings, run_id: str) -> RunState:
     """Load a run to continue, and claim it for this process.
 
     The run is stopped (budget, policy, cancel), paused on a gate decided without

@@ -172,7 +172,7 @@ def test_a_checkpoint_survives_json_and_resumes_to_the_same_facts() -> None:
     engine = make_engine()
     first = engine.run({"seed": [1]}, run_id="cp")
     assert isinstance(first.stop_reason, HitlGatePending)
-    state = engine._paused[first.stop_reason.gate_id]
+    state = engine.runs.paused[first.stop_reason.gate_id]
     gate = state.pending_gate
     assert gate is not None
     data = json.loads(json.dumps(state.to_checkpoint(engine.suggestor_names)))
@@ -196,7 +196,7 @@ def test_a_corrupted_checkpoint_is_a_resume_error(damage: Any) -> None:
     engine = make_engine()
     first = engine.run({"seed": [1]})
     assert isinstance(first.stop_reason, HitlGatePending)
-    state = engine._paused[first.stop_reason.gate_id]
+    state = engine.runs.paused[first.stop_reason.gate_id]
     assert state.pending_gate is not None
     data = json.loads(json.dumps(state.to_checkpoint(engine.suggestor_names)))
     damage(data)

@@ -1,0 +1,187 @@
+"""Collecting a cycle's outcomes into effects to merge (DESIGN.md §4 step 4).
+
+Each outcome (a list of proposals, an :class:`Effect`, an exception, a marker)
+is paired with its suggestor in registration order: usage is added up,
+invocations counted, failures recorded (``on_error``), ``StopRun`` and refusals
+become signals, and what is left is the cycle's list of effects for the merge.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from engine.accounting import elapsed_ms, ms
+from engine.effect import NO_USAGE, Effect, Usage
+from engine.execution import CANCELLED, TIMED_OUT
+from engine.facts import Proposal
+from engine.run_state import RunState
+from engine.settings import EngineSettings
+from engine.stop import (
+    AgentRefused,
+    Error,
+    ErrorCategory,
+    StopRequested,
+    TimeBudgetExhausted,
+    UserCancelled,
+)
+from engine.store import AuditEvent
+from engine.suggestor import StopRun
+
+
+def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: list[Any]) -> None:
+    """Turn outcomes into effects to merge, in registration order; record failures."""
+    admitted = st.admitted if st.admitted is not None else eligible
+    st.admitted = None
+    store = eng.store is not None
+    events = st.events
+    effects: list[tuple[str, list[Proposal]]] = []
+    last: list[str] = []
+    usage_in = usage_out = 0
+    cost = 0.0
+    timed_out = cancelled = False
+    names = eng.registry.names
+    for slot, out in enumerate(outcomes):
+        name = names[admitted[slot]]
+        if out is TIMED_OUT:
+            timed_out = True
+            continue
+        if out is CANCELLED:  # cut by cancel(): what was merged so far is kept
+            if not cancelled:
+                cancelled = True
+                st.pending_signals.append(UserCancelled())
+            continue
+        last.append(name)
+        st.invocations += 1
+        st.invocations_by[name] = st.invocations_by.get(name, 0) + 1
+        st.history.append(name)
+        if isinstance(out, BaseException):
+            if isinstance(out, StopRun):
+                _stop_requested(st, name, out, store)
+                break
+            if record_failure(eng, st, name, f"{type(out).__name__}: {out}"):
+                break
+            continue
+        # the common case, a plain list of proposals, builds no Effect
+        plain = type(out) is list
+        if plain:
+            for p in out:
+                if type(p) is not Proposal:
+                    plain = False
+                    break
+        if plain:
+            proposals: list[Proposal] = out
+            u = NO_USAGE
+            refusal = None
+        else:
+            effect = out if type(out) is Effect else _normalise(out)
+            if effect is None:
+                msg = f"returned {type(out).__name__}, expected an Effect or a list of Proposal"
+                if record_failure(eng, st, name, msg):
+                    break
+                continue
+            u = effect.usage
+            if type(u) is not Usage:
+                msg = f"returned usage of type {type(u).__name__}, expected a Usage"
+                if record_failure(eng, st, name, msg):
+                    break
+                continue
+            proposals, refusal = effect.proposals, effect.refusal
+            usage_in += u.input_tokens
+            usage_out += u.output_tokens
+            cost += u.cost_usd
+        if st.streaks:
+            st.streaks.pop(name, None)
+        if store:
+            events.append(
+                AuditEvent(
+                    "suggestor_executed",
+                    st.cycle,
+                    {
+                        "suggestor": name,
+                        "proposals": len(proposals),
+                        "usage": [u.input_tokens, u.output_tokens, u.cost_usd],
+                        **({"refusal": refusal} if refusal is not None else {}),
+                    },
+                    time.time(),
+                )
+            )
+        if refusal is not None:
+            st.pending_signals.append(AgentRefused(agent_id=name, reason=refusal))
+            break
+        if proposals:
+            effects.append((name, proposals))
+    if usage_in or usage_out or cost:
+        st.usage = Usage(
+            st.usage.input_tokens + usage_in,
+            st.usage.output_tokens + usage_out,
+            st.usage.cost_usd + cost,
+        )
+    if timed_out:
+        limit_ms = ms(st.budget.max_seconds or 0)
+        # the event loop's timer may fire a hair before our clock reads the deadline
+        elapsed = max(elapsed_ms(eng, st), limit_ms)
+        st.pending_signals.append(TimeBudgetExhausted(duration_ms=elapsed, limit_ms=limit_ms))
+    st.last_suggestors = tuple(last)
+    st.merge_effects = effects
+    st.merge_pos = (0, 0)
+    st.cycle_new = []
+
+
+def _stop_requested(st: RunState, name: str, out: StopRun, store: bool) -> None:
+    st.pending_signals.append(
+        StopRequested(source=name, message=str(out.message), context=_jsonable(out.context))
+    )
+    if store:
+        st.events.append(
+            AuditEvent(
+                "suggestor_executed",
+                st.cycle,
+                {"suggestor": name, "stop_requested": out.message},
+                time.time(),
+            )
+        )
+
+
+def record_failure(eng: EngineSettings, st: RunState, name: str, message: str) -> bool:
+    """Record a failed execution; True when the run must stop (``on_error="stop"``)."""
+    st.streaks[name] = st.streaks.get(name, 0) + 1
+    st.last_error = f"{name}: {message}"
+    if eng.store is not None:
+        st.events.append(
+            AuditEvent(
+                "suggestor_failed",
+                st.cycle,
+                {"suggestor": name, "error": message, "streak": st.streaks[name]},
+                time.time(),
+            )
+        )
+    if eng.on_error == "stop":
+        st.pending_signals.append(
+            Error(message=f"{name}: {message}", error_category=ErrorCategory.SUGGESTOR)
+        )
+        return True
+    return False
+
+
+def _normalise(out: Any) -> Effect | None:
+    if isinstance(out, Effect):
+        return out
+    if out is None:
+        return Effect()
+    if isinstance(out, Proposal):
+        return Effect([out])
+    if isinstance(out, list | tuple) and all(isinstance(p, Proposal) for p in out):
+        return Effect(list(out))
+    return None
+
+
+def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` if JSON-serialisable, else a copy with the odd values as their repr."""
+    try:
+        json.dumps(data)
+        return data
+    except (TypeError, ValueError):
+        out: dict[str, Any] = json.loads(json.dumps(data, default=repr))
+        return out

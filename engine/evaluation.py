@@ -1,0 +1,106 @@
+"""Evaluating the conditions over a run: invariants, stop policies and criteria.
+
+Invariants are predicates over the whole context, checked by class (converge-core:
+structural after every merge, semantic after a merge that added facts, acceptance
+before a successful end). A check, policy or criterion that raises never crashes
+a run: it counts as a violation, an ``Error(configuration)`` or an unmet criterion.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from engine.accounting import run_stats
+from engine.criterion import Criterion, CriterionReport, Met, Unmet
+from engine.invariant import Invariant
+from engine.run_state import RunState
+from engine.settings import EngineSettings
+from engine.stop import (
+    CriteriaMet,
+    Error,
+    ErrorCategory,
+    InvariantClass,
+    InvariantViolated,
+    PolicyStopped,
+    StopReason,
+    stop_reason_to_dict,
+)
+from engine.store import AuditEvent
+
+
+def check_invariants(
+    eng: EngineSettings, st: RunState, invariants: list[Invariant]
+) -> list[StopReason]:
+    """One ``InvariantViolated`` per failing invariant (recorded as an event)."""
+    out: list[StopReason] = []
+    for inv in invariants:
+        try:
+            violation = inv.check(st.context)
+        except Exception as exc:
+            reason = f"check raised {type(exc).__name__}: {exc}"
+        else:
+            if violation is None:
+                continue
+            reason = violation.reason
+        sig = InvariantViolated(
+            invariant_class=InvariantClass(inv.invariant_class), name=inv.name, reason=reason
+        )
+        if eng.store is not None:
+            st.events.append(
+                AuditEvent("invariant_violated", st.cycle, stop_reason_to_dict(sig), time.time())
+            )
+        out.append(sig)
+    return out
+
+
+def evaluate_policies(eng: EngineSettings, st: RunState) -> list[StopReason]:
+    """The stops the custom and declarative stop policies decide on this cycle."""
+    stats = run_stats(eng, st)
+    out: list[StopReason] = []
+    for policy in eng.stop_policies:
+        try:
+            decision = policy.evaluate(stats)
+        except Exception as exc:
+            out.append(
+                Error(
+                    message=f"stop policy {policy.id} raised {type(exc).__name__}: {exc}",
+                    error_category=ErrorCategory.CONFIGURATION,
+                )
+            )
+            continue
+        if decision is None:
+            continue
+        if decision.reason is not None:
+            out.append(decision.reason)
+        else:
+            out.append(
+                PolicyStopped(policy_id=policy.id, code=decision.code, detail=decision.detail)
+            )
+    return out
+
+
+def evaluate_criteria(eng: EngineSettings, st: RunState) -> list[tuple[Criterion, Any]]:
+    """Every criterion's result now; also kept as the run's criteria reports."""
+    results: list[tuple[Criterion, Any]] = []
+    for c in eng.criteria:
+        try:
+            results.append((c, c.evaluate(st.context)))
+        except Exception as exc:
+            results.append((c, Unmet(f"evaluate raised {type(exc).__name__}: {exc}")))
+    st.criteria_reports = tuple(CriterionReport.of(c, r) for c, r in results)
+    return results
+
+
+def criteria_met_early(eng: EngineSettings, st: RunState) -> StopReason | None:
+    """``CriteriaMet`` when every required criterion is met before a fixed point
+    (and the acceptance invariants hold), else None."""
+    required = [c for c in eng.criteria if getattr(c, "required", True)]
+    if not required:
+        return None
+    results = evaluate_criteria(eng, st)
+    if all(isinstance(r, Met) for c, r in results if getattr(c, "required", True)):
+        if eng.acceptance and check_invariants(eng, st, eng.acceptance):
+            return None
+        return CriteriaMet(criteria=[c.id for c in required])
+    return None

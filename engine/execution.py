@@ -1,0 +1,169 @@
+"""Executing one cycle's eligible suggestors (DESIGN.md §4 step 4).
+
+Sync suggestors run in registration order on the caller's thread (the fast path:
+no event loop, no ``Effect`` for a plain list). When a cycle has async suggestors
+they run concurrently (at most ``max_concurrency`` in flight) while the sync ones
+run inline; in-flight async work is cut at the time budget or by
+``Engine.cancel()``. An *outcome* per admitted suggestor is handed to
+:mod:`engine.collection`: what it returned, the exception it raised, or a marker
+(timed out, cancelled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from engine.accounting import elapsed_ms
+from engine.effect import Effect
+from engine.run_state import RunState
+from engine.settings import EngineSettings
+from engine.stop import InvocationBudgetExhausted
+from engine.suggestor import StopRun
+
+CANCEL_POLL_S = 0.05
+"""How often (seconds) in-flight async work checks for ``Engine.cancel()``."""
+
+
+class Marker:
+    """The outcome of an async execution that did not finish."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+
+TIMED_OUT = Marker("timed out")  # cancelled at the time budget
+CANCELLED = Marker("cancelled")  # cancelled by Engine.cancel()
+NOT_DONE = Marker("not done")
+
+
+def admit(eng: EngineSettings, st: RunState, eligible: list[int]) -> list[int]:
+    """``eligible`` cut before the first invocation past the invocation budget
+    (never exceeded); the budget's signal goes to ``st.pending_signals``."""
+    budget = st.budget
+    limit_total = budget.max_invocations
+    per = budget.per_suggestor
+    if not limit_total and not per:
+        return eligible
+    names = eng.registry.names
+    admitted: list[int] = []
+    total = st.invocations
+    for i in eligible:
+        name = names[i]
+        if limit_total and total >= limit_total:
+            st.pending_signals.append(
+                InvocationBudgetExhausted(invocations=total, limit=limit_total)
+            )
+            break
+        lim = per.get(name)
+        used = st.invocations_by.get(name, 0)
+        if lim and used >= lim:
+            st.pending_signals.append(
+                InvocationBudgetExhausted(invocations=used, limit=lim, suggestor=name)
+            )
+            break
+        admitted.append(i)
+        total += 1
+    return admitted
+
+
+def execute_sync(eng: EngineSettings, st: RunState, eligible: list[int]) -> list[Any]:
+    """Run sync suggestors in order; stop at the first error (``on_error="stop"``),
+    ``StopRun`` or refusal. Outcomes pair with ``eligible`` (or ``st.admitted``)."""
+    ctx = st.context
+    outcomes: list[Any] = []
+    stop_on_error = eng.on_error == "stop"
+    execute = eng.registry.execute
+    budget = st.budget
+    if budget.max_invocations or budget.per_suggestor:
+        eligible = admit(eng, st, eligible)  # a prefix: outcomes still pair by slot
+    for i in eligible:
+        try:
+            out = execute[i](ctx)
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                raise
+            outcomes.append(exc)
+            if stop_on_error or isinstance(exc, StopRun):
+                break
+            continue
+        outcomes.append(out)
+        if type(out) is Effect and out.refusal is not None:
+            break
+    return outcomes
+
+
+async def execute_async(eng: EngineSettings, st: RunState, eligible: list[int]) -> list[Any]:
+    """Run a cycle with async suggestors: those concurrently, sync ones inline.
+
+    ``max_seconds`` and ``Engine.cancel()`` cut work in flight (polled every
+    ``CANCEL_POLL_S``); cut executions get the ``TIMED_OUT`` / ``CANCELLED`` marker.
+    """
+    admitted = admit(eng, st, eligible)
+    ctx = st.context
+    reg = eng.registry
+    outcomes: list[Any] = [NOT_DONE] * len(admitted)
+    sem = asyncio.Semaphore(eng.max_concurrency)
+
+    async def one(slot: int, i: int) -> None:
+        async with sem:
+            try:
+                res = reg.suggestors[i].execute(ctx)
+                if asyncio.iscoroutine(res) or isinstance(res, asyncio.Future):
+                    res = await res
+                outcomes[slot] = res
+            except asyncio.CancelledError:
+                outcomes[slot] = TIMED_OUT
+                raise
+            except Exception as exc:
+                outcomes[slot] = exc
+
+    # sync suggestors run inline in registration order; async ones concurrently
+    tasks: list[asyncio.Task[None]] = []
+    for slot, i in enumerate(admitted):
+        if reg.is_async[i]:
+            tasks.append(asyncio.ensure_future(one(slot, i)))
+    for slot, i in enumerate(admitted):
+        if not reg.is_async[i]:
+            try:
+                outcomes[slot] = reg.suggestors[i].execute(ctx)
+            except Exception as exc:
+                outcomes[slot] = exc
+    if tasks:
+        await _wait(eng, st, tasks, outcomes)
+    # keep the admitted order so collection pairs outcomes with suggestors
+    st.admitted = admitted
+    return outcomes
+
+
+async def _wait(
+    eng: EngineSettings, st: RunState, tasks: list[asyncio.Task[None]], outcomes: list[Any]
+) -> None:
+    """Wait for ``tasks``, waking now and then so that cancel() interrupts them."""
+    loop = asyncio.get_running_loop()
+    end = None
+    if st.budget.max_seconds:
+        end = loop.time() + max(0.0, st.budget.max_seconds - elapsed_ms(eng, st) / 1000)
+    pending: set[asyncio.Task[None]] = set(tasks)
+    cancelled = False
+    while pending:
+        wait_s = CANCEL_POLL_S if end is None else min(CANCEL_POLL_S, end - loop.time())
+        _, pending = await asyncio.wait(pending, timeout=max(0.0, wait_s))
+        if not pending:
+            break
+        if st.run_id in eng.runs.cancelled:
+            cancelled = True
+            break
+        if end is not None and loop.time() >= end:
+            break
+    if pending:
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        cut = CANCELLED if cancelled else TIMED_OUT
+        for slot in range(len(outcomes)):
+            if outcomes[slot] is NOT_DONE or outcomes[slot] is TIMED_OUT:
+                outcomes[slot] = cut

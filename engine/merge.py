@@ -1,0 +1,245 @@
+"""Merge and promotion: a cycle's proposals become facts (DESIGN.md §4 step 5).
+
+Effects merge in registration order. A proposal equal in (key, content) to a fact,
+or to one a human rejected in this run, is dropped first (so no gate opens twice
+for the same thing); the others pass the promotion gates (a rejection stops the
+run with ``PromotionRejected``, or drops the proposal with ``on_reject="drop"``),
+then the HITL policies (a match pauses the run, §6), then become facts with their
+provenance. A pause keeps its place in the merge (``st.merge_pos``) so that a
+resume goes on from the proposal the gate decided.
+"""
+
+from __future__ import annotations
+
+import time
+from hashlib import sha256
+from math import isfinite
+
+from engine.facts import Fact, Proposal, Provenance, content_key, fact_json
+from engine.hitl import GateDecision
+from engine.recording import catch_up_leaves
+from engine.run_state import PendingGate, RunState
+from engine.settings import EngineSettings
+from engine.stop import Error, ErrorCategory, HitlGatePending, PromotionRejected, StopReason
+from engine.store import AuditEvent, GateRecord
+
+
+def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
+    """Promote the cycle's proposals in registration order; a stop or a pause ends it."""
+    ctx = st.context
+    cycle = st.cycle
+    new = st.cycle_new
+    gates = eng.promotion_gates
+    hitl = eng.hitl_policies
+    store = eng.store is not None
+    events = st.events
+    rejected = st.rejected
+    has = ctx._identities
+    add_identity = has.add
+    by_key = ctx._by_key
+    facts_append = ctx._facts.append
+    new_append = new.append
+    tuple_new = tuple.__new__
+    effects = st.merge_effects
+    start_i, start_j = st.merge_pos
+    if store:
+        leaf_append = st.leaves.append
+        if len(st.leaves) != len(ctx._facts):
+            catch_up_leaves(st)  # the leaves of input or checkpointed facts
+    for ei in range(start_i, len(effects)):
+        name, proposals = effects[ei]
+        j0 = start_j if ei == start_i else 0
+        prefix = f"{name}/{cycle}/{ei}."
+        for pj in range(j0, len(proposals)):
+            p = proposals[pj]
+            try:
+                if type(p) is not Proposal:
+                    raise TypeError(f"expected a Proposal, got {type(p).__name__}")
+                key, content, confidence, parents, given_id = p
+                if type(key) is not str or not key:
+                    raise ValueError(f"key must be a non-empty string, got {key!r}")
+                if not 0.0 <= confidence <= 1.0:
+                    raise ValueError(f"confidence must be within 0..1, got {confidence!r}")
+                c = type(content)
+                if c is float and not isfinite(content):
+                    raise ValueError(f"content must be finite JSON, got {content!r}")
+                if c is str or c is int or c is float:
+                    identity = (key, content)
+                else:
+                    identity = (key, content_key(content))
+            except (TypeError, ValueError) as exc:
+                st.merge_effects = []
+                return Error(
+                    message=f"{name}: invalid proposal {pj}: {exc}",
+                    error_category=ErrorCategory.SUGGESTOR,
+                )
+            if identity in has or (rejected and identity in rejected):
+                continue
+            pid = given_id or prefix + str(pj)
+            if gates:
+                verdict = check_promotion_gates(eng, st, p, pid, name)
+                if verdict is not None:
+                    if isinstance(verdict, str):
+                        continue
+                    st.merge_effects = []
+                    return verdict
+            if hitl:
+                if st.approved_once is not None and st.approved_once == (ei, pj):
+                    st.approved_once = None
+                else:
+                    opened = open_gate_if_matched(eng, st, p, pid, name, ei, pj)
+                    if opened is not None:
+                        return opened
+            # built with tuple.__new__: the named tuples' own __new__ costs 2x more
+            prov = tuple_new(Provenance, (name, cycle, pid, parents))
+            bucket = by_key.get(key)
+            if bucket is None:
+                fact = tuple_new(Fact, (f"{key}#0", key, content, confidence, prov))
+                by_key[key] = [fact]
+            else:
+                fact = tuple_new(Fact, (f"{key}#{len(bucket)}", key, content, confidence, prov))
+                bucket.append(fact)
+            facts_append(fact)
+            add_identity(identity)
+            new_append(fact)
+            if store:
+                # one canonical JSON per fact: the event's payload and its Merkle leaf
+                text = fact_json(fact)
+                leaf_append(sha256(text.encode()).digest())
+                events.append(AuditEvent("fact_promoted", cycle, None, time.time(), fact, text))
+    st.merge_effects = []
+    st.merge_pos = (0, 0)
+    return None
+
+
+def check_promotion_gates(
+    eng: EngineSettings, st: RunState, p: Proposal, pid: str, name: str
+) -> StopReason | str | None:
+    """None when every promotion gate passes ``p``; ``"drop"`` when one drops it;
+    ``PromotionRejected`` when one rejects it (recorded as ``proposal_rejected``)."""
+    for gate in eng.promotion_gates:
+        try:
+            rejection = gate.check(p, name, st.context)
+        except Exception as exc:
+            rejection_reason = f"gate {gate.name} raised {type(exc).__name__}: {exc}"
+        else:
+            if rejection is None:
+                continue
+            rejection_reason = f"{gate.name}: {rejection.reason}"
+        if eng.store is not None:
+            st.events.append(
+                AuditEvent(
+                    "proposal_rejected",
+                    st.cycle,
+                    {
+                        "proposal_id": pid,
+                        "suggestor": name,
+                        "key": p.key,
+                        "gate": gate.name,
+                        "reason": rejection_reason,
+                        "on_reject": gate.on_reject,
+                    },
+                    time.time(),
+                )
+            )
+        if gate.on_reject == "drop":
+            st.dropped += 1
+            return "drop"
+        return PromotionRejected(proposal_id=pid, reason=rejection_reason)
+    return None
+
+
+def open_gate_if_matched(
+    eng: EngineSettings, st: RunState, p: Proposal, pid: str, name: str, ei: int, pj: int
+) -> StopReason | None:
+    """Open a HITL gate on ``p`` when a policy matches it: ``HitlGatePending``
+    (the merge keeps its place), an ``Error`` if a policy raised, else None."""
+    for policy in eng.hitl_policies:
+        try:
+            summary = policy.match(p, name, st.context)
+        except Exception as exc:
+            st.merge_effects = []
+            return Error(
+                message=f"hitl policy {policy.name} raised {type(exc).__name__}: {exc}",
+                error_category=ErrorCategory.CONFIGURATION,
+            )
+        if summary is None:
+            continue
+        st.gates_opened += 1
+        gate_id = f"{st.run_id}-g{st.gates_opened}"
+        now = time.time()
+        timeout = policy.timeout_s
+        record = GateRecord(
+            gate_id=gate_id,
+            run_id=st.run_id,
+            proposal_id=pid,
+            proposal={
+                "key": p.key,
+                "content": p.content,
+                "confidence": p.confidence,
+                "parents": list(p.parents),
+                "id": p.id,
+            },
+            suggestor=name,
+            summary=summary,
+            cycle=st.cycle,
+            policy=policy.name,
+            opened_at=now,
+            expires_at=(now + timeout) if timeout else None,
+            on_timeout=policy.on_timeout,
+        )
+        st.pending_gate = PendingGate(record, ei, pj)
+        st.merge_pos = (ei, pj)
+        return HitlGatePending(
+            gate_id=gate_id, proposal_id=pid, summary=summary, agent_id=name, cycle=st.cycle
+        )
+    return None
+
+
+def apply_decision(eng: EngineSettings, st: RunState) -> None:
+    """Apply the decision of the gate the run waited on, before its merge goes on.
+
+    Approve → the proposal is promoted where it stood; reject → it is skipped,
+    remembered (never reopens a gate) and a ``hitl.rejected`` diagnostic fact is
+    proposed (as converge-core's ``hitl-rejected``).
+    """
+    pg = st.pending_gate
+    assert pg is not None and pg.decision is not None
+    decision: GateDecision = pg.decision
+    rec = pg.record
+    st.pending_gate = None
+    if eng.store is not None:
+        st.events.append(
+            AuditEvent(
+                "gate_decided",
+                st.cycle,
+                {
+                    "gate_id": rec.gate_id,
+                    "approved": decision.approved,
+                    "by": decision.by,
+                    "reason": decision.reason,
+                },
+                time.time(),
+            )
+        )
+        st.events.append(AuditEvent("run_resumed", st.cycle, {"gate_id": rec.gate_id}, time.time()))
+    if decision.approved:
+        st.approved_once = (pg.effect_index, pg.proposal_index)
+        st.merge_pos = (pg.effect_index, pg.proposal_index)
+        return
+    key = rec.proposal["key"]
+    content = rec.proposal["content"]
+    st.remember_rejected(key, content)
+    st.merge_pos = (pg.effect_index, pg.proposal_index + 1)
+    diag = Proposal(
+        "hitl.rejected",
+        {
+            "gate_id": rec.gate_id,
+            "proposal_id": rec.proposal_id,
+            "key": key,
+            "content": content,
+            "by": decision.by,
+            "reason": decision.reason,
+        },
+    )
+    st.merge_effects.append(("hitl", [diag]))

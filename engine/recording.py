@@ -1,0 +1,170 @@
+"""Recording a run in its store: batched audit events, checkpoints, the facts root.
+
+Events gather in ``RunState.events`` during a cycle and are written in one batch
+when the cycle goes on, the run stops or it pauses (DESIGN.md §7). With no store
+nothing is built. A failing store never crashes a run: the run stops with
+``Error(error_category="storage")`` and keeps its facts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from engine.accounting import run_result
+from engine.errors import StoreError
+from engine.facts import fact_to_dict
+from engine.integrity import fact_leaf, root_of_leaves
+from engine.result import RunResult
+from engine.run_state import RunState, drop_replayed
+from engine.settings import EngineSettings
+from engine.stop import Error, ErrorCategory, HitlGatePending, StopReason, stop_reason_to_dict
+from engine.store import AuditEvent, RunHeader, RunOutcome, RunStore
+
+
+def record_start(eng: EngineSettings, st: RunState) -> None:
+    """``run_started`` with the budget and the initial facts; the run's header row."""
+    st.events.append(
+        AuditEvent(
+            "run_started",
+            0,
+            {
+                "run_id": st.run_id,
+                "job": eng.job_name,
+                "suggestors": list(eng.suggestor_names),
+                "budget": st.budget.model_dump(mode="json"),
+                "initial_facts": [fact_to_dict(f) for f in st.context],
+            },
+            time.time(),
+        )
+    )
+    header = RunHeader(st.run_id, eng.job_name, eng.job_spec, eng.suggestor_names, st.wall_started)
+    store_call(eng, st, lambda s: s.start_run(header, take_events(st)))
+
+
+def record_stop(
+    eng: EngineSettings, st: RunState, ordered: list[StopReason], result: RunResult
+) -> RunResult:
+    """Write the stop (signals, ``run_stopped``, the outcome, a checkpoint when the
+    run is resumable); ``result``, or an ``Error(storage)`` result if the write failed."""
+    assert eng.store is not None
+    reason = result.stop_reason
+    for s in ordered:
+        st.events.append(AuditEvent("stop_signal", st.cycle, stop_reason_to_dict(s), time.time()))
+    st.events.append(
+        AuditEvent(
+            "run_stopped",
+            st.cycle,
+            {
+                "kind": reason.kind_code(),
+                "category": reason.category.value,
+                "reason": stop_reason_to_dict(reason),
+                "budget_status": result.budget_status.model_dump(mode="json"),
+            },
+            time.time(),
+        )
+    )
+    outcome = run_outcome(st, "stopped", reason, result)
+    checkpoint = st.to_checkpoint(eng.suggestor_names) if reason.is_resumable() else None
+    events = take_events(st)
+    try:
+        eng.store.finish_run(st.run_id, events, outcome, checkpoint)
+    except StoreError as exc:
+        return _storage_failed(eng, st, exc, tuple(ordered))
+    return result
+
+
+def record_pause(
+    eng: EngineSettings, st: RunState, reason: HitlGatePending, result: RunResult
+) -> RunResult:
+    """Write ``gate_opened``, ``run_paused``, the gate row and the checkpoint."""
+    assert eng.store is not None and st.pending_gate is not None
+    rec = st.pending_gate.record
+    st.events.append(
+        AuditEvent(
+            "gate_opened",
+            st.cycle,
+            {
+                "gate_id": rec.gate_id,
+                "proposal_id": rec.proposal_id,
+                "proposal": rec.proposal,
+                "suggestor": rec.suggestor,
+                "summary": rec.summary,
+                "policy": rec.policy,
+            },
+            time.time(),
+        )
+    )
+    st.events.append(AuditEvent("run_paused", st.cycle, stop_reason_to_dict(reason), time.time()))
+    outcome = run_outcome(st, "paused", reason, result)
+    checkpoint = st.to_checkpoint(eng.suggestor_names)
+    events = take_events(st)
+    try:
+        eng.store.pause_run(st.run_id, events, outcome, rec, checkpoint)
+    except StoreError as exc:
+        return _storage_failed(eng, st, exc, (reason,))
+    return result
+
+
+def _storage_failed(
+    eng: EngineSettings, st: RunState, exc: StoreError, signals: tuple[StopReason, ...]
+) -> RunResult:
+    err = Error(message=f"audit store failed: {exc}", error_category=ErrorCategory.STORAGE)
+    return run_result(eng, st, err, (err, *signals))
+
+
+def run_outcome(st: RunState, status: str, reason: StopReason, result: RunResult) -> RunOutcome:
+    """The row a store keeps for a stopped or paused run."""
+    return RunOutcome(
+        status=status,
+        stop_reason=reason,
+        cycles=st.cycle,
+        facts_count=len(st.context),
+        facts_root=facts_root_of(st),
+        usage=st.usage,
+        duration_ms=result.duration_ms,
+        ended_at=time.time(),
+    )
+
+
+def take_events(st: RunState) -> list[AuditEvent]:
+    """The events gathered so far (and no longer in ``st``), minus those a crashed
+    process recorded already when this run replays its cycles."""
+    events = st.events
+    st.events = []
+    if st.replayed or st.replayed_gates:
+        return drop_replayed(st, events)
+    return events
+
+
+def flush(eng: EngineSettings, st: RunState) -> None:
+    """Write the events gathered so far (end of a cycle that goes on)."""
+    events = take_events(st)
+    if events:
+        store_call(eng, st, lambda s: s.append_events(st.run_id, events))
+
+
+def store_call(eng: EngineSettings, st: RunState, fn: Callable[[RunStore], None]) -> None:
+    """Call the store; a ``StoreError`` becomes a pending ``Error(storage)`` signal."""
+    assert eng.store is not None
+    try:
+        fn(eng.store)
+    except StoreError as exc:
+        st.pending_signals.append(
+            Error(message=f"audit store failed: {exc}", error_category=ErrorCategory.STORAGE)
+        )
+
+
+def facts_root_of(st: RunState) -> str:
+    """The Merkle root of the run's facts; leaves are cached, so each stop or pause
+    hashes only the facts promoted since the previous one."""
+    catch_up_leaves(st)
+    return root_of_leaves(st.leaves)
+
+
+def catch_up_leaves(st: RunState) -> None:
+    """Add the Merkle leaves of facts promoted without one (input, checkpointed)."""
+    leaves = st.leaves
+    facts = st.context._facts
+    for i in range(len(leaves), len(facts)):
+        leaves.append(fact_leaf(facts[i]))

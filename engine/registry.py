@@ -1,0 +1,76 @@
+"""The registered suggestors, indexed for scheduling.
+
+Registration order is the merge order. Each suggestor is filed under the context
+keys it reads (its *subscriptions*), so finding the eligible suggestors of a cycle
+costs O(subscribers of the dirty keys + dependency-free suggestors), never
+O(all suggestors) (DESIGN.md §4 step 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from engine.context import Context
+from engine.errors import ConfigurationError
+from engine.suggestor import FunctionSuggestor, Suggestor, is_async_suggestor
+
+
+class SuggestorRegistry:
+    """Suggestors by index (registration order), with the lookups the cycle needs.
+
+    ``execute[i]`` and ``accepts[i]`` are the callables the loop invokes:
+    a decorator suggestor's own function (no wrapper frame on the hot path), and
+    ``None`` for an ``accepts`` that always says yes.
+    """
+
+    def __init__(self) -> None:
+        self.suggestors: list[Suggestor] = []
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        self.is_async: list[bool] = []
+        self.execute: list[Callable[[Context], Any]] = []
+        self.accepts: list[Callable[[Context], bool] | None] = []
+        self.any_async = False
+        self.subscribers: dict[str, list[int]] = {}
+        self.dependency_free: list[int] = []
+
+    def add(self, *suggestors: Suggestor) -> None:
+        """Register ``suggestors`` after those already registered.
+
+        Raises :class:`ConfigurationError` for a duplicate name or an object that
+        is not a suggestor (no name, no ``execute(ctx)`` or ``accepts(ctx)``).
+        """
+        for s in suggestors:
+            name = getattr(s, "name", None)
+            if not isinstance(name, str) or not name:
+                raise ConfigurationError(f"{s!r} has no suggestor name")
+            if not callable(getattr(s, "execute", None)) or not callable(
+                getattr(s, "accepts", None)
+            ):
+                raise ConfigurationError(f"suggestor {name!r} lacks execute(ctx) or accepts(ctx)")
+            if name in self.index:
+                raise ConfigurationError(f"suggestor name {name!r} is registered twice")
+            deps: frozenset[str] = frozenset(getattr(s, "dependencies", ()) or ())
+            i = len(self.suggestors)
+            self.suggestors.append(s)
+            self.names.append(name)
+            self.index[name] = i
+            self.is_async.append(is_async_suggestor(s))
+            # decorator suggestors are called without their wrapper's extra frame
+            plain = type(s) is FunctionSuggestor
+            self.execute.append(s._fn if plain else s.execute)  # type: ignore[attr-defined]
+            self.accepts.append(None if plain and s._accepts is None else s.accepts)  # type: ignore[attr-defined]
+            self.any_async = self.any_async or self.is_async[-1]
+            if deps:
+                for key in deps:
+                    self.subscribers.setdefault(key, []).append(i)
+            else:
+                self.dependency_free.append(i)
+
+    def any_async_in(self, indices: list[int]) -> bool:
+        """True when one of the suggestors at ``indices`` is async."""
+        if not self.any_async:
+            return False
+        is_async = self.is_async
+        return any(is_async[i] for i in indices)
