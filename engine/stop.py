@@ -28,78 +28,14 @@ discriminator). Exhaustive handling::
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-
-class StopCategory(StrEnum):
-    """The classification of a stop; each variant belongs to exactly one."""
-
-    SUCCESS = "success"
-    CANCELLED = "cancelled"
-    BUDGET = "budget"
-    VALIDATION = "validation"
-    ERROR = "error"
-    POLICY = "policy"
-    HITL = "hitl"
-    HUMAN = "human"
-
-
-class InvariantClass(StrEnum):
-    """When an invariant is checked (converge-core's three classes).
-
-    ``structural`` after every merge, ``semantic`` after every merge that added
-    facts, ``acceptance`` before a run may end successfully.
-    """
-
-    STRUCTURAL = "structural"
-    SEMANTIC = "semantic"
-    ACCEPTANCE = "acceptance"
-
-
-class ErrorCategory(StrEnum):
-    """Why an :class:`Error` happened: converge-core's five, plus two of ours.
-
-    ``suggestor``: a suggestor's own code raised or returned garbage;
-    ``storage``: the audit store failed.
-    """
-
-    SUGGESTOR = "suggestor"
-    STORAGE = "storage"
-    EXTERNAL = "external"
-    RESOURCE = "resource"
-    CONFIGURATION = "configuration"
-    INTERNAL = "internal"
-    UNKNOWN = "unknown"
-
-
-_EXIT_CODES: dict[StopCategory, int] = {
-    StopCategory.SUCCESS: 0,
-    StopCategory.CANCELLED: 130,
-    StopCategory.BUDGET: 3,
-    StopCategory.VALIDATION: 4,
-    StopCategory.ERROR: 5,
-    StopCategory.POLICY: 6,
-    StopCategory.HITL: 10,
-    StopCategory.HUMAN: 11,
-}
-
-_PRIORITIES: dict[StopCategory, int] = {
-    StopCategory.ERROR: 0,
-    StopCategory.VALIDATION: 1,
-    StopCategory.CANCELLED: 2,
-    StopCategory.BUDGET: 3,
-    StopCategory.POLICY: 4,
-    StopCategory.HITL: 5,
-    StopCategory.HUMAN: 6,
-    StopCategory.SUCCESS: 7,
-}
-
-_RESUMABLE = frozenset(
-    {StopCategory.BUDGET, StopCategory.POLICY, StopCategory.HITL, StopCategory.CANCELLED}
-)
+from engine.stop_categories import EXIT_CODES, PRIORITIES, RESUMABLE
+from engine.stop_categories import ErrorCategory as ErrorCategory  # re-exported
+from engine.stop_categories import InvariantClass as InvariantClass
+from engine.stop_categories import StopCategory as StopCategory
 
 
 class _StopBase(BaseModel):
@@ -118,12 +54,12 @@ class _StopBase(BaseModel):
     @property
     def priority(self) -> int:
         """Urgency when several conditions fire at once: lower wins (0 = error)."""
-        return _PRIORITIES[self.category_]
+        return PRIORITIES[self.category_]
 
     @property
     def exit_code(self) -> int:
         """The exit status ``converge run`` returns for this stop."""
-        return _EXIT_CODES[self.category_]
+        return EXIT_CODES[self.category_]
 
     # The six predicates of converge-core, with the new variants joined by category.
     def is_success(self) -> bool:
@@ -165,7 +101,7 @@ class _StopBase(BaseModel):
 
     def is_resumable(self) -> bool:
         """True when the stored run can go on: a gate decision or more budget."""
-        return self.category_ in _RESUMABLE
+        return self.category_ in RESUMABLE
 
     def explain(self) -> str:
         """A short paragraph: what happened, its category and what to do next."""
@@ -548,99 +484,3 @@ def parse_stop_reason(data: dict[str, Any] | str | bytes) -> StopReason:
 def stop_reason_to_dict(reason: StopReason) -> dict[str, Any]:
     """The JSON-ready dict of a stop reason (``kind`` included)."""
     return reason.model_dump(mode="json")
-
-
-def stop_category_of(reason: StopReason) -> StopCategory:
-    """The category of a stop reason, via an exhaustive match (mypy checks it)."""
-    from typing import assert_never
-
-    match reason:
-        case Converged() | CriteriaMet() | Finished():
-            return StopCategory.SUCCESS
-        case UserCancelled() | StopRequested():
-            return StopCategory.CANCELLED
-        case (
-            CycleBudgetExhausted()
-            | FactBudgetExhausted()
-            | TokenBudgetExhausted()
-            | TimeBudgetExhausted()
-            | CostBudgetExhausted()
-            | InvocationBudgetExhausted()
-        ):
-            return StopCategory.BUDGET
-        case InvariantViolated() | PromotionRejected() | CriteriaUnmet():
-            return StopCategory.VALIDATION
-        case Error() | ConsecutiveErrorsExceeded() | AgentRefused():
-            return StopCategory.ERROR
-        case LoopDetected() | PolicyStopped():
-            return StopCategory.POLICY
-        case HitlGatePending():
-            return StopCategory.HITL
-        case HumanInterventionRequired():
-            return StopCategory.HUMAN
-        case _:
-            assert_never(reason)
-
-
-def _type_name(annotation: Any) -> str:
-    if isinstance(annotation, type) and not getattr(annotation, "__args__", None):
-        return annotation.__name__
-    return str(annotation).replace("typing.", "")
-
-
-def variant_signature(variant: type[_StopBase]) -> str:
-    """``Name(field: type, ...)`` of a variant, ``kind`` left out (as in DESIGN.md §5)."""
-    fields = ", ".join(
-        f"{name}: {_type_name(info.annotation)}"
-        for name, info in variant.model_fields.items()
-        if name != "kind"
-    )
-    return f"{variant.__name__}({fields})"
-
-
-STOP_REASONS_DOC_HEADER = """\
-# Stop reasons
-
-<!-- Generated from engine/stop.py by engine.stop.stop_reasons_markdown(); do not edit.
-Regenerate: .venv/bin/python -c "import engine.stop as s; s.write_stop_reasons_doc()" -->
-
-Every run ends with exactly one `StopReason` variant (`engine.stop`, DESIGN.md §5).
-`kind` is the stable machine code (the JSON discriminator), `category` decides every
-predicate, `priority` picks the stop reason when several conditions fire at one check
-(lower is more urgent), and the exit code is what `converge run` returns.
-
-Predicates: `is_success()` (success and cancelled), `is_budget_exhausted()`,
-`is_validation_failure()`, `is_error()`, `is_hitl_pending()`,
-`is_human_intervention_required()`, `is_cancelled()`, `is_policy_stop()`,
-`was_force_stopped()` (every category but success, hitl and human) and
-`is_resumable()` (budget, policy, hitl, cancelled).
-"""
-
-
-def stop_reasons_markdown() -> str:
-    """The §5 table of every variant, generated from the code (``docs/stop-reasons.md``).
-
-    Columns: variant with its fields, ``kind``, category, priority, CLI exit code,
-    meaning and recovery (the class docstring's first line and its advice).
-    """
-    lines = [
-        STOP_REASONS_DOC_HEADER,
-        "| variant (fields) | kind | category | priority | exit code | meaning / recovery |",
-        "|---|---|---|---|---|---|",
-    ]
-    for v in ALL_VARIANTS:
-        doc = (v.__doc__ or "").strip().splitlines()[0]
-        kind = v.model_fields["kind"].default
-        sig = variant_signature(v).replace("|", "\\|")
-        lines.append(
-            f"| `{sig}` | `{kind}` | {v.category_.value} | {_PRIORITIES[v.category_]} "
-            f"| {_EXIT_CODES[v.category_]} | {doc} {v.advice} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def write_stop_reasons_doc(path: str = "docs/stop-reasons.md") -> None:
-    """Write :func:`stop_reasons_markdown` to ``path`` (run from the repository root)."""
-    from pathlib import Path
-
-    Path(path).write_text(stop_reasons_markdown(), encoding="utf-8")

@@ -17,10 +17,8 @@ from engine.stop import (
     StopCategory,
     StopReason,
     parse_stop_reason,
-    stop_category_of,
-    stop_reasons_markdown,
-    variant_signature,
 )
+from engine.stop_reference import stop_category_of, stop_reasons_markdown, variant_signature
 
 ROOT = Path(__file__).resolve().parent.parent
 
