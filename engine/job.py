@@ -18,9 +18,7 @@ objects, or a class / factory called with no arguments. Every error is a
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from engine.budget import Budget
 from engine.engine import Engine, OnStop
 from engine.errors import ConfigurationError, ImportReferenceError, JobFileError
+from engine.references import resolve_reference
 from engine.store import RunStore
 
 
@@ -232,51 +231,6 @@ class Job:
     def _error(self, message: str, loc: tuple[str | int, ...]) -> JobFileError:
         field = ".".join(str(p) for p in loc)
         return JobFileError(f"{field}: {message}", path=self.path, line=_line(self.lines, loc))
-
-
-def resolve_reference(ref: str, *, call: bool = True) -> Any:
-    """Import ``module:attribute``; call it when it is a class or a plain factory.
-
-    Raises :class:`ImportReferenceError` with the reason.
-    """
-    if not isinstance(ref, str) or ":" not in ref:
-        raise ImportReferenceError(f"{ref!r} is not a 'module:attribute' reference")
-    module_name, _, attr = ref.partition(":")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ImportReferenceError(f"cannot import module {module_name!r} ({exc})") from exc
-    obj: Any = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ImportReferenceError(
-                f"module {module_name!r} has no attribute {attr!r}"
-            ) from None
-    if call and _is_factory(obj):
-        try:
-            obj = obj()
-        except Exception as exc:
-            raise ImportReferenceError(
-                f"calling {ref} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-    return obj
-
-
-def _is_factory(obj: Any) -> bool:
-    """Classes and plain functions (not already suggestors, criteria...) are factories."""
-    if isinstance(obj, type):
-        return True
-    if callable(obj) and not any(
-        hasattr(obj, a) for a in ("execute", "evaluate", "check", "match", "name", "id")
-    ):
-        import inspect
-
-        return inspect.isfunction(obj) and not inspect.signature(obj).parameters
-    return False
 
 
 def load_job(path: str | os.PathLike[str]) -> Job:

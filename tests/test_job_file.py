@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from engine import Budget, CycleBudgetExhausted, JobFileError
-from engine.job import load_job, parse_job, resolve_reference
+from engine.job import load_job, parse_job
+from engine.references import resolve_reference
 
 GOOD = """\
 name: ticker
