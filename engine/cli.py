@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from converge.jobs import load_job
 from engine.cli_common import (
     DbOption,
     JsonOption,
@@ -21,7 +22,6 @@ from engine.cli_common import (
     render_result,
 )
 from engine.errors import ConvergeError
-from engine.job import load_job
 
 app = typer.Typer(
     name="converge",

@@ -13,8 +13,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from converge.jobs import Job
 from engine.errors import ConvergeError
-from engine.job import Job
 from engine.result import RunResult
 from engine.store import RunStore
 

@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from converge.jobs import Job, job_from_record
 from engine.budget import Budget
 from engine.cli_common import (
     DbOption,
@@ -28,7 +29,6 @@ from engine.cli_common import (
 )
 from engine.errors import ConvergeError, GateAlreadyDecided
 from engine.hitl import GateDecision
-from engine.job import Job, job_from_record
 from engine.result import RunResult
 from engine.store import GateRecord, RunStore
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from converge.jobs import load_job, parse_job
 from engine import Budget, CycleBudgetExhausted, JobFileError
-from engine.job import load_job, parse_job
 from engine.references import resolve_reference
 
 GOOD = """\

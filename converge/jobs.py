@@ -27,11 +27,19 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from engine.budget import Budget
-from engine.engine import Engine, OnStop
-from engine.errors import ConfigurationError, ImportReferenceError, JobFileError
+from engine import (
+    Budget,
+    ConfigurationError,
+    Engine,
+    ImportReferenceError,
+    JobFileError,
+    OnStop,
+    RunStore,
+)
 from engine.references import resolve_reference
-from engine.store import RunStore
+from gates.hitl import DEFAULT_SUMMARY, require_approval
+from gates.policies import apply_stop_conditions
+from gates.promotion import ContentSchema, MinConfidence
 
 
 class HitlSpec(BaseModel):
@@ -176,8 +184,6 @@ class Job:
 
     # -- helpers ---------------------------------------------------------------------
     def _stop_conditions(self, budget: Budget) -> tuple[Budget, list[Any]]:
-        from gates.policies import apply_stop_conditions  # composition: engine stays independent
-
         try:
             new_budget, policies = apply_stop_conditions(budget, self.spec.stop_conditions)
             return new_budget, list(policies)
@@ -190,8 +196,6 @@ class Job:
         out: list[Any] = []
         for i, g in enumerate(self.spec.gates):
             if g.hitl is not None:
-                from gates.hitl import DEFAULT_SUMMARY, require_approval
-
                 h = g.hitl
                 when = self._ref(h.when, ("gates", i, "hitl", "when")) if h.when else None
                 out.append(
@@ -207,13 +211,9 @@ class Job:
                     )
                 )
             elif g.schema_ is not None:
-                from gates.promotion import ContentSchema
-
                 model = self._ref(g.schema_.model, ("gates", i, "schema", "model"), call=False)
                 out.append(ContentSchema(g.schema_.key, model, on_reject=g.schema_.on_reject))
             elif g.min_confidence is not None:
-                from gates.promotion import MinConfidence
-
                 m = g.min_confidence
                 out.append(MinConfidence(m.threshold, m.keys, on_reject=m.on_reject))
             elif g.promotion is not None:
