@@ -19,11 +19,12 @@ demo: $(STAMP)
 	$(BIN)/converge run examples/dependency_audit/job.yaml; status=$$?; \
 	if [ $$status -ne 0 ] && [ $$status -ne 10 ]; then exit $$status; fi
 
-## Set up, then run lint, type checks and the whole test suite.
+## Set up, then run lint, type checks, the import contracts and the whole test suite.
 test: $(STAMP)
-	$(BIN)/ruff check engine criteria gates audit examples benchmarks tests
-	$(BIN)/ruff format --check engine criteria gates audit examples benchmarks tests
-	$(BIN)/mypy --strict engine criteria gates audit
+	$(BIN)/ruff check engine criteria gates audit converge examples benchmarks tests
+	$(BIN)/ruff format --check engine criteria gates audit converge examples benchmarks tests
+	$(BIN)/mypy --strict engine criteria gates audit converge
+	$(BIN)/lint-imports
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

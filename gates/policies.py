@@ -39,6 +39,7 @@ from pydantic import (
 from engine.budget import Budget
 from engine.errors import ConfigurationError
 from engine.policy import Continue, RunStats, StopDecision, StopPolicy
+from engine.references import resolve_reference
 from engine.stop import (
     ConsecutiveErrorsExceeded,
     CostBudgetExhausted,
@@ -474,7 +475,7 @@ class InvocationBudgetSpec(SpecBase):
 class CustomPolicySpec(SpecBase):
     """``{policy: "module:Attr"}``: a custom :class:`StopPolicy` (``type: policy`` implied).
 
-    The reference is resolved with ``engine.job.resolve_reference`` (a class or a
+    The reference is resolved with ``engine.references.resolve_reference`` (a class or a
     factory is called with no arguments). Its stops are ``PolicyStopped(policy_id,
     code, detail)`` unless its decision carries a ``reason``.
     """
@@ -486,8 +487,6 @@ class CustomPolicySpec(SpecBase):
 
     def to_policy(self) -> StopPolicy:
         """Import the reference; raises ``ConfigurationError`` if it is not a StopPolicy."""
-        from engine.job import resolve_reference  # engine.job imports this module lazily
-
         obj = resolve_reference(self.policy)
         if not isinstance(obj, StopPolicy) or not isinstance(getattr(obj, "id", None), str):
             raise ConfigurationError(

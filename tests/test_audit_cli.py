@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from audit import open_store
+from converge.cli import app
 from engine import Budget, Context, Engine, Proposal, suggestor
-from engine.cli import app
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent

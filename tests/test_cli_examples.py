@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from converge.cli import app
 from engine import CycleBudgetExhausted, HitlGatePending, LoopDetected, parse_stop_reason
-from engine.cli import app
 from examples.dependency_audit import Distribution, Inventory, installed_distributions
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from converge.cli import app
 from engine import CycleBudgetExhausted, parse_stop_reason
-from engine.cli import app
 
 runner = CliRunner()
 

@@ -9,7 +9,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from audit import open_store
-from engine.cli import app
+from converge.cli import app
 
 runner = CliRunner()
 

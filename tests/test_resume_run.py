@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from audit import open_store
+from converge.cli import app
 from engine import (
     AuditEvent,
     Budget,
@@ -32,7 +33,6 @@ from engine import (
     RunResult,
     RunStore,
 )
-from engine.cli import app
 from engine.facts import fact_to_dict
 
 

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from converge.jobs import parse_job
 from engine import (
     Budget,
     ConfigurationError,
@@ -33,7 +34,6 @@ from engine import (
     TokenBudgetExhausted,
     Usage,
 )
-from engine.job import parse_job
 from gates.policies import (
     SPEC_TYPES,
     ContentMatchSpec,

@@ -18,9 +18,7 @@ objects, or a class / factory called with no arguments. Every error is a
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +27,19 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from engine.budget import Budget
-from engine.engine import Engine, OnStop
-from engine.errors import ConfigurationError, ImportReferenceError, JobFileError
-from engine.store import RunStore
+from engine import (
+    Budget,
+    ConfigurationError,
+    Engine,
+    ImportReferenceError,
+    JobFileError,
+    OnStop,
+    RunStore,
+)
+from engine.references import resolve_reference
+from gates.hitl import DEFAULT_SUMMARY, require_approval
+from gates.policies import apply_stop_conditions
+from gates.promotion import ContentSchema, MinConfidence
 
 
 class HitlSpec(BaseModel):
@@ -177,8 +184,6 @@ class Job:
 
     # -- helpers ---------------------------------------------------------------------
     def _stop_conditions(self, budget: Budget) -> tuple[Budget, list[Any]]:
-        from gates.policies import apply_stop_conditions  # composition: engine stays independent
-
         try:
             new_budget, policies = apply_stop_conditions(budget, self.spec.stop_conditions)
             return new_budget, list(policies)
@@ -191,8 +196,6 @@ class Job:
         out: list[Any] = []
         for i, g in enumerate(self.spec.gates):
             if g.hitl is not None:
-                from gates.hitl import DEFAULT_SUMMARY, require_approval
-
                 h = g.hitl
                 when = self._ref(h.when, ("gates", i, "hitl", "when")) if h.when else None
                 out.append(
@@ -208,13 +211,9 @@ class Job:
                     )
                 )
             elif g.schema_ is not None:
-                from gates.promotion import ContentSchema
-
                 model = self._ref(g.schema_.model, ("gates", i, "schema", "model"), call=False)
                 out.append(ContentSchema(g.schema_.key, model, on_reject=g.schema_.on_reject))
             elif g.min_confidence is not None:
-                from gates.promotion import MinConfidence
-
                 m = g.min_confidence
                 out.append(MinConfidence(m.threshold, m.keys, on_reject=m.on_reject))
             elif g.promotion is not None:
@@ -232,51 +231,6 @@ class Job:
     def _error(self, message: str, loc: tuple[str | int, ...]) -> JobFileError:
         field = ".".join(str(p) for p in loc)
         return JobFileError(f"{field}: {message}", path=self.path, line=_line(self.lines, loc))
-
-
-def resolve_reference(ref: str, *, call: bool = True) -> Any:
-    """Import ``module:attribute``; call it when it is a class or a plain factory.
-
-    Raises :class:`ImportReferenceError` with the reason.
-    """
-    if not isinstance(ref, str) or ":" not in ref:
-        raise ImportReferenceError(f"{ref!r} is not a 'module:attribute' reference")
-    module_name, _, attr = ref.partition(":")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ImportReferenceError(f"cannot import module {module_name!r} ({exc})") from exc
-    obj: Any = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ImportReferenceError(
-                f"module {module_name!r} has no attribute {attr!r}"
-            ) from None
-    if call and _is_factory(obj):
-        try:
-            obj = obj()
-        except Exception as exc:
-            raise ImportReferenceError(
-                f"calling {ref} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-    return obj
-
-
-def _is_factory(obj: Any) -> bool:
-    """Classes and plain functions (not already suggestors, criteria...) are factories."""
-    if isinstance(obj, type):
-        return True
-    if callable(obj) and not any(
-        hasattr(obj, a) for a in ("execute", "evaluate", "check", "match", "name", "id")
-    ):
-        import inspect
-
-        return inspect.isfunction(obj) and not inspect.signature(obj).parameters
-    return False
 
 
 def load_job(path: str | os.PathLike[str]) -> Job:

@@ -13,10 +13,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from engine.errors import ConvergeError
-from engine.job import Job
-from engine.result import RunResult
-from engine.store import RunStore
+from audit import open_store
+from converge.jobs import Job
+from engine import ConvergeError, RunResult, RunStore
 
 out = Console()
 err = Console(stderr=True)
@@ -42,8 +41,6 @@ def open_run_store(db: str | None, *, enabled: bool = True) -> RunStore | None:
     """The audit store for ``--db`` (None when disabled). Exits 2 on a bad URL."""
     if not enabled:
         return None
-    from audit import open_store
-
     try:
         store: RunStore = open_store(db)
         return store

@@ -1,0 +1,283 @@
+"""``converge runs | show | facts | lineage | verify``: read the audit trail.
+
+Thin: the queries, the timeline and the verification live in ``audit``; this module
+parses options and renders with rich (or prints JSON with ``--json``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Annotated, Any
+
+import networkx as nx
+import typer
+from rich.markup import escape
+from rich.table import Table
+from rich.tree import Tree
+
+from audit import SqlRunStore, parse_since
+from audit.timeline import last_budget_status, timeline
+from converge.cli.render import DbOption, JsonOption, fail, open_run_store, out
+from engine import ConvergeError, Fact, fact_to_dict
+
+app = typer.Typer()
+
+
+def _store(db: str | None) -> SqlRunStore:
+    store = open_run_store(db)
+    assert store is not None
+    return store  # type: ignore[return-value]
+
+
+def _json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _when(ts: float | None) -> str:
+    return "" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def _content(value: Any, width: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@app.command("runs")
+def runs_cmd(
+    category: Annotated[
+        str | None, typer.Option("--category", help="Stop category (budget, error...).")
+    ] = None,
+    kind: Annotated[
+        str | None, typer.Option("--kind", help="Stop kind (cycle_budget_exhausted...).")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="ISO date/time, or an age: 30m, 1h, 7d.")
+    ] = None,
+    job: Annotated[str | None, typer.Option("--job", help="Job name.")] = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="running, paused, stopped or crashed.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", help="At most N runs (0 = all).")] = 100,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List recorded runs, newest first."""
+    try:
+        since_ts = None if since is None else parse_since(since)
+    except ValueError as exc:
+        fail(str(exc))
+    store = _store(db)
+    try:
+        rows = store.runs(
+            category=category, kind=kind, since=since_ts, job=job, status=status, limit=limit
+        )
+    except ConvergeError as exc:
+        fail(str(exc))
+    if as_json:
+        _json([r.to_dict() for r in rows])
+        return
+    table = Table(title=f"runs ({len(rows)})", title_justify="left")
+    table.add_column("run", no_wrap=True, min_width=16)
+    for col in ("job", "status", "stop", "category", "cycles", "facts", "started"):
+        table.add_column(col)
+    table.add_column("ms", justify="right")
+    for r in rows:
+        table.add_row(
+            r.run_id,
+            escape(r.job or ""),
+            r.status,
+            r.kind or "",
+            r.category or "",
+            str(r.cycles),
+            str(r.facts_count),
+            _when(r.started_at),
+            "" if r.duration_ms is None else str(r.duration_ms),
+        )
+    out.print(table)
+
+
+@app.command("show")
+def show_cmd(
+    run_id: Annotated[str, typer.Argument(help="The run.")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A run: header, timeline of cycles, stop reason with explain and budget status."""
+    store = _store(db)
+    try:
+        row = store.run(run_id)
+        events = store.events(run_id)
+    except ConvergeError as exc:
+        fail(str(exc))
+    cycles = timeline(events)
+    budget = last_budget_status(events)
+    reason = row.stop_reason
+    if as_json:
+        _json(
+            {
+                "run": row.to_dict(),
+                "explain": None if reason is None else reason.explain(),
+                "budget_status": None if budget is None else budget.model_dump(mode="json"),
+                "timeline": [c.to_dict() for c in cycles],
+                "events": len(events),
+            }
+        )
+        return
+    head = Table(title=f"run {row.run_id}", show_header=False, title_justify="left")
+    head.add_column("", style="bold")
+    head.add_column("")
+    head.add_row("job", escape(row.job or "-"))
+    head.add_row("status", row.status)
+    head.add_row("started", _when(row.started_at))
+    head.add_row("ended", _when(row.ended_at))
+    head.add_row("suggestors", escape(", ".join(row.suggestors)))
+    head.add_row("cycles", str(row.cycles))
+    head.add_row("facts", f"{row.facts_count} (root {row.facts_root or '-'})")
+    u = row.usage
+    head.add_row("usage", f"{u.input_tokens}+{u.output_tokens} tokens, ${u.cost_usd:.4f}")
+    if row.duration_ms is not None:
+        head.add_row("duration", f"{row.duration_ms} ms")
+    head.add_row("events", f"{len(events)} (chain {row.chain}, head {row.head_hash[:16]}…)")
+    out.print(head)
+    tl = Table(title="timeline", title_justify="left")
+    for col in ("cycle", "suggestors", "promoted", "rejected", "gates", "signals / notes"):
+        tl.add_column(col)
+    for c in cycles:
+        ran = ", ".join(c.executed) + (f"; failed: {'; '.join(c.failed)}" if c.failed else "")
+        keys = ", ".join(f"{k}: {n}" for k, n in c.promoted_keys.items())
+        tl.add_row(
+            str(c.cycle),
+            escape(ran),
+            f"{c.promoted}" + (f" ({escape(keys)})" if keys else ""),
+            escape("\n".join(c.rejected)),
+            escape("\n".join(c.gates)),
+            escape("\n".join([*c.signals, *c.notes])),
+        )
+    out.print(tl)
+    if reason is not None:
+        colour = "green" if reason.is_success() else "yellow" if reason.is_hitl_pending() else "red"
+        out.print(f"[bold]stop:[/] [{colour}]{escape(str(reason))}[/]")
+        out.print(f"[bold]explain:[/] {escape(reason.explain())}")
+    if budget is not None:
+        out.print(f"[bold]budget:[/] {escape(budget.summary())} (overall {budget.percent:.1f}%)")
+
+
+@app.command("facts")
+def facts_cmd(
+    run_id: Annotated[str, typer.Argument(help="The run.")],
+    key: Annotated[str | None, typer.Option("--key", help="Only facts of this key.")] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The facts of a run, in promotion order, with provenance."""
+    store = _store(db)
+    try:
+        facts = store.facts(run_id, key=key)
+    except ConvergeError as exc:
+        fail(str(exc))
+    if as_json:
+        _json([fact_to_dict(f) for f in facts])
+        return
+    table = Table(title=f"facts of {run_id} ({len(facts)})", title_justify="left")
+    for col in ("id", "key", "content", "conf", "suggestor", "cycle", "parents"):
+        table.add_column(col)
+    for f in facts:
+        p = f.provenance
+        table.add_row(
+            escape(f.id),
+            escape(f.key),
+            escape(_content(f.content)),
+            f"{f.confidence:g}",
+            escape(p.suggestor),
+            str(p.cycle),
+            escape(", ".join(p.parents)),
+        )
+    out.print(table)
+
+
+@app.command("lineage")
+def lineage_cmd(
+    run_id: Annotated[str, typer.Argument(help="The run.")],
+    fact_id: Annotated[str, typer.Argument(help="The fact (e.g. license#3).")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The facts a fact was derived from, as a tree (its parents, their parents...)."""
+    store = _store(db)
+    try:
+        graph = store.lineage(run_id, fact_id)
+    except ConvergeError as exc:
+        fail(str(exc))
+    if as_json:
+        _json(
+            {
+                "fact": fact_id,
+                "nodes": [
+                    fact_to_dict(d["fact"]) if "fact" in d else {"id": n, "missing": True}
+                    for n, d in graph.nodes(data=True)
+                ],
+                "edges": [[a, b] for a, b in graph.edges],
+            }
+        )
+        return
+    out.print(_lineage_tree(graph, fact_id))
+
+
+@app.command("verify")
+def verify_cmd(
+    run_id: Annotated[str | None, typer.Argument(help="The run (omit with --all).")] = None,
+    all_runs: Annotated[bool, typer.Option("--all", help="Verify every run.")] = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Recompute hash chains; exit 0 when all verify, 1 otherwise (first bad seq, why)."""
+    if run_id is not None and all_runs:
+        fail("give a RUN or --all, not both")
+    store = _store(db)
+    try:
+        reports = store.verify_all() if run_id is None else [store.verify(run_id)]
+    except ConvergeError as exc:
+        fail(str(exc))
+    ok = all(r.ok for r in reports)
+    if as_json:
+        _json({"ok": ok, "runs": [r.to_dict() for r in reports]})
+    else:
+        for r in reports:
+            mark = "[green]ok[/]" if r.ok else "[bold red]FAILED[/]"
+            detail = (
+                f"{r.events} events"
+                if r.ok
+                else f"first bad seq {r.first_bad_seq}: {escape(r.reason or '')}"
+            )
+            out.print(f"{mark} {escape(r.run_id)}: {detail}")
+        out.print(f"{sum(r.ok for r in reports)}/{len(reports)} runs verify")
+    raise typer.Exit(0 if ok else 1)
+
+
+def _label(graph: nx.DiGraph[str], node: str) -> str:
+    fact: Fact | None = graph.nodes[node].get("fact")
+    if fact is None:
+        return f"[red]{escape(node)}[/] (not recorded)"
+    p = fact.provenance
+    return (
+        f"[bold]{escape(fact.id)}[/] = {escape(_content(fact.content))} "
+        f"[dim]({escape(p.suggestor)}, cycle {p.cycle})[/]"
+    )
+
+
+def _lineage_tree(graph: nx.DiGraph[str], fact_id: str) -> Tree:
+    """The fact at the root, its parents below it (a node seen twice is not expanded again)."""
+    root = Tree(_label(graph, fact_id))
+    seen = {fact_id}
+    todo: list[tuple[Tree, str]] = [(root, fact_id)]
+    while todo:
+        branch, node = todo.pop()
+        for parent in sorted(graph.predecessors(node)):
+            if parent in seen:
+                branch.add(_label(graph, parent) + " [dim](above)[/]")
+                continue
+            seen.add(parent)
+            todo.append((branch.add(_label(graph, parent)), parent))
+    return root

@@ -1,0 +1,60 @@
+"""``module:attribute`` references: how job files and declarative specs name objects.
+
+A reference names a module and an attribute in it (dotted for nested attributes);
+the attribute may be an object, or a class / plain factory called with no arguments.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from typing import Any
+
+from engine.errors import ImportReferenceError
+
+__all__ = ["resolve_reference"]
+
+
+def resolve_reference(ref: str, *, call: bool = True) -> Any:
+    """Import ``module:attribute``; call it when it is a class or a plain factory.
+
+    Raises :class:`ImportReferenceError` with the reason.
+    """
+    if not isinstance(ref, str) or ":" not in ref:
+        raise ImportReferenceError(f"{ref!r} is not a 'module:attribute' reference")
+    module_name, _, attr = ref.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ImportReferenceError(f"cannot import module {module_name!r} ({exc})") from exc
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ImportReferenceError(
+                f"module {module_name!r} has no attribute {attr!r}"
+            ) from None
+    if call and _is_factory(obj):
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise ImportReferenceError(
+                f"calling {ref} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+    return obj
+
+
+def _is_factory(obj: Any) -> bool:
+    """Classes and plain functions (not already suggestors, criteria...) are factories."""
+    if isinstance(obj, type):
+        return True
+    if callable(obj) and not any(
+        hasattr(obj, a) for a in ("execute", "evaluate", "check", "match", "name", "id")
+    ):
+        return inspect.isfunction(obj) and not inspect.signature(obj).parameters
+    return False
