@@ -29,6 +29,7 @@ from engine.integrity import facts_root
 from engine.invariant import Invariant, Violation
 from engine.policy import Continue, RunStats, StopDecision, StopPolicy
 from engine.promotion import PromotionGate, Rejection
+from engine.references import resolve_reference
 from engine.result import ContinuationRecord, RunResult
 from engine.stop import (
     AgentRefused,
@@ -142,5 +143,6 @@ __all__ = [
     "fact_to_dict",
     "facts_root",
     "parse_stop_reason",
+    "resolve_reference",
     "suggestor",
 ]
