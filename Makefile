@@ -4,15 +4,26 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench setup clean
+.PHONY: demo test lint bench setup browser clean
+
+EXTRAS := dev,bench,agents,otel,web,workers,examples
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+## Debian's chromium and chromium-driver for the browser tests (as root, when missing).
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      chromium chromium-driver >/dev/null; \
+	  else echo "browser tests need chromium and chromium-driver (apt-get install as root)"; fi; \
+	fi
 
 ## Set up, then run the dependency audit on this environment with the embedded SQLite store.
 demo: $(STAMP)
@@ -20,7 +31,7 @@ demo: $(STAMP)
 	if [ $$status -ne 0 ] && [ $$status -ne 10 ]; then exit $$status; fi
 
 ## Set up, then run lint, type checks, the import contracts and the whole test suite.
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/ruff check engine criteria gates audit converge examples benchmarks tests
 	$(BIN)/ruff format --check engine criteria gates audit converge examples benchmarks tests
 	$(BIN)/mypy --strict engine criteria gates audit converge
@@ -28,8 +39,7 @@ test: $(STAMP)
 	$(BIN)/pytest -q
 
 bench: $(STAMP)
-	$(BIN)/pip install --quiet -e ".[dev,bench]"
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) converge.db converge.db-wal converge.db-shm
+	rm -rf $(VENV) converge.db converge.db-wal converge.db-shm .import_linter_cache
