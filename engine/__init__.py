@@ -3,7 +3,7 @@
 Everything a user needs to write suggestors and run them is importable from here.
 """
 
-from engine.budget import Budget, BudgetStatus, DimensionStatus
+from engine.budget import Budget, BudgetStatus, DimensionStatus, RemainingBudget
 from engine.context import Context
 from engine.criterion import Blocked, Criterion, CriterionReport, CriterionResult, Met, Unmet
 from engine.effect import Effect, Usage
@@ -115,6 +115,7 @@ __all__ = [
     "Proposal",
     "Provenance",
     "Rejection",
+    "RemainingBudget",
     "ResumeError",
     "RunBusy",
     "RunHeader",

@@ -7,7 +7,7 @@ budget status gives used / limit / percent per dimension (the budgets guide);
 
 from __future__ import annotations
 
-from engine.budget import BudgetStatus
+from engine.budget import BudgetStatus, RemainingBudget
 from engine.policy import HistoryView, RunStats
 from engine.result import RunResult
 from engine.run_state import RunState
@@ -23,6 +23,23 @@ def elapsed_ms(eng: EngineSettings, st: RunState) -> int:
 def ms(seconds: float) -> int:
     """``seconds`` as whole milliseconds (rounded)."""
     return round(seconds * 1000)
+
+
+def remaining_budget(eng: EngineSettings, st: RunState) -> RemainingBudget:
+    """What is left of the run's budgets now (see :class:`RemainingBudget`)."""
+    b = st.budget
+    tokens = cost = invocations = seconds = None
+    if b.max_tokens:
+        tokens = max(0, b.max_tokens - st.usage.input_tokens - st.usage.output_tokens)
+    if b.max_cost_usd:
+        cost = max(0.0, b.max_cost_usd - st.usage.cost_usd)
+    if b.max_invocations:
+        invocations = max(0, b.max_invocations - st.invocations)
+    if b.max_seconds:
+        seconds = max(0.0, b.max_seconds - elapsed_ms(eng, st) / 1000)
+    used = st.invocations_by
+    per = {n: max(0, lim - used.get(n, 0)) for n, lim in b.per_suggestor.items() if lim}
+    return RemainingBudget(tokens, cost, invocations, seconds, per, b)
 
 
 def budget_status(st: RunState, elapsed: int) -> BudgetStatus:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -109,3 +111,32 @@ def _status(used: float, limit: float | None) -> DimensionStatus:
 
 def _fmt(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.3f}"
+
+
+@dataclass(frozen=True, slots=True)
+class RemainingBudget:
+    """What is left of a run's budgets while a suggestor executes
+    (``Context.remaining_budget()``); ``None`` in a field means unlimited.
+
+    - ``tokens`` (input + output tokens) and ``cost_usd`` (USD): what may still be
+      used without *exceeding* the limit (never negative).
+    - ``invocations``: executions and tool calls the run may still start, counted
+      up to the end of the previous cycle (the current cycle's own executions,
+      this one included, are not subtracted yet); ``per_suggestor``: the same per
+      limited name (a suggestor, or an agent's tool ``NAME.TOOL``).
+    - ``seconds``: wall-clock seconds left before the time budget.
+    - ``budget``: the run's :class:`Budget` itself (its limits), when known.
+
+    A suggestor that spends inside one call (an LLM agent) caps the call with it.
+    """
+
+    tokens: int | None = None
+    cost_usd: float | None = None
+    invocations: int | None = None
+    seconds: float | None = None
+    per_suggestor: Mapping[str, int] = field(default_factory=dict)
+    budget: Budget | None = None
+
+    def for_name(self, name: str) -> int | None:
+        """Invocations left for ``name`` (``None`` when it has no limit)."""
+        return self.per_suggestor.get(name)

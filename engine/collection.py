@@ -22,6 +22,7 @@ from engine.stop import (
     AgentRefused,
     Error,
     ErrorCategory,
+    InvocationBudgetExhausted,
     StopRequested,
     TimeBudgetExhausted,
     UserCancelled,
@@ -74,6 +75,7 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
             proposals: list[Proposal] = out
             u = NO_USAGE
             refusal = None
+            inner = None
         else:
             effect = out if type(out) is Effect else _normalise(out)
             if effect is None:
@@ -88,6 +90,9 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
                     break
                 continue
             proposals, refusal = effect.proposals, effect.refusal
+            inner = None
+            if effect.tool_calls or effect.signal is not None or effect.audit:
+                inner = _inner_activity(st, name, effect, last)
             usage_in += u.input_tokens
             usage_out += u.output_tokens
             cost += u.cost_usd
@@ -103,6 +108,7 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
                         "proposals": len(proposals),
                         "usage": [u.input_tokens, u.output_tokens, u.cost_usd],
                         **({"refusal": refusal} if refusal is not None else {}),
+                        **(inner or {}),
                     },
                     time.time(),
                 )
@@ -127,6 +133,31 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
     st.merge_effects = effects
     st.merge_pos = (0, 0)
     st.cycle_new = []
+
+
+def _inner_activity(st: RunState, name: str, effect: Effect, last: list[str]) -> dict[str, Any]:
+    """What an execution reported from inside (see :class:`Effect`): each tool call is
+    an invocation ``NAME.TOOL`` (past its ``per_suggestor`` limit it stops the run:
+    the engine cannot refuse a call made inside); its signal joins the pending
+    signals; the details returned go to its ``suggestor_executed`` event."""
+    per = st.budget.per_suggestor
+    for tool in effect.tool_calls:
+        invocation = f"{name}.{tool}"
+        last.append(invocation)
+        st.invocations += 1
+        used = st.invocations_by[invocation] = st.invocations_by.get(invocation, 0) + 1
+        st.history.append(invocation)
+        limit = per.get(invocation)
+        if limit and used == limit + 1:
+            st.pending_signals.append(
+                InvocationBudgetExhausted(invocations=used, limit=limit, suggestor=invocation)
+            )
+    if effect.signal is not None:
+        st.pending_signals.append(effect.signal)
+    details = _jsonable(dict(effect.audit)) if effect.audit else {}
+    if effect.tool_calls:
+        details["tool_calls"] = list(effect.tool_calls)
+    return details
 
 
 def _stop_requested(st: RunState, name: str, out: StopRun, store: bool) -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from engine.budget import RemainingBudget
 from engine.facts import Fact, content_key
 
 _EMPTY: tuple[Fact, ...] = ()
@@ -15,11 +16,11 @@ class Context:
 
     ``ctx.get(key)`` gives the facts of a key (an empty tuple when none),
     ``ctx.has(key)``, ``ctx.keys()``, ``len(ctx)``, iteration over every fact,
-    ``ctx.cycle`` (the cycle being executed; 0 before the first), ``ctx.fact(id)``.
-    Only the engine adds facts (through :meth:`_promote`).
+    ``ctx.cycle`` (the cycle being executed; 0 before the first), ``ctx.fact(id)``,
+    ``ctx.remaining_budget()``. Only the engine adds facts (through :meth:`_promote`).
     """
 
-    __slots__ = ("_by_id", "_by_key", "_facts", "_identities", "_tuples", "cycle")
+    __slots__ = ("_by_id", "_by_key", "_facts", "_identities", "_remaining", "_tuples", "cycle")
 
     def __init__(self) -> None:
         self._facts: list[Fact] = []
@@ -27,6 +28,7 @@ class Context:
         self._tuples: dict[str, tuple[Fact, ...]] = {}
         self._by_id: dict[str, Fact] = {}
         self._identities: set[tuple[str, Any]] = set()
+        self._remaining: Callable[[], RemainingBudget] | None = None
         self.cycle = 0
 
     # -- reading ---------------------------------------------------------------
@@ -73,6 +75,13 @@ class Context:
         """How many facts are on ``key``."""
         facts = self._by_key.get(key)
         return len(facts) if facts is not None else 0
+
+    def remaining_budget(self) -> RemainingBudget | None:
+        """What is left of the run's budgets now, computed on each call (see
+        :class:`~engine.budget.RemainingBudget`); ``None`` outside a run (a context
+        built by hand, or rebuilt on a worker)."""
+        source = self._remaining
+        return None if source is None else source()
 
     def __len__(self) -> int:
         return len(self._facts)

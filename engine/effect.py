@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.facts import Proposal
+from engine.stop import StopReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +39,26 @@ class Effect:
 
     A refusal (``Effect.refuse(reason)``) stops the run with ``AgentRefused``, as
     converge-core's suggestors decline to produce output.
+
+    Three optional fields let an execution that runs its own loop inside (an LLM
+    agent calling tools) report what happened there:
+
+    - ``tool_calls``: the tools it called, in order; each counts as one invocation
+      named ``NAME.TOOL`` (``NAME`` the suggestor's), so the invocation budget,
+      ``per_suggestor`` limits, ``stop_on_tool`` and loop detection see them.
+    - ``signal``: a stop reason it detected inside (a budget it hit mid-call, a
+      configuration error): the run stops with it after this cycle's merge, and
+      this effect's proposals are merged first.
+    - ``audit``: JSON-serialisable details added to its ``suggestor_executed``
+      audit event (e.g. the messages an agent exchanged before a limit hit).
     """
 
     proposals: list[Proposal] = field(default_factory=list)
     usage: Usage = NO_USAGE
     refusal: str | None = None
+    tool_calls: tuple[str, ...] = ()
+    signal: StopReason | None = None
+    audit: dict[str, Any] | None = None
 
     @staticmethod
     def none() -> Effect:

@@ -14,8 +14,10 @@ import asyncio
 import time
 import uuid
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
+from engine.accounting import remaining_budget
 from engine.collection import collect
 from engine.collector import CollectorFreeze
 from engine.errors import ConfigurationError, ResumeError
@@ -85,6 +87,7 @@ def drive_sync(eng: EngineSettings, st: RunState) -> RunResult:
     runner: asyncio.Runner | None = None
     freezer = CollectorFreeze()
     reg = eng.registry
+    st.context._remaining = partial(remaining_budget, eng, st)
     try:
         # inlines begin_cycle/end_cycle: this is W1's hot path
         while True:
@@ -119,6 +122,7 @@ async def drive_async(eng: EngineSettings, st: RunState) -> RunResult:
     """Cycle to the run's stop inside the caller's event loop."""
     freezer = CollectorFreeze()
     reg = eng.registry
+    st.context._remaining = partial(remaining_budget, eng, st)
     try:
         while True:
             if st.pending_gate is not None or st.merge_effects:
