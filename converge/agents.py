@@ -74,6 +74,7 @@ __all__ = [
     "AgentSuggestor",
     "Price",
     "agent_suggestor",
+    "build_agent",
     "call_agent",
     "model_label",
 ]
@@ -454,4 +455,32 @@ def agent_suggestor(
     input tokens, USD per million output tokens)``, overriding genai-prices.
     Raises :class:`ConfigurationError` for empty ``reads`` or a bad ``price``.
     """
+    return AgentSuggestor(agent, name=name, reads=reads, writes=writes, prompt=prompt, price=price)
+
+
+def build_agent(
+    *,
+    name: str,
+    model: str,
+    instructions: str,
+    reads: Sequence[str],
+    writes: str,
+    output: Any = str,
+    tools: Sequence[Callable[..., Any]] = (),
+    price: Price | None = None,
+    prompt: str | None = None,
+) -> AgentSuggestor:
+    """An agent suggestor from a job file's ``agents:`` entry: a pydantic-ai model
+    string (``test`` = the offline TestModel), instructions, an output type and
+    plain tool functions. Raises :class:`ConfigurationError` naming the model when
+    pydantic-ai cannot use it (unknown provider, missing API key or package)."""
+    try:
+        resolved = infer_model(model)
+        agent: Agent[None, Any] = Agent(
+            resolved, instructions=instructions or None, output_type=output, tools=list(tools)
+        )
+    except Exception as exc:  # pydantic-ai raises UserError, ImportError, ValueError...
+        raise ConfigurationError(
+            f"model {model!r} cannot be used: {type(exc).__name__}: {exc}"
+        ) from exc
     return AgentSuggestor(agent, name=name, reads=reads, writes=writes, prompt=prompt, price=price)

@@ -10,6 +10,7 @@
     gates: [{hitl: {keys: [license.unknown], summary: "Classify {content[name]}"}}]
     stop_conditions: [{type: loop_detection, window: 4}]
     initial: {scope: [converge]}
+    agents: [{name: reviewer, model: test, reads: [license.file], writes: license}]
 
 References are ``module:attribute``; the attribute may be an object, a list of
 objects, or a class / factory called with no arguments. Every error is a
@@ -25,7 +26,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from engine import (
     Budget,
@@ -108,6 +117,42 @@ class GateSpec(BaseModel):
         return self
 
 
+class AgentSpec(BaseModel):
+    """``agents: [{name, model, instructions, reads, writes, output, tools, price}]``:
+    an LLM agent as a suggestor (``converge.agents``, extra ``agents``).
+
+    ``model`` is a pydantic-ai model string (``openai:gpt-4o-mini``; ``test`` runs
+    pydantic-ai's offline TestModel) and defaults to ``$CONVERGE_MODEL``; with no
+    model at all the job fails, unless ``if_no_model: skip`` leaves the agent out.
+    ``output`` is ``module:Model`` (default: text); ``tools`` are ``module:function``
+    references; ``price`` is ``[usd_per_million_input, usd_per_million_output]``;
+    ``prompt`` is a template over ``{facts}``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    model: str | None = None
+    instructions: str = ""
+    reads: list[str] = Field(min_length=1)
+    writes: str = Field(min_length=1)
+    output: str | None = None
+    tools: list[str] = Field(default_factory=list)
+    price: tuple[float, float] | None = None
+    prompt: str | None = None
+    if_no_model: Literal["error", "skip"] = "error"
+
+    @model_validator(mode="after")
+    def _price_not_negative(self) -> AgentSpec:
+        if self.price is not None and min(self.price) < 0:
+            raise ValueError("price must be [usd_per_million_input, usd_per_million_output] >= 0")
+        return self
+
+
+MODEL_ENV = "CONVERGE_MODEL"
+"""The environment variable an agent's ``model`` defaults to."""
+
+
 class JobSpec(BaseModel):
     """The parsed job file (see the module docstring for the format)."""
 
@@ -115,7 +160,8 @@ class JobSpec(BaseModel):
 
     name: str = Field(min_length=1)
     description: str = ""
-    suggestors: list[str] = Field(min_length=1)
+    agents: list[AgentSpec] = Field(default_factory=list)  # before suggestors: see below
+    suggestors: list[str] = Field(default_factory=list, validate_default=True)
     budget: Budget = Field(default_factory=Budget)
     criteria: list[str] = Field(default_factory=list)
     invariants: list[str] = Field(default_factory=list)
@@ -124,6 +170,13 @@ class JobSpec(BaseModel):
     initial: dict[str, list[Any]] = Field(default_factory=dict)
     on_error: Literal["stop", "continue"] = "stop"
     max_concurrency: int = Field(default=64, ge=1)
+
+    @field_validator("suggestors")
+    @classmethod
+    def _something_to_run(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        if not value and not info.data.get("agents"):
+            raise ValueError("a job needs at least one suggestor (or an entry in agents)")
+        return value
 
 
 @dataclass
@@ -176,6 +229,8 @@ class Job:
         for i, ref in enumerate(spec.suggestors):
             obj = self._ref(ref, ("suggestors", i), many=True)
             suggestors.extend(obj if isinstance(obj, list | tuple) else [obj])
+        if spec.agents:
+            suggestors.extend(self._agents())
         try:
             engine.register(*suggestors)
         except ConfigurationError as exc:
@@ -218,6 +273,41 @@ class Job:
                 out.append(MinConfidence(m.threshold, m.keys, on_reject=m.on_reject))
             elif g.promotion is not None:
                 out.append(self._ref(g.promotion, ("gates", i, "promotion")))
+        return out
+
+    def _agents(self) -> list[Any]:
+        """The ``agents:`` entries as suggestors (imports the ``agents`` extra only now)."""
+        try:
+            from converge.agents import build_agent
+        except ConfigurationError as exc:
+            raise self._error(str(exc), ("agents",)) from exc
+        out: list[Any] = []
+        for i, a in enumerate(self.spec.agents):
+            model = a.model or os.environ.get(MODEL_ENV, "").strip() or None
+            if model is None:
+                if a.if_no_model == "skip":
+                    continue
+                raise self._error(f"no model: give model or set ${MODEL_ENV}", ("agents", i))
+            output = self._ref(a.output, ("agents", i, "output"), call=False) if a.output else str
+            tools = [
+                self._ref(t, ("agents", i, "tools", j), call=False) for j, t in enumerate(a.tools)
+            ]
+            try:
+                out.append(
+                    build_agent(
+                        name=a.name,
+                        model=model,
+                        instructions=a.instructions,
+                        reads=a.reads,
+                        writes=a.writes,
+                        output=output,
+                        tools=tools,
+                        price=a.price,
+                        prompt=a.prompt,
+                    )
+                )
+            except ConfigurationError as exc:
+                raise self._error(str(exc), ("agents", i, "model")) from exc
         return out
 
     def _ref(
