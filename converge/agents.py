@@ -374,6 +374,7 @@ class AgentSuggestor:
         writes: str,
         prompt: PromptSpec = None,
         price: Price | None = None,
+        per: str | None = None,
     ) -> None:
         if not reads:
             raise ConfigurationError(f"agent {name!r}: reads must name at least one key")
@@ -381,6 +382,8 @@ class AgentSuggestor:
             raise ConfigurationError(
                 f"agent {name!r}: price must be [usd_per_million_input, usd_per_million_output]"
             )
+        if per is not None and callable(prompt):
+            raise ConfigurationError(f"agent {name!r}: with per=, give prompt as a template")
         self.agent = agent
         self.name = name
         self.reads = tuple(reads)
@@ -388,6 +391,7 @@ class AgentSuggestor:
         self.writes = writes
         self.prompt = prompt
         self.price = price
+        self.per = per
 
     def accepts(self, ctx: Context) -> bool:
         """Only when there is something to read."""
@@ -403,14 +407,56 @@ class AgentSuggestor:
         return self.prompt(ctx)
 
     async def execute(self, ctx: Context) -> Effect:
-        """One agent run; its output as proposals on ``writes`` (see :func:`agent_suggestor`)."""
+        """Agent runs; their output as proposals on ``writes`` (see :func:`agent_suggestor`)."""
         facts = [f for key in self.reads for f in ctx.get(key)]
-        call = await call_agent(
-            self.agent, self.build_prompt(ctx, facts), ctx, name=self.name, price=self.price
-        )
-        parents = tuple(f.id for f in facts)
-        proposals = to_proposals(call.output, self.writes, parents) if call.signal is None else []
-        return call.effect(proposals)
+        if self.per is None:
+            call = await call_agent(
+                self.agent, self.build_prompt(ctx, facts), ctx, name=self.name, price=self.price
+            )
+            parents = tuple(f.id for f in facts)
+            proposals = (
+                to_proposals(call.output, self.writes, parents) if call.signal is None else []
+            )
+            return call.effect(proposals)
+        return await self._execute_per_group(ctx, facts)
+
+    async def _execute_per_group(self, ctx: Context, facts: list[Fact]) -> Effect:
+        """One run per group of facts sharing ``content[per]``, one after the other so
+        that each is capped by what the previous ones spent; a group a fact on
+        ``writes`` already derives from is not asked again."""
+        groups: dict[str, list[Fact]] = {}
+        for f in facts:
+            value = f.content.get(self.per) if isinstance(f.content, dict) else None
+            groups.setdefault(json.dumps(value, sort_keys=True), []).append(f)
+        answered = {p for f in ctx.get(self.writes) for p in f.provenance.parents}
+        proposals: list[Proposal] = []
+        spent = NO_USAGE
+        tools: list[str] = []
+        signal: StopReason | None = None
+        audit: dict[str, Any] = {}
+        runs = 0
+        for group in groups.values():
+            if any(f.id in answered for f in group):
+                continue
+            call = await call_agent(
+                self.agent,
+                self.build_prompt(ctx, group),
+                ctx,
+                name=self.name,
+                price=self.price,
+                spent=spent,
+                tools_called=tools,
+            )
+            runs += 1
+            spent = spent + call.usage
+            tools.extend(call.tool_calls)
+            audit.update(call.audit)
+            if call.signal is not None:
+                signal = call.signal
+                break
+            proposals.extend(to_proposals(call.output, self.writes, tuple(f.id for f in group)))
+        audit["agent_runs"] = runs
+        return Effect(proposals, usage=spent, tool_calls=tuple(tools), signal=signal, audit=audit)
 
     def __repr__(self) -> str:
         return f"<agent {self.name} reads={list(self.reads)} writes={self.writes}>"
@@ -444,6 +490,7 @@ def agent_suggestor(
     writes: str,
     prompt: PromptSpec = None,
     price: Price | None = None,
+    per: str | None = None,
 ) -> AgentSuggestor:
     """A pydantic-ai ``Agent`` as an async suggestor (DESIGN.md §10).
 
@@ -453,9 +500,15 @@ def agent_suggestor(
     model_dump(mode="json")``, ``parents`` = the facts' ids, ``confidence`` = the
     output's ``confidence`` field when it has one). ``price``: ``(USD per million
     input tokens, USD per million output tokens)``, overriding genai-prices.
-    Raises :class:`ConfigurationError` for empty ``reads`` or a bad ``price``.
+    ``per``: a content field; one agent run per group of facts sharing its value
+    (e.g. one per package), each group's facts the parents of its proposals, and a
+    group already answered on ``writes`` not asked again.
+    Raises :class:`ConfigurationError` for empty ``reads``, a bad ``price``, or a
+    callable ``prompt`` with ``per``.
     """
-    return AgentSuggestor(agent, name=name, reads=reads, writes=writes, prompt=prompt, price=price)
+    return AgentSuggestor(
+        agent, name=name, reads=reads, writes=writes, prompt=prompt, price=price, per=per
+    )
 
 
 def build_agent(
@@ -469,6 +522,7 @@ def build_agent(
     tools: Sequence[Callable[..., Any]] = (),
     price: Price | None = None,
     prompt: str | None = None,
+    per: str | None = None,
 ) -> AgentSuggestor:
     """An agent suggestor from a job file's ``agents:`` entry: a pydantic-ai model
     string (``test`` = the offline TestModel), instructions, an output type and
@@ -483,4 +537,6 @@ def build_agent(
         raise ConfigurationError(
             f"model {model!r} cannot be used: {type(exc).__name__}: {exc}"
         ) from exc
-    return AgentSuggestor(agent, name=name, reads=reads, writes=writes, prompt=prompt, price=price)
+    return AgentSuggestor(
+        agent, name=name, reads=reads, writes=writes, prompt=prompt, price=price, per=per
+    )

@@ -126,7 +126,8 @@ class AgentSpec(BaseModel):
     model at all the job fails, unless ``if_no_model: skip`` leaves the agent out.
     ``output`` is ``module:Model`` (default: text); ``tools`` are ``module:function``
     references; ``price`` is ``[usd_per_million_input, usd_per_million_output]``;
-    ``prompt`` is a template over ``{facts}``.
+    ``prompt`` is a template over ``{facts}``; ``per`` a content field: one agent
+    run per group of facts sharing it (see ``converge.agents.agent_suggestor``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -140,6 +141,7 @@ class AgentSpec(BaseModel):
     tools: list[str] = Field(default_factory=list)
     price: tuple[float, float] | None = None
     prompt: str | None = None
+    per: str | None = None
     if_no_model: Literal["error", "skip"] = "error"
 
     @model_validator(mode="after")
@@ -304,6 +306,7 @@ class Job:
                         tools=tools,
                         price=a.price,
                         prompt=a.prompt,
+                        per=a.per,
                     )
                 )
             except ConfigurationError as exc:

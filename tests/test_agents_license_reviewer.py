@@ -1,0 +1,196 @@
+"""The dependency audit with an LLM license reviewer (examples/dependency_audit/
+reviewer.py): a real MIT text is promoted without a gate, an ambiguous text asks
+a human, the license fact's lineage reaches the file read; with no model the
+audit runs as before. The reviewer's model is scripted with FunctionModel."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import models
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
+from typer.testing import CliRunner
+
+from audit.lineage import lineage_graph
+from converge.cli import app
+from converge.jobs import load_job
+from engine import (
+    Budget,
+    CriteriaMet,
+    Engine,
+    GateDecision,
+    HitlGatePending,
+    RunResult,
+)
+from examples.dependency_audit import Distribution, no_forbidden_license
+from examples.dependency_audit.reviewer import (
+    REVIEWER,
+    THRESHOLD,
+    reviewed_audit,
+    reviewer_agent,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+VENDORED_MIT = ROOT / "examples" / "dependency_audit" / "vendor" / "legacy-left-pad"
+APP = Distribution("app", "1.0", license_expression="Apache-2.0")
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(models, "ALLOW_MODEL_REQUESTS", False)
+    monkeypatch.delenv("CONVERGE_MODEL", raising=False)
+    yield
+
+
+def scripted_reviewer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Recognises the MIT permission notice; anything else is a low-confidence guess."""
+    prompt = str(messages[0].parts[-1].content)  # type: ignore[union-attr]
+    name = re.search(r'"name": "([^"]+)"', prompt)
+    assert name is not None
+    if "Permission is hereby granted, free of charge" in prompt and "MIT" in prompt:
+        verdict: dict[str, Any] = {"name": name.group(1), "spdx": "MIT", "confidence": 0.95}
+    else:
+        verdict = {"name": name.group(1), "spdx": "NOASSERTION", "confidence": 0.3}
+    return ModelResponse(
+        parts=[ToolCallPart(info.output_tools[0].name, verdict)],
+        usage=RequestUsage(input_tokens=len(prompt) // 4, output_tokens=20),
+    )
+
+
+def audit_engine(
+    vendored_path: Path, *, with_reviewer: bool = True
+) -> tuple[Engine, dict[str, Any]]:
+    reviewer = reviewer_agent(FunctionModel(scripted_reviewer)) if with_reviewer else None
+    audit = reviewed_audit(reviewer, source=lambda: [APP], price=(0.15, 0.6))
+    eng = Engine(
+        budget=Budget(max_cycles=20, max_cost_usd=1.0),
+        criteria=audit.criteria,
+        invariants=[no_forbidden_license],
+        gates=audit.gates,
+    )
+    eng.register(*audit.suggestors)
+    initial = {
+        "policy": [{"root": "app", "forbidden": ["AGPL-3.0-only"]}],
+        "vendored": [{"name": "legacy-left-pad", "version": "0.3.1", "path": str(vendored_path)}],
+    }
+    return eng, initial
+
+
+def license_of(result: RunResult, name: str) -> Any:
+    return next(f for f in result.context.get("license") if f.content["name"] == name)
+
+
+def test_a_real_mit_text_is_promoted_by_the_reviewer_without_a_gate() -> None:
+    eng, initial = audit_engine(VENDORED_MIT)
+    result = eng.run(initial)
+    assert result.stop_reason == CriteriaMet(criteria=["all_reviewed", "risks_assessed"])
+    fact = license_of(result, "legacy-left-pad")
+    assert fact.content == {
+        "name": "legacy-left-pad",
+        "spdx": "MIT",
+        "confidence": 0.95,
+        "source": "reviewer",
+    }
+    assert fact.confidence == 0.95 >= THRESHOLD
+    assert fact.provenance.suggestor == REVIEWER
+    assert result.usage.total_tokens > 0
+    assert result.usage.cost_usd > 0
+
+
+def test_the_lineage_of_the_reviewed_license_reaches_the_file_it_read() -> None:
+    eng, initial = audit_engine(VENDORED_MIT)
+    result = eng.run(initial)
+    fact = license_of(result, "legacy-left-pad")
+    graph = lineage_graph(result.context.facts(), fact.id)
+    ancestors = [result.context.fact(i) for i in graph.nodes]
+    files = [f for f in ancestors if f is not None and f.key == "license.file"]
+    assert [Path(f.content["path"]) for f in files] == [VENDORED_MIT / "LICENSE"]
+    data = (VENDORED_MIT / "LICENSE").read_bytes()
+    assert files[0].content["sha256"] == hashlib.sha256(data).hexdigest()
+    keys = {f.key for f in ancestors if f is not None}
+    assert {"license.unknown", "package", "vendored"} <= keys
+
+
+def ambiguous_component(tmp_path: Path) -> Path:
+    folder = tmp_path / "legacy-left-pad"
+    folder.mkdir()
+    (folder / "COPYING").write_text(
+        "You may use this code if you are nice to people and tell your friends.\n"
+    )
+    (folder / "pad.py").write_text("def pad(s): return s\n")
+    return folder
+
+
+def test_an_ambiguous_license_text_opens_the_gate_and_a_human_decides(tmp_path: Path) -> None:
+    eng, initial = audit_engine(ambiguous_component(tmp_path))
+    paused = eng.run(initial)
+    reason = paused.stop_reason
+    assert isinstance(reason, HitlGatePending)
+    assert reason.agent_id == REVIEWER
+    assert "legacy-left-pad is NOASSERTION" in reason.summary
+    done = eng.resume(reason.gate_id, GateDecision.approve(by="alice"))
+    assert isinstance(done.stop_reason, CriteriaMet)
+    assert license_of(done, "legacy-left-pad").content["spdx"] == "NOASSERTION"
+
+
+def test_a_human_rejecting_a_review_with_an_spdx_reason_classifies_the_package(
+    tmp_path: Path,
+) -> None:
+    eng, initial = audit_engine(ambiguous_component(tmp_path))
+    paused = eng.run(initial)
+    assert isinstance(paused.stop_reason, HitlGatePending)
+    done = eng.resume(
+        paused.stop_reason.gate_id, GateDecision.reject(by="bob", reason="BSD-3-Clause")
+    )
+    assert isinstance(done.stop_reason, CriteriaMet)
+    fact = license_of(done, "legacy-left-pad")
+    assert fact.content == {"name": "legacy-left-pad", "spdx": "BSD-3-Clause", "source": "human"}
+
+
+def test_without_a_reviewer_the_unknown_goes_to_the_human_gate_as_before() -> None:
+    eng, initial = audit_engine(VENDORED_MIT, with_reviewer=False)
+    paused = eng.run(initial)
+    assert isinstance(paused.stop_reason, HitlGatePending)
+    assert paused.stop_reason.agent_id == "licenses"
+    done = eng.resume(paused.stop_reason.gate_id, GateDecision.approve(by="alice"))
+    assert isinstance(done.stop_reason, CriteriaMet)
+    assert done.usage.total_tokens == 0
+
+
+def test_a_package_with_no_license_file_goes_to_the_human_even_with_a_reviewer(
+    tmp_path: Path,
+) -> None:
+    empty = tmp_path / "legacy-left-pad"
+    empty.mkdir()
+    eng, initial = audit_engine(empty)
+    paused = eng.run(initial)
+    assert isinstance(paused.stop_reason, HitlGatePending)
+    assert paused.stop_reason.agent_id == "licenses"
+
+
+def test_the_reviewed_job_file_without_a_model_runs_as_the_vendored_audit() -> None:
+    job = load_job(ROOT / "examples" / "dependency_audit" / "reviewed.yaml")
+    engine = job.build_engine()
+    assert REVIEWER not in engine.registry.names
+    assert "license_files" in engine.registry.names
+
+
+def test_converge_run_of_the_reviewed_job_offline_asks_a_human_about_the_test_models_guess(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CONVERGE_MODEL", "test")
+    monkeypatch.chdir(ROOT)
+    res = CliRunner().invoke(
+        app, ["run", "examples/dependency_audit/reviewed.yaml", "--no-audit", "--json"]
+    )
+    assert res.exit_code == 10, res.output
+    reason = json.loads(res.stdout)["stop_reason"]
+    assert reason["agent_id"] == REVIEWER  # TestModel answers with confidence 0
