@@ -259,7 +259,8 @@ async def call_agent(
         total_left = left.invocations - 1 - len(tools_called)  # this execution is one
         used_before = int(_limit(left, "max_invocations")) - total_left
     ledger = _ToolLedger(name, per_tool, total_left, used_before or 0)
-    run_model: Model = _PricedModel(model, price) if price is not None else model
+    # the price only needs to reach pydantic-ai when its cost_limit must see it
+    run_model: Model = _PricedModel(model, price) if price and cost_left is not None else model
     signal: StopReason | None = None
     output: Any = None
     with capture_run_messages() as messages:
