@@ -25,7 +25,8 @@ for suggestors that call an agent several times (see
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -72,10 +73,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = [
     "AgentCall",
     "AgentSuggestor",
+    "CycleSpend",
     "Price",
     "agent_suggestor",
     "build_agent",
     "call_agent",
+    "cycle_spend",
     "model_label",
 ]
 
@@ -141,18 +144,89 @@ class _ToolBudgetHit(Exception):
         self.reason = reason
 
 
-class _ToolLedger(AbstractCapability[Any]):
-    """Records the function tools an agent runs and refuses one past its invocation
-    limit (``per_suggestor["NAME.TOOL"]`` or what is left of ``max_invocations``)."""
+@dataclass
+class CycleSpend:
+    """What the agent runs of one cycle of one run spent so far: the engine adds a
+    cycle's usage to the run only when it collects the cycle, so agents running
+    concurrently share this to see each other's spend (tokens; USD)."""
+
+    in_flight: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+_SPEND: dict[tuple[int, int], CycleSpend] = {}
+
+
+@contextmanager
+def cycle_spend(ctx: Context) -> Iterator[CycleSpend]:
+    """The shared spend of ``ctx``'s run in its current cycle, while an execution
+    is in flight (entered by each agent execution; dropped when none is left)."""
+    key = (id(ctx), ctx.cycle)
+    spend = _SPEND.get(key)
+    if spend is None:
+        spend = _SPEND[key] = CycleSpend()
+    spend.in_flight += 1
+    try:
+        yield spend
+    finally:
+        spend.in_flight -= 1
+        if spend.in_flight == 0:
+            _SPEND.pop(key, None)
+
+
+def _usage_cost(usage: Any, price: Price | None) -> float:
+    if price is not None:
+        return float(_cost(usage.input_tokens, usage.output_tokens, price))
+    return float(usage.cost) if usage.cost is not None else 0.0
+
+
+class _CallLedger(AbstractCapability[Any]):
+    """Inside one agent run: reports its spend to the cycle's :class:`CycleSpend`
+    and stops before a model request once the run's agents together are past
+    what was left of the token or cost budget; records the function tools it runs
+    and refuses one past its invocation limit (``per_suggestor["NAME.TOOL"]`` or
+    what is left of ``max_invocations``)."""
 
     def __init__(
-        self, name: str, per_tool_left: dict[str, int], total_left: int | None, total_used: int
+        self,
+        name: str,
+        per_tool_left: dict[str, int],
+        total_left: int | None,
+        total_used: int,
+        shared: CycleSpend,
+        caps: tuple[int | None, float | None],
+        price: Price | None,
     ) -> None:
         self.name = name
         self.per_tool_left = per_tool_left
         self.total_left = total_left
         self.total_used = total_used
         self.calls: list[str] = []
+        self.shared = shared
+        self.tokens_cap, self.cost_cap = caps
+        self.price = price
+        self.reported = (0, 0.0)
+
+    def report(self, tokens: int, cost_usd: float) -> None:
+        """Bring the shared spend up to this run's ``tokens`` and ``cost_usd`` so far."""
+        before_tokens, before_cost = self.reported
+        self.shared.tokens += tokens - before_tokens
+        self.shared.cost_usd += cost_usd - before_cost
+        self.reported = (tokens, cost_usd)
+
+    async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
+        usage = ctx.usage
+        self.report(usage.input_tokens + usage.output_tokens, _usage_cost(usage, self.price))
+        if self.cost_cap is not None and self.shared.cost_usd > self.cost_cap:
+            raise UsageLimitExceeded(
+                f"The agents of this cycle spent past the cost_limit of {self.cost_cap}"
+            )
+        if self.tokens_cap is not None and self.shared.tokens > self.tokens_cap:
+            raise UsageLimitExceeded(
+                f"The agents of this cycle spent past the total_tokens_limit of {self.tokens_cap}"
+            )
+        return request_context
 
     async def wrap_tool_execute(
         self, ctx: Any, *, call: Any, tool_def: Any, args: Any, handler: Any
@@ -217,25 +291,25 @@ async def call_agent(
     *,
     name: str,
     price: Price | None = None,
-    spent: Usage = NO_USAGE,
     tools_called: Sequence[str] = (),
 ) -> AgentCall:
     """Run ``agent`` on ``prompt`` under what is left of the run's budgets.
 
-    ``name`` is the suggestor's (tool invocations are ``NAME.TOOL``); ``spent`` and
-    ``tools_called`` are what this execution already used in earlier calls (they
-    are not in ``ctx.remaining_budget()`` yet). Never raises for a budget: a
-    ``UsageLimitExceeded`` or a tool past its limit comes back as ``signal`` with
-    the usage and the messages so far; an unpriceable model under a cost budget
-    comes back as ``Error(error_category="configuration")`` without calling it.
-    Raises :class:`ConfigurationError` when the agent has no model; other errors
-    of the model or of a tool propagate (the engine records them as a failed
-    execution).
+    ``name`` is the suggestor's (tool invocations are ``NAME.TOOL``);
+    ``tools_called`` are the tools this execution already called in earlier runs.
+    What the run's agents spent earlier in this cycle (this execution's earlier
+    runs and concurrent agents, :class:`CycleSpend`) is taken off the budget too.
+    Never raises for a budget: a ``UsageLimitExceeded`` or a tool past its limit
+    comes back as ``signal`` with the usage and the messages so far; an
+    unpriceable model under a cost budget comes back as
+    ``Error(error_category="configuration")`` without calling it. Raises
+    :class:`ConfigurationError` when the agent has no model; other errors of the
+    model or of a tool propagate (the engine records them as a failed execution).
     """
     model = _model_of(agent, name)
     left = ctx.remaining_budget()
-    cost_left = None if left is None or left.cost_usd is None else left.cost_usd - spent.cost_usd
-    if cost_left is not None and price is None and not priceable(model):
+    has_cost_budget = left is not None and left.cost_usd is not None
+    if has_cost_budget and price is None and not priceable(model):
         return AgentCall(
             signal=Error(
                 message=f"{name}: the cost of model {model_label(model)} is unknown and the "
@@ -244,10 +318,26 @@ async def call_agent(
                 error_category=ErrorCategory.CONFIGURATION,
             )
         )
-    tokens_left = None if left is None or left.tokens is None else left.tokens - spent.total_tokens
+    with cycle_spend(ctx) as shared:
+        return await _run(agent, prompt, ctx, name, price, tools_called, model, left, shared)
+
+
+async def _run(
+    agent: Agent[Any, Any],
+    prompt: str,
+    ctx: Context,
+    name: str,
+    price: Price | None,
+    tools_called: Sequence[str],
+    model: Model,
+    left: RemainingBudget | None,
+    shared: CycleSpend,
+) -> AgentCall:
+    tokens_cap = None if left is None else left.tokens
+    cost_cap = None if left is None else left.cost_usd
     limits = UsageLimits(
-        total_tokens_limit=None if tokens_left is None else max(0, tokens_left),
-        cost_limit=None if cost_left is None else Decimal(str(max(0.0, cost_left))),
+        total_tokens_limit=None if tokens_cap is None else max(0, tokens_cap - shared.tokens),
+        cost_limit=None if cost_cap is None else Decimal(str(max(0.0, cost_cap - shared.cost_usd))),
     )
     per_tool = {
         k: v - sum(1 for t in tools_called if f"{name}.{t}" == k)
@@ -258,11 +348,14 @@ async def call_agent(
     if left is not None and left.invocations is not None:
         total_left = left.invocations - 1 - len(tools_called)  # this execution is one
         used_before = int(_limit(left, "max_invocations")) - total_left
-    ledger = _ToolLedger(name, per_tool, total_left, used_before or 0)
+    ledger = _CallLedger(
+        name, per_tool, total_left, used_before or 0, shared, (tokens_cap, cost_cap), price
+    )
     # the price only needs to reach pydantic-ai when its cost_limit must see it
-    run_model: Model = _PricedModel(model, price) if price and cost_left is not None else model
+    run_model: Model = _PricedModel(model, price) if price and cost_cap is not None else model
     signal: StopReason | None = None
     output: Any = None
+    limit_hit: UsageLimitExceeded | None = None
     with capture_run_messages() as messages:
         try:
             result = await agent.run(
@@ -270,10 +363,13 @@ async def call_agent(
             )
             output = result.output
         except UsageLimitExceeded as exc:
-            signal = _limit_signal(exc, messages, ctx, spent, price)
+            limit_hit = exc
         except _ToolBudgetHit as hit:
             signal = hit.reason
     usage, cost_known = usage_of(messages, price)
+    ledger.report(usage.total_tokens, usage.cost_usd)
+    if limit_hit is not None:
+        signal = _limit_signal(limit_hit, left, shared)
     audit: dict[str, Any] = {"model": model_label(model)}
     if not cost_known:
         audit["cost_unknown"] = True
@@ -281,7 +377,7 @@ async def call_agent(
         audit["stopped_inside"] = signal.kind_code()
         audit["usage_so_far"] = [usage.input_tokens, usage.output_tokens, usage.cost_usd]
         audit["messages"] = _messages_json(messages)
-    if signal is None and cost_left is not None and not cost_known:
+    if signal is None and cost_cap is not None and not cost_known:
         signal = Error(
             message=f"{name}: model {model_label(model)} returned usage that cannot be priced "
             "and the run has a cost budget",
@@ -313,28 +409,20 @@ def usage_of(messages: Sequence[ModelMessage], price: Price | None) -> tuple[Usa
 
 
 def _limit_signal(
-    exc: UsageLimitExceeded,
-    messages: Sequence[ModelMessage],
-    ctx: Context,
-    spent: Usage,
-    price: Price | None,
+    exc: UsageLimitExceeded, left: RemainingBudget | None, shared: CycleSpend
 ) -> StopReason:
-    """The budget stop a ``UsageLimitExceeded`` means, in the run's figures."""
-    left = ctx.remaining_budget()
-    usage, _ = usage_of(messages, price)
+    """The budget stop a ``UsageLimitExceeded`` means, in the run's figures (what
+    the run used before this cycle plus what its agents spent in it)."""
     text = str(exc)
     if left is not None and "cost_limit" in text and left.cost_usd is not None:
         limit = _limit(left, "max_cost_usd")
-        used_before = limit - left.cost_usd
         return CostBudgetExhausted(
-            cost_usd=used_before + spent.cost_usd + usage.cost_usd, limit_usd=limit
+            cost_usd=limit - left.cost_usd + shared.cost_usd, limit_usd=limit
         )
     if left is not None and "tokens_limit" in text and left.tokens is not None:
         limit_tokens = int(_limit(left, "max_tokens"))
-        used_tokens = limit_tokens - left.tokens
         return TokenBudgetExhausted(
-            tokens_consumed=used_tokens + spent.total_tokens + usage.total_tokens,
-            limit=limit_tokens,
+            tokens_consumed=limit_tokens - left.tokens + shared.tokens, limit=limit_tokens
         )
     return Error(message=f"agent usage limit: {text}", error_category=ErrorCategory.RESOURCE)
 
@@ -436,26 +524,27 @@ class AgentSuggestor:
         signal: StopReason | None = None
         audit: dict[str, Any] = {}
         runs = 0
-        for group in groups.values():
-            if any(f.id in answered for f in group):
-                continue
-            call = await call_agent(
-                self.agent,
-                self.build_prompt(ctx, group),
-                ctx,
-                name=self.name,
-                price=self.price,
-                spent=spent,
-                tools_called=tools,
-            )
-            runs += 1
-            spent = spent + call.usage
-            tools.extend(call.tool_calls)
-            audit.update(call.audit)
-            if call.signal is not None:
-                signal = call.signal
-                break
-            proposals.extend(to_proposals(call.output, self.writes, tuple(f.id for f in group)))
+        with cycle_spend(ctx):  # so each run sees what the previous ones spent
+            for group in groups.values():
+                if any(f.id in answered for f in group):
+                    continue
+                call = await call_agent(
+                    self.agent,
+                    self.build_prompt(ctx, group),
+                    ctx,
+                    name=self.name,
+                    price=self.price,
+                    tools_called=tools,
+                )
+                runs += 1
+                spent = spent + call.usage
+                tools.extend(call.tool_calls)
+                audit.update(call.audit)
+                if call.signal is not None:
+                    signal = call.signal
+                    break
+                parents = tuple(f.id for f in group)
+                proposals.extend(to_proposals(call.output, self.writes, parents))
         audit["agent_runs"] = runs
         return Effect(proposals, usage=spent, tool_calls=tuple(tools), signal=signal, audit=audit)
 

@@ -156,6 +156,36 @@ def test_max_cost_usd_stops_at_the_call_that_crosses_it_overspending_at_most_one
     assert [f.content for f in result.context.get("draft")] == ["draft 1", "draft 2"]
 
 
+def test_concurrent_agents_share_what_is_left_so_the_run_overspends_by_one_response_each() -> None:
+    scripts = [Writer(tool_calls=3) for _ in range(5)]  # 4 responses per agent run
+
+    def interleaved(script: Writer) -> Any:
+        async def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            await asyncio.sleep(0)  # let the other agents' runs go on
+            return script(messages, info)
+
+        return model
+
+    eng = Engine(budget=Budget(max_cycles=3, max_cost_usd=4 * RESPONSE_USD))
+    for i, script in enumerate(scripts):
+        agent: Agent[None, str] = Agent(FunctionModel(interleaved(script)))
+
+        @agent.tool_plain
+        def lookup(query: str) -> str:
+            return query
+
+        eng.register(
+            agent_suggestor(agent, name=f"w{i}", reads=["topic"], writes=f"d{i}", price=PRICE)
+        )
+    result = eng.run({"topic": ["licenses"]})
+    assert isinstance(result.stop_reason, CostBudgetExhausted)
+    responses = sum(len(s.responses) for s in scripts)
+    assert result.usage.cost_usd == pytest.approx(responses * RESPONSE_USD)
+    # alone, each agent would have spent the whole budget: 20 responses
+    assert responses <= 4 + len(scripts)
+    assert result.usage.cost_usd - 4 * RESPONSE_USD <= len(scripts) * RESPONSE_USD + 1e-9
+
+
 def test_an_unpriceable_model_under_a_cost_budget_is_a_configuration_error_naming_it() -> None:
     eng = Engine(budget=Budget(max_cost_usd=1.0))
     eng.register(agent_suggestor(Agent(TestModel()), name="t", reads=["topic"], writes="out"))
