@@ -90,9 +90,7 @@ def after_merge(eng: EngineSettings, st: RunState) -> RunResult | None:
     if eng.stop_policies:
         signals.extend(evaluate_policies(eng, st))
     if eng.criteria and not any(s.category is StopCategory.VALIDATION for s in signals):
-        met = criteria_met_early(eng, st)
-        if met is not None:
-            signals.append(met)
+        signals.extend(criteria_met_early(eng, st))
     if signals:
         stopped = stop_or_continue(eng, st, signals)
         if stopped is not None:
