@@ -38,7 +38,6 @@ from engine.stop_categories import ErrorCategory as ErrorCategory  # re-exported
 from engine.stop_categories import InvariantClass as InvariantClass
 from engine.stop_categories import StopCategory as StopCategory
 
-
 _PLAIN = (str, int, float, dict, list, tuple)
 
 
