@@ -21,6 +21,7 @@ import networkx as nx
 from sqlalchemy import Connection, Engine, delete, func, insert, inspect, select, text, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
+from audit import ledger as ledger_log
 from audit.chain import (
     GENESIS,
     KEYED,
@@ -29,6 +30,22 @@ from audit.chain import (
     VerifyReport,
     hasher,
     verify_chain,
+)
+from audit.crosscheck import (
+    TERMINAL,
+    check_checkpoint,
+    check_gates,
+    check_outcome,
+    checkpoint_digest,
+)
+from audit.ledger import (
+    KEY_FINGERPRINT,
+    LEDGER_HEAD,
+    LEDGER_ID,
+    LEDGER_SINCE,
+    key_fingerprint,
+    parse_anchor,
+    verify_ledger,
 )
 from audit.lineage import lineage_graph
 from audit.queries import (
@@ -47,6 +64,7 @@ from audit.tables import (
     audit_events,
     checkpoints,
     gates,
+    ledger,
     meta,
     runs,
 )
@@ -108,6 +126,7 @@ class SqlRunStore:
         self._pg = self._engine.dialect.name == "postgresql"
         self._insert_sql: str | None = None
         self._positions: tuple[int, ...] | None = None
+        self._fingerprint: str | None = None
 
     # -- plumbing ----------------------------------------------------------------
     @contextmanager
@@ -166,6 +185,8 @@ class SqlRunStore:
             version = conn.execute(
                 select(meta.c.value).where(meta.c.key == "schema_version")
             ).scalar()
+            if version == "1":
+                version = self._upgrade_from_1(conn, existing)
             if version is not None and version != str(SCHEMA_VERSION):
                 raise SchemaVersionError(
                     f"audit store {self.shown} has schema version {version}; "
@@ -189,6 +210,48 @@ class SqlRunStore:
                 table.create(conn)
         if version is None:
             conn.execute(insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+            conn.execute(insert(meta).values(key=LEDGER_HEAD, value=f"0:{GENESIS}"))
+
+    def _upgrade_from_1(self, conn: Connection, existing: set[str]) -> str:
+        """Version 1 had no ledger: add it; runs recorded before are not checked against it."""
+        if ledger.name not in existing:
+            ledger.create(conn)
+            existing.add(ledger.name)
+        conn.execute(insert(meta).values(key=LEDGER_HEAD, value=f"0:{GENESIS}"))
+        conn.execute(insert(meta).values(key=LEDGER_SINCE, value="1"))
+        conn.execute(
+            update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION))
+        )
+        return str(SCHEMA_VERSION)
+
+    def check_key(self) -> None:
+        """Record the key's fingerprint in a store that has none; note a wrong or
+        missing key (``verify`` then says so; a wrong key refuses to write)."""
+        with self._tx(write=False) as conn:
+            stored = conn.execute(
+                select(meta.c.value).where(meta.c.key == KEY_FINGERPRINT)
+            ).scalar()
+        self._fingerprint = stored
+        if self._key is None or stored is not None:
+            return
+        mine = key_fingerprint(self._key)
+        try:
+            with self._tx() as conn:
+                conn.execute(insert(meta).values(key=KEY_FINGERPRINT, value=mine))
+            self._fingerprint = mine
+        except StoreError:
+            pass  # a read-only copy, or a racing writer recorded it first
+
+    def _key_problem(self) -> str | None:
+        """``wrong key`` / ``key required`` when the verifier's key does not fit the store."""
+        stored = self._fingerprint
+        if stored is None:
+            return None
+        if self._key is None:
+            return "key required"
+        if key_fingerprint(self._key) != stored:
+            return "wrong key"
+        return None
 
     # -- the write path --------------------------------------------------------------
     def _rows(
@@ -265,6 +328,7 @@ class SqlRunStore:
         conn.execute(
             update(runs).where(runs.c.run_id == run_id).values(head_hash=head, last_seq=seq)
         )
+        ledger_log.append(conn, self._hash, run_id, seq, head)
 
     def _outcome_values(self, outcome: RunOutcome) -> dict[str, Any]:
         reason = outcome.stop_reason
@@ -288,14 +352,27 @@ class SqlRunStore:
             "duration_ms": outcome.duration_ms,
         }
 
-    def _put_checkpoint(self, conn: Connection, run_id: str, data: dict[str, Any] | None) -> None:
+    def _checkpoint_text(self, run_id: str, data: dict[str, Any] | None) -> str | None:
+        if data is None:
+            return None
+        try:
+            text: str = _json_compact(data)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"checkpoint of run {run_id} is not JSON: {exc}") from exc
+        return text
+
+    def _put_checkpoint(
+        self,
+        conn: Connection,
+        run_id: str,
+        data: dict[str, Any] | None,
+        blob: str | None = None,
+    ) -> None:
         conn.execute(delete(checkpoints).where(checkpoints.c.run_id == run_id))
         if data is None:
             return
-        try:
-            blob = _json_compact(data)
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"checkpoint of run {run_id} is not JSON: {exc}") from exc
+        if blob is None:
+            blob = self._checkpoint_text(run_id, data)
         conn.execute(
             insert(checkpoints).values(
                 run_id=run_id, cycle=int(data.get("cycle", 0)), created_at=time.time(), data=blob
@@ -308,6 +385,11 @@ class SqlRunStore:
 
         Raises ``StoreError`` when the run id exists already or the database fails.
         """
+        if self._key is not None and self._fingerprint not in (None, key_fingerprint(self._key)):
+            raise StoreError(
+                f"audit store {self.shown}: wrong key (CONVERGE_AUDIT_KEY is not the key "
+                "this store was written with)"
+            )
         rows, head, seq = self._rows(header.run_id, events, GENESIS, 0)
         pid, host = this_writer()
         try:
@@ -336,6 +418,7 @@ class SqlRunStore:
                 )
                 if rows:
                     self._insert_events(conn, rows)
+                ledger_log.append(conn, self._hash, header.run_id, seq, head)
         except StoreError as exc:
             if isinstance(exc.__cause__, IntegrityError):
                 raise StoreError(
@@ -357,13 +440,19 @@ class SqlRunStore:
         outcome: RunOutcome,
         checkpoint: dict[str, Any] | None = None,
     ) -> None:
-        """Write the last events and the outcome; keep ``checkpoint`` (or drop a stale one)."""
+        """Write the last events and the outcome; keep ``checkpoint`` (or drop a stale one).
+
+        The checkpoint's sha256 is chained with the terminal ``run_stopped`` event,
+        so that a resume can check what it loads (DESIGN.md §7).
+        """
+        blob = self._checkpoint_text(run_id, checkpoint)
+        events = _with_digest(events, blob)
         with self._tx() as conn:
             self._append(conn, run_id, events)
             conn.execute(
                 update(runs).where(runs.c.run_id == run_id).values(**self._outcome_values(outcome))
             )
-            self._put_checkpoint(conn, run_id, checkpoint)
+            self._put_checkpoint(conn, run_id, checkpoint, blob)
 
     def pause_run(
         self,
@@ -374,6 +463,8 @@ class SqlRunStore:
         checkpoint: dict[str, Any],
     ) -> None:
         """Write the events, the pending gate and the checkpoint; status ``paused``."""
+        blob = self._checkpoint_text(run_id, checkpoint)
+        events = _with_digest(events, blob)
         with self._tx() as conn:
             self._append(conn, run_id, events)
             conn.execute(
@@ -396,7 +487,7 @@ class SqlRunStore:
                     extra=_json_compact(gate.extra),
                 )
             )
-            self._put_checkpoint(conn, run_id, checkpoint)
+            self._put_checkpoint(conn, run_id, checkpoint, blob)
             conn.execute(
                 update(runs).where(runs.c.run_id == run_id).values(**self._outcome_values(outcome))
             )
@@ -427,6 +518,22 @@ class SqlRunStore:
                 )
             )
             row = conn.execute(select(gates).where(gates.c.gate_id == gate_id)).one_or_none()
+            if done.rowcount == 1 and row is not None:
+                # the decision enters the run's chain in the compare-and-set's transaction
+                decided = AuditEvent(
+                    "gate_decided",
+                    row.cycle,
+                    {
+                        "gate_id": gate_id,
+                        "approved": decision.approved,
+                        "status": status,
+                        "by": decision.by,
+                        "reason": decision.reason,
+                        "decided_at": now,
+                    },
+                    now,
+                )
+                self._append(conn, row.run_id, [decided])
         if row is None:
             raise GateNotFound(f"no gate {gate_id!r} in audit store {self.shown}")
         rec = _gate_record(row._mapping)
@@ -476,12 +583,24 @@ class SqlRunStore:
             blob = conn.execute(
                 select(checkpoints.c.data).where(checkpoints.c.run_id == run_id)
             ).scalar()
+            chained = conn.execute(
+                select(audit_events.c.payload)
+                .where(audit_events.c.run_id == run_id, audit_events.c.kind.in_(TERMINAL))
+                .order_by(audit_events.c.seq.desc())
+                .limit(1)
+            ).scalar()
         if blob is None:
             raise ResumeError(f"run {run_id} has no checkpoint in audit store {self.shown}")
         try:
             data = json.loads(blob)
         except ValueError as exc:
             raise ResumeError(f"checkpoint of run {run_id} is not valid JSON: {exc}") from exc
+        digest = None if chained is None else json.loads(chained).get("checkpoint_sha256")
+        if digest != checkpoint_digest(blob):
+            raise ResumeError(
+                f"checkpoint of run {run_id} differs from the one its chain recorded: "
+                "refusing to resume from it (run `converge verify`)"
+            )
         if not isinstance(data, dict):
             raise ResumeError(f"checkpoint of run {run_id} is not a JSON object")
         return data
@@ -596,17 +715,16 @@ class SqlRunStore:
 
     # -- verify ------------------------------------------------------------------------
     def verify(self, run_id: str) -> VerifyReport:
-        """Recompute the run's chain; the report names the first bad ``seq`` and why.
+        """Recompute the run's chain and check against it what queries and resumes
+        read: the ``runs`` row's outcome, its gates, its checkpoint and its latest
+        ledger entry. The report names the first bad ``seq`` and why (a key that
+        does not fit the store: ``wrong key`` / ``key required``).
 
         Raises ``RunNotFound`` when no ``runs`` row exists.
         """
         with self._tx(write=False) as conn:
-            head = conn.execute(
-                select(runs.c.head_hash, runs.c.last_seq, runs.c.chain).where(
-                    runs.c.run_id == run_id
-                )
-            ).one_or_none()
-            if head is None:
+            run = conn.execute(select(runs).where(runs.c.run_id == run_id)).one_or_none()
+            if run is None:
                 raise RunNotFound(f"no run {run_id!r} in audit store {self.shown}")
             rows = [
                 ChainRow(r[0], r[1], r[2], r[3], r[4], r[5])
@@ -623,12 +741,40 @@ class SqlRunStore:
                     .order_by(audit_events.c.seq)
                 )
             ]
-        return verify_chain(
-            run_id, rows, head_hash=head[0], last_seq=head[1], chain=head[2], key=self._key
+            gate_rows = conn.execute(select(gates).where(gates.c.run_id == run_id)).all()
+            blob = conn.execute(
+                select(checkpoints.c.data).where(checkpoints.c.run_id == run_id)
+            ).scalar()
+            in_ledger = ledger_log.check_run(conn, self._hash, run_id, run.last_seq, run.head_hash)
+        problem = self._key_problem()
+        if problem is not None:
+            return VerifyReport(run_id, False, len(rows), 1, problem)
+        if self._fingerprint is not None and run.chain != KEYED:
+            return VerifyReport(run_id, False, len(rows), 1, "chain not keyed")
+        report = verify_chain(
+            run_id,
+            rows,
+            head_hash=run.head_hash,
+            last_seq=run.last_seq,
+            chain=run.chain,
+            key=self._key,
         )
+        if not report.ok:
+            return report
+        for found in (
+            check_outcome(run, rows),
+            check_gates(gate_rows, rows),
+            check_checkpoint(blob, rows),
+            None if in_ledger is None else (run.last_seq or 1, in_ledger),
+        ):
+            if found is not None:
+                return VerifyReport(run_id, False, len(rows), found[0], found[1])
+        return report
 
     def verify_all(self) -> list[VerifyReport]:
-        """Verify every run (oldest first); events of no known run count as inserted rows."""
+        """Verify every run (oldest first) and the ledger: a run the ledger names but
+        the store lost is reported ``run deleted``; events of no known run count as
+        inserted rows; a broken ledger adds a report for ``(ledger)``."""
         with self._tx(write=False) as conn:
             ids = list(conn.execute(select(runs.c.run_id).order_by(runs.c.started_at)).scalars())
             orphans = conn.execute(
@@ -636,9 +782,54 @@ class SqlRunStore:
                 .where(audit_events.c.run_id.not_in(select(runs.c.run_id)))
                 .group_by(audit_events.c.run_id)
             ).all()
+            state = verify_ledger(conn, self._hash)
         reports = [self.verify(run_id) for run_id in ids]
         reports.extend(VerifyReport(r[0], False, r[2], r[1], "row inserted") for r in orphans)
+        known = set(ids)
+        reports.extend(
+            VerifyReport(run_id, False, 0, last_seq or 1, "run deleted (named by the ledger)")
+            for run_id, (last_seq, _head) in state.latest.items()
+            if run_id not in known
+        )
+        if not state.report.ok:
+            reports.append(state.report)
         return reports
+
+    def anchor(self) -> str:
+        """The ledger head, ``seq:hash`` (HMAC-signed when the store is keyed): keep it
+        outside the database; ``verify_anchor`` proves nothing before it changed."""
+        with self._tx(write=False) as conn:
+            seq, digest = ledger_log.read_head(conn)
+        return f"{seq}:{digest}"
+
+    def verify_anchor(self, anchor: str) -> list[VerifyReport]:
+        """:meth:`verify_all`, plus: the ledger still holds ``anchor``'s entry and its
+        history. Catches a store cut back consistently (runs and ledger truncated or
+        deleted together), which no chain inside the database can show.
+
+        Raises ``ValueError`` for text that is not an anchor.
+        """
+        seq, digest = parse_anchor(anchor)
+        reports = self.verify_all()
+        with self._tx(write=False) as conn:
+            state = verify_ledger(conn, self._hash)
+        if state.hashes.get(seq) != digest:
+            why = (
+                "ledger cut short before the anchor"
+                if seq > len(state.hashes)
+                else ("ledger rewritten before the anchor")
+            )
+            reports.append(VerifyReport(LEDGER_ID, False, len(state.hashes), seq, why))
+        return reports
+
+
+def _with_digest(events: Sequence[AuditEvent], blob: str | None) -> Sequence[AuditEvent]:
+    """``events`` with the checkpoint's sha256 on the terminal event (the last one)."""
+    if blob is None or not events or events[-1].kind not in TERMINAL:
+        return events
+    last = events[-1]
+    payload = {**last.payload, "checkpoint_sha256": checkpoint_digest(blob)}
+    return [*events[:-1], AuditEvent(last.kind, last.cycle, payload, last.ts)]
 
 
 def _gate_record(m: Any) -> GateRecord:
@@ -675,6 +866,7 @@ def open_store(url: str | None = None, *, key: bytes | str | None = None) -> Sql
     store = SqlRunStore(resolved, key=_key_bytes(key))
     try:
         store.ensure_schema()
+        store.check_key()
     except BaseException:
         store.close()
         raise

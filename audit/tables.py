@@ -2,9 +2,11 @@
 
 ``runs`` (one row per run: header, status, stop reason, chain head), ``audit_events``
 (the hash-chained trail, primary key ``(run_id, seq)``), ``gates`` (HITL gates and
-their decisions), ``checkpoints`` (the latest checkpoint of each run, one JSON text)
-and ``converge_meta`` (the schema version). JSON values are stored as canonical JSON
-text, never as a database JSON type, so that the bytes hashed are the bytes stored.
+their decisions), ``checkpoints`` (the latest checkpoint of each run, one JSON text),
+``ledger`` (the head of every run's chain at each commit, chained store-wide)
+and ``converge_meta`` (the schema version, the ledger head, the key fingerprint).
+JSON values are stored as canonical JSON text, never as a database JSON type, so
+that the bytes hashed are the bytes stored.
 Times are unix seconds (double precision).
 """
 
@@ -13,8 +15,9 @@ from __future__ import annotations
 from sqlalchemy import Column, Double, Index, Table, Text
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 1
-"""The version of these tables; a database with another version is refused."""
+SCHEMA_VERSION = 2
+"""The version of these tables; a database with another version is refused
+(version 1, before the ledger, is upgraded in place)."""
 
 
 class RunTable(SQLModel, table=True):
@@ -107,6 +110,25 @@ class CheckpointTable(SQLModel, table=True):
     data: str = Field(sa_column=Column(Text, nullable=False))
 
 
+class LedgerTable(SQLModel, table=True):
+    """The store-wide ledger: the head of a run's chain at each commit, itself chained.
+
+    ``hash(n) = H(hash(n-1) ‖ canonical JSON of {head, last_seq, run_id, seq})``
+    (HMAC with the store's key), so a run cut short, rewritten or deleted no longer
+    matches its latest entry, and ``converge anchor`` can print one head that
+    proves everything before it (Crosby-Wallach's history tree, kept linear).
+    """
+
+    __tablename__ = "ledger"
+    __table_args__ = (Index("ix_ledger_run_seq", "run_id", "seq"),)
+
+    seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    run_id: str = Field(max_length=200)
+    last_seq: int
+    head: str = Field(max_length=64)
+    hash: str = Field(max_length=64)
+
+
 class MetaTable(SQLModel, table=True):
     """Key/value facts about the database itself (``schema_version``)."""
 
@@ -127,6 +149,7 @@ audit_events: Table = _table(AuditEventTable)
 gates: Table = _table(GateTable)
 checkpoints: Table = _table(CheckpointTable)
 meta: Table = _table(MetaTable)
+ledger: Table = _table(LedgerTable)
 
-TABLES: tuple[Table, ...] = (runs, audit_events, gates, checkpoints, meta)
+TABLES: tuple[Table, ...] = (runs, audit_events, gates, checkpoints, meta, ledger)
 """Every table of the store, in creation order."""

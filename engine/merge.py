@@ -227,19 +227,7 @@ def apply_decision(eng: EngineSettings, st: RunState) -> None:
     rec = pg.record
     st.pending_gate = None
     if eng.store is not None:
-        st.events.append(
-            AuditEvent(
-                "gate_decided",
-                st.cycle,
-                {
-                    "gate_id": rec.gate_id,
-                    "approved": decision.approved,
-                    "by": decision.by,
-                    "reason": decision.reason,
-                },
-                time.time(),
-            )
-        )
+        # the store chained gate_decided when it recorded the decision (compare-and-set)
         st.events.append(AuditEvent("run_resumed", st.cycle, {"gate_id": rec.gate_id}, time.time()))
     if decision.approved:
         st.approved_once = (pg.effect_index, pg.proposal_index)

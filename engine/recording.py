@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from engine.accounting import run_result
 from engine.errors import StoreError
@@ -51,20 +52,18 @@ def record_stop(
     reason = result.stop_reason
     for s in ordered:
         st.events.append(AuditEvent("stop_signal", st.cycle, stop_reason_to_dict(s), time.time()))
+    outcome = run_outcome(st, "stopped", reason, result)
     st.events.append(
         AuditEvent(
             "run_stopped",
             st.cycle,
             {
-                "kind": reason.kind_code(),
-                "category": reason.category.value,
-                "reason": stop_reason_to_dict(reason),
+                **outcome_payload(outcome),
                 "budget_status": result.budget_status.model_dump(mode="json"),
             },
             time.time(),
         )
     )
-    outcome = run_outcome(st, "stopped", reason, result)
     checkpoint = st.to_checkpoint(eng.suggestor_names) if reason.is_resumable() else None
     events = take_events(st)
     try:
@@ -95,8 +94,8 @@ def record_pause(
             time.time(),
         )
     )
-    st.events.append(AuditEvent("run_paused", st.cycle, stop_reason_to_dict(reason), time.time()))
     outcome = run_outcome(st, "paused", reason, result)
+    st.events.append(AuditEvent("run_paused", st.cycle, outcome_payload(outcome), time.time()))
     checkpoint = st.to_checkpoint(eng.suggestor_names)
     events = take_events(st)
     try:
@@ -125,6 +124,23 @@ def run_outcome(st: RunState, status: str, reason: StopReason, result: RunResult
         duration_ms=result.duration_ms,
         ended_at=time.time(),
     )
+
+
+def outcome_payload(outcome: RunOutcome) -> dict[str, Any]:
+    """What a ``run_stopped`` / ``run_paused`` event chains of the run's outcome: the
+    stop (kind, category, reason), cycles, facts count, facts root and usage — the
+    columns a store's ``runs`` row holds, so that ``verify`` can check them."""
+    reason = outcome.stop_reason
+    u = outcome.usage
+    return {
+        "kind": reason.kind_code(),
+        "category": reason.category.value,
+        "reason": stop_reason_to_dict(reason),
+        "cycles": outcome.cycles,
+        "facts_count": outcome.facts_count,
+        "facts_root": outcome.facts_root,
+        "usage": [u.input_tokens, u.output_tokens, u.cost_usd],
+    }
 
 
 def take_events(st: RunState) -> list[AuditEvent]:

@@ -146,7 +146,7 @@ def load_paused_from_store(
     status = "approved" if decision.approved else "rejected"
     store.decide_gate(gate_id, decision, status)
     store.claim_resume(gate.run_id)
-    # gate_decided and run_resumed are recorded by the engine when it applies the decision
+    # decide_gate chained gate_decided; the engine records run_resumed when it applies it
     return st
 
 
@@ -209,9 +209,9 @@ def _load_replayed(store: Any, st: RunState) -> None:
     if events is None:
         return
     known = {f.id for f in st.context}
-    for ev in events(st.run_id, kinds=("fact_promoted", "gate_decided")):
+    for ev in events(st.run_id, kinds=("fact_promoted", "run_resumed")):
         if ev.kind == "fact_promoted":
             if ev.payload["id"] not in known:
                 st.replayed[ev.payload["id"]] = ev.payload
-        else:
+        elif "gate_id" in ev.payload:
             st.replayed_gates.add(ev.payload["gate_id"])

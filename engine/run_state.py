@@ -228,7 +228,7 @@ def drop_replayed(st: RunState, events: list[AuditEvent]) -> list[AuditEvent]:
     """``events`` without those a crashed process recorded already (crash recovery).
 
     A ``fact_promoted`` whose fact (id and content) is in ``st.replayed`` and a
-    ``gate_decided`` / gate ``run_resumed`` of a gate in ``st.replayed_gates`` are
+    gate ``run_resumed`` of a gate in ``st.replayed_gates`` are
     dropped once each; a replayed fact that differs (a nondeterministic suggestor)
     is kept, so the trail shows both.
     """
@@ -241,10 +241,11 @@ def drop_replayed(st: RunState, events: list[AuditEvent]) -> list[AuditEvent]:
                 del st.replayed[ev.payload["id"]]
                 continue
         elif (
-            kind == "gate_decided" or (kind == "run_resumed" and "gate_id" in ev.payload)
-        ) and ev.payload.get("gate_id") in st.replayed_gates:
-            if kind == "run_resumed":
-                st.replayed_gates.discard(ev.payload["gate_id"])
+            kind == "run_resumed"
+            and "gate_id" in ev.payload
+            and ev.payload["gate_id"] in st.replayed_gates
+        ):
+            st.replayed_gates.discard(ev.payload["gate_id"])
             continue
         kept.append(ev)
     return kept
