@@ -295,3 +295,27 @@ def test_an_anchor_of_an_intact_store_verifies(recorded: Recorded) -> None:
     assert all(r.ok for r in recorded.store.verify_anchor(anchor))
     with pytest.raises(ValueError, match="not a ledger anchor"):
         recorded.store.verify_anchor("12:nothex")
+
+
+def test_converge_anchor_and_verify_anchor_on_the_command_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from converge.cli import app
+
+    db = str(tmp_path / "cli.db")
+    rec = _record(db, None)
+    runner = CliRunner()
+    head = runner.invoke(app, ["anchor", "--db", db]).output.strip()
+    assert runner.invoke(app, ["verify", "--anchor", head, "--db", db]).exit_code == 0
+
+    def delete(conn: Connection) -> None:
+        for table in ("audit_events", "gates", "checkpoints", "runs"):
+            conn.execute(text(f"DELETE FROM {table} WHERE run_id = 'bystander'"))
+        _rechain_ledger_plain(conn, drop_run="bystander")
+
+    _sql(rec, delete)
+    assert runner.invoke(app, ["verify", "--all", "--db", db]).exit_code == 0
+    checked = runner.invoke(app, ["verify", "--anchor", head, "--db", db])
+    assert checked.exit_code == 1 and "ledger" in checked.output
+    bad = runner.invoke(app, ["verify", "--anchor", "nonsense", "--db", db])
+    assert bad.exit_code == 2 and "not a ledger anchor" in bad.output
