@@ -19,6 +19,9 @@ from audit.chain import ChainRow
 TERMINAL = ("run_stopped", "run_paused")
 """The events that carry a run's outcome (and the digest of its checkpoint)."""
 
+CHECKPOINTED = (*TERMINAL, "checkpoint_saved")
+"""The events that carry the digest of the checkpoint written with them."""
+
 Problem = tuple[int, str] | None
 """(seq, reason) of the first disagreement, or None."""
 
@@ -28,10 +31,12 @@ def checkpoint_digest(blob: str) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def last_terminal(rows: Sequence[ChainRow]) -> tuple[int, dict[str, Any]] | None:
-    """(seq, payload) of the run's last ``run_stopped`` / ``run_paused`` event."""
+def last_terminal(
+    rows: Sequence[ChainRow], kinds: tuple[str, ...] = TERMINAL
+) -> tuple[int, dict[str, Any]] | None:
+    """(seq, payload) of the run's last event of ``kinds`` (stop or pause)."""
     for row in reversed(rows):
-        if row.kind in TERMINAL:
+        if row.kind in kinds:
             payload: dict[str, Any] = json.loads(row.payload)
             return row.seq, payload
     return None
@@ -39,6 +44,10 @@ def last_terminal(rows: Sequence[ChainRow]) -> tuple[int, dict[str, Any]] | None
 
 def check_outcome(run: Any, rows: Sequence[ChainRow]) -> Problem:
     """The ``runs`` row's outcome columns against the last terminal event."""
+    cycles, facts = proven_counts(rows)
+    if (run.cycles, run.facts_count) != (cycles, facts):
+        column = "cycles" if run.cycles != cycles else "facts_count"
+        return run.last_seq or 1, f"runs row differs from the chain ({column})"
     terminal = last_terminal(rows)
     if terminal is None:
         if run.stop_kind is not None or run.reason is not None:
@@ -51,16 +60,12 @@ def check_outcome(run: Any, rows: Sequence[ChainRow]) -> Problem:
         "stop_kind": p.get("kind"),
         "category": p.get("category"),
         "reason": p.get("reason"),
-        "cycles": p.get("cycles"),
-        "facts_count": p.get("facts_count"),
         "facts_root": p.get("facts_root"),
     }
     stored = {
         "stop_kind": run.stop_kind,
         "category": run.category,
         "reason": None if run.reason is None else json.loads(run.reason),
-        "cycles": run.cycles,
-        "facts_count": run.facts_count,
         "facts_root": run.facts_root,
     }
     for column, value in recorded.items():
@@ -69,11 +74,25 @@ def check_outcome(run: Any, rows: Sequence[ChainRow]) -> Problem:
     return None
 
 
+def proven_counts(rows: Sequence[ChainRow]) -> tuple[int, int]:
+    """(cycles, facts) that the chained events prove: the highest cycle, and the
+    initial facts plus every ``fact_promoted``."""
+    cycles = facts = 0
+    for row in rows:
+        cycles = max(cycles, row.cycle)
+        if row.kind == "fact_promoted":
+            facts += 1
+        elif row.kind == "run_started":
+            facts += len(json.loads(row.payload).get("initial_facts", ()))
+    return cycles, facts
+
+
 def check_checkpoint(blob: str | None, rows: Sequence[ChainRow]) -> Problem:
-    """The stored checkpoint against the digest chained with the stop or pause."""
+    """The stored checkpoint against the digest chained with the stop, pause or
+    periodic save that wrote it."""
     if blob is None:
         return None
-    terminal = last_terminal(rows)
+    terminal = last_terminal(rows, CHECKPOINTED)
     if terminal is None or "checkpoint_sha256" not in terminal[1]:
         return (terminal[0] if terminal else 1), "checkpoint not recorded in the chain"
     seq, p = terminal

@@ -32,6 +32,7 @@ from audit.chain import (
     verify_chain,
 )
 from audit.crosscheck import (
+    CHECKPOINTED,
     TERMINAL,
     check_checkpoint,
     check_gates,
@@ -59,9 +60,11 @@ from audit.queries import (
     writer_alive,
 )
 from audit.tables import (
+    CHECKPOINT_PART_CHARS,
     SCHEMA_VERSION,
     TABLES,
     audit_events,
+    checkpoint_parts,
     checkpoints,
     gates,
     ledger,
@@ -214,9 +217,10 @@ class SqlRunStore:
 
     def _upgrade_from_1(self, conn: Connection, existing: set[str]) -> str:
         """Version 1 had no ledger: add it; runs recorded before are not checked against it."""
-        if ledger.name not in existing:
-            ledger.create(conn)
-            existing.add(ledger.name)
+        for table in (ledger, checkpoint_parts):
+            if table.name not in existing:
+                table.create(conn)
+                existing.add(table.name)
         conn.execute(insert(meta).values(key=LEDGER_HEAD, value=f"0:{GENESIS}"))
         conn.execute(insert(meta).values(key=LEDGER_SINCE, value="1"))
         conn.execute(
@@ -309,24 +313,30 @@ class SqlRunStore:
             params = [tuple(r[i] for i in pos) for r in rows]
         conn.exec_driver_sql(sql, params)
 
-    def _lock_run(self, conn: Connection, run_id: str) -> tuple[str, int, str]:
+    def _lock_run(self, conn: Connection, run_id: str) -> tuple[str, int, int, int]:
         row = conn.execute(
-            select(runs.c.head_hash, runs.c.last_seq, runs.c.status)
+            select(runs.c.head_hash, runs.c.last_seq, runs.c.cycles, runs.c.facts_count)
             .where(runs.c.run_id == run_id)
             .with_for_update()
         ).one_or_none()
         if row is None:
             raise RunNotFound(f"no run {run_id!r} in audit store {self.shown}")
-        return row[0], row[1], row[2]
+        return row[0], row[1], row[2], row[3]
 
     def _append(self, conn: Connection, run_id: str, events: Sequence[AuditEvent]) -> None:
-        head, seq, _status = self._lock_run(conn, run_id)
+        head, seq, cycles, facts = self._lock_run(conn, run_id)
         if not events:
             return
         rows, head, seq = self._rows(run_id, events, head, seq)
         self._insert_events(conn, rows)
+        # what the committed events prove, so that a crashed run's row tells the truth
+        for ev in events:
+            facts += ev.kind == "fact_promoted"
+            cycles = max(cycles, ev.cycle)
         conn.execute(
-            update(runs).where(runs.c.run_id == run_id).values(head_hash=head, last_seq=seq)
+            update(runs)
+            .where(runs.c.run_id == run_id)
+            .values(head_hash=head, last_seq=seq, cycles=cycles, facts_count=facts)
         )
         ledger_log.append(conn, self._hash, run_id, seq, head)
 
@@ -369,15 +379,40 @@ class SqlRunStore:
         blob: str | None = None,
     ) -> None:
         conn.execute(delete(checkpoints).where(checkpoints.c.run_id == run_id))
+        conn.execute(delete(checkpoint_parts).where(checkpoint_parts.c.run_id == run_id))
         if data is None:
             return
         if blob is None:
             blob = self._checkpoint_text(run_id, data)
+        assert blob is not None
+        size = CHECKPOINT_PART_CHARS
         conn.execute(
             insert(checkpoints).values(
-                run_id=run_id, cycle=int(data.get("cycle", 0)), created_at=time.time(), data=blob
+                run_id=run_id,
+                cycle=int(data.get("cycle", 0)),
+                created_at=time.time(),
+                data=blob[:size],
             )
         )
+        rest = [
+            {"run_id": run_id, "part": i // size, "data": blob[i : i + size]}
+            for i in range(size, len(blob), size)
+        ]
+        if rest:
+            conn.execute(insert(checkpoint_parts), rest)
+
+    def _read_checkpoint(self, conn: Connection, run_id: str) -> str | None:
+        first = conn.execute(
+            select(checkpoints.c.data).where(checkpoints.c.run_id == run_id)
+        ).scalar()
+        if first is None:
+            return None
+        rest = conn.execute(
+            select(checkpoint_parts.c.data)
+            .where(checkpoint_parts.c.run_id == run_id)
+            .order_by(checkpoint_parts.c.part)
+        ).scalars()
+        return "".join([first, *rest])
 
     # -- RunStore --------------------------------------------------------------------
     def start_run(self, header: RunHeader, events: Sequence[AuditEvent]) -> None:
@@ -409,7 +444,7 @@ class SqlRunStore:
                         hostname=host,
                         started_at=header.started_at,
                         cycles=0,
-                        facts_count=0,
+                        facts_count=_initial_facts(events),
                         chain=self._chain,
                         head_hash=head,
                         last_seq=seq,
@@ -452,6 +487,23 @@ class SqlRunStore:
             conn.execute(
                 update(runs).where(runs.c.run_id == run_id).values(**self._outcome_values(outcome))
             )
+            self._put_checkpoint(conn, run_id, checkpoint, blob)
+
+    def save_checkpoint(
+        self, run_id: str, events: Sequence[AuditEvent], checkpoint: dict[str, Any]
+    ) -> None:
+        """Append a cycle's events and a periodic checkpoint of a running run, in one
+        transaction; its sha256 is chained by a ``checkpoint_saved`` event."""
+        blob = self._checkpoint_text(run_id, checkpoint)
+        assert blob is not None
+        saved = AuditEvent(
+            "checkpoint_saved",
+            int(checkpoint.get("cycle", 0)),
+            {"cycle": checkpoint.get("cycle", 0), "checkpoint_sha256": checkpoint_digest(blob)},
+            time.time(),
+        )
+        with self._tx() as conn:
+            self._append(conn, run_id, [*events, saved])
             self._put_checkpoint(conn, run_id, checkpoint, blob)
 
     def pause_run(
@@ -580,12 +632,10 @@ class SqlRunStore:
     def load_checkpoint(self, run_id: str) -> dict[str, Any]:
         """The latest checkpoint of the run; ``ResumeError`` when missing or corrupted."""
         with self._tx(write=False) as conn:
-            blob = conn.execute(
-                select(checkpoints.c.data).where(checkpoints.c.run_id == run_id)
-            ).scalar()
+            blob = self._read_checkpoint(conn, run_id)
             chained = conn.execute(
                 select(audit_events.c.payload)
-                .where(audit_events.c.run_id == run_id, audit_events.c.kind.in_(TERMINAL))
+                .where(audit_events.c.run_id == run_id, audit_events.c.kind.in_(CHECKPOINTED))
                 .order_by(audit_events.c.seq.desc())
                 .limit(1)
             ).scalar()
@@ -742,9 +792,7 @@ class SqlRunStore:
                 )
             ]
             gate_rows = conn.execute(select(gates).where(gates.c.run_id == run_id)).all()
-            blob = conn.execute(
-                select(checkpoints.c.data).where(checkpoints.c.run_id == run_id)
-            ).scalar()
+            blob = self._read_checkpoint(conn, run_id)
             in_ledger = ledger_log.check_run(conn, self._hash, run_id, run.last_seq, run.head_hash)
         problem = self._key_problem()
         if problem is not None:
@@ -821,6 +869,13 @@ class SqlRunStore:
             )
             reports.append(VerifyReport(LEDGER_ID, False, len(state.hashes), seq, why))
         return reports
+
+
+def _initial_facts(events: Sequence[AuditEvent]) -> int:
+    for ev in events:
+        if ev.kind == "run_started":
+            return len(ev.payload.get("initial_facts", ()))
+    return 0
 
 
 def _with_digest(events: Sequence[AuditEvent], blob: str | None) -> Sequence[AuditEvent]:

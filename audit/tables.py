@@ -2,7 +2,8 @@
 
 ``runs`` (one row per run: header, status, stop reason, chain head), ``audit_events``
 (the hash-chained trail, primary key ``(run_id, seq)``), ``gates`` (HITL gates and
-their decisions), ``checkpoints`` (the latest checkpoint of each run, one JSON text),
+their decisions), ``checkpoints`` (the latest checkpoint of each run, one JSON text;
+``checkpoint_parts`` holds the rest of a large one),
 ``ledger`` (the head of every run's chain at each commit, chained store-wide)
 and ``converge_meta`` (the schema version, the ledger head, the key fingerprint).
 JSON values are stored as canonical JSON text, never as a database JSON type, so
@@ -110,6 +111,17 @@ class CheckpointTable(SQLModel, table=True):
     data: str = Field(sa_column=Column(Text, nullable=False))
 
 
+class CheckpointPartTable(SQLModel, table=True):
+    """The rest of a checkpoint too large for one value, in parts of at most
+    ``CHECKPOINT_PART_CHARS`` characters (``checkpoints.data`` holds part 0)."""
+
+    __tablename__ = "checkpoint_parts"
+
+    run_id: str = Field(primary_key=True, max_length=200)
+    part: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    data: str = Field(sa_column=Column(Text, nullable=False))
+
+
 class LedgerTable(SQLModel, table=True):
     """The store-wide ledger: the head of a run's chain at each commit, itself chained.
 
@@ -150,6 +162,10 @@ gates: Table = _table(GateTable)
 checkpoints: Table = _table(CheckpointTable)
 meta: Table = _table(MetaTable)
 ledger: Table = _table(LedgerTable)
+checkpoint_parts: Table = _table(CheckpointPartTable)
 
-TABLES: tuple[Table, ...] = (runs, audit_events, gates, checkpoints, meta, ledger)
+TABLES: tuple[Table, ...] = (runs, audit_events, gates, checkpoints, meta, ledger, checkpoint_parts)
+
+CHECKPOINT_PART_CHARS = 16 * 1024 * 1024
+"""Largest piece of a checkpoint stored in one value (SQLite refuses values over 1 GB)."""
 """Every table of the store, in creation order."""

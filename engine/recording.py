@@ -8,6 +8,7 @@ nothing is built. A failing store never crashes a run: the run stops with
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -69,8 +70,27 @@ def record_stop(
     try:
         eng.store.finish_run(st.run_id, events, outcome, checkpoint)
     except StoreError as exc:
-        return _storage_failed(eng, st, exc, tuple(ordered))
+        failed = _storage_failed(eng, st, exc, tuple(ordered))
+        _record_failed_stop(eng, st, failed)
+        return failed
     return result
+
+
+def _record_failed_stop(eng: EngineSettings, st: RunState, failed: RunResult) -> None:
+    """After a final write failed (a checkpoint too large, an event the store refused),
+    record at least the stop: the storage error, with no checkpoint and none of the
+    events that failed, so that the run is not left ``running``."""
+    assert eng.store is not None
+    outcome = run_outcome(st, "stopped", failed.stop_reason, failed)
+    event = AuditEvent(
+        "run_stopped",
+        st.cycle,
+        {**outcome_payload(outcome), "budget_status": failed.budget_status.model_dump(mode="json")},
+        time.time(),
+    )
+    # if the store is gone too, the result returned still says why
+    with contextlib.suppress(StoreError):
+        eng.store.finish_run(st.run_id, [event], outcome, None)
 
 
 def record_pause(
@@ -158,6 +178,19 @@ def flush(eng: EngineSettings, st: RunState) -> None:
     events = take_events(st)
     if events:
         store_call(eng, st, lambda s: s.append_events(st.run_id, events))
+
+
+def checkpoint(eng: EngineSettings, st: RunState) -> None:
+    """Write the cycle's events and a checkpoint of the run in flight, so that crash
+    recovery replays at most ``checkpoint_every`` cycles (stores without
+    ``save_checkpoint`` get the events only)."""
+    save = getattr(eng.store, "save_checkpoint", None)
+    if save is None:
+        flush(eng, st)
+        return
+    events = take_events(st)
+    data = st.to_checkpoint(eng.suggestor_names)
+    store_call(eng, st, lambda s: save(st.run_id, events, data))
 
 
 def store_call(eng: EngineSettings, st: RunState, fn: Callable[[RunStore], None]) -> None:

@@ -29,6 +29,7 @@ EVENT_KINDS = (
     "run_resumed",
     "stop_signal",
     "run_continued",
+    "checkpoint_saved",
     "run_stopped",
 )
 """Every audit event kind the engine emits (DESIGN.md §7, plus ``run_continued``)."""

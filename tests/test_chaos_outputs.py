@@ -5,6 +5,7 @@ run recorded as stopped and its chain intact (issue: reliability, item 2)."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -211,7 +212,7 @@ def test_fuzzed_suggestor_output_is_a_typed_stop_and_never_leaves_the_run_runnin
     output: Any, tmp_path: Path
 ) -> None:
     store = open_store(str(tmp_path / "fuzz.db"))
-    run_id = f"fuzz-{id(output)}"
+    run_id = f"fuzz-{uuid.uuid4().hex}"  # tmp_path is shared by the examples
     result = _engine(lambda: output, store).run(run_id=run_id)
     assert result.stop_reason is not None
     assert result.context.get("good")[0].content == "kept"
