@@ -55,6 +55,7 @@ class HitlSpec(BaseModel):
     timeout_s: float | None = Field(default=None, gt=0)
     on_timeout: Literal["approve", "reject"] = "reject"
     name: str | None = None
+    approvals_required: int = Field(default=1, ge=1, le=100)
 
 
 class SchemaSpec(BaseModel):
@@ -208,6 +209,7 @@ class Job:
                         timeout_s=h.timeout_s,
                         on_timeout=h.on_timeout,
                         name=h.name,
+                        approvals_required=h.approvals_required,
                     )
                 )
             elif g.schema_ is not None:
