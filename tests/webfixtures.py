@@ -1,7 +1,7 @@
 """Shared pieces of the inbox tests: a served app on a free port, jobs, tokens.
 
 ``served(store)`` runs ``converge.web.create_app(store)`` under uvicorn in a
-thread on a free 127.0.0.1 port and yields its base URL; it stops the server
+thread on a free 127.0.0.1 port (bound by the test) and yields its base URL; it stops the server
 afterwards. ``vendored_run(store)`` runs the dependency audit with one vendored
 component (examples/dependency_audit/vendored.yaml) until its HITL gate.
 """
@@ -34,34 +34,25 @@ initial: {seed: [1]}
 """
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @contextmanager
 def served(store: SqlRunStore) -> Iterator[str]:
     """Serve the inbox over ``store``; yield ``http://127.0.0.1:PORT``."""
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(store), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
-    )
+    # the socket listens before the server thread starts: clients queue in its
+    # backlog until uvicorn accepts, so there is nothing to wait for
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(create_app(store), log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
-        # bounded wait for the socket to listen (no sleep: uvicorn sets `started`)
-        for _ in range(2_000_000):
-            if server.started or not thread.is_alive():
-                break
-        assert server.started, "uvicorn did not start"
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
-        thread.join(timeout=10)
+        thread.join(timeout=30)
+        sock.close()
 
 
 def run_job(job: Job, store: SqlRunStore) -> RunResult:
