@@ -36,6 +36,9 @@ from engine import (
 )
 from gates.hitl import ApprovalPolicy
 
+Clock = Callable[[], float]
+"""Unix time in seconds (``time.time``); tests inject another to pass a deadline."""
+
 Execute = Callable[[Job, Callable[[Engine], RunResult]], RunResult]
 """How to build a job's engine and run one step of it (the CLI adds a progress bar)."""
 
@@ -119,9 +122,11 @@ def apply_expiry(
         return None
 
 
-def expire_due(store: SqlRunStore, execute: Execute | None = None) -> list[str]:
+def expire_due(
+    store: SqlRunStore, execute: Execute | None = None, clock: Clock = time.time
+) -> list[str]:
     """Apply every pending gate's deadline that passed; the ids of the gates expired now."""
-    now = time.time()
+    now = clock()
     done: list[str] = []
     for gate in store.gates(pending=True):
         if is_expired(gate, now):
@@ -131,10 +136,14 @@ def expire_due(store: SqlRunStore, execute: Execute | None = None) -> list[str]:
 
 
 def list_gates(
-    store: SqlRunStore, *, pending: bool = False, execute: Execute | None = None
+    store: SqlRunStore,
+    *,
+    pending: bool = False,
+    execute: Execute | None = None,
+    clock: Clock = time.time,
 ) -> list[GateRecord]:
     """Gates newest first, after applying the deadlines that passed (see :func:`expire_due`)."""
-    expire_due(store, execute)
+    expire_due(store, execute, clock)
     return store.gates(pending=pending)
 
 
@@ -144,6 +153,7 @@ def decide(
     decision: GateDecision,
     *,
     execute: Execute | None = None,
+    clock: Clock = time.time,
 ) -> DecisionReport:
     """Record ``decision`` on a gate and, when it decides the gate, resume the run.
 
@@ -156,7 +166,7 @@ def decide(
         raise ConvergeError("a decision needs the name of who decides (empty 'by')")
     run = execute or executor_for(store)
     gate = store.get_gate(gate_id)
-    if is_expired(gate):
+    if is_expired(gate, clock()):
         apply_expiry(store, gate, run)
         raise GateExpired(f"gate {gate_id} expired; decided by on_timeout={gate.on_timeout!r}")
     if gate.status != "pending":
@@ -167,7 +177,7 @@ def decide(
     final = decision
     if required > 1:
         try:
-            outcome = cast_vote(store, gate_id, decision, required)
+            outcome = cast_vote(store, gate_id, decision, required, now=clock())
         except GateExpired:
             apply_expiry(store, gate, run)
             raise

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -80,15 +81,19 @@ def _wants_html(request: Request) -> bool:
     return not request.url.path.startswith("/api/")
 
 
-def create_app(store: SqlRunStore, *, secret: bytes | None = None) -> FastAPI:
+def create_app(
+    store: SqlRunStore, *, secret: bytes | None = None, clock: Callable[[], float] = time.time
+) -> FastAPI:
     """The inbox over ``store``: pages, ``/api`` and ``/login``.
 
     ``secret`` keys the CSRF tokens of the forms (default: random per app, so a
-    restart invalidates open forms). Bodies over 64 KiB are refused with 413.
+    restart invalidates open forms); ``clock`` gives unix seconds for ages and
+    deadlines (tests inject one). Bodies over 64 KiB are refused with 413.
     """
     app = FastAPI(title="converge approval inbox", docs_url="/api/docs", redoc_url=None)
     app.state.store = store
     app.state.secret = secret or secrets.token_bytes(32)
+    app.state.clock = clock
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.filters["age"] = _age
     templates.env.filters["when"] = _when

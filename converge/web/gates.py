@@ -33,7 +33,7 @@ class DecisionIn(BaseModel):
 
 def _report(request: Request, report: DecisionReport) -> dict[str, Any]:
     store = store_of(request)
-    out = gate_dict(store, report.gate)
+    out = gate_dict(store, report.gate, clock=request.app.state.clock)
     run = store.run(report.gate.run_id)
     out["run"] = {"run_id": run.run_id, "status": run.status, "kind": run.kind}
     return out
@@ -41,7 +41,9 @@ def _report(request: Request, report: DecisionReport) -> dict[str, Any]:
 
 async def _decide(request: Request, gate_id: str, decision: GateDecision) -> DecisionReport:
     try:
-        return await run_in_threadpool(decide, store_of(request), gate_id, decision)
+        return await run_in_threadpool(
+            lambda: decide(store_of(request), gate_id, decision, clock=request.app.state.clock)
+        )
     except ConvergeError as exc:
         raise http_error(exc) from exc
 
@@ -57,7 +59,7 @@ async def api_gates(
 ) -> list[dict[str, Any]]:
     """Gates with ``status`` (default pending; ``all``), newest first."""
     wanted = None if status == "all" else status
-    return await run_in_threadpool(gates_list, store_of(request), wanted)
+    return await run_in_threadpool(gates_list, store_of(request), wanted, request.app.state.clock)
 
 
 @router.get("/api/gates/{gate_id}")
@@ -66,7 +68,9 @@ async def api_gate(
 ) -> dict[str, Any]:
     """One gate with its votes (404 unknown)."""
     try:
-        data = await run_in_threadpool(gate_page_data, store_of(request), gate_id)
+        data = await run_in_threadpool(
+            gate_page_data, store_of(request), gate_id, request.app.state.clock
+        )
     except ConvergeError as exc:
         raise http_error(exc) from exc
     data.pop("lineage_svg", None)
@@ -92,7 +96,7 @@ async def inbox_page(
     request: Request, who: Annotated[Principal, Depends(page_principal)]
 ) -> Response:
     """The pending gates: age, deadline, run, job, summary."""
-    rows = await run_in_threadpool(gates_list, store_of(request), None)
+    rows = await run_in_threadpool(gates_list, store_of(request), None, request.app.state.clock)
     pending = [g for g in rows if g["status"] == "pending"]
     recent = [g for g in rows if g["status"] != "pending"][:20]
     page: Response = request.app.state.render(
@@ -107,7 +111,9 @@ async def gate_page(
 ) -> Response:
     """A gate: the proposal, the facts it derives from, its lineage, the decision form."""
     try:
-        data = await run_in_threadpool(gate_page_data, store_of(request), gate_id)
+        data = await run_in_threadpool(
+            gate_page_data, store_of(request), gate_id, request.app.state.clock
+        )
     except ConvergeError as exc:
         raise http_error(exc) from exc
     voted = any(v["by"] == who.name for v in data["approvals"])

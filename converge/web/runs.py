@@ -39,7 +39,9 @@ async def api_run(
 ) -> dict[str, Any]:
     """One run: row, stop reason and explain, timeline, budget status, gates (404 unknown)."""
     try:
-        data = await run_in_threadpool(run_page_data, store_of(request), run_id)
+        data = await run_in_threadpool(
+            run_page_data, store_of(request), run_id, request.app.state.clock
+        )
     except ConvergeError as exc:
         raise http_error(exc) from exc
     data.pop("budget_svg")
@@ -70,7 +72,9 @@ async def run_page(
 ) -> Response:
     """A run: timeline, stop reason and explain, budget bars, lineage by key, its gates."""
     try:
-        data = await run_in_threadpool(run_page_data, store_of(request), run_id)
+        data = await run_in_threadpool(
+            run_page_data, store_of(request), run_id, request.app.state.clock
+        )
     except ConvergeError as exc:
         raise http_error(exc) from exc
     page: Response = request.app.state.render(request, "run.html", who=who, **data)

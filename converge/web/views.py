@@ -16,7 +16,14 @@ from audit.approvals import Vote, votes
 from audit.lineage import lineage_graph
 from audit.store import SqlRunStore
 from audit.timeline import last_budget_status, timeline
-from converge.decisions import approvals_required, is_expired, job_of_run, list_gates
+from converge.decisions import (
+    Clock,
+    apply_expiry,
+    approvals_required,
+    is_expired,
+    job_of_run,
+    list_gates,
+)
 from converge.jobs import Job
 from converge.web.pictures import budget_svg, graph_svg
 from engine import Budget, BudgetStatus, ConvergeError, Fact, GateRecord
@@ -37,8 +44,9 @@ def vote_dict(v: Vote) -> dict[str, Any]:
     return {"by": v.voter, "approved": v.approved, "reason": v.reason, "at": v.ts}
 
 
-def gate_dict(store: SqlRunStore, g: GateRecord, *, job: str | None = None) -> dict[str, Any]:
+def gate_dict(store: SqlRunStore, g: GateRecord, *, clock: Clock = time.time) -> dict[str, Any]:
     """A gate as JSON: the stored record, its votes, quorum and age (seconds)."""
+    now = clock()
     recorded = _job(store, g.run_id)
     cast = votes(store, g.gate_id)
     required = approvals_required(recorded, g)
@@ -46,8 +54,8 @@ def gate_dict(store: SqlRunStore, g: GateRecord, *, job: str | None = None) -> d
     return {
         "gate_id": g.gate_id,
         "run_id": g.run_id,
-        "job": job if job is not None else (recorded.name if recorded else None),
-        "status": "expired" if is_expired(g) else g.status,
+        "job": recorded.name if recorded else None,
+        "status": "expired" if is_expired(g, now) else g.status,
         "summary": g.summary,
         "suggestor": g.suggestor,
         "cycle": g.cycle,
@@ -55,7 +63,7 @@ def gate_dict(store: SqlRunStore, g: GateRecord, *, job: str | None = None) -> d
         "proposal_id": g.proposal_id,
         "proposal": g.proposal,
         "opened_at": g.opened_at,
-        "age_s": max(time.time() - g.opened_at, 0.0),
+        "age_s": max(now - g.opened_at, 0.0),
         "expires_at": g.expires_at,
         "on_timeout": g.on_timeout,
         "decided_by": g.decided_by,
@@ -67,23 +75,31 @@ def gate_dict(store: SqlRunStore, g: GateRecord, *, job: str | None = None) -> d
     }
 
 
-def gates_list(store: SqlRunStore, status: str | None) -> list[dict[str, Any]]:
+def gates_list(
+    store: SqlRunStore, status: str | None, clock: Clock = time.time
+) -> list[dict[str, Any]]:
     """Gates newest first, filtered by ``status`` (None = all), deadlines applied first."""
-    records = list_gates(store, pending=status == "pending")
-    return [gate_dict(store, g) for g in records if status is None or g.status == status]
+    records = list_gates(store, pending=status == "pending", clock=clock)
+    return [
+        gate_dict(store, g, clock=clock) for g in records if status is None or g.status == status
+    ]
 
 
 def _fact_node(graph: nx.DiGraph[str], f: Fact) -> None:
     graph.add_node(f.id, label=f.key, detail=f.content, fact=f)
 
 
-def gate_page_data(store: SqlRunStore, gate_id: str) -> dict[str, Any]:
+def gate_page_data(store: SqlRunStore, gate_id: str, clock: Clock = time.time) -> dict[str, Any]:
     """The gate page: the gate, the facts its proposal derives from, its lineage picture.
 
+    A gate past its deadline has its ``on_timeout`` decision applied first.
     Raises ``GateNotFound``.
     """
     g = store.get_gate(gate_id)
-    data = gate_dict(store, g)
+    if is_expired(g, clock()):
+        apply_expiry(store, g)
+        g = store.get_gate(gate_id)
+    data = gate_dict(store, g, clock=clock)
     facts = store.facts(g.run_id)
     by_id = {f.id: f for f in facts}
     parent_ids = [str(p) for p in g.proposal.get("parents", [])]
@@ -159,7 +175,7 @@ def key_graph(facts: list[Fact]) -> nx.DiGraph[str]:
     return graph if nx.is_directed_acyclic_graph(graph) else nx.DiGraph(graph.subgraph([]))
 
 
-def run_page_data(store: SqlRunStore, run_id: str) -> dict[str, Any]:
+def run_page_data(store: SqlRunStore, run_id: str, clock: Clock = time.time) -> dict[str, Any]:
     """The run page: the run, its timeline, stop reason and explain, budget, lineage.
 
     Raises ``RunNotFound``.
@@ -177,5 +193,5 @@ def run_page_data(store: SqlRunStore, run_id: str) -> dict[str, Any]:
         "budget_status": None if status is None else status.model_dump(mode="json"),
         "budget_svg": Markup("") if status is None else budget_svg(status),
         "lineage_svg": graph_svg(key_graph(facts), title=f"lineage of run {run_id} by key"),
-        "gates": [gate_dict(store, g) for g in store.gates() if g.run_id == run_id],
+        "gates": [gate_dict(store, g, clock=clock) for g in store.gates() if g.run_id == run_id],
     }
