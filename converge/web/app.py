@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -90,7 +90,13 @@ def create_app(
     restart invalidates open forms); ``clock`` gives unix seconds for ages and
     deadlines (tests inject one). Bodies over 64 KiB are refused with 413.
     """
-    app = FastAPI(title="converge approval inbox", docs_url="/api/docs", redoc_url=None)
+    # no Swagger UI: it loads its assets from a CDN; the schema stays at /api/openapi.json
+    app = FastAPI(
+        title="converge approval inbox",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/api/openapi.json",
+    )
     app.state.store = store
     app.state.secret = secret or secrets.token_bytes(32)
     app.state.clock = clock
@@ -140,4 +146,4 @@ def create_app(
     return app
 
 
-__all__ = ["MAX_BODY_BYTES", "HTMLResponse", "create_app"]
+__all__ = ["MAX_BODY_BYTES", "create_app"]
