@@ -102,10 +102,11 @@ def cast_vote(
 ) -> VoteOutcome:
     """Record ``decision.by``'s vote on a pending gate needing ``required`` approvals.
 
-    Raises ``GateNotFound``, ``GateAlreadyDecided`` (decided, or its votes already
-    decisive), ``GateExpired`` (past its deadline: nothing recorded),
-    :class:`DuplicateVote`, ``ConfigurationError``-free ``ValueError`` for a
-    ``required`` < 1, or ``StoreError``.
+    ``now``: unix seconds (default the current time), checked against the gate's
+    deadline. Raises ``GateNotFound``, ``GateAlreadyDecided`` (decided, or its
+    votes already decisive), ``GateExpired`` (past its deadline: nothing
+    recorded), :class:`DuplicateVote`, ``ValueError`` for a ``required`` < 1, or
+    ``StoreError``.
     """
     if required < 1:
         raise ValueError(f"required must be >= 1, got {required}")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -18,6 +20,7 @@ from converge.decisions import decide
 from converge.jobs import parse_job
 from engine import GateAlreadyDecided, GateDecision, JobFileError
 from gates import require_approval
+from tests.hitlfixtures import STORES, store_url_for
 from tests.webfixtures import QUORUM_JOB, quorum_job, run_job, served
 
 runner = CliRunner()
@@ -148,6 +151,36 @@ def test_approvals_required_below_one_is_refused_in_python_and_in_job_files() ->
     with pytest.raises(JobFileError, match="approvals_required") as caught:
         parse_job(QUORUM_JOB % (0, ""), "quorum.yaml")
     assert caught.value.line == 5  # the line of approvals_required
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_eight_racing_voters_on_a_two_of_eight_gate_decide_it_once(
+    kind: str, tmp_path: Path
+) -> None:
+    with store_url_for(kind, tmp_path) as url:
+        racing = open_store(url)
+        try:
+            gate_id = _gate(racing, required=2)
+            barrier = threading.Barrier(8)
+
+            def vote(i: int) -> str:
+                barrier.wait(timeout=60)
+                try:
+                    report = decide(racing, gate_id, GateDecision.approve(by=f"approver{i}"))
+                except GateAlreadyDecided:
+                    return "refused"
+                return "decided" if report.result is not None else "counted"
+
+            with ThreadPoolExecutor(8) as pool:
+                outcomes = sorted(pool.map(vote, range(8)))
+            assert outcomes == ["counted", "decided"] + ["refused"] * 6
+            gate = racing.get_gate(gate_id)
+            assert gate.status == "approved" and len(gate.decided_by or "") > 0
+            assert len(racing.events(gate.run_id, kinds=["gate_vote"])) == 1
+            assert len(racing.events(gate.run_id, kinds=["gate_decided"])) == 1
+            assert racing.verify(gate.run_id).ok
+        finally:
+            racing.close()
 
 
 def _bearer(token: str) -> dict[str, str]:
