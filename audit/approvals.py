@@ -158,6 +158,8 @@ def cast_vote(
                 "approvals": sum(1 for v in cast if v.approved),
                 "required": required,
             }
+            if vote.approved and decision.value is not None:
+                payload["value"] = decision.value
             store._append(conn, gate.run_id, [AuditEvent("gate_vote", gate.cycle, payload, at)])
     return VoteOutcome(gate_id, tuple(cast), required, final)
 

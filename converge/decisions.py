@@ -21,10 +21,11 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from audit.approvals import Vote, cast_vote, votes
 from audit.store import SqlRunStore
-from converge.jobs import Job, job_from_record
+from converge.jobs import HitlSpec, Job, job_from_record
 from engine import (
     ConvergeError,
     Engine,
@@ -34,6 +35,7 @@ from engine import (
     GateRecord,
     RunResult,
 )
+from engine.references import resolve_reference
 from gates.hitl import ApprovalPolicy
 
 Clock = Callable[[], float]
@@ -50,6 +52,10 @@ def executor_for(store: SqlRunStore) -> Execute:
         return step(job.build_engine(store))
 
     return execute
+
+
+class InvalidValue(ConvergeError):
+    """The value given with an approval is refused by the gate policy's hook."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,19 +82,46 @@ def job_of_run(store: SqlRunStore, run_id: str) -> Job:
     return job_from_record(header.job_spec)
 
 
-def approvals_required(job: Job | None, gate: GateRecord) -> int:
-    """The quorum of the job's HITL policy that opened ``gate`` (1 when unknown)."""
+def policy_spec(job: Job | None, gate: GateRecord) -> HitlSpec | None:
+    """The job's ``hitl`` gate spec whose policy opened ``gate`` (None when unknown)."""
     if job is None:
-        return 1
+        return None
     for spec in job.spec.gates:
         h = spec.hitl
-        if h is None:
-            continue
         # the same name the policy got when the run opened the gate
-        name = ApprovalPolicy(keys=h.keys, name=h.name).name
-        if name == gate.policy:
-            return h.approvals_required
-    return 1
+        if h is not None and ApprovalPolicy(keys=h.keys, name=h.name).name == gate.policy:
+            return h
+    return None
+
+
+def approvals_required(job: Job | None, gate: GateRecord) -> int:
+    """The quorum of the job's HITL policy that opened ``gate`` (1 when unknown)."""
+    spec = policy_spec(job, gate)
+    return 1 if spec is None else spec.approvals_required
+
+
+def checked_value(job: Job | None, gate: GateRecord, decision: GateDecision) -> Any:
+    """The content the approved proposal takes for ``decision.value`` (None: unchanged).
+
+    The policy's ``validate_value(value, content)`` hook (a ``module:attr`` in the
+    job file) checks the value and returns the content; without a hook the
+    content is the value. Raises :class:`InvalidValue` (a rejection with a value,
+    or the hook refused it) before anything is recorded.
+    """
+    if decision.value is None:
+        return None
+    if not decision.approved:
+        raise InvalidValue(f"gate {gate.gate_id}: a value goes with an approval, not a rejection")
+    spec = policy_spec(job, gate)
+    if spec is None or spec.validate_value is None:
+        return decision.value
+    hook = resolve_reference(spec.validate_value, call=False)
+    try:
+        return hook(decision.value, gate.proposal.get("content"))
+    except (ValueError, TypeError) as exc:
+        raise InvalidValue(
+            f"gate {gate.gate_id}: value {decision.value!r} refused by {spec.validate_value}: {exc}"
+        ) from exc
 
 
 def is_expired(gate: GateRecord, now: float | None = None) -> bool:
@@ -160,6 +193,7 @@ def decide(
     Raises ``GateNotFound``, ``GateAlreadyDecided`` (decided, or its quorum already
     reached), ``GateExpired`` (past its deadline: its ``on_timeout`` decision is
     applied instead), ``audit.approvals.DuplicateVote`` (this person voted already),
+    :class:`InvalidValue` (``decision.value`` refused by the policy's hook),
     ``ConvergeError`` (the run recorded no job), ``ResumeError`` or ``RunBusy``.
     """
     if not decision.by.strip():
@@ -173,6 +207,9 @@ def decide(
         raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, _iso(gate.decided_at))
     job = job_of_run(store, gate.run_id)
     required = approvals_required(job, gate)
+    content = checked_value(job, gate, decision)
+    if content is not None:
+        decision = decision.model_copy(update={"value": content})
     cast: tuple[Vote, ...] = ()
     final = decision
     if required > 1:
@@ -186,6 +223,9 @@ def decide(
             now = store.get_gate(gate_id)
             return DecisionReport(now, cast, required, outcome.still_needed, None)
         final = outcome.decision
+        if final.approved and decision.value is not None:
+            # the deciding approver's answer is the one the proposal takes
+            final = final.model_copy(update={"value": decision.value})
     try:
         result = run(job, lambda engine: engine.resume(gate_id, final))
     except GateExpired:

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from audit import open_store
 from converge.cli import app
-from tests.webfixtures import QUORUM_JOB
+from tests.webfixtures import QUORUM_JOB, VENDORED
 
 runner = CliRunner()
 
@@ -90,3 +90,66 @@ def test_the_gate_table_shows_the_proposal_the_status_expired_and_the_reason(
     assert "expired" in row
     assert 'license.unknown: {"name": "b"}' in row
     assert "gate expired" in row
+
+
+def _vendored(tmp_path: Path) -> tuple[str, str]:
+    db = str(tmp_path / "vendored.db")
+    res = runner.invoke(app, ["run", str(VENDORED), "--db", db])
+    assert res.exit_code == 10, res.output
+    listed = json.loads(runner.invoke(app, ["gates", "--json", "--db", db]).stdout)
+    return db, listed[0]["gate_id"]
+
+
+def test_approve_with_a_value_gives_the_proposal_a_human_classification(tmp_path: Path) -> None:
+    db, gate_id = _vendored(tmp_path)
+
+    res = runner.invoke(app, ["approve", gate_id, "--by", "alice", "--value", "MIT", "--db", db])
+
+    assert res.exit_code == 0, res.output
+    store = open_store(db)
+    try:
+        gate = store.get_gate(gate_id)
+        [fact] = store.facts(gate.run_id, key="license.unknown")
+        assert fact.content == {
+            "name": "legacy-left-pad",
+            "version": "0.3.1",
+            "raw": "(no license metadata)",
+            "spdx": "MIT",
+            "source": "human",
+        }
+        assert store.run(gate.run_id).kind == "criteria_met"
+    finally:
+        store.close()
+
+
+def test_a_value_the_policy_hook_refuses_records_nothing(tmp_path: Path) -> None:
+    db, gate_id = _vendored(tmp_path)
+
+    res = runner.invoke(
+        app, ["approve", gate_id, "--by", "alice", "--value", "whatever I like", "--db", db]
+    )
+
+    assert res.exit_code == 2
+    assert "'whatever I like' is not an SPDX license expression" in res.output
+    assert "approved gate" not in res.output
+    store = open_store(db)
+    try:
+        gate = store.get_gate(gate_id)
+        assert gate.status == "pending"
+        assert store.events(gate.run_id, kinds=["gate_decided"]) == []
+    finally:
+        store.close()
+
+
+def test_without_a_hook_the_approved_content_is_the_value_as_given(tmp_path: Path) -> None:
+    db, gate_id = _paused(tmp_path)
+
+    res = runner.invoke(app, ["approve", gate_id, "--by", "alice", "--value", "MIT", "--db", db])
+
+    assert res.exit_code == 0, res.output
+    store = open_store(db)
+    try:
+        [fact] = store.facts(store.get_gate(gate_id).run_id, key="license.unknown")
+        assert fact.content == "MIT"
+    finally:
+        store.close()

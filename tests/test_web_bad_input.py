@@ -16,7 +16,7 @@ from audit.approvals import votes
 from audit.store import SqlRunStore
 from audit.tokens import add_token
 from converge.web import create_app
-from tests.webfixtures import quorum_job, run_job
+from tests.webfixtures import quorum_job, run_job, vendored_run
 
 MB = 1024 * 1024
 
@@ -223,3 +223,21 @@ def test_the_login_never_redirects_to_another_site(token: str, client: TestClien
     )
     assert done.status_code == 303
     assert done.headers["location"] == "/"
+
+
+def test_a_value_the_gate_policy_refuses_is_422_and_records_nothing(
+    store: SqlRunStore, token: str, client: TestClient
+) -> None:
+    vendored_run(store)
+    gate_id = store.gates(pending=True)[0].gate_id
+    seq = store.run(store.get_gate(gate_id).run_id).last_seq
+
+    answer = client.post(
+        f"/api/gates/{gate_id}/decision",
+        json={"approved": True, "value": "no such license"},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+
+    assert answer.status_code == 422
+    assert "'no such license' is not an SPDX license expression" in answer.json()["detail"]
+    _nothing_recorded(store, gate_id, seq)

@@ -181,11 +181,19 @@ def approve_cmd(
     gate_id: Annotated[str, typer.Argument(help="The gate to approve.")],
     by: Annotated[str, typer.Option("--by", help="Who approves.")],
     reason: Annotated[str | None, typer.Option("--reason")] = None,
+    value: Annotated[
+        str | None,
+        typer.Option(
+            "--value",
+            help="A human answer the proposal's content takes (e.g. a license: MIT), "
+            "checked by the gate policy's validate_value hook.",
+        ),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Approve a gate and resume its run to the next stop."""
-    _decide(gate_id, GateDecision.approve(by=by, reason=reason), db, as_json)
+    """Approve a gate (with one approval of its quorum) and resume its run to the next stop."""
+    _decide(gate_id, GateDecision.approve(by=by, reason=reason, value=value), db, as_json)
 
 
 @app.command("reject")

@@ -19,7 +19,8 @@ from engine import ConvergeError, GateDecision
 
 router = APIRouter()
 
-FORM_FIELDS = frozenset({"csrf", "decision", "reason"})
+FORM_FIELDS = frozenset({"csrf", "decision", "reason", "value"})
+MAX_VALUE_CHARS = 1_000
 
 
 class DecisionIn(BaseModel):
@@ -29,6 +30,7 @@ class DecisionIn(BaseModel):
 
     approved: StrictBool
     reason: str | None = Field(default=None, max_length=MAX_REASON_CHARS)
+    value: str | None = Field(default=None, max_length=MAX_VALUE_CHARS)
 
 
 def _report(request: Request, report: DecisionReport) -> dict[str, Any]:
@@ -85,7 +87,9 @@ async def api_decision(
     who: Annotated[Principal, Depends(api_decider)],
 ) -> dict[str, Any]:
     """Approve or reject as the token's person: 200 with the gate and its run's state."""
-    decision = GateDecision(approved=body.approved, by=who.name, reason=body.reason)
+    decision = GateDecision(
+        approved=body.approved, by=who.name, reason=body.reason, value=body.value
+    )
     report = await _decide(request, gate_id, decision)
     return await run_in_threadpool(_report, request, report)
 
@@ -144,7 +148,12 @@ async def gate_form(
         raise HTTPException(400, f"reason is longer than {MAX_REASON_CHARS} characters")
     if action == "reject" and reason is None:
         raise HTTPException(400, "a rejection needs a reason")
-    decision = GateDecision(approved=action == "approve", by=who.name, reason=reason)
+    value = str(values["value"] or "").strip() or None
+    if value is not None and len(value) > MAX_VALUE_CHARS:
+        raise HTTPException(400, f"value is longer than {MAX_VALUE_CHARS} characters")
+    if action == "reject":
+        value = None  # the form's value field goes with an approval only
+    decision = GateDecision(approved=action == "approve", by=who.name, reason=reason, value=value)
     report = await _decide(request, gate_id, decision)
     target = f"/runs/{report.gate.run_id}" if report.result is not None else f"/gates/{gate_id}"
     return RedirectResponse(target, status_code=303)
