@@ -241,3 +241,28 @@ def test_a_value_the_gate_policy_refuses_is_422_and_records_nothing(
     assert answer.status_code == 422
     assert "'no such license' is not an SPDX license expression" in answer.json()["detail"]
     _nothing_recorded(store, gate_id, seq)
+
+
+def test_a_viewer_signed_in_on_the_pages_gets_no_form_and_403_when_posting_one(
+    store: SqlRunStore, gate_id: str, client: TestClient
+) -> None:
+    viewer = add_token(store, "victor", "viewer")
+    page = client.get("/login")
+    login_csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert login_csrf is not None
+    client.post("/login", data={"csrf": login_csrf.group(1), "token": viewer, "next": "/"})
+    gate_page = client.get(f"/gates/{gate_id}")
+    assert gate_page.status_code == 200
+    assert 'id="decide"' not in gate_page.text
+    assert "viewer token" in gate_page.text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', gate_page.text)
+    assert csrf is not None
+    seq = store.run(store.get_gate(gate_id).run_id).last_seq
+
+    answer = client.post(
+        f"/gates/{gate_id}/decision", data={"csrf": csrf.group(1), "decision": "approve"}
+    )
+
+    assert answer.status_code == 403
+    assert "victor has a viewer token" in answer.text
+    _nothing_recorded(store, gate_id, seq)

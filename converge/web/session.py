@@ -70,7 +70,9 @@ async def login(request: Request) -> Response:
     response = RedirectResponse(
         _safe_next(target if isinstance(target, str) else None), status_code=303
     )
-    response.set_cookie(SESSION_COOKIE, token, httponly=True, samesite="strict")
+    # Secure whenever the inbox is served over https (behind a TLS proxy)
+    secure = request.url.scheme == "https"
+    response.set_cookie(SESSION_COOKIE, token, httponly=True, samesite="strict", secure=secure)
     response.delete_cookie(LOGIN_CSRF_COOKIE)
     return response
 
