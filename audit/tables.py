@@ -169,3 +169,37 @@ TABLES: tuple[Table, ...] = (runs, audit_events, gates, checkpoints, meta, ledge
 CHECKPOINT_PART_CHARS = 16 * 1024 * 1024
 """Largest piece of a checkpoint stored in one value (SQLite refuses values over 1 GB)."""
 """Every table of the store, in creation order."""
+
+
+# -- the approval inbox (converge serve): created on first use by audit.tokens and
+# audit.approvals, so a store of an earlier version gains them without a migration
+
+
+class ApiTokenTable(SQLModel, table=True):
+    """An API token of a person who decides or views gates: only its sha256 is stored."""
+
+    __tablename__ = "api_tokens"
+
+    token_hash: str = Field(primary_key=True, max_length=64)
+    name: str = Field(max_length=200, index=True)
+    role: str = Field(max_length=16)
+    created_at: float = Field(sa_column=Column(Double, nullable=False))
+
+
+class GateVoteTable(SQLModel, table=True):
+    """One person's approval or rejection of a gate; one row per (gate, person)."""
+
+    __tablename__ = "gate_votes"
+
+    gate_id: str = Field(primary_key=True, max_length=200)
+    voter: str = Field(primary_key=True, max_length=200)
+    approved: bool
+    reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    ts: float = Field(sa_column=Column(Double, nullable=False))
+
+
+api_tokens: Table = _table(ApiTokenTable)
+gate_votes: Table = _table(GateVoteTable)
+
+INBOX_TABLES: tuple[Table, ...] = (api_tokens, gate_votes)
+"""The tables of the approval inbox, created when first needed (``checkfirst``)."""

@@ -63,6 +63,8 @@ class HitlSpec(BaseModel):
     timeout_s: float | None = Field(default=None, gt=0)
     on_timeout: Literal["approve", "reject"] = "reject"
     name: str | None = None
+    approvals_required: int = Field(default=1, ge=1, le=100)
+    validate_value: str | None = None
 
 
 class SchemaSpec(BaseModel):
@@ -218,6 +220,11 @@ class Job:
             if g.hitl is not None:
                 h = g.hitl
                 when = self._ref(h.when, ("gates", i, "hitl", "when")) if h.when else None
+                check = (
+                    self._ref(h.validate_value, ("gates", i, "hitl", "validate_value"), call=False)
+                    if h.validate_value
+                    else None
+                )
                 out.append(
                     require_approval(
                         keys=h.keys,
@@ -228,6 +235,8 @@ class Job:
                         timeout_s=h.timeout_s,
                         on_timeout=h.on_timeout,
                         name=h.name,
+                        approvals_required=h.approvals_required,
+                        validate_value=check,
                     )
                 )
             elif g.schema_ is not None:

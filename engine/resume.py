@@ -21,6 +21,7 @@ from typing import Any
 from engine.budget import Budget
 from engine.collector import bulk_load
 from engine.errors import GateAlreadyDecided, GateExpired, GateNotFound, ResumeError, RunNotFound
+from engine.facts import canonical_json
 from engine.hitl import GateDecision
 from engine.run_state import RunState
 from engine.settings import EngineSettings
@@ -36,6 +37,11 @@ def load_paused(eng: EngineSettings, gate_id: str, decision: GateDecision) -> Ru
     """
     if not isinstance(decision, GateDecision):
         raise ResumeError(f"decision must be a GateDecision, got {type(decision).__name__}")
+    if decision.value is not None:
+        try:
+            canonical_json(decision.value)
+        except (TypeError, ValueError) as exc:
+            raise ResumeError(f"the decision's value is not JSON: {exc}") from exc
     runs = eng.runs
     st = runs.paused.get(gate_id)
     if eng.store is None:
@@ -53,6 +59,8 @@ def load_paused(eng: EngineSettings, gate_id: str, decision: GateDecision) -> Ru
         runs.paused.pop(gate_id, None)
     assert st.pending_gate is not None
     st.pending_gate.decision = decision
+    if decision.approved and decision.value is not None:
+        _take_value(st, decision.value)
     st.leg_started = eng.clock()
     runs.enter(st.run_id)
     return st
@@ -85,6 +93,14 @@ def load_stopped(eng: EngineSettings, run_id: str, budget: Budget | None) -> Run
             )
         )
     return st
+
+
+def _take_value(st: RunState, value: Any) -> None:
+    """The approved proposal's content becomes the decision's ``value`` (a human answer)."""
+    pg = st.pending_gate
+    assert pg is not None
+    proposals = st.merge_effects[pg.effect_index][1]
+    proposals[pg.proposal_index] = proposals[pg.proposal_index]._replace(content=value)
 
 
 def check_suggestors(engine: EngineSettings, recorded: list[str]) -> None:
