@@ -582,6 +582,7 @@ class SqlRunStore:
                         "by": decision.by,
                         "reason": decision.reason,
                         "decided_at": now,
+                        **({"value": decision.value} if decision.value is not None else {}),
                     },
                     now,
                 )

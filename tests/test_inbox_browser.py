@@ -163,6 +163,8 @@ def test_an_approver_rejects_the_gate_with_a_reason_and_the_run_records_it(
     assert decided.payload == {
         "gate_id": gate.gate_id,
         "approved": False,
+        "status": "rejected",
         "by": "alice",
         "reason": "not ours to ship",
+        "decided_at": gate.decided_at,
     }
