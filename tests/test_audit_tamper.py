@@ -16,9 +16,10 @@ from sqlalchemy import Connection, create_engine, text
 from audit import SqlRunStore, open_store
 from audit.chain import GENESIS, event_message, hasher
 from audit.ledger import entry_message
-from audit.testing import pg_schema, pg_unreachable_reason
+from audit.testing import pg_schema
 from engine import GateDecision, HitlGatePending, ResumeError
 from tests.hitlfixtures import INITIAL, make_engine
+from tests.pgfixtures import require_pg
 
 KEY = "tamper-test-key"
 
@@ -41,11 +42,7 @@ def _stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Recorded
     if backend == "sqlite":
         yield _record(str(tmp_path / "audit.db"), key)
         return
-    why = pg_unreachable_reason()
-    if why is not None:
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
+    require_pg()
     with pg_schema("converge_tamper") as url:
         rec = _record(url, key)
         yield rec

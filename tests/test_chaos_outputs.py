@@ -5,8 +5,8 @@ run recorded as stopped and its chain intact (issue: reliability, item 2)."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 import math
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
