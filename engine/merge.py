@@ -44,7 +44,7 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
     start_i, start_j = st.merge_pos
     if store:
         leaf_append = st.leaves.append
-        if len(st.leaves) != len(ctx._facts):
+        if st.frontier.count + len(st.leaves) != len(ctx._facts):
             catch_up_leaves(st)  # the leaves of input or checkpointed facts
     for ei in range(start_i, len(effects)):
         name, proposals = effects[ei]

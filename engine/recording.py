@@ -16,7 +16,7 @@ from typing import Any
 from engine.accounting import run_result
 from engine.errors import StoreError
 from engine.facts import fact_to_dict
-from engine.integrity import fact_leaf, root_of_leaves
+from engine.integrity import fact_leaf
 from engine.result import RunResult
 from engine.run_state import RunState, drop_replayed
 from engine.settings import EngineSettings
@@ -205,15 +205,17 @@ def store_call(eng: EngineSettings, st: RunState, fn: Callable[[RunStore], None]
 
 
 def facts_root_of(st: RunState) -> str:
-    """The Merkle root of the run's facts; leaves are cached, so each stop or pause
+    """The Merkle root of the run's facts, kept incrementally: each stop or pause
     hashes only the facts promoted since the previous one."""
     catch_up_leaves(st)
-    return root_of_leaves(st.leaves)
+    st.frontier.extend(st.leaves)
+    st.leaves.clear()
+    return st.frontier.root()
 
 
 def catch_up_leaves(st: RunState) -> None:
-    """Add the Merkle leaves of facts promoted without one (input, checkpointed)."""
+    """Add the Merkle leaves of facts promoted without one (input, old checkpoints)."""
     leaves = st.leaves
     facts = st.context._facts
-    for i in range(len(leaves), len(facts)):
+    for i in range(st.frontier.count + len(leaves), len(facts)):
         leaves.append(fact_leaf(facts[i]))
