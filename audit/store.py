@@ -93,6 +93,7 @@ KEY_ENV = "CONVERGE_AUDIT_KEY"
 EVENT_COLUMNS = ("run_id", "seq", "cycle", "kind", "ts", "payload", "hash")
 """The ``audit_events`` columns, in the order the write path builds its rows."""
 _IDENTITY = tuple(range(len(EVENT_COLUMNS)))
+_COPY_EVENTS = f"COPY audit_events ({', '.join(EVENT_COLUMNS)}) FROM STDIN"
 _DECIDED = ("approved", "rejected", "expired")
 _json_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _quote = json.encoder.encode_basestring
@@ -294,7 +295,14 @@ class SqlRunStore:
         return rows, prev, seq
 
     def _insert_events(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
-        """One executemany of the Core ``INSERT`` (compiled once per store)."""
+        """One executemany of the Core ``INSERT`` (compiled once per store); on
+        PostgreSQL one ``COPY`` (psycopg), several times faster for a cycle's batch."""
+        if self._pg and len(rows) > 1:
+            raw = conn.connection.driver_connection
+            with raw.cursor() as cur, cur.copy(_COPY_EVENTS) as copy:  # type: ignore[union-attr]
+                for row in rows:
+                    copy.write_row(row)
+            return
         sql = self._insert_sql
         if sql is None:
             compiled = insert(audit_events).compile(
