@@ -21,6 +21,7 @@ import networkx as nx
 from sqlalchemy import Connection, Engine, delete, func, insert, inspect, select, text, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
+from audit import ledger as ledger_log
 from audit.chain import (
     GENESIS,
     KEYED,
@@ -29,6 +30,23 @@ from audit.chain import (
     VerifyReport,
     hasher,
     verify_chain,
+)
+from audit.crosscheck import (
+    CHECKPOINTED,
+    TERMINAL,
+    check_checkpoint,
+    check_gates,
+    check_outcome,
+    checkpoint_digest,
+)
+from audit.ledger import (
+    KEY_FINGERPRINT,
+    LEDGER_HEAD,
+    LEDGER_ID,
+    LEDGER_SINCE,
+    key_fingerprint,
+    parse_anchor,
+    verify_ledger,
 )
 from audit.lineage import lineage_graph
 from audit.queries import (
@@ -42,11 +60,14 @@ from audit.queries import (
     writer_alive,
 )
 from audit.tables import (
+    CHECKPOINT_PART_CHARS,
     SCHEMA_VERSION,
     TABLES,
     audit_events,
+    checkpoint_parts,
     checkpoints,
     gates,
+    ledger,
     meta,
     runs,
 )
@@ -72,6 +93,7 @@ KEY_ENV = "CONVERGE_AUDIT_KEY"
 EVENT_COLUMNS = ("run_id", "seq", "cycle", "kind", "ts", "payload", "hash")
 """The ``audit_events`` columns, in the order the write path builds its rows."""
 _IDENTITY = tuple(range(len(EVENT_COLUMNS)))
+_COPY_EVENTS = f"COPY audit_events ({', '.join(EVENT_COLUMNS)}) FROM STDIN"
 _DECIDED = ("approved", "rejected", "expired")
 _json_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _quote = json.encoder.encode_basestring
@@ -108,6 +130,7 @@ class SqlRunStore:
         self._pg = self._engine.dialect.name == "postgresql"
         self._insert_sql: str | None = None
         self._positions: tuple[int, ...] | None = None
+        self._fingerprint: str | None = None
 
     # -- plumbing ----------------------------------------------------------------
     @contextmanager
@@ -166,6 +189,8 @@ class SqlRunStore:
             version = conn.execute(
                 select(meta.c.value).where(meta.c.key == "schema_version")
             ).scalar()
+            if version == "1":
+                version = self._upgrade_from_1(conn, existing)
             if version is not None and version != str(SCHEMA_VERSION):
                 raise SchemaVersionError(
                     f"audit store {self.shown} has schema version {version}; "
@@ -189,6 +214,49 @@ class SqlRunStore:
                 table.create(conn)
         if version is None:
             conn.execute(insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+            conn.execute(insert(meta).values(key=LEDGER_HEAD, value=f"0:{GENESIS}"))
+
+    def _upgrade_from_1(self, conn: Connection, existing: set[str]) -> str:
+        """Version 1 had no ledger: add it; runs recorded before are not checked against it."""
+        for table in (ledger, checkpoint_parts):
+            if table.name not in existing:
+                table.create(conn)
+                existing.add(table.name)
+        conn.execute(insert(meta).values(key=LEDGER_HEAD, value=f"0:{GENESIS}"))
+        conn.execute(insert(meta).values(key=LEDGER_SINCE, value="1"))
+        conn.execute(
+            update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION))
+        )
+        return str(SCHEMA_VERSION)
+
+    def check_key(self) -> None:
+        """Record the key's fingerprint in a store that has none; note a wrong or
+        missing key (``verify`` then says so; a wrong key refuses to write)."""
+        with self._tx(write=False) as conn:
+            stored = conn.execute(
+                select(meta.c.value).where(meta.c.key == KEY_FINGERPRINT)
+            ).scalar()
+        self._fingerprint = stored
+        if self._key is None or stored is not None:
+            return
+        mine = key_fingerprint(self._key)
+        try:
+            with self._tx() as conn:
+                conn.execute(insert(meta).values(key=KEY_FINGERPRINT, value=mine))
+            self._fingerprint = mine
+        except StoreError:
+            pass  # a read-only copy, or a racing writer recorded it first
+
+    def _key_problem(self) -> str | None:
+        """``wrong key`` / ``key required`` when the verifier's key does not fit the store."""
+        stored = self._fingerprint
+        if stored is None:
+            return None
+        if self._key is None:
+            return "key required"
+        if key_fingerprint(self._key) != stored:
+            return "wrong key"
+        return None
 
     # -- the write path --------------------------------------------------------------
     def _rows(
@@ -227,7 +295,14 @@ class SqlRunStore:
         return rows, prev, seq
 
     def _insert_events(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
-        """One executemany of the Core ``INSERT`` (compiled once per store)."""
+        """One executemany of the Core ``INSERT`` (compiled once per store); on
+        PostgreSQL one ``COPY`` (psycopg), several times faster for a cycle's batch."""
+        if self._pg and len(rows) > 1:
+            raw = conn.connection.driver_connection
+            with raw.cursor() as cur, cur.copy(_COPY_EVENTS) as copy:  # type: ignore[union-attr]
+                for row in rows:
+                    copy.write_row(row)
+            return
         sql = self._insert_sql
         if sql is None:
             compiled = insert(audit_events).compile(
@@ -246,25 +321,32 @@ class SqlRunStore:
             params = [tuple(r[i] for i in pos) for r in rows]
         conn.exec_driver_sql(sql, params)
 
-    def _lock_run(self, conn: Connection, run_id: str) -> tuple[str, int, str]:
+    def _lock_run(self, conn: Connection, run_id: str) -> tuple[str, int, int, int]:
         row = conn.execute(
-            select(runs.c.head_hash, runs.c.last_seq, runs.c.status)
+            select(runs.c.head_hash, runs.c.last_seq, runs.c.cycles, runs.c.facts_count)
             .where(runs.c.run_id == run_id)
             .with_for_update()
         ).one_or_none()
         if row is None:
             raise RunNotFound(f"no run {run_id!r} in audit store {self.shown}")
-        return row[0], row[1], row[2]
+        return row[0], row[1], row[2], row[3]
 
     def _append(self, conn: Connection, run_id: str, events: Sequence[AuditEvent]) -> None:
-        head, seq, _status = self._lock_run(conn, run_id)
+        head, seq, cycles, facts = self._lock_run(conn, run_id)
         if not events:
             return
         rows, head, seq = self._rows(run_id, events, head, seq)
         self._insert_events(conn, rows)
+        # what the committed events prove, so that a crashed run's row tells the truth
+        for ev in events:
+            facts += ev.kind == "fact_promoted"
+            cycles = max(cycles, ev.cycle)
         conn.execute(
-            update(runs).where(runs.c.run_id == run_id).values(head_hash=head, last_seq=seq)
+            update(runs)
+            .where(runs.c.run_id == run_id)
+            .values(head_hash=head, last_seq=seq, cycles=cycles, facts_count=facts)
         )
+        ledger_log.append(conn, self._hash, run_id, seq, head)
 
     def _outcome_values(self, outcome: RunOutcome) -> dict[str, Any]:
         reason = outcome.stop_reason
@@ -288,19 +370,57 @@ class SqlRunStore:
             "duration_ms": outcome.duration_ms,
         }
 
-    def _put_checkpoint(self, conn: Connection, run_id: str, data: dict[str, Any] | None) -> None:
-        conn.execute(delete(checkpoints).where(checkpoints.c.run_id == run_id))
+    def _checkpoint_text(self, run_id: str, data: dict[str, Any] | None) -> str | None:
         if data is None:
-            return
+            return None
         try:
-            blob = _json_compact(data)
+            text: str = _json_compact(data)
         except (TypeError, ValueError) as exc:
             raise StoreError(f"checkpoint of run {run_id} is not JSON: {exc}") from exc
+        return text
+
+    def _put_checkpoint(
+        self,
+        conn: Connection,
+        run_id: str,
+        data: dict[str, Any] | None,
+        blob: str | None = None,
+    ) -> None:
+        conn.execute(delete(checkpoints).where(checkpoints.c.run_id == run_id))
+        conn.execute(delete(checkpoint_parts).where(checkpoint_parts.c.run_id == run_id))
+        if data is None:
+            return
+        if blob is None:
+            blob = self._checkpoint_text(run_id, data)
+        assert blob is not None
+        size = CHECKPOINT_PART_CHARS
         conn.execute(
             insert(checkpoints).values(
-                run_id=run_id, cycle=int(data.get("cycle", 0)), created_at=time.time(), data=blob
+                run_id=run_id,
+                cycle=int(data.get("cycle", 0)),
+                created_at=time.time(),
+                data=blob[:size],
             )
         )
+        rest = [
+            {"run_id": run_id, "part": i // size, "data": blob[i : i + size]}
+            for i in range(size, len(blob), size)
+        ]
+        if rest:
+            conn.execute(insert(checkpoint_parts), rest)
+
+    def _read_checkpoint(self, conn: Connection, run_id: str) -> str | None:
+        first = conn.execute(
+            select(checkpoints.c.data).where(checkpoints.c.run_id == run_id)
+        ).scalar()
+        if first is None:
+            return None
+        rest = conn.execute(
+            select(checkpoint_parts.c.data)
+            .where(checkpoint_parts.c.run_id == run_id)
+            .order_by(checkpoint_parts.c.part)
+        ).scalars()
+        return "".join([first, *rest])
 
     # -- RunStore --------------------------------------------------------------------
     def start_run(self, header: RunHeader, events: Sequence[AuditEvent]) -> None:
@@ -308,6 +428,11 @@ class SqlRunStore:
 
         Raises ``StoreError`` when the run id exists already or the database fails.
         """
+        if self._key is not None and self._fingerprint not in (None, key_fingerprint(self._key)):
+            raise StoreError(
+                f"audit store {self.shown}: wrong key (CONVERGE_AUDIT_KEY is not the key "
+                "this store was written with)"
+            )
         rows, head, seq = self._rows(header.run_id, events, GENESIS, 0)
         pid, host = this_writer()
         try:
@@ -327,7 +452,7 @@ class SqlRunStore:
                         hostname=host,
                         started_at=header.started_at,
                         cycles=0,
-                        facts_count=0,
+                        facts_count=_initial_facts(events),
                         chain=self._chain,
                         head_hash=head,
                         last_seq=seq,
@@ -336,6 +461,7 @@ class SqlRunStore:
                 )
                 if rows:
                     self._insert_events(conn, rows)
+                ledger_log.append(conn, self._hash, header.run_id, seq, head)
         except StoreError as exc:
             if isinstance(exc.__cause__, IntegrityError):
                 raise StoreError(
@@ -357,13 +483,36 @@ class SqlRunStore:
         outcome: RunOutcome,
         checkpoint: dict[str, Any] | None = None,
     ) -> None:
-        """Write the last events and the outcome; keep ``checkpoint`` (or drop a stale one)."""
+        """Write the last events and the outcome; keep ``checkpoint`` (or drop a stale one).
+
+        The checkpoint's sha256 is chained with the terminal ``run_stopped`` event,
+        so that a resume can check what it loads (DESIGN.md §7).
+        """
+        blob = self._checkpoint_text(run_id, checkpoint)
+        events = _with_digest(events, blob)
         with self._tx() as conn:
             self._append(conn, run_id, events)
             conn.execute(
                 update(runs).where(runs.c.run_id == run_id).values(**self._outcome_values(outcome))
             )
-            self._put_checkpoint(conn, run_id, checkpoint)
+            self._put_checkpoint(conn, run_id, checkpoint, blob)
+
+    def save_checkpoint(
+        self, run_id: str, events: Sequence[AuditEvent], checkpoint: dict[str, Any]
+    ) -> None:
+        """Append a cycle's events and a periodic checkpoint of a running run, in one
+        transaction; its sha256 is chained by a ``checkpoint_saved`` event."""
+        blob = self._checkpoint_text(run_id, checkpoint)
+        assert blob is not None
+        saved = AuditEvent(
+            "checkpoint_saved",
+            int(checkpoint.get("cycle", 0)),
+            {"cycle": checkpoint.get("cycle", 0), "checkpoint_sha256": checkpoint_digest(blob)},
+            time.time(),
+        )
+        with self._tx() as conn:
+            self._append(conn, run_id, [*events, saved])
+            self._put_checkpoint(conn, run_id, checkpoint, blob)
 
     def pause_run(
         self,
@@ -374,6 +523,8 @@ class SqlRunStore:
         checkpoint: dict[str, Any],
     ) -> None:
         """Write the events, the pending gate and the checkpoint; status ``paused``."""
+        blob = self._checkpoint_text(run_id, checkpoint)
+        events = _with_digest(events, blob)
         with self._tx() as conn:
             self._append(conn, run_id, events)
             conn.execute(
@@ -396,7 +547,7 @@ class SqlRunStore:
                     extra=_json_compact(gate.extra),
                 )
             )
-            self._put_checkpoint(conn, run_id, checkpoint)
+            self._put_checkpoint(conn, run_id, checkpoint, blob)
             conn.execute(
                 update(runs).where(runs.c.run_id == run_id).values(**self._outcome_values(outcome))
             )
@@ -427,6 +578,23 @@ class SqlRunStore:
                 )
             )
             row = conn.execute(select(gates).where(gates.c.gate_id == gate_id)).one_or_none()
+            if done.rowcount == 1 and row is not None:
+                # the decision enters the run's chain in the compare-and-set's transaction
+                decided = AuditEvent(
+                    "gate_decided",
+                    row.cycle,
+                    {
+                        "gate_id": gate_id,
+                        "approved": decision.approved,
+                        "status": status,
+                        "by": decision.by,
+                        "reason": decision.reason,
+                        "decided_at": now,
+                        **({"value": decision.value} if decision.value is not None else {}),
+                    },
+                    now,
+                )
+                self._append(conn, row.run_id, [decided])
         if row is None:
             raise GateNotFound(f"no gate {gate_id!r} in audit store {self.shown}")
         rec = _gate_record(row._mapping)
@@ -473,8 +641,12 @@ class SqlRunStore:
     def load_checkpoint(self, run_id: str) -> dict[str, Any]:
         """The latest checkpoint of the run; ``ResumeError`` when missing or corrupted."""
         with self._tx(write=False) as conn:
-            blob = conn.execute(
-                select(checkpoints.c.data).where(checkpoints.c.run_id == run_id)
+            blob = self._read_checkpoint(conn, run_id)
+            chained = conn.execute(
+                select(audit_events.c.payload)
+                .where(audit_events.c.run_id == run_id, audit_events.c.kind.in_(CHECKPOINTED))
+                .order_by(audit_events.c.seq.desc())
+                .limit(1)
             ).scalar()
         if blob is None:
             raise ResumeError(f"run {run_id} has no checkpoint in audit store {self.shown}")
@@ -482,6 +654,12 @@ class SqlRunStore:
             data = json.loads(blob)
         except ValueError as exc:
             raise ResumeError(f"checkpoint of run {run_id} is not valid JSON: {exc}") from exc
+        digest = None if chained is None else json.loads(chained).get("checkpoint_sha256")
+        if digest != checkpoint_digest(blob):
+            raise ResumeError(
+                f"checkpoint of run {run_id} differs from the one its chain recorded: "
+                "refusing to resume from it (run `converge verify`)"
+            )
         if not isinstance(data, dict):
             raise ResumeError(f"checkpoint of run {run_id} is not a JSON object")
         return data
@@ -596,17 +774,16 @@ class SqlRunStore:
 
     # -- verify ------------------------------------------------------------------------
     def verify(self, run_id: str) -> VerifyReport:
-        """Recompute the run's chain; the report names the first bad ``seq`` and why.
+        """Recompute the run's chain and check against it what queries and resumes
+        read: the ``runs`` row's outcome, its gates, its checkpoint and its latest
+        ledger entry. The report names the first bad ``seq`` and why (a key that
+        does not fit the store: ``wrong key`` / ``key required``).
 
         Raises ``RunNotFound`` when no ``runs`` row exists.
         """
         with self._tx(write=False) as conn:
-            head = conn.execute(
-                select(runs.c.head_hash, runs.c.last_seq, runs.c.chain).where(
-                    runs.c.run_id == run_id
-                )
-            ).one_or_none()
-            if head is None:
+            run = conn.execute(select(runs).where(runs.c.run_id == run_id)).one_or_none()
+            if run is None:
                 raise RunNotFound(f"no run {run_id!r} in audit store {self.shown}")
             rows = [
                 ChainRow(r[0], r[1], r[2], r[3], r[4], r[5])
@@ -623,12 +800,38 @@ class SqlRunStore:
                     .order_by(audit_events.c.seq)
                 )
             ]
-        return verify_chain(
-            run_id, rows, head_hash=head[0], last_seq=head[1], chain=head[2], key=self._key
+            gate_rows = conn.execute(select(gates).where(gates.c.run_id == run_id)).all()
+            blob = self._read_checkpoint(conn, run_id)
+            in_ledger = ledger_log.check_run(conn, self._hash, run_id, run.last_seq, run.head_hash)
+        problem = self._key_problem()
+        if problem is not None:
+            return VerifyReport(run_id, False, len(rows), 1, problem)
+        if self._fingerprint is not None and run.chain != KEYED:
+            return VerifyReport(run_id, False, len(rows), 1, "chain not keyed")
+        report = verify_chain(
+            run_id,
+            rows,
+            head_hash=run.head_hash,
+            last_seq=run.last_seq,
+            chain=run.chain,
+            key=self._key,
         )
+        if not report.ok:
+            return report
+        for found in (
+            check_outcome(run, rows),
+            check_gates(gate_rows, rows),
+            check_checkpoint(blob, rows),
+            None if in_ledger is None else (run.last_seq or 1, in_ledger),
+        ):
+            if found is not None:
+                return VerifyReport(run_id, False, len(rows), found[0], found[1])
+        return report
 
     def verify_all(self) -> list[VerifyReport]:
-        """Verify every run (oldest first); events of no known run count as inserted rows."""
+        """Verify every run (oldest first) and the ledger: a run the ledger names but
+        the store lost is reported ``run deleted``; events of no known run count as
+        inserted rows; a broken ledger adds a report for ``(ledger)``."""
         with self._tx(write=False) as conn:
             ids = list(conn.execute(select(runs.c.run_id).order_by(runs.c.started_at)).scalars())
             orphans = conn.execute(
@@ -636,9 +839,61 @@ class SqlRunStore:
                 .where(audit_events.c.run_id.not_in(select(runs.c.run_id)))
                 .group_by(audit_events.c.run_id)
             ).all()
+            state = verify_ledger(conn, self._hash)
         reports = [self.verify(run_id) for run_id in ids]
         reports.extend(VerifyReport(r[0], False, r[2], r[1], "row inserted") for r in orphans)
+        known = set(ids)
+        reports.extend(
+            VerifyReport(run_id, False, 0, last_seq or 1, "run deleted (named by the ledger)")
+            for run_id, (last_seq, _head) in state.latest.items()
+            if run_id not in known
+        )
+        if not state.report.ok:
+            reports.append(state.report)
         return reports
+
+    def anchor(self) -> str:
+        """The ledger head, ``seq:hash`` (HMAC-signed when the store is keyed): keep it
+        outside the database; ``verify_anchor`` proves nothing before it changed."""
+        with self._tx(write=False) as conn:
+            seq, digest = ledger_log.read_head(conn)
+        return f"{seq}:{digest}"
+
+    def verify_anchor(self, anchor: str) -> list[VerifyReport]:
+        """:meth:`verify_all`, plus: the ledger still holds ``anchor``'s entry and its
+        history. Catches a store cut back consistently (runs and ledger truncated or
+        deleted together), which no chain inside the database can show.
+
+        Raises ``ValueError`` for text that is not an anchor.
+        """
+        seq, digest = parse_anchor(anchor)
+        reports = self.verify_all()
+        with self._tx(write=False) as conn:
+            state = verify_ledger(conn, self._hash)
+        if state.hashes.get(seq) != digest:
+            why = (
+                "ledger cut short before the anchor"
+                if seq > len(state.hashes)
+                else ("ledger rewritten before the anchor")
+            )
+            reports.append(VerifyReport(LEDGER_ID, False, len(state.hashes), seq, why))
+        return reports
+
+
+def _initial_facts(events: Sequence[AuditEvent]) -> int:
+    for ev in events:
+        if ev.kind == "run_started":
+            return len(ev.payload.get("initial_facts", ()))
+    return 0
+
+
+def _with_digest(events: Sequence[AuditEvent], blob: str | None) -> Sequence[AuditEvent]:
+    """``events`` with the checkpoint's sha256 on the terminal event (the last one)."""
+    if blob is None or not events or events[-1].kind not in TERMINAL:
+        return events
+    last = events[-1]
+    payload = {**last.payload, "checkpoint_sha256": checkpoint_digest(blob)}
+    return [*events[:-1], AuditEvent(last.kind, last.cycle, payload, last.ts)]
 
 
 def _gate_record(m: Any) -> GateRecord:
@@ -675,6 +930,7 @@ def open_store(url: str | None = None, *, key: bytes | str | None = None) -> Sql
     store = SqlRunStore(resolved, key=_key_bytes(key))
     try:
         store.ensure_schema()
+        store.check_key()
     except BaseException:
         store.close()
         raise

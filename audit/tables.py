@@ -2,9 +2,12 @@
 
 ``runs`` (one row per run: header, status, stop reason, chain head), ``audit_events``
 (the hash-chained trail, primary key ``(run_id, seq)``), ``gates`` (HITL gates and
-their decisions), ``checkpoints`` (the latest checkpoint of each run, one JSON text)
-and ``converge_meta`` (the schema version). JSON values are stored as canonical JSON
-text, never as a database JSON type, so that the bytes hashed are the bytes stored.
+their decisions), ``checkpoints`` (the latest checkpoint of each run, one JSON text;
+``checkpoint_parts`` holds the rest of a large one),
+``ledger`` (the head of every run's chain at each commit, chained store-wide)
+and ``converge_meta`` (the schema version, the ledger head, the key fingerprint).
+JSON values are stored as canonical JSON text, never as a database JSON type, so
+that the bytes hashed are the bytes stored.
 Times are unix seconds (double precision).
 """
 
@@ -13,8 +16,9 @@ from __future__ import annotations
 from sqlalchemy import Column, Double, Index, Table, Text
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 1
-"""The version of these tables; a database with another version is refused."""
+SCHEMA_VERSION = 2
+"""The version of these tables; a database with another version is refused
+(version 1, before the ledger, is upgraded in place)."""
 
 
 class RunTable(SQLModel, table=True):
@@ -107,6 +111,36 @@ class CheckpointTable(SQLModel, table=True):
     data: str = Field(sa_column=Column(Text, nullable=False))
 
 
+class CheckpointPartTable(SQLModel, table=True):
+    """The rest of a checkpoint too large for one value, in parts of at most
+    ``CHECKPOINT_PART_CHARS`` characters (``checkpoints.data`` holds part 0)."""
+
+    __tablename__ = "checkpoint_parts"
+
+    run_id: str = Field(primary_key=True, max_length=200)
+    part: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    data: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class LedgerTable(SQLModel, table=True):
+    """The store-wide ledger: the head of a run's chain at each commit, itself chained.
+
+    ``hash(n) = H(hash(n-1) ‖ canonical JSON of {head, last_seq, run_id, seq})``
+    (HMAC with the store's key), so a run cut short, rewritten or deleted no longer
+    matches its latest entry, and ``converge anchor`` can print one head that
+    proves everything before it (Crosby-Wallach's history tree, kept linear).
+    """
+
+    __tablename__ = "ledger"
+    __table_args__ = (Index("ix_ledger_run_seq", "run_id", "seq"),)
+
+    seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    run_id: str = Field(max_length=200)
+    last_seq: int
+    head: str = Field(max_length=64)
+    hash: str = Field(max_length=64)
+
+
 class MetaTable(SQLModel, table=True):
     """Key/value facts about the database itself (``schema_version``)."""
 
@@ -127,6 +161,45 @@ audit_events: Table = _table(AuditEventTable)
 gates: Table = _table(GateTable)
 checkpoints: Table = _table(CheckpointTable)
 meta: Table = _table(MetaTable)
+ledger: Table = _table(LedgerTable)
+checkpoint_parts: Table = _table(CheckpointPartTable)
 
-TABLES: tuple[Table, ...] = (runs, audit_events, gates, checkpoints, meta)
+TABLES: tuple[Table, ...] = (runs, audit_events, gates, checkpoints, meta, ledger, checkpoint_parts)
+
+CHECKPOINT_PART_CHARS = 16 * 1024 * 1024
+"""Largest piece of a checkpoint stored in one value (SQLite refuses values over 1 GB)."""
 """Every table of the store, in creation order."""
+
+
+# -- the approval inbox (converge serve): created on first use by audit.tokens and
+# audit.approvals, so a store of an earlier version gains them without a migration
+
+
+class ApiTokenTable(SQLModel, table=True):
+    """An API token of a person who decides or views gates: only its sha256 is stored."""
+
+    __tablename__ = "api_tokens"
+
+    token_hash: str = Field(primary_key=True, max_length=64)
+    name: str = Field(max_length=200, index=True)
+    role: str = Field(max_length=16)
+    created_at: float = Field(sa_column=Column(Double, nullable=False))
+
+
+class GateVoteTable(SQLModel, table=True):
+    """One person's approval or rejection of a gate; one row per (gate, person)."""
+
+    __tablename__ = "gate_votes"
+
+    gate_id: str = Field(primary_key=True, max_length=200)
+    voter: str = Field(primary_key=True, max_length=200)
+    approved: bool
+    reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    ts: float = Field(sa_column=Column(Double, nullable=False))
+
+
+api_tokens: Table = _table(ApiTokenTable)
+gate_votes: Table = _table(GateVoteTable)
+
+INBOX_TABLES: tuple[Table, ...] = (api_tokens, gate_votes)
+"""The tables of the approval inbox, created when first needed (``checkfirst``)."""

@@ -44,6 +44,7 @@ from engine import (
     JobFileError,
     OnStop,
     RunStore,
+    content_key,
 )
 from engine.references import resolve_reference
 from gates.hitl import DEFAULT_SUMMARY, require_approval
@@ -64,6 +65,8 @@ class HitlSpec(BaseModel):
     timeout_s: float | None = Field(default=None, gt=0)
     on_timeout: Literal["approve", "reject"] = "reject"
     name: str | None = None
+    approvals_required: int = Field(default=1, ge=1, le=100)
+    validate_value: str | None = None
 
 
 class SchemaSpec(BaseModel):
@@ -180,6 +183,18 @@ class JobSpec(BaseModel):
             raise ValueError("a job needs at least one suggestor (or an entry in agents)")
         return value
 
+    @field_validator("initial")
+    @classmethod
+    def _initial_is_json(cls, value: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        # initial facts are recorded and hashed: they must be canonical JSON
+        for key, contents in value.items():
+            for i, content in enumerate(contents):
+                try:
+                    content_key(content)
+                except (TypeError, ValueError) as exc:
+                    raise ValueError(f"initial[{key!r}][{i}] is not JSON: {exc}") from None
+        return value
+
 
 @dataclass
 class Job:
@@ -255,6 +270,11 @@ class Job:
             if g.hitl is not None:
                 h = g.hitl
                 when = self._ref(h.when, ("gates", i, "hitl", "when")) if h.when else None
+                check = (
+                    self._ref(h.validate_value, ("gates", i, "hitl", "validate_value"), call=False)
+                    if h.validate_value
+                    else None
+                )
                 out.append(
                     require_approval(
                         keys=h.keys,
@@ -265,11 +285,17 @@ class Job:
                         timeout_s=h.timeout_s,
                         on_timeout=h.on_timeout,
                         name=h.name,
+                        approvals_required=h.approvals_required,
+                        validate_value=check,
                     )
                 )
             elif g.schema_ is not None:
                 model = self._ref(g.schema_.model, ("gates", i, "schema", "model"), call=False)
-                out.append(ContentSchema(g.schema_.key, model, on_reject=g.schema_.on_reject))
+                try:
+                    gate = ContentSchema(g.schema_.key, model, on_reject=g.schema_.on_reject)
+                except ConfigurationError as exc:
+                    raise self._error(str(exc), ("gates", i, "schema", "model")) from exc
+                out.append(gate)
             elif g.min_confidence is not None:
                 m = g.min_confidence
                 out.append(MinConfidence(m.threshold, m.keys, on_reject=m.on_reject))
@@ -326,26 +352,47 @@ class Job:
         return JobFileError(f"{field}: {message}", path=self.path, line=_line(self.lines, loc))
 
 
+MAX_NODES = 50_000
+"""Most YAML nodes a job file may hold once its aliases are expanded (alias bombs)."""
+
+MAX_DEPTH = 64
+"""Deepest nesting of a job file."""
+
+
 def load_job(path: str | os.PathLike[str]) -> Job:
     """Read and validate a job file. Raises :class:`JobFileError` (file, line, field)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        raw = p.read_bytes()
     except OSError as exc:
         raise JobFileError(f"cannot read job file: {exc.strerror or exc}", path=str(p)) from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise JobFileError(
+            f"not UTF-8 text: byte 0x{raw[exc.start]:02X} cannot be decoded", path=str(p), line=line
+        ) from None
     return parse_job(text, str(p))
 
 
 def parse_job(text: str, path: str = "<job>") -> Job:
-    """Validate job text (YAML). Raises :class:`JobFileError` (file, line, field)."""
+    """Validate job text (YAML). Raises :class:`JobFileError` (file, line, field).
+
+    Hostile input is refused with one line, not a traceback: YAML errors, nesting
+    deeper than :data:`MAX_DEPTH`, more than :data:`MAX_NODES` nodes once aliases
+    are expanded ("billion laughs"), values YAML cannot construct.
+    """
+    node = _compose(text, path)
+    if node is not None:
+        _check_size(node, path)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise JobFileError(f"invalid YAML: {problem}", path=path, line=line) from exc
+        raise _yaml_error(exc, path) from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        # e.g. a timestamp with month 13: PyYAML's constructor raises plain errors
+        raise JobFileError(f"invalid YAML value: {exc}", path=path) from None
     if not isinstance(data, dict):
         raise JobFileError(
             "a job file must be a mapping (name, suggestors, ...)", path=path, line=1
@@ -358,6 +405,78 @@ def parse_job(text: str, path: str = "<job>") -> Job:
     except ValidationError as exc:
         raise _from_validation(exc, path, lines) from exc
     return Job(spec, path, data, lines)
+
+
+def _compose(text: str, path: str) -> yaml.Node | None:
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, path) from None
+    except RecursionError:
+        message = f"nested deeper than {MAX_DEPTH} levels"
+        raise JobFileError(message, path=path, line=_deep_line(text)) from None
+
+
+def _deep_line(text: str) -> int | None:
+    """The line where flow brackets first nest deeper than :data:`MAX_DEPTH`."""
+    depth = 0
+    for number, line in enumerate(text.splitlines(), 1):
+        for ch in line:
+            depth += ch in "[{"
+            depth -= ch in "]}"
+            if depth > MAX_DEPTH:
+                return number
+    return None
+
+
+def _yaml_error(exc: yaml.YAMLError, path: str) -> JobFileError:
+    """PyYAML's error (often two lines: context and problem) as one line."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    line = mark.line + 1 if mark is not None else None
+    problem = getattr(exc, "problem", None)
+    context = getattr(exc, "context", None)
+    message = str(exc)
+    if problem:
+        message = f"{problem} ({context})" if context else str(problem)
+    return JobFileError(f"invalid YAML: {' '.join(message.split())}", path=path, line=line)
+
+
+def _check_size(root: yaml.Node, path: str) -> None:
+    """Refuse documents too deep, or too large once aliases are expanded.
+
+    Sizes are memoised per node, so a shared (aliased) node is measured once: the
+    check costs the document's size, not its expansion's.
+    """
+    size: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, children_done = stack.pop()
+        if id(node) in size:
+            continue
+        if depth > MAX_DEPTH:
+            line = node.start_mark.line + 1
+            raise JobFileError(f"nested deeper than {MAX_DEPTH} levels", path=path, line=line)
+        children = _children(node)
+        if children_done:
+            total = 1 + sum(size[id(c)] for c in children)
+            if total > MAX_NODES:
+                raise JobFileError(
+                    f"more than {MAX_NODES} values once its aliases are expanded (an alias bomb?)",
+                    path=path,
+                    line=node.start_mark.line + 1,
+                )
+            size[id(node)] = total
+            continue
+        stack.append((node, depth, True))
+        stack.extend((c, depth + 1, False) for c in children if id(c) not in size)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def job_from_record(record: dict[str, Any]) -> Job:

@@ -19,10 +19,11 @@ class Budget(BaseModel):
       ``max_seconds`` (seconds of wall-clock time, pauses excluded) and
       ``max_cost_usd`` (USD) stop the run once used *exceeds* the limit.
 
-    Defaults are converge-core's. Raises ``pydantic.ValidationError`` for negatives.
+    Defaults are converge-core's. Raises ``pydantic.ValidationError`` for negatives,
+    NaN and infinities (no limit is written ``null`` or ``0``).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     max_cycles: int | None = Field(default=100, ge=0)
     max_facts: int | None = Field(default=10_000, ge=0)

@@ -8,15 +8,16 @@ become signals, and what is left is the cycle's list of effects for the merge.
 
 from __future__ import annotations
 
-import json
 import time
+from math import isfinite
 from typing import Any
 
 from engine.accounting import elapsed_ms, ms
 from engine.effect import NO_USAGE, Effect, Usage
-from engine.execution import CANCELLED, TIMED_OUT
+from engine.execution import CANCELLED, NOT_DONE, TIMED_OUT
 from engine.facts import Proposal
 from engine.run_state import RunState
+from engine.safe_json import json_safe
 from engine.settings import EngineSettings
 from engine.stop import (
     AgentRefused,
@@ -61,7 +62,11 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
             if isinstance(out, StopRun):
                 _stop_requested(st, name, out, store)
                 break
-            if record_failure(eng, st, name, f"{type(out).__name__}: {out}"):
+            if record_failure(eng, st, name, describe(out)):
+                break
+            continue
+        if out is NOT_DONE:  # a task that ended without an outcome
+            if record_failure(eng, st, name, "the execution ended without a result"):
                 break
             continue
         # the common case, a plain list of proposals, builds no Effect
@@ -83,13 +88,17 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
                 if record_failure(eng, st, name, msg):
                     break
                 continue
-            u = effect.usage
-            if type(u) is not Usage:
-                msg = f"returned usage of type {type(u).__name__}, expected a Usage"
-                if record_failure(eng, st, name, msg):
+            problem = _invalid_effect(effect)
+            if problem is not None:
+                if record_failure(eng, st, name, problem):
                     break
                 continue
+            u = effect.usage
             proposals, refusal = effect.proposals, effect.refusal
+            if type(proposals) is not list:
+                proposals = list(proposals)
+            if refusal is not None:
+                refusal = json_safe(refusal)
             inner = None
             if effect.tool_calls or effect.signal is not None or effect.audit:
                 inner = _inner_activity(st, name, effect, last)
@@ -154,22 +163,53 @@ def _inner_activity(st: RunState, name: str, effect: Effect, last: list[str]) ->
             )
     if effect.signal is not None:
         st.pending_signals.append(effect.signal)
-    details = _jsonable(dict(effect.audit)) if effect.audit else {}
+    details: dict[str, Any] = json_safe(dict(effect.audit)) if effect.audit else {}
     if effect.tool_calls:
         details["tool_calls"] = list(effect.tool_calls)
     return details
 
 
+def _invalid_effect(effect: Effect) -> str | None:
+    """What is wrong with an effect a suggestor returned, or None."""
+    u = effect.usage
+    if type(u) is not Usage:
+        return f"returned usage of type {type(u).__name__}, expected a Usage"
+    if u is not NO_USAGE:
+        i, o, c = u.input_tokens, u.output_tokens, u.cost_usd
+        if type(i) is not int or type(o) is not int or i < 0 or o < 0:
+            return f"returned usage with bad token counts {i!r}, {o!r} (non-negative integers)"
+        if type(c) not in (int, float) or not isfinite(c) or c < 0:
+            return f"returned usage with a bad cost {c!r} (a finite, non-negative USD amount)"
+    if type(effect.proposals) not in (list, tuple):
+        got = type(effect.proposals).__name__
+        return f"returned an Effect whose proposals are a {got}, expected a list of Proposal"
+    r = effect.refusal
+    if r is not None and type(r) is not str:
+        return f"returned a refusal of type {type(r).__name__}, expected a string"
+    return None
+
+
+def describe(exc: BaseException) -> str:
+    """``"Type: message"`` of an exception, even when its ``__str__`` fails."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = "<unprintable>"
+    return f"{type(exc).__name__}: {text}"
+
+
 def _stop_requested(st: RunState, name: str, out: StopRun, store: bool) -> None:
-    st.pending_signals.append(
-        StopRequested(source=name, message=str(out.message), context=_jsonable(out.context))
-    )
+    context = json_safe(getattr(out, "context", None) or {})
+    if not isinstance(context, dict):
+        context = {"context": context}
+    message = json_safe(str(getattr(out, "message", "")))
+    st.pending_signals.append(StopRequested(source=name, message=message, context=context))
     if store:
         st.events.append(
             AuditEvent(
                 "suggestor_executed",
                 st.cycle,
-                {"suggestor": name, "stop_requested": out.message},
+                {"suggestor": name, "stop_requested": message},
                 time.time(),
             )
         )
@@ -177,6 +217,7 @@ def _stop_requested(st: RunState, name: str, out: StopRun, store: bool) -> None:
 
 def record_failure(eng: EngineSettings, st: RunState, name: str, message: str) -> bool:
     """Record a failed execution; True when the run must stop (``on_error="stop"``)."""
+    message = json_safe(message)
     st.streaks[name] = st.streaks.get(name, 0) + 1
     st.last_error = f"{name}: {message}"
     if eng.store is not None:
@@ -206,13 +247,3 @@ def _normalise(out: Any) -> Effect | None:
     if isinstance(out, list | tuple) and all(isinstance(p, Proposal) for p in out):
         return Effect(list(out))
     return None
-
-
-def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` if JSON-serialisable, else a copy with the odd values as their repr."""
-    try:
-        json.dumps(data)
-        return data
-    except (TypeError, ValueError):
-        out: dict[str, Any] = json.loads(json.dumps(data, default=repr))
-        return out

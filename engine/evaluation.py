@@ -92,15 +92,18 @@ def evaluate_criteria(eng: EngineSettings, st: RunState) -> list[tuple[Criterion
     return results
 
 
-def criteria_met_early(eng: EngineSettings, st: RunState) -> StopReason | None:
-    """``CriteriaMet`` when every required criterion is met before a fixed point
-    (and the acceptance invariants hold), else None."""
+def criteria_met_early(eng: EngineSettings, st: RunState) -> list[StopReason]:
+    """When every required criterion is met before a fixed point: ``CriteriaMet``,
+    or the acceptance invariants it violates (a run never ends successfully past
+    a failing acceptance invariant, as converge-core). Else nothing."""
     required = [c for c in eng.criteria if getattr(c, "required", True)]
     if not required:
-        return None
+        return []
     results = evaluate_criteria(eng, st)
     if all(isinstance(r, Met) for c, r in results if getattr(c, "required", True)):
-        if eng.acceptance and check_invariants(eng, st, eng.acceptance):
-            return None
-        return CriteriaMet(criteria=[c.id for c in required])
-    return None
+        if eng.acceptance:
+            violations = check_invariants(eng, st, eng.acceptance)
+            if violations:
+                return violations
+        return [CriteriaMet(criteria=[c.id for c in required])]
+    return []

@@ -118,7 +118,9 @@ async def execute_async(eng: EngineSettings, st: RunState, eligible: list[int]) 
             except asyncio.CancelledError:
                 outcomes[slot] = TIMED_OUT
                 raise
-            except Exception as exc:
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:  # a suggestor's own BaseException is its failure
                 outcomes[slot] = exc
 
     # sync suggestors run inline in registration order; async ones concurrently
@@ -130,7 +132,9 @@ async def execute_async(eng: EngineSettings, st: RunState, eligible: list[int]) 
         if not reg.is_async[i]:
             try:
                 outcomes[slot] = reg.suggestors[i].execute(ctx)
-            except Exception as exc:
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:
                 outcomes[slot] = exc
     if tasks:
         await _wait(eng, st, tasks, outcomes)

@@ -63,32 +63,66 @@ class Proposal(NamedTuple):
 _dumps = json.dumps
 
 
+MAX_INT = 10**4000
+"""Integers of 4,000 digits or more are refused: CPython will not print past 4,300."""
+
+
+def _text_ok(text: str) -> bool:
+    # lone surrogates cannot be written as UTF-8 (the audit trail's encoding)
+    if not text.isascii():
+        text.encode("utf-8")
+    return True
+
+
 def content_key(content: Any) -> Any:
     """A hashable identity of JSON content: equal JSON values give equal keys.
 
     Strings and numbers are their own identity (``1 == 1.0``, as JSON numbers);
     booleans and ``null`` are tagged (JSON tells ``true`` from ``1``); a flat object
     of strings and numbers is its sorted items; anything else is canonical JSON
-    text. Raises ``TypeError``/``ValueError`` for content that is not
-    JSON-serialisable.
+    text. Raises ``TypeError`` or ``ValueError`` for content that canonical UTF-8
+    JSON cannot hold: non-JSON types, NaN or infinities, lone surrogates, integers
+    of 4,000 digits or more, nesting deeper than Python's recursion limit.
     """
     cls = type(content)
-    if cls is str or cls is int or cls is float:
+    if cls is str:
+        _text_ok(content)
+        return content
+    if cls is int:
+        if not -MAX_INT < content < MAX_INT:
+            raise ValueError("integer too large for JSON (4,000 digits or more)")
+        return content
+    if cls is float:
+        if not math.isfinite(content):
+            raise ValueError(f"content must be finite JSON, got {content!r}")
         return content
     if cls is dict:
-        for v in content.values():
-            vc = type(v)
-            if not (vc is str or vc is int or vc is float):
+        for k, v in content.items():
+            if type(k) is not str or not _text_ok(k):
                 break
-        else:
-            for k in content:
-                if type(k) is not str:
+            vc = type(v)
+            if vc is str:
+                _text_ok(v)
+            elif vc is int:
+                if not -MAX_INT < v < MAX_INT:
+                    break  # the JSON path names the problem
+            elif vc is float:
+                if not math.isfinite(v):
                     break
             else:
-                return ("d", tuple(sorted(content.items())))
+                break
+        else:
+            return ("d", tuple(sorted(content.items())))
     elif cls is bool or content is None:
         return ("b", content)
-    return ("j", _dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=False))
+    try:
+        text = _dumps(
+            content, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False
+        )
+    except RecursionError:
+        raise ValueError("content is nested too deeply for JSON") from None
+    _text_ok(text)
+    return ("j", text)
 
 
 def fact_to_dict(fact: Fact) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -11,18 +11,25 @@ from engine.facts import Proposal
 
 
 class GateDecision(BaseModel):
-    """A person's decision on a gate: ``approved``, ``by`` whom, and an optional ``reason``."""
+    """A person's decision on a gate: ``approved``, ``by`` whom, and an optional ``reason``.
+
+    ``value`` (JSON, None = keep the proposal as it is) is a human answer the
+    approved proposal's content takes, e.g. a license classification; the
+    application validates it with the policy's hook before the decision is made.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     approved: bool
     by: str
     reason: str | None = None
+    value: Any = None
 
     @staticmethod
-    def approve(*, by: str, reason: str | None = None) -> GateDecision:
-        """Approve: the proposal is promoted and the run goes on."""
-        return GateDecision(approved=True, by=by, reason=reason)
+    def approve(*, by: str, reason: str | None = None, value: Any = None) -> GateDecision:
+        """Approve: the proposal (its content replaced by ``value`` when given) is
+        promoted and the run goes on."""
+        return GateDecision(approved=True, by=by, reason=reason, value=value)
 
     @staticmethod
     def reject(*, by: str, reason: str | None = None) -> GateDecision:

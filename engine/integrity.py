@@ -9,7 +9,14 @@ from engine.facts import Fact, canonical_json, fact_json
 
 EMPTY_ROOT = hashlib.sha256(b"").hexdigest()
 
-__all__ = ["EMPTY_ROOT", "canonical_json", "fact_leaf", "facts_root", "root_of_leaves"]
+__all__ = [
+    "EMPTY_ROOT",
+    "MerkleFrontier",
+    "canonical_json",
+    "fact_leaf",
+    "facts_root",
+    "root_of_leaves",
+]
 
 
 def fact_leaf(fact: Fact) -> bytes:
@@ -40,3 +47,61 @@ def facts_root(facts: Iterable[Fact]) -> str:
     Two runs with the same facts in the same order have the same root.
     """
     return root_of_leaves([fact_leaf(f) for f in facts])
+
+
+class MerkleFrontier:
+    """The Merkle root of :func:`root_of_leaves`, kept incrementally in O(log n).
+
+    Pairing left to right and carrying an odd node up builds a tree whose left
+    subtrees are complete blocks of 2**k leaves (RFC 6962's shape). The frontier
+    keeps the root of each complete block, largest first, like a binary counter;
+    the root folds them from the right. So a run's root costs one hash per fact
+    as it goes, and a checkpoint carries a few dozen hashes instead of every leaf.
+    """
+
+    __slots__ = ("count", "nodes")
+
+    def __init__(self, count: int = 0, nodes: list[tuple[int, bytes]] | None = None) -> None:
+        self.count = count
+        self.nodes: list[tuple[int, bytes]] = nodes or []
+
+    def extend(self, leaves: Iterable[bytes]) -> None:
+        """Append leaves, in promotion order."""
+        sha = hashlib.sha256
+        nodes = self.nodes
+        n = 0
+        for leaf in leaves:
+            size, digest = 1, leaf
+            while nodes and nodes[-1][0] == size:
+                left = nodes.pop()[1]
+                size, digest = size * 2, sha(left + digest).digest()
+            nodes.append((size, digest))
+            n += 1
+        self.count += n
+
+    def root(self) -> str:
+        """The root (hex) of every leaf appended; equal to :func:`root_of_leaves`."""
+        if not self.nodes:
+            return EMPTY_ROOT
+        sha = hashlib.sha256
+        digest = self.nodes[-1][1]
+        for _size, left in reversed(self.nodes[:-1]):
+            digest = sha(left + digest).digest()
+        return digest.hex()
+
+    def to_json(self) -> list[object]:
+        """``[count, [[size, hex], ...]]``, for a checkpoint."""
+        return [self.count, [[size, digest.hex()] for size, digest in self.nodes]]
+
+    @staticmethod
+    def from_json(data: object) -> MerkleFrontier:
+        """Rebuild :meth:`to_json` output; raises ``ValueError`` when malformed."""
+        if not isinstance(data, list) or len(data) != 2:
+            raise ValueError("a Merkle frontier is [count, nodes]")
+        count, nodes = data
+        if type(count) is not int or not isinstance(nodes, list):
+            raise ValueError("a Merkle frontier is [count, nodes]")
+        parsed = [(int(size), bytes.fromhex(digest)) for size, digest in nodes]
+        if sum(size for size, _ in parsed) != count:
+            raise ValueError("a Merkle frontier's sizes do not add up to its count")
+        return MerkleFrontier(count, parsed)

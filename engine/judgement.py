@@ -24,7 +24,7 @@ from engine.evaluation import (
     evaluate_policies,
 )
 from engine.policy import Continue
-from engine.recording import flush, record_pause, record_stop
+from engine.recording import checkpoint, flush, record_pause, record_stop
 from engine.result import ContinuationRecord, RunResult
 from engine.run_state import RunState
 from engine.settings import EngineSettings
@@ -90,15 +90,17 @@ def after_merge(eng: EngineSettings, st: RunState) -> RunResult | None:
     if eng.stop_policies:
         signals.extend(evaluate_policies(eng, st))
     if eng.criteria and not any(s.category is StopCategory.VALIDATION for s in signals):
-        met = criteria_met_early(eng, st)
-        if met is not None:
-            signals.append(met)
+        signals.extend(criteria_met_early(eng, st))
     if signals:
         stopped = stop_or_continue(eng, st, signals)
         if stopped is not None:
             return stopped
-    if eng.store is not None and st.events:
-        flush(eng, st)
+    if eng.store is not None:
+        every = eng.checkpoint_every
+        if every and st.cycle % every == 0:
+            checkpoint(eng, st)
+        elif st.events:
+            flush(eng, st)
     if eng.progress is not None:
         eng.progress(st.cycle, budget_status(st, elapsed_ms(eng, st)).percent)
     return None

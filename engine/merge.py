@@ -15,7 +15,7 @@ import time
 from hashlib import sha256
 from math import isfinite
 
-from engine.facts import Fact, Proposal, Provenance, content_key, fact_json
+from engine.facts import MAX_INT, Fact, Proposal, Provenance, content_key, fact_json
 from engine.hitl import GateDecision
 from engine.recording import catch_up_leaves
 from engine.run_state import PendingGate, RunState
@@ -44,7 +44,7 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
     start_i, start_j = st.merge_pos
     if store:
         leaf_append = st.leaves.append
-        if len(st.leaves) != len(ctx._facts):
+        if st.frontier.count + len(st.leaves) != len(ctx._facts):
             catch_up_leaves(st)  # the leaves of input or checkpointed facts
     for ei in range(start_i, len(effects)):
         name, proposals = effects[ei]
@@ -61,12 +61,20 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
                 if not 0.0 <= confidence <= 1.0:
                     raise ValueError(f"confidence must be within 0..1, got {confidence!r}")
                 c = type(content)
-                if c is float and not isfinite(content):
-                    raise ValueError(f"content must be finite JSON, got {content!r}")
-                if c is str or c is int or c is float:
+                if c is str:
+                    if not content.isascii():
+                        content.encode("utf-8")  # lone surrogates are not UTF-8
+                    identity = (key, content)
+                elif (c is int and -MAX_INT < content < MAX_INT) or (
+                    c is float and isfinite(content)
+                ):
                     identity = (key, content)
                 else:
                     identity = (key, content_key(content))
+                if parents or type(parents) is not tuple:
+                    parents = _checked_parents(parents)
+                if given_id is not None and (type(given_id) is not str or not given_id):
+                    raise TypeError(f"id must be a non-empty string, got {given_id!r}")
             except (TypeError, ValueError) as exc:
                 st.merge_effects = []
                 return Error(
@@ -110,6 +118,16 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
     st.merge_effects = []
     st.merge_pos = (0, 0)
     return None
+
+
+def _checked_parents(parents: object) -> tuple[str, ...]:
+    """``parents`` as a tuple of fact ids; raises ``TypeError`` when it is not one."""
+    if type(parents) is tuple or type(parents) is list:
+        for p in parents:
+            if type(p) is not str:
+                raise TypeError(f"parents must be fact ids (strings), got {p!r}")
+        return tuple(parents)
+    raise TypeError(f"parents must be a tuple of fact ids, got {type(parents).__name__}")
 
 
 def check_promotion_gates(
@@ -209,19 +227,7 @@ def apply_decision(eng: EngineSettings, st: RunState) -> None:
     rec = pg.record
     st.pending_gate = None
     if eng.store is not None:
-        st.events.append(
-            AuditEvent(
-                "gate_decided",
-                st.cycle,
-                {
-                    "gate_id": rec.gate_id,
-                    "approved": decision.approved,
-                    "by": decision.by,
-                    "reason": decision.reason,
-                },
-                time.time(),
-            )
-        )
+        # the store chained gate_decided when it recorded the decision (compare-and-set)
         st.events.append(AuditEvent("run_resumed", st.cycle, {"gate_id": rec.gate_id}, time.time()))
     if decision.approved:
         st.approved_once = (pg.effect_index, pg.proposal_index)

@@ -8,13 +8,15 @@ nothing is built. A failing store never crashes a run: the run stops with
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
+from typing import Any
 
 from engine.accounting import run_result
 from engine.errors import StoreError
 from engine.facts import fact_to_dict
-from engine.integrity import fact_leaf, root_of_leaves
+from engine.integrity import fact_leaf
 from engine.result import RunResult
 from engine.run_state import RunState, drop_replayed
 from engine.settings import EngineSettings
@@ -51,27 +53,44 @@ def record_stop(
     reason = result.stop_reason
     for s in ordered:
         st.events.append(AuditEvent("stop_signal", st.cycle, stop_reason_to_dict(s), time.time()))
+    outcome = run_outcome(st, "stopped", reason, result)
     st.events.append(
         AuditEvent(
             "run_stopped",
             st.cycle,
             {
-                "kind": reason.kind_code(),
-                "category": reason.category.value,
-                "reason": stop_reason_to_dict(reason),
+                **outcome_payload(outcome),
                 "budget_status": result.budget_status.model_dump(mode="json"),
             },
             time.time(),
         )
     )
-    outcome = run_outcome(st, "stopped", reason, result)
     checkpoint = st.to_checkpoint(eng.suggestor_names) if reason.is_resumable() else None
     events = take_events(st)
     try:
         eng.store.finish_run(st.run_id, events, outcome, checkpoint)
     except StoreError as exc:
-        return _storage_failed(eng, st, exc, tuple(ordered))
+        failed = _storage_failed(eng, st, exc, tuple(ordered))
+        _record_failed_stop(eng, st, failed)
+        return failed
     return result
+
+
+def _record_failed_stop(eng: EngineSettings, st: RunState, failed: RunResult) -> None:
+    """After a final write failed (a checkpoint too large, an event the store refused),
+    record at least the stop: the storage error, with no checkpoint and none of the
+    events that failed, so that the run is not left ``running``."""
+    assert eng.store is not None
+    outcome = run_outcome(st, "stopped", failed.stop_reason, failed)
+    event = AuditEvent(
+        "run_stopped",
+        st.cycle,
+        {**outcome_payload(outcome), "budget_status": failed.budget_status.model_dump(mode="json")},
+        time.time(),
+    )
+    # if the store is gone too, the result returned still says why
+    with contextlib.suppress(StoreError):
+        eng.store.finish_run(st.run_id, [event], outcome, None)
 
 
 def record_pause(
@@ -95,8 +114,8 @@ def record_pause(
             time.time(),
         )
     )
-    st.events.append(AuditEvent("run_paused", st.cycle, stop_reason_to_dict(reason), time.time()))
     outcome = run_outcome(st, "paused", reason, result)
+    st.events.append(AuditEvent("run_paused", st.cycle, outcome_payload(outcome), time.time()))
     checkpoint = st.to_checkpoint(eng.suggestor_names)
     events = take_events(st)
     try:
@@ -127,6 +146,23 @@ def run_outcome(st: RunState, status: str, reason: StopReason, result: RunResult
     )
 
 
+def outcome_payload(outcome: RunOutcome) -> dict[str, Any]:
+    """What a ``run_stopped`` / ``run_paused`` event chains of the run's outcome: the
+    stop (kind, category, reason), cycles, facts count, facts root and usage — the
+    columns a store's ``runs`` row holds, so that ``verify`` can check them."""
+    reason = outcome.stop_reason
+    u = outcome.usage
+    return {
+        "kind": reason.kind_code(),
+        "category": reason.category.value,
+        "reason": stop_reason_to_dict(reason),
+        "cycles": outcome.cycles,
+        "facts_count": outcome.facts_count,
+        "facts_root": outcome.facts_root,
+        "usage": [u.input_tokens, u.output_tokens, u.cost_usd],
+    }
+
+
 def take_events(st: RunState) -> list[AuditEvent]:
     """The events gathered so far (and no longer in ``st``), minus those a crashed
     process recorded already when this run replays its cycles."""
@@ -144,6 +180,19 @@ def flush(eng: EngineSettings, st: RunState) -> None:
         store_call(eng, st, lambda s: s.append_events(st.run_id, events))
 
 
+def checkpoint(eng: EngineSettings, st: RunState) -> None:
+    """Write the cycle's events and a checkpoint of the run in flight, so that crash
+    recovery replays at most ``checkpoint_every`` cycles (stores without
+    ``save_checkpoint`` get the events only)."""
+    save = getattr(eng.store, "save_checkpoint", None)
+    if save is None:
+        flush(eng, st)
+        return
+    events = take_events(st)
+    data = st.to_checkpoint(eng.suggestor_names)
+    store_call(eng, st, lambda s: save(st.run_id, events, data))
+
+
 def store_call(eng: EngineSettings, st: RunState, fn: Callable[[RunStore], None]) -> None:
     """Call the store; a ``StoreError`` becomes a pending ``Error(storage)`` signal."""
     assert eng.store is not None
@@ -156,15 +205,17 @@ def store_call(eng: EngineSettings, st: RunState, fn: Callable[[RunStore], None]
 
 
 def facts_root_of(st: RunState) -> str:
-    """The Merkle root of the run's facts; leaves are cached, so each stop or pause
+    """The Merkle root of the run's facts, kept incrementally: each stop or pause
     hashes only the facts promoted since the previous one."""
     catch_up_leaves(st)
-    return root_of_leaves(st.leaves)
+    st.frontier.extend(st.leaves)
+    st.leaves.clear()
+    return st.frontier.root()
 
 
 def catch_up_leaves(st: RunState) -> None:
-    """Add the Merkle leaves of facts promoted without one (input, checkpointed)."""
+    """Add the Merkle leaves of facts promoted without one (input, old checkpoints)."""
     leaves = st.leaves
     facts = st.context._facts
-    for i in range(len(leaves), len(facts)):
+    for i in range(st.frontier.count + len(leaves), len(facts)):
         leaves.append(fact_leaf(facts[i]))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import re
 import sys
 from typing import Any
 
@@ -16,14 +17,18 @@ from engine.errors import ImportReferenceError
 
 __all__ = ["resolve_reference"]
 
+_REFERENCE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
 
 def resolve_reference(ref: str, *, call: bool = True) -> Any:
     """Import ``module:attribute``; call it when it is a class or a plain factory.
 
     Raises :class:`ImportReferenceError` with the reason.
     """
-    if not isinstance(ref, str) or ":" not in ref:
-        raise ImportReferenceError(f"{ref!r} is not a 'module:attribute' reference")
+    if not isinstance(ref, str) or not _REFERENCE.fullmatch(ref):
+        raise ImportReferenceError(
+            f"{ref!r} is not a 'module:attribute' reference (dotted Python names)"
+        )
     module_name, _, attr = ref.partition(":")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -31,6 +36,10 @@ def resolve_reference(ref: str, *, call: bool = True) -> Any:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ImportReferenceError(f"cannot import module {module_name!r} ({exc})") from exc
+    except Exception as exc:  # the module's own code failed while importing
+        raise ImportReferenceError(
+            f"importing module {module_name!r} raised {type(exc).__name__}: {exc}"
+        ) from exc
     obj: Any = module
     for part in attr.split("."):
         try:

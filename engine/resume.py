@@ -21,6 +21,7 @@ from typing import Any
 from engine.budget import Budget
 from engine.collector import bulk_load
 from engine.errors import GateAlreadyDecided, GateExpired, GateNotFound, ResumeError, RunNotFound
+from engine.facts import canonical_json
 from engine.hitl import GateDecision
 from engine.run_state import RunState
 from engine.settings import EngineSettings
@@ -36,6 +37,11 @@ def load_paused(eng: EngineSettings, gate_id: str, decision: GateDecision) -> Ru
     """
     if not isinstance(decision, GateDecision):
         raise ResumeError(f"decision must be a GateDecision, got {type(decision).__name__}")
+    if decision.value is not None:
+        try:
+            canonical_json(decision.value)
+        except (TypeError, ValueError) as exc:
+            raise ResumeError(f"the decision's value is not JSON: {exc}") from exc
     runs = eng.runs
     st = runs.paused.get(gate_id)
     if eng.store is None:
@@ -53,6 +59,8 @@ def load_paused(eng: EngineSettings, gate_id: str, decision: GateDecision) -> Ru
         runs.paused.pop(gate_id, None)
     assert st.pending_gate is not None
     st.pending_gate.decision = decision
+    if decision.approved and decision.value is not None:
+        _take_value(st, decision.value)
     st.leg_started = eng.clock()
     runs.enter(st.run_id)
     return st
@@ -85,6 +93,14 @@ def load_stopped(eng: EngineSettings, run_id: str, budget: Budget | None) -> Run
             )
         )
     return st
+
+
+def _take_value(st: RunState, value: Any) -> None:
+    """The approved proposal's content becomes the decision's ``value`` (a human answer)."""
+    pg = st.pending_gate
+    assert pg is not None
+    proposals = st.merge_effects[pg.effect_index][1]
+    proposals[pg.proposal_index] = proposals[pg.proposal_index]._replace(content=value)
 
 
 def check_suggestors(engine: EngineSettings, recorded: list[str]) -> None:
@@ -146,7 +162,7 @@ def load_paused_from_store(
     status = "approved" if decision.approved else "rejected"
     store.decide_gate(gate_id, decision, status)
     store.claim_resume(gate.run_id)
-    # gate_decided and run_resumed are recorded by the engine when it applies the decision
+    # decide_gate chained gate_decided; the engine records run_resumed when it applies it
     return st
 
 
@@ -209,9 +225,9 @@ def _load_replayed(store: Any, st: RunState) -> None:
     if events is None:
         return
     known = {f.id for f in st.context}
-    for ev in events(st.run_id, kinds=("fact_promoted", "gate_decided")):
+    for ev in events(st.run_id, kinds=("fact_promoted", "run_resumed")):
         if ev.kind == "fact_promoted":
             if ev.payload["id"] not in known:
                 st.replayed[ev.payload["id"]] = ev.payload
-        else:
+        elif "gate_id" in ev.payload:
             st.replayed_gates.add(ev.payload["gate_id"])

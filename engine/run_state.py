@@ -19,6 +19,7 @@ from engine.effect import Usage
 from engine.errors import ResumeError
 from engine.facts import Fact, Proposal, Provenance, content_key
 from engine.hitl import GateDecision
+from engine.integrity import MerkleFrontier
 from engine.result import ContinuationRecord
 from engine.stop import StopReason, parse_stop_reason, stop_reason_to_dict
 from engine.store import AuditEvent, GateRecord
@@ -72,7 +73,9 @@ class RunState:
         self.leg_started = 0.0
         self.wall_started = 0.0
         self.elapsed_before_ms = 0
-        self.leaves: list[bytes] = []  # Merkle leaves of the facts, cached across stops
+        # the facts' Merkle root, kept as it goes: leaves not folded yet, and the frontier
+        self.leaves: list[bytes] = []
+        self.frontier = MerkleFrontier()
         # crash recovery: what a dead process recorded after the checkpoint, so that
         # the replayed cycles do not record the same facts or decision twice
         self.replayed: dict[str, dict[str, Any]] = {}
@@ -118,7 +121,17 @@ class RunState:
             "continuations": [
                 [k.cycle, list(k.signals), k.note, k.budget_raised] for k in self.continuations
             ],
+            "merkle": self._merkle(),
         }
+
+    def _merkle(self) -> list[object] | None:
+        """The facts' Merkle frontier, when the leaves cover every fact (else None:
+        a resume recomputes it)."""
+        if self.frontier.count + len(self.leaves) != len(self.context):
+            return None
+        self.frontier.extend(self.leaves)
+        self.leaves.clear()
+        return self.frontier.to_json()
 
     def rejected_contents(self) -> list[tuple[str, Any]]:
         """The (key, content) pairs a human rejected in this run."""
@@ -171,6 +184,11 @@ class RunState:
                 st.pending_gate = PendingGate(
                     gate, int(pg["effect_index"]), int(pg["proposal_index"])
                 )
+            merkle = data.get("merkle")
+            if merkle is not None:
+                frontier = MerkleFrontier.from_json(merkle)
+                if frontier.count == len(ctx):
+                    st.frontier = frontier
             st.gates_opened = int(data["gates_opened"])
             st.elapsed_before_ms = int(data["elapsed_ms"])
             st.continuations = [
@@ -228,7 +246,7 @@ def drop_replayed(st: RunState, events: list[AuditEvent]) -> list[AuditEvent]:
     """``events`` without those a crashed process recorded already (crash recovery).
 
     A ``fact_promoted`` whose fact (id and content) is in ``st.replayed`` and a
-    ``gate_decided`` / gate ``run_resumed`` of a gate in ``st.replayed_gates`` are
+    gate ``run_resumed`` of a gate in ``st.replayed_gates`` are
     dropped once each; a replayed fact that differs (a nondeterministic suggestor)
     is kept, so the trail shows both.
     """
@@ -241,10 +259,11 @@ def drop_replayed(st: RunState, events: list[AuditEvent]) -> list[AuditEvent]:
                 del st.replayed[ev.payload["id"]]
                 continue
         elif (
-            kind == "gate_decided" or (kind == "run_resumed" and "gate_id" in ev.payload)
-        ) and ev.payload.get("gate_id") in st.replayed_gates:
-            if kind == "run_resumed":
-                st.replayed_gates.discard(ev.payload["gate_id"])
+            kind == "run_resumed"
+            and "gate_id" in ev.payload
+            and ev.payload["gate_id"] in st.replayed_gates
+        ):
+            st.replayed_gates.discard(ev.payload["gate_id"])
             continue
         kept.append(ev)
     return kept

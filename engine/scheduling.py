@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from engine.accounting import elapsed_ms, ms
-from engine.collection import record_failure
+from engine.collection import describe, record_failure
 from engine.judgement import fixed_point, stop, stop_or_continue
 from engine.result import RunResult
 from engine.run_state import RunState
@@ -100,9 +100,11 @@ def eligible_suggestors(eng: EngineSettings, st: RunState) -> list[int] | None:
             continue
         try:
             ok = accept(ctx)
-        except Exception as exc:
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                raise
             # a failing accepts() counts as a failed execution of that suggestor
-            msg = f"accepts raised {type(exc).__name__}: {exc}"
+            msg = f"accepts raised {describe(exc)}"
             if record_failure(eng, st, reg.names[i], msg):
                 return None
             continue

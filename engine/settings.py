@@ -29,6 +29,10 @@ OnStop = Callable[[Sequence[StopReason], RunStats], Continue | None]
 policy stop (Cognesy's continuation override), or None to stop."""
 
 
+CHECKPOINT_EVERY = 100
+"""Default cycles between checkpoints of a run in flight (docs/performance.md)."""
+
+
 class EngineSettings:
     """The configuration of an engine, its registered suggestors and its runs.
 
@@ -40,7 +44,9 @@ class EngineSettings:
     error), ``on_stop`` (a continuation override for budget and policy stops),
     ``max_concurrency`` (async executions in flight), ``clock`` (seconds, monotonic;
     injectable for tests), ``job_name``/``job_spec`` (recorded with the run),
-    ``progress(cycle, budget_percent)`` (called after each cycle that goes on).
+    ``progress(cycle, budget_percent)`` (called after each cycle that goes on),
+    ``checkpoint_every`` (cycles between the checkpoints of a run in flight, with a
+    store, so that crash recovery replays at most that many; None = only at stops).
 
     Raises :class:`ConfigurationError` for bad arguments.
     """
@@ -61,9 +67,12 @@ class EngineSettings:
         job_name: str | None = None,
         job_spec: dict[str, Any] | None = None,
         progress: Callable[[int, float], None] | None = None,
+        checkpoint_every: int | None = CHECKPOINT_EVERY,
     ) -> None:
         if on_error not in ("stop", "continue"):
             raise ConfigurationError(f"on_error must be 'stop' or 'continue', got {on_error!r}")
+        if checkpoint_every is not None and checkpoint_every < 1:
+            raise ConfigurationError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
         if max_concurrency < 1:
             raise ConfigurationError(f"max_concurrency must be >= 1, got {max_concurrency}")
         self.budget = budget if budget is not None else Budget()
@@ -90,6 +99,7 @@ class EngineSettings:
         self.job_name = job_name
         self.job_spec = job_spec
         self.progress = progress
+        self.checkpoint_every = checkpoint_every
         self.registry = SuggestorRegistry()
         self.runs = RunTable()
 

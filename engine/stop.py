@@ -30,12 +30,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from engine.safe_json import json_safe
 from engine.stop_categories import EXIT_CODES, PRIORITIES, RESUMABLE
 from engine.stop_categories import ErrorCategory as ErrorCategory  # re-exported
 from engine.stop_categories import InvariantClass as InvariantClass
 from engine.stop_categories import StopCategory as StopCategory
+
+_PLAIN = (str, int, float, dict, list, tuple)
 
 
 class _StopBase(BaseModel):
@@ -45,6 +48,15 @@ class _StopBase(BaseModel):
 
     category_: ClassVar[StopCategory]
     advice: ClassVar[str] = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_safe(cls, data: Any) -> Any:
+        # a stop reason is written to the audit trail and read back: its strings are
+        # valid UTF-8 and its nested data bounded, so every accepted reason round-trips
+        if isinstance(data, dict):
+            return {k: json_safe(v) if type(v) in _PLAIN else v for k, v in data.items()}
+        return data
 
     @property
     def category(self) -> StopCategory:

@@ -25,13 +25,16 @@ EVENT_KINDS = (
     "invariant_violated",
     "gate_opened",
     "gate_decided",
+    "gate_vote",
     "run_paused",
     "run_resumed",
     "stop_signal",
     "run_continued",
+    "checkpoint_saved",
     "run_stopped",
 )
-"""Every audit event kind the engine emits (DESIGN.md §7, plus ``run_continued``)."""
+"""Every audit event kind (DESIGN.md §7, plus ``run_continued``, and ``gate_vote``:
+one person's approval of a quorum gate, written by ``audit.approvals``)."""
 
 
 class AuditEvent:

@@ -26,6 +26,14 @@ class ApprovalPolicy:
     ``str.format`` template over ``key``, ``content``, ``suggestor``,
     ``confidence`` and ``proposal`` (e.g. ``"Classify {content[name]}"``).
     ``timeout_s`` (seconds, None = never) and ``on_timeout`` decide expired gates.
+    ``approvals_required`` (default 1) is the quorum: the gate is approved once that
+    many distinct people approved it, rejected by the first rejection (counted by
+    the application, e.g. ``converge.decisions``; the engine sees one decision).
+    ``validate_value(value, content) -> content`` checks a human answer given with
+    an approval (``converge approve --value``) and returns the content the
+    proposal takes, raising ``ValueError`` when the answer is invalid (e.g. not an
+    SPDX expression); without it the content becomes the value as given.
+    Raises ``ValueError`` for a bad ``on_timeout``, ``timeout_s`` or quorum.
     """
 
     def __init__(
@@ -39,7 +47,11 @@ class ApprovalPolicy:
         timeout_s: float | None = None,
         on_timeout: Literal["approve", "reject"] = "reject",
         name: str | None = None,
+        approvals_required: int = 1,
+        validate_value: Callable[[Any, Any], Any] | None = None,
     ) -> None:
+        if not isinstance(approvals_required, int) or approvals_required < 1:
+            raise ValueError(f"approvals_required must be an int >= 1, got {approvals_required!r}")
         if on_timeout not in ("approve", "reject"):
             raise ValueError(f"on_timeout must be 'approve' or 'reject', got {on_timeout!r}")
         if timeout_s is not None and timeout_s <= 0:
@@ -51,6 +63,8 @@ class ApprovalPolicy:
         self.summary = summary
         self.timeout_s = timeout_s
         self.on_timeout: Literal["approve", "reject"] = on_timeout
+        self.approvals_required = approvals_required
+        self.validate_value = validate_value
         self.name = name or "require_approval:" + ",".join(sorted(self.keys or ["*"]))
 
     def match(self, proposal: Proposal, suggestor: str, ctx: Context) -> str | None:
@@ -90,8 +104,11 @@ def require_approval(
     timeout_s: float | None = None,
     on_timeout: Literal["approve", "reject"] = "reject",
     name: str | None = None,
+    approvals_required: int = 1,
+    validate_value: Callable[[Any, Any], Any] | None = None,
 ) -> ApprovalPolicy:
-    """A HITL policy: proposals matching all given conditions wait for approval."""
+    """A HITL policy: proposals matching all given conditions wait for approval
+    (by ``approvals_required`` distinct people; see :class:`ApprovalPolicy`)."""
     return ApprovalPolicy(
         keys=keys,
         suggestors=suggestors,
@@ -101,6 +118,8 @@ def require_approval(
         timeout_s=timeout_s,
         on_timeout=on_timeout,
         name=name,
+        approvals_required=approvals_required,
+        validate_value=validate_value,
     )
 
 

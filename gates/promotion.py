@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, PydanticSchemaGenerationError, TypeAdapter, ValidationError
 
 from engine.context import Context
+from engine.errors import ConfigurationError
 from engine.facts import Proposal
 from engine.promotion import OnReject, Rejection
 
@@ -27,6 +28,7 @@ class ContentSchema:
 
     ``schema`` is a ``BaseModel`` subclass or any type pydantic understands
     (``dict[str, int]``...). The first validation error is the rejection reason.
+    Raises :class:`ConfigurationError` when pydantic cannot build a validator for it.
     """
 
     def __init__(self, key: str, schema: Any, *, on_reject: OnReject = "stop") -> None:
@@ -34,7 +36,12 @@ class ContentSchema:
         self.key = key
         self.name = f"schema:{key}"
         self.on_reject: OnReject = on_reject
-        self._adapter: TypeAdapter[Any] = TypeAdapter(schema)
+        try:
+            self._adapter: TypeAdapter[Any] = TypeAdapter(schema)
+        except (PydanticSchemaGenerationError, AttributeError, TypeError) as exc:
+            raise ConfigurationError(
+                f"schema for {key!r}: {schema!r} is not a type pydantic can validate"
+            ) from exc
         self._is_model = isinstance(schema, type) and issubclass(schema, BaseModel)
 
     def check(self, proposal: Proposal, suggestor: str, ctx: Context) -> Rejection | None:

@@ -41,3 +41,13 @@ class Small:
 
     def check(self, ctx: Context) -> Violation | None:
         return None
+
+
+@suggestor(name="signal_tick")
+def signal_tick(ctx: Context) -> list[Proposal]:
+    """Never converges; says on stderr when cycle 3 started (for the signal tests)."""
+    if ctx.cycle == 3:
+        import sys
+
+        print("cycle 3", file=sys.stderr, flush=True)
+    return [Proposal("n", ctx.count("n"))]

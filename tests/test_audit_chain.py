@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from audit import GENESIS, SqlRunStore, open_store
 from audit.chain import event_message
+from audit.ledger import entry_message
 from engine import Budget, Context, Engine, Fact, Proposal, Provenance, fact_to_dict, suggestor
 from engine.facts import canonical_json, fact_json
 
@@ -183,14 +184,44 @@ def recompute_plain(db: Path, run_id: str) -> None:
         )
 
 
-def test_without_a_key_a_full_recomputation_goes_unnoticed(db: Path) -> None:
-    # the reason the key exists: a plain chain can be rebuilt by anyone
+def recompute_ledger_plain(db: Path, run_id: str) -> None:
+    """Point the run's latest ledger entry at its forged head and re-chain the ledger."""
+    with sqlite3.connect(db) as con:
+        head, last = con.execute(
+            "SELECT head_hash, last_seq FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        con.execute(
+            "UPDATE ledger SET head = ?, last_seq = ? WHERE seq = "
+            "(SELECT max(seq) FROM ledger WHERE run_id = ?)",
+            (head, last, run_id),
+        )
+        prev = GENESIS
+        entries = con.execute("SELECT seq, run_id, last_seq, head FROM ledger ORDER BY seq")
+        for seq, rid, last_seq, h in entries.fetchall():
+            prev = hashlib.sha256(
+                (prev + entry_message(seq, rid, last_seq, h)).encode()
+            ).hexdigest()
+            con.execute("UPDATE ledger SET hash = ? WHERE seq = ?", (prev, seq))
+            top = seq
+        con.execute(
+            "UPDATE converge_meta SET value = ? WHERE key = 'ledger_head'", (f"{top}:{prev}",)
+        )
+
+
+def test_without_a_key_a_full_recomputation_goes_unnoticed_but_by_the_anchor(db: Path) -> None:
+    # the reason the key and the anchor exist: a plain chain can be rebuilt by anyone
     store = open_store(str(db))
     run_id = record(store)
+    anchor = store.anchor()
     sql(db, "UPDATE audit_events SET payload = '{}' WHERE run_id = ? AND seq = 4", run_id)
     assert not store.verify(run_id).ok
     recompute_plain(db, run_id)
+    assert not store.verify(run_id).ok  # the ledger still holds the head it committed
+    recompute_ledger_plain(db, run_id)
     assert store.verify(run_id).ok
+    assert all(r.ok for r in store.verify_all())
+    # only a head kept outside the database shows it
+    assert not all(r.ok for r in store.verify_anchor(anchor))
 
 
 def test_with_a_key_a_plain_recomputation_does_not_verify(db: Path) -> None:
@@ -220,7 +251,11 @@ def test_a_keyed_chain_needs_its_key(db: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
     max_leaves=8,
 )

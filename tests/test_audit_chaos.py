@@ -8,7 +8,6 @@ PostgreSQL) lose and interleave nothing. The worker processes run this module
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -19,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from audit import SqlRunStore, open_store
-from audit.testing import pg_schema, pg_unreachable_reason
+from audit.testing import pg_schema
 from engine import AuditEvent, Budget, Context, Engine, Proposal, RunHeader, suggestor
+from tests.pgfixtures import require_pg
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTS_PER_CYCLE = 200
@@ -89,11 +89,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield str(tmp_path / "shared.db")
         return
-    why = pg_unreachable_reason()
-    if why is not None:
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
+    require_pg()
     with pg_schema() as url:
         yield url
 

@@ -247,7 +247,9 @@ def test_an_acceptance_invariant_is_checked_at_the_fixed_point() -> None:
     )
 
 
-def test_an_acceptance_invariant_holds_back_criteria_met() -> None:
+def test_an_acceptance_invariant_failing_when_the_criteria_are_met_stops_the_run() -> None:
+    # DESIGN.md §4 step 6: criteria met before the fixed point are accepted only
+    # after the acceptance invariants; a violation is the stop, not a hidden delay
     @invariant(name="even", invariant_class="acceptance")
     def even(ctx: Context) -> bool:
         return ctx.count("n") % 2 == 0
@@ -258,8 +260,24 @@ def test_an_acceptance_invariant_holds_back_criteria_met() -> None:
     engine = Engine(criteria=[KeyPresent("n", at_least=3)], invariants=[even])
     engine.register(n)
     r = engine.run({"n": [0]})
-    # met at 3 facts, but the run only ends once the acceptance invariant holds too
-    assert r.stop_reason == CriteriaMet(criteria=["n>=3"])
+    assert isinstance(r.stop_reason, InvariantViolated)
+    assert r.stop_reason.invariant_class == InvariantClass.ACCEPTANCE
+    assert r.stop_reason.name == "even"
+    assert r.context.count("n") == 3  # stopped where the criteria were met, facts kept
+
+
+def test_criteria_met_with_the_acceptance_invariants_holding_stop_the_run_early() -> None:
+    @invariant(name="even", invariant_class="acceptance")
+    def even(ctx: Context) -> bool:
+        return ctx.count("n") % 2 == 0
+
+    n = Recorder(
+        "n", ("n",), lambda ctx: [Proposal("n", ctx.count("n"))] if ctx.count("n") < 6 else []
+    )
+    engine = Engine(criteria=[KeyPresent("n", at_least=4)], invariants=[even])
+    engine.register(n)
+    r = engine.run({"n": [0]})
+    assert r.stop_reason == CriteriaMet(criteria=["n>=4"])
     assert r.context.count("n") == 4
 
 

@@ -157,3 +157,21 @@ def test_async_suggestors_finishing_in_reverse_order_merge_in_registration_order
     assert [f.provenance.proposal_id for f in decreasing.context.get("out")] == [
         f"s{i}/1/{i}.0" for i in range(5)
     ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 600), cut=st.integers(0, 600))
+def test_the_incremental_merkle_root_equals_the_whole_tree_across_a_checkpoint(
+    n: int, cut: int
+) -> None:
+    import hashlib
+
+    from engine.integrity import MerkleFrontier, root_of_leaves
+
+    leaves = [hashlib.sha256(str(i).encode()).digest() for i in range(n)]
+    before = MerkleFrontier()
+    before.extend(leaves[: min(cut, n)])
+    after = MerkleFrontier.from_json(before.to_json())  # as a checkpoint carries it
+    after.extend(leaves[min(cut, n) :])
+    assert after.root() == root_of_leaves(leaves)
+    assert after.count == n

@@ -262,7 +262,12 @@ def test_a_decision_on_an_expired_gate_is_refused_and_the_gate_decided_by_on_tim
     before = state_of(store, run_id)
     with freeze_time("2030-01-01 12:01:01"), pytest.raises(GateExpired, match="on_timeout"):
         make_engine(store).resume(gate_id, GateDecision.approve(by="late"))
-    assert state_of(store, run_id) == before
+    # the late decision changed nothing; the on_timeout decision entered the chain, once
+    status, events, _head = state_of(store, run_id)
+    assert (status, events) == (before[0], before[1] + 1)
+    (decided,) = store.events(run_id, kinds=["gate_decided"])
+    assert decided.payload["status"] == "expired" and decided.payload["by"] == "timeout"
+    assert store.verify(run_id).ok
     gate = store.get_gate(gate_id)
     assert gate.status == "expired" and gate.decided_by == "timeout"
 

@@ -229,16 +229,32 @@ def lineage_cmd(
 def verify_cmd(
     run_id: Annotated[str | None, typer.Argument(help="The run (omit with --all).")] = None,
     all_runs: Annotated[bool, typer.Option("--all", help="Verify every run.")] = False,
+    anchor: Annotated[
+        str | None,
+        typer.Option(
+            "--anchor",
+            help="A ledger head printed by `converge anchor` earlier: also prove that "
+            "nothing recorded before it was removed or rewritten (implies --all).",
+        ),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Recompute hash chains; exit 0 when all verify, 1 otherwise (first bad seq, why)."""
-    if run_id is not None and all_runs:
-        fail("give a RUN or --all, not both")
+    """Recompute hash chains and check runs, gates, checkpoints and the ledger against
+    them; exit 0 when all verify, 1 otherwise (first bad seq, why).
+
+    Keyed (HMAC) stores need their key in $CONVERGE_AUDIT_KEY: without it a keyed
+    store reports "key required", with another key "wrong key", never "ok".
+    """
+    if run_id is not None and (all_runs or anchor):
+        fail("give a RUN, or --all / --anchor, not both")
     store = _store(db)
     try:
-        reports = store.verify_all() if run_id is None else [store.verify(run_id)]
-    except ConvergeError as exc:
+        if anchor is not None:
+            reports = store.verify_anchor(anchor)
+        else:
+            reports = store.verify_all() if run_id is None else [store.verify(run_id)]
+    except (ConvergeError, ValueError) as exc:
         fail(str(exc))
     ok = all(r.ok for r in reports)
     if as_json:
@@ -254,6 +270,21 @@ def verify_cmd(
             out.print(f"{mark} {escape(r.run_id)}: {detail}")
         out.print(f"{sum(r.ok for r in reports)}/{len(reports)} runs verify")
     raise typer.Exit(0 if ok else 1)
+
+
+@app.command("anchor")
+def anchor_cmd(db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Print the ledger head (seq:hash, HMAC-signed in a keyed store) to keep outside
+    the database; `converge verify --anchor HEAD` later proves nothing before it changed."""
+    store = _store(db)
+    try:
+        head = store.anchor()
+    except ConvergeError as exc:
+        fail(str(exc))
+    if as_json:
+        _json({"anchor": head})
+    else:
+        out.print(head, highlight=False, soft_wrap=True)
 
 
 def _label(graph: nx.DiGraph[str], node: str) -> str:

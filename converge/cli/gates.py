@@ -1,7 +1,10 @@
 """``converge gates | approve | reject | resume``: decide gates and continue runs.
 
-Approving or rejecting records the decision (exactly once, compare-and-set in the
-store) and resumes the run from the job the run recorded, in this process.
+Approving or rejecting goes through :func:`converge.decisions.decide`, the path
+the approval inbox uses too: the decision is recorded exactly once (compare-and-set
+in the store; a quorum gate counts one vote per person) and, when it decides the
+gate, the run resumes from the job it recorded, in this process. Listing gates
+first applies the deadlines that passed (``expired`` with its ``on_timeout``).
 """
 
 from __future__ import annotations
@@ -9,12 +12,15 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
+from audit.approvals import DuplicateVote
+from audit.store import SqlRunStore
 from converge.cli.render import (
     DbOption,
     JsonOption,
@@ -25,15 +31,15 @@ from converge.cli.render import (
     out,
     render_result,
 )
-from converge.jobs import Job, job_from_record
+from converge.decisions import DecisionReport, Execute, decide, job_of_run, list_gates
+from converge.jobs import Job
 from engine import (
     Budget,
     ConvergeError,
-    GateAlreadyDecided,
+    Engine,
     GateDecision,
     GateRecord,
     RunResult,
-    RunStore,
 )
 
 app = typer.Typer()
@@ -57,17 +63,26 @@ def _gate_dict(g: GateRecord) -> dict[str, Any]:
     }
 
 
-def _job_of_run(store: RunStore, run_id: str) -> Job:
-    header = store.get_run_header(run_id)
-    if not header.job_spec:
-        raise ConvergeError(f"run {run_id} recorded no job; resume it from Python instead")
-    return job_from_record(header.job_spec)
-
-
-def _store(db: str | None) -> RunStore:
+def _store(db: str | None) -> SqlRunStore:
     store = open_run_store(db)
-    assert store is not None
+    assert isinstance(store, SqlRunStore)
     return store
+
+
+def _cli_execute(store: SqlRunStore, as_json: bool) -> Execute:
+    """Run the job under the CLI's progress bar (errors exit 2 with one line)."""
+
+    def execute(job: Job, step: Callable[[Engine], RunResult]) -> RunResult:
+        return execute_with_progress(job, store, as_json=as_json, resume=step)
+
+    return execute
+
+
+def _content(g: GateRecord) -> str:
+    """The proposal's key and content, as the reviewer needs them to decide."""
+    content = g.proposal.get("content")
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    return f"{g.proposal.get('key', '?')}: {text}"
 
 
 @app.command("gates")
@@ -79,7 +94,8 @@ def gates_cmd(
     """List HITL gates (newest first)."""
     store = _store(db)
     try:
-        records: list[GateRecord] = store.gates(pending=pending)  # type: ignore[attr-defined]
+        # a gate past its deadline is decided by its on_timeout the first time it is listed
+        records = list_gates(store, pending=pending, execute=_quiet_execute(store))
     except ConvergeError as exc:
         fail(str(exc))
     if as_json:
@@ -89,31 +105,70 @@ def gates_cmd(
     # ids are what a user copies into `approve`: never wrapped or cut
     table.add_column("gate", no_wrap=True, min_width=len(records[0].gate_id) if records else 4)
     # a gate id starts with its run id, so the run has no column of its own
-    for col in ("status", "cycle", "suggestor", "summary", "decided"):
+    for col in ("status", "cycle", "proposal", "summary", "decided", "reason"):
         table.add_column(col)
     for g in records:
         decided = f"{g.decided_by} {_when(g.decided_at)}" if g.decided_by else ""
-        table.add_row(g.gate_id, g.status, str(g.cycle), g.suggestor, escape(g.summary), decided)
+        table.add_row(
+            g.gate_id,
+            g.status,
+            str(g.cycle),
+            escape(_content(g)),
+            escape(g.summary),
+            escape(decided),
+            escape(g.reason or ""),
+        )
     out.print(table)
 
 
+def _quiet_execute(store: SqlRunStore) -> Execute:
+    def execute(job: Job, step: Callable[[Engine], RunResult]) -> RunResult:
+        return step(job.build_engine(store))
+
+    return execute
+
+
 def _decide(gate_id: str, decision: GateDecision, db: str | None, as_json: bool) -> None:
+    if not decision.by.strip():
+        fail("--by must name who decides (it is recorded in the audit trail)")
     store = _store(db)
     try:
-        gate = store.get_gate(gate_id)
-        job = _job_of_run(store, gate.run_id)
-    except ConvergeError as exc:
+        report = decide(store, gate_id, decision, execute=_cli_execute(store, as_json))
+    except (DuplicateVote, ConvergeError) as exc:
         fail(str(exc))
-    if gate.status != "pending":
-        # the engine's compare-and-set decides races; this only answers early
-        fail(str(GateAlreadyDecided(gate_id, gate.status, gate.decided_by, _iso(gate))))
-    verb = "approving" if decision.approved else "rejecting"
+    # only now is the decision recorded: say so, then show where the run went
+    verb = "approved" if decision.approved else "rejected"
+    if report.result is None:
+        message = (
+            f"{verb} gate {gate_id} as {decision.by}: {report.required - report.still_needed} "
+            f"of {report.required} approvals; {report.still_needed} more needed"
+        )
+        if as_json:
+            sys.stdout.write(json.dumps(_report_dict(report), indent=2) + "\n")
+        else:
+            err.print(escape(message))
+        raise typer.Exit(_PENDING_EXIT)
     if not as_json:
-        err.print(f"{verb} gate {gate_id} as {escape(decision.by)}; resuming run {gate.run_id}")
-    result = execute_with_progress(
-        job, store, as_json=as_json, resume=lambda engine: engine.resume(gate_id, decision)
-    )
-    _finish(result, as_json, job)
+        err.print(
+            escape(f"{verb} gate {gate_id} as {decision.by}; resumed run {report.gate.run_id}")
+        )
+    job = job_of_run(store, report.gate.run_id)
+    _finish(report.result, as_json, job)
+
+
+_PENDING_EXIT = 10
+"""Exit code while the gate still waits for approvals (as a run paused at a gate)."""
+
+
+def _report_dict(report: DecisionReport) -> dict[str, Any]:
+    return {
+        "gate": _gate_dict(report.gate),
+        "approvals": [
+            {"by": v.voter, "approved": v.approved, "reason": v.reason} for v in report.votes
+        ],
+        "approvals_required": report.required,
+        "still_needed": report.still_needed,
+    }
 
 
 def _finish(result: RunResult, as_json: bool, job: Job) -> None:
@@ -126,11 +181,19 @@ def approve_cmd(
     gate_id: Annotated[str, typer.Argument(help="The gate to approve.")],
     by: Annotated[str, typer.Option("--by", help="Who approves.")],
     reason: Annotated[str | None, typer.Option("--reason")] = None,
+    value: Annotated[
+        str | None,
+        typer.Option(
+            "--value",
+            help="A human answer the proposal's content takes (e.g. a license: MIT), "
+            "checked by the gate policy's validate_value hook.",
+        ),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Approve a gate and resume its run to the next stop."""
-    _decide(gate_id, GateDecision.approve(by=by, reason=reason), db, as_json)
+    """Approve a gate (with one approval of its quorum) and resume its run to the next stop."""
+    _decide(gate_id, GateDecision.approve(by=by, reason=reason, value=value), db, as_json)
 
 
 @app.command("reject")
@@ -160,7 +223,9 @@ def resume_cmd(
     """Continue a stopped, expired-gate or crashed run (more budget optional)."""
     store = _store(db)
     try:
-        job = _job_of_run(store, run_id)
+        # a pending gate of this run past its deadline: decided by on_timeout first
+        list_gates(store, pending=True, execute=_quiet_execute(store))
+        job = job_of_run(store, run_id)
         checkpoint = store.load_checkpoint(run_id)
         current = Budget.model_validate(checkpoint["budget"])
     except (ConvergeError, KeyError, ValueError) as exc:
@@ -185,11 +250,6 @@ def resume_cmd(
         job, store, as_json=as_json, resume=lambda engine: engine.resume_run(run_id, budget)
     )
     _finish(result, as_json, job)
-
-
-def _iso(gate: GateRecord) -> str | None:
-    at = gate.decided_at
-    return None if at is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
 
 
 def _when(ts: float | None) -> str:

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from audit import open_store
+from converge.interrupts import cancel_on_signals
 from converge.jobs import Job
 from engine import ConvergeError, RunResult, RunStore
 
@@ -74,10 +75,11 @@ def execute_with_progress(
         except ConvergeError as exc:
             fail(str(exc))
         try:
-            if resume is not None:
-                result: RunResult = resume(engine)
-            else:
-                result = engine.run(job.spec.initial or None)
+            with cancel_on_signals(engine):
+                if resume is not None:
+                    result: RunResult = resume(engine)
+                else:
+                    result = engine.run(job.spec.initial or None)
         except ConvergeError as exc:
             fail(str(exc))
     return result

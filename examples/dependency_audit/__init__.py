@@ -22,6 +22,7 @@ from examples.dependency_audit.rules import (
     all_classified_strict,
     no_forbidden_license,
     risks_assessed,
+    spdx_value,
 )
 from examples.dependency_audit.spdx import classify, from_human, is_copyleft
 from examples.dependency_audit.suggestors import (
@@ -58,4 +59,5 @@ __all__ = [
     "parse_requirement",
     "requirement_targets",
     "risks_assessed",
+    "spdx_value",
 ]

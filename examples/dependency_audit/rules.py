@@ -159,3 +159,18 @@ class RisksAssessed:
 
 
 risks_assessed = RisksAssessed()
+
+
+def spdx_value(value: object, content: object) -> dict[str, object]:
+    """The ``validate_value`` hook of the ``license.unknown`` gates
+    (``converge approve GATE --by NAME --value MIT``).
+
+    ``value`` must be an SPDX expression (or free text the table maps, e.g. "MIT
+    License"); the approved ``license.unknown`` content gains ``spdx`` (canonical)
+    and ``source: "human"``. Raises ``ValueError`` naming the value otherwise.
+    """
+    spdx = from_human(value) if isinstance(value, str) else None
+    if spdx is None:
+        raise ValueError(f"{value!r} is not an SPDX license expression (e.g. MIT, Apache-2.0)")
+    base = dict(content) if isinstance(content, dict) else {"content": content}
+    return {**base, "spdx": spdx, "source": "human"}

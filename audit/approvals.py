@@ -1,0 +1,168 @@
+"""Quorum on a HITL gate: each person's approval or rejection, counted in the store.
+
+A gate with ``approvals_required=N`` (``gates.hitl.require_approval``) is decided by
+the vote that makes it decisive: the N-th distinct approval, or the first
+rejection. Votes are cast in one transaction that locks the gate row, so of
+racing voters exactly one casts the deciding vote; a vote on a gate whose votes
+are already decisive is refused as ``GateAlreadyDecided``, a second vote by the
+same person as :class:`DuplicateVote`. Each vote that does not decide is a
+``gate_vote`` event in the run's hash chain; the deciding one becomes the
+engine's ``gate_decided`` (``by`` = every approver, in order) when the caller
+resumes the run with :attr:`VoteOutcome.decision`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import insert, select
+
+from audit.inbox_schema import ensure_inbox_tables
+from audit.store import SqlRunStore, _gate_record
+from audit.tables import gate_votes, gates
+from engine.errors import ConvergeError, GateAlreadyDecided, GateExpired, GateNotFound
+from engine.hitl import GateDecision
+from engine.store import AuditEvent
+
+MAX_REASON_CHARS = 10_000
+"""The longest reason a vote may carry (characters)."""
+
+
+class DuplicateVote(ConvergeError):
+    """This person already approved or rejected this gate: a quorum needs distinct people."""
+
+    def __init__(self, gate_id: str, voter: str) -> None:
+        self.gate_id = gate_id
+        self.voter = voter
+        super().__init__(f"{voter} already voted on gate {gate_id}; another person must approve")
+
+
+@dataclass(frozen=True, slots=True)
+class Vote:
+    """One person's vote on a gate: ``approved`` or not, ``reason``, ``ts`` (unix seconds)."""
+
+    voter: str
+    approved: bool
+    reason: str | None
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class VoteOutcome:
+    """The gate's votes after one more: ``decision`` is set when this vote decided it."""
+
+    gate_id: str
+    votes: tuple[Vote, ...]
+    required: int
+    decision: GateDecision | None
+
+    @property
+    def approvals(self) -> int:
+        """How many distinct people approved so far."""
+        return sum(1 for v in self.votes if v.approved)
+
+    @property
+    def still_needed(self) -> int:
+        """Approvals still needed to approve the gate (0 once decided)."""
+        return 0 if self.decision is not None else max(self.required - self.approvals, 0)
+
+
+def _decision(votes: list[Vote], required: int) -> GateDecision | None:
+    rejection = next((v for v in votes if not v.approved), None)
+    if rejection is not None:
+        return GateDecision.reject(by=rejection.voter, reason=rejection.reason)
+    approvers = [v for v in votes if v.approved]
+    if len(approvers) >= required:
+        return GateDecision.approve(
+            by=", ".join(v.voter for v in approvers), reason=approvers[-1].reason
+        )
+    return None
+
+
+def votes(store: SqlRunStore, gate_id: str) -> list[Vote]:
+    """The votes cast on ``gate_id``, oldest first (empty for a gate without quorum)."""
+    ensure_inbox_tables(store)
+    with store._tx(write=False) as conn:
+        rows = conn.execute(
+            select(gate_votes)
+            .where(gate_votes.c.gate_id == gate_id)
+            .order_by(gate_votes.c.ts, gate_votes.c.voter)
+        ).all()
+    return [Vote(r.voter, bool(r.approved), r.reason, r.ts) for r in rows]
+
+
+def cast_vote(
+    store: SqlRunStore,
+    gate_id: str,
+    decision: GateDecision,
+    required: int,
+    *,
+    now: float | None = None,
+) -> VoteOutcome:
+    """Record ``decision.by``'s vote on a pending gate needing ``required`` approvals.
+
+    ``now``: unix seconds (default the current time), checked against the gate's
+    deadline. Raises ``GateNotFound``, ``GateAlreadyDecided`` (decided, or its
+    votes already decisive), ``GateExpired`` (past its deadline: nothing
+    recorded), :class:`DuplicateVote`, ``ValueError`` for a ``required`` < 1, or
+    ``StoreError``.
+    """
+    if required < 1:
+        raise ValueError(f"required must be >= 1, got {required}")
+    ensure_inbox_tables(store)
+    at = time.time() if now is None else now
+    with store._tx() as conn:
+        row = conn.execute(
+            select(gates).where(gates.c.gate_id == gate_id).with_for_update()
+        ).one_or_none()
+        if row is None:
+            raise GateNotFound(f"no gate {gate_id!r} in audit store {store.shown}")
+        gate = _gate_record(row._mapping)
+        if gate.status != "pending":
+            raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, _iso(gate.decided_at))
+        if gate.expires_at is not None and at > gate.expires_at:
+            raise GateExpired(f"gate {gate_id} expired at {_iso(gate.expires_at)}")
+        cast = [
+            Vote(r.voter, bool(r.approved), r.reason, r.ts)
+            for r in conn.execute(
+                select(gate_votes)
+                .where(gate_votes.c.gate_id == gate_id)
+                .order_by(gate_votes.c.ts, gate_votes.c.voter)
+            )
+        ]
+        done = _decision(cast, required)
+        if done is not None:
+            status = "approved" if done.approved else "rejected"
+            raise GateAlreadyDecided(gate_id, status, done.by, _iso(cast[-1].ts))
+        if any(v.voter == decision.by for v in cast):
+            raise DuplicateVote(gate_id, decision.by)
+        vote = Vote(decision.by, decision.approved, decision.reason, at)
+        conn.execute(
+            insert(gate_votes).values(
+                gate_id=gate_id,
+                voter=vote.voter,
+                approved=vote.approved,
+                reason=vote.reason,
+                ts=vote.ts,
+            )
+        )
+        cast.append(vote)
+        final = _decision(cast, required)
+        if final is None:
+            payload = {
+                "gate_id": gate_id,
+                "by": vote.voter,
+                "approved": vote.approved,
+                "reason": vote.reason,
+                "approvals": sum(1 for v in cast if v.approved),
+                "required": required,
+            }
+            if vote.approved and decision.value is not None:
+                payload["value"] = decision.value
+            store._append(conn, gate.run_id, [AuditEvent("gate_vote", gate.cycle, payload, at)])
+    return VoteOutcome(gate_id, tuple(cast), required, final)
+
+
+def _iso(ts: float | None) -> str | None:
+    return None if ts is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))

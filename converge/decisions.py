@@ -1,0 +1,246 @@
+"""Deciding gates from the application: quorum, deadlines, and the run's recorded job.
+
+One path for every decider (``converge approve``/``reject``, the inbox's pages and
+its JSON API), so a decision is recorded the same way whoever makes it:
+
+- a gate whose policy needs one approval is decided by ``Engine.resume`` (the
+  store's compare-and-set: of racing deciders exactly one wins);
+- a gate with ``approvals_required=N`` counts votes first (``audit.approvals``):
+  a vote that does not decide is a ``gate_vote`` event in the run's chain; the
+  N-th distinct approval or the first rejection becomes the engine's decision;
+- a pending gate past its deadline is decided ``expired`` (compare-and-set) with
+  its ``on_timeout`` decision and its run resumed, the first time anyone lists,
+  decides or resumes it, so the decision is in the chain once.
+
+The run resumes in this process from the job it recorded (``converge.jobs``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from audit.approvals import Vote, cast_vote, votes
+from audit.store import SqlRunStore
+from converge.jobs import HitlSpec, Job, job_from_record
+from engine import (
+    ConvergeError,
+    Engine,
+    GateAlreadyDecided,
+    GateDecision,
+    GateExpired,
+    GateRecord,
+    RunResult,
+)
+from engine.references import resolve_reference
+from gates.hitl import ApprovalPolicy
+
+Clock = Callable[[], float]
+"""Unix time in seconds (``time.time``); tests inject another to pass a deadline."""
+
+Execute = Callable[[Job, Callable[[Engine], RunResult]], RunResult]
+"""How to build a job's engine and run one step of it (the CLI adds a progress bar)."""
+
+
+def executor_for(store: SqlRunStore) -> Execute:
+    """Build the job's engine on ``store`` and run ``step`` on it (no progress display)."""
+
+    def execute(job: Job, step: Callable[[Engine], RunResult]) -> RunResult:
+        return step(job.build_engine(store))
+
+    return execute
+
+
+class InvalidValue(ConvergeError):
+    """The value given with an approval is refused by the gate policy's hook."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionReport:
+    """What one decision did.
+
+    ``gate``: the gate as stored afterwards; ``votes``: who voted (quorum gates);
+    ``required``: approvals the gate needs; ``still_needed``: approvals missing
+    (0 once decided); ``result``: the run's next stop when the decision resumed it.
+    """
+
+    gate: GateRecord
+    votes: tuple[Vote, ...]
+    required: int
+    still_needed: int
+    result: RunResult | None
+
+
+def job_of_run(store: SqlRunStore, run_id: str) -> Job:
+    """The job the run recorded. Raises ``RunNotFound`` or ``ConvergeError`` (none recorded)."""
+    header = store.get_run_header(run_id)
+    if not header.job_spec:
+        raise ConvergeError(f"run {run_id} recorded no job; resume it from Python instead")
+    return job_from_record(header.job_spec)
+
+
+def policy_spec(job: Job | None, gate: GateRecord) -> HitlSpec | None:
+    """The job's ``hitl`` gate spec whose policy opened ``gate`` (None when unknown)."""
+    if job is None:
+        return None
+    for spec in job.spec.gates:
+        h = spec.hitl
+        # the same name the policy got when the run opened the gate
+        if h is not None and ApprovalPolicy(keys=h.keys, name=h.name).name == gate.policy:
+            return h
+    return None
+
+
+def approvals_required(job: Job | None, gate: GateRecord) -> int:
+    """The quorum of the job's HITL policy that opened ``gate`` (1 when unknown)."""
+    spec = policy_spec(job, gate)
+    return 1 if spec is None else spec.approvals_required
+
+
+def checked_value(job: Job | None, gate: GateRecord, decision: GateDecision) -> Any:
+    """The content the approved proposal takes for ``decision.value`` (None: unchanged).
+
+    The policy's ``validate_value(value, content)`` hook (a ``module:attr`` in the
+    job file) checks the value and returns the content; without a hook the
+    content is the value. Raises :class:`InvalidValue` (a rejection with a value,
+    or the hook refused it) before anything is recorded.
+    """
+    if decision.value is None:
+        return None
+    if not decision.approved:
+        raise InvalidValue(f"gate {gate.gate_id}: a value goes with an approval, not a rejection")
+    spec = policy_spec(job, gate)
+    if spec is None or spec.validate_value is None:
+        return decision.value
+    hook = resolve_reference(spec.validate_value, call=False)
+    try:
+        return hook(decision.value, gate.proposal.get("content"))
+    except (ValueError, TypeError) as exc:
+        raise InvalidValue(
+            f"gate {gate.gate_id}: value {decision.value!r} refused by {spec.validate_value}: {exc}"
+        ) from exc
+
+
+def is_expired(gate: GateRecord, now: float | None = None) -> bool:
+    """True when a pending ``gate`` is past its deadline (``expires_at``)."""
+    at = time.time() if now is None else now
+    return gate.status == "pending" and gate.expires_at is not None and at > gate.expires_at
+
+
+def apply_expiry(
+    store: SqlRunStore, gate: GateRecord, execute: Execute | None = None
+) -> RunResult | None:
+    """Decide an expired gate by its ``on_timeout`` and resume its run, exactly once.
+
+    Returns the run's next stop when this caller won the compare-and-set and the
+    run recorded a job; None when another caller expired it first or the run
+    cannot be resumed here (the gate is expired all the same).
+    """
+    timeout = GateDecision(
+        approved=gate.on_timeout == "approve", by="timeout", reason="gate expired"
+    )
+    try:
+        store.decide_gate(gate.gate_id, timeout, "expired")
+    except GateAlreadyDecided:
+        return None
+    try:
+        job = job_of_run(store, gate.run_id)
+        run = execute or executor_for(store)
+        return run(job, lambda engine: engine.resume_run(gate.run_id))
+    except ConvergeError:
+        # recorded as expired; `converge resume RUN` applies it later
+        return None
+
+
+def expire_due(
+    store: SqlRunStore, execute: Execute | None = None, clock: Clock = time.time
+) -> list[str]:
+    """Apply every pending gate's deadline that passed; the ids of the gates expired now."""
+    now = clock()
+    done: list[str] = []
+    for gate in store.gates(pending=True):
+        if is_expired(gate, now):
+            apply_expiry(store, gate, execute)
+            done.append(gate.gate_id)
+    return done
+
+
+def list_gates(
+    store: SqlRunStore,
+    *,
+    pending: bool = False,
+    execute: Execute | None = None,
+    clock: Clock = time.time,
+) -> list[GateRecord]:
+    """Gates newest first, after applying the deadlines that passed (see :func:`expire_due`)."""
+    expire_due(store, execute, clock)
+    return store.gates(pending=pending)
+
+
+def decide(
+    store: SqlRunStore,
+    gate_id: str,
+    decision: GateDecision,
+    *,
+    execute: Execute | None = None,
+    clock: Clock = time.time,
+) -> DecisionReport:
+    """Record ``decision`` on a gate and, when it decides the gate, resume the run.
+
+    Raises ``GateNotFound``, ``GateAlreadyDecided`` (decided, or its quorum already
+    reached), ``GateExpired`` (past its deadline: its ``on_timeout`` decision is
+    applied instead), ``audit.approvals.DuplicateVote`` (this person voted already),
+    :class:`InvalidValue` (``decision.value`` refused by the policy's hook),
+    ``ConvergeError`` (the run recorded no job), ``ResumeError`` or ``RunBusy``.
+    """
+    if not decision.by.strip():
+        raise ConvergeError("a decision needs the name of who decides (empty 'by')")
+    run = execute or executor_for(store)
+    gate = store.get_gate(gate_id)
+    if is_expired(gate, clock()):
+        apply_expiry(store, gate, run)
+        raise GateExpired(f"gate {gate_id} expired; decided by on_timeout={gate.on_timeout!r}")
+    if gate.status != "pending":
+        raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, _iso(gate.decided_at))
+    job = job_of_run(store, gate.run_id)
+    required = approvals_required(job, gate)
+    content = checked_value(job, gate, decision)
+    if content is not None:
+        decision = decision.model_copy(update={"value": content})
+    cast: tuple[Vote, ...] = ()
+    final = decision
+    if required > 1:
+        try:
+            outcome = cast_vote(store, gate_id, decision, required, now=clock())
+        except GateExpired:
+            apply_expiry(store, gate, run)
+            raise
+        cast = outcome.votes
+        if outcome.decision is None:
+            now = store.get_gate(gate_id)
+            return DecisionReport(now, cast, required, outcome.still_needed, None)
+        final = outcome.decision
+        if final.approved and decision.value is not None:
+            # the deciding approver's answer is the one the proposal takes
+            final = final.model_copy(update={"value": decision.value})
+    try:
+        result = run(job, lambda engine: engine.resume(gate_id, final))
+    except GateExpired:
+        # the engine found it expired and decided it so: this caller applies it
+        # if this fails, it stays recorded as expired; `converge resume RUN` applies it
+        with contextlib.suppress(ConvergeError):
+            run(job, lambda engine: engine.resume_run(gate.run_id))
+        raise
+    return DecisionReport(store.get_gate(gate_id), cast, required, 0, result)
+
+
+def gate_votes(store: SqlRunStore, gate_id: str) -> list[Vote]:
+    """The votes cast on a gate, oldest first."""
+    return votes(store, gate_id)
+
+
+def _iso(ts: float | None) -> str | None:
+    return None if ts is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))

@@ -1,0 +1,149 @@
+"""The app factory: :func:`create_app` (routers, templates, limits, error answers)."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from audit.store import SqlRunStore
+from converge.web import gates, runs, session
+from converge.web.auth import LoginRequired, csrf_token
+
+TEMPLATES = Path(__file__).parent / "templates"
+MAX_BODY_BYTES = 64 * 1024
+"""The largest request body accepted (bytes); larger ones are answered 413."""
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for a body over ``limit`` bytes, whether announced or streamed."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await _too_large(scope, receive, send, self.limit)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise HTTPException(413, f"request body over {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+async def _too_large(scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+    response = JSONResponse(
+        {"detail": f"request body over {limit} bytes: nothing was recorded"}, status_code=413
+    )
+    await response(scope, receive, send)
+
+
+def _age(seconds: float) -> str:
+    s = int(seconds)
+    if s < 90:
+        return f"{s} s"
+    if s < 5400:
+        return f"{s // 60} min"
+    if s < 172800:
+        return f"{s // 3600} h"
+    return f"{s // 86400} d"
+
+
+def _when(ts: float | None) -> str:
+    return "" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+
+
+def _wants_html(request: Request) -> bool:
+    return not request.url.path.startswith("/api/")
+
+
+def create_app(
+    store: SqlRunStore, *, secret: bytes | None = None, clock: Callable[[], float] = time.time
+) -> FastAPI:
+    """The inbox over ``store``: pages, ``/api`` and ``/login``.
+
+    ``secret`` keys the CSRF tokens of the forms (default: random per app, so a
+    restart invalidates open forms); ``clock`` gives unix seconds for ages and
+    deadlines (tests inject one). Bodies over 64 KiB are refused with 413.
+    """
+    # no Swagger UI: it loads its assets from a CDN; the schema stays at /api/openapi.json
+    app = FastAPI(
+        title="converge approval inbox",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/api/openapi.json",
+    )
+    app.state.store = store
+    app.state.secret = secret or secrets.token_bytes(32)
+    app.state.clock = clock
+    templates = Jinja2Templates(directory=str(TEMPLATES))
+    templates.env.filters["age"] = _age
+    templates.env.filters["when"] = _when
+
+    def render(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
+        context.setdefault("csrf", csrf_token(request))
+        return templates.TemplateResponse(request, name, context, status_code=status_code)
+
+    app.state.render = render
+
+    @app.exception_handler(LoginRequired)
+    async def _login(request: Request, _exc: LoginRequired) -> Response:
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(f"/login?next={quote(target)}", status_code=303)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        problems = [
+            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors()
+        ]
+        message = "invalid request: " + "; ".join(problems)
+        if _wants_html(request):
+            return _error_page(request, 422, message)
+        return JSONResponse({"detail": message, "errors": problems}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        if _wants_html(request) and exc.status_code != 401:
+            return _error_page(request, exc.status_code, str(exc.detail))
+        return JSONResponse(
+            {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
+        )
+
+    def _error_page(request: Request, status: int, message: str) -> Response:
+        response: Response = render(
+            request, "error.html", status_code=status, who=None, status=status, message=message
+        )
+        return response
+
+    app.include_router(session.router)
+    app.include_router(gates.router)
+    app.include_router(runs.router)
+    app.add_middleware(BodyLimit)
+    return app
+
+
+__all__ = ["MAX_BODY_BYTES", "create_app"]

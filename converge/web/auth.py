@@ -1,0 +1,80 @@
+"""Who is asking: API tokens (``Authorization: Bearer``), the page login, CSRF.
+
+The API takes a bearer token; the pages take the same token once on ``/login``
+and keep it in an HttpOnly, SameSite=Strict cookie. Every form carries a CSRF
+token: an HMAC, under a secret of this app, of the session token's hash, so a
+page of another site cannot post a decision. ``approver`` tokens may decide
+gates; ``viewer`` tokens may only read (403 otherwise).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Annotated
+
+from fastapi import Depends, Header, HTTPException, Request
+from starlette.concurrency import run_in_threadpool
+
+from audit.store import SqlRunStore
+from audit.tokens import Principal, authenticate, token_hash
+
+SESSION_COOKIE = "converge_session"
+LOGIN_CSRF_COOKIE = "converge_login_csrf"
+
+
+class LoginRequired(Exception):
+    """A page was asked for without a session: the app redirects to ``/login``."""
+
+
+def store_of(request: Request) -> SqlRunStore:
+    """The audit store the app was created with."""
+    store: SqlRunStore = request.app.state.store
+    return store
+
+
+async def api_principal(
+    request: Request, authorization: Annotated[str | None, Header()] = None
+) -> Principal:
+    """The person of the bearer token; 401 when it is missing or unknown."""
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise HTTPException(
+            401,
+            "authentication required: send 'Authorization: Bearer TOKEN' "
+            "(create one with `converge token add NAME`)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    who = await run_in_threadpool(authenticate, store_of(request), token.strip())
+    if who is None:
+        raise HTTPException(401, "unknown API token", headers={"WWW-Authenticate": "Bearer"})
+    return who
+
+
+async def api_decider(who: Annotated[Principal, Depends(api_principal)]) -> Principal:
+    """The person of the bearer token, who must be an approver; 403 for a viewer."""
+    if not who.may_decide:
+        raise HTTPException(403, f"{who.name} has a viewer token: it may not decide gates")
+    return who
+
+
+async def page_principal(request: Request) -> Principal:
+    """The person signed in on the pages; raises :class:`LoginRequired` otherwise."""
+    token = request.cookies.get(SESSION_COOKIE)
+    who = None if not token else await run_in_threadpool(authenticate, store_of(request), token)
+    if who is None:
+        raise LoginRequired()
+    return who
+
+
+def csrf_token(request: Request) -> str:
+    """The CSRF token of this session's forms (empty without a session)."""
+    token = request.cookies.get(SESSION_COOKIE) or ""
+    secret: bytes = request.app.state.secret
+    return hmac.new(secret, token_hash(token).encode(), hashlib.sha256).hexdigest()
+
+
+def check_csrf(request: Request, sent: str | None) -> None:
+    """403 unless ``sent`` is this session's CSRF token."""
+    if not sent or not hmac.compare_digest(sent, csrf_token(request)):
+        raise HTTPException(403, "invalid or missing CSRF token: reload the page and try again")

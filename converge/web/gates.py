@@ -1,0 +1,159 @@
+"""Gates: the inbox (``/``), a gate's page and its decision form; ``/api/gates``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from starlette.concurrency import run_in_threadpool
+
+from audit.approvals import MAX_REASON_CHARS
+from audit.tokens import Principal
+from converge.decisions import DecisionReport, decide
+from converge.web.auth import api_decider, api_principal, check_csrf, page_principal, store_of
+from converge.web.errors import http_error
+from converge.web.views import gate_dict, gate_page_data, gates_list
+from engine import ConvergeError, GateDecision
+
+router = APIRouter()
+
+FORM_FIELDS = frozenset({"csrf", "decision", "reason", "value"})
+MAX_VALUE_CHARS = 1_000
+
+
+class DecisionIn(BaseModel):
+    """The body of ``POST /api/gates/{id}/decision``: no other field is accepted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    approved: StrictBool
+    reason: str | None = Field(default=None, max_length=MAX_REASON_CHARS)
+    value: str | None = Field(default=None, max_length=MAX_VALUE_CHARS)
+
+
+def _report(request: Request, report: DecisionReport) -> dict[str, Any]:
+    store = store_of(request)
+    out = gate_dict(store, report.gate, clock=request.app.state.clock)
+    run = store.run(report.gate.run_id)
+    out["run"] = {"run_id": run.run_id, "status": run.status, "kind": run.kind}
+    return out
+
+
+async def _decide(request: Request, gate_id: str, decision: GateDecision) -> DecisionReport:
+    try:
+        return await run_in_threadpool(
+            lambda: decide(store_of(request), gate_id, decision, clock=request.app.state.clock)
+        )
+    except ConvergeError as exc:
+        raise http_error(exc) from exc
+
+
+# -- the JSON API -----------------------------------------------------------------------
+@router.get("/api/gates")
+async def api_gates(
+    request: Request,
+    _who: Annotated[Principal, Depends(api_principal)],
+    status: Annotated[Literal["pending", "approved", "rejected", "expired", "all"], Query()] = (
+        "pending"
+    ),
+) -> list[dict[str, Any]]:
+    """Gates with ``status`` (default pending; ``all``), newest first."""
+    wanted = None if status == "all" else status
+    return await run_in_threadpool(gates_list, store_of(request), wanted, request.app.state.clock)
+
+
+@router.get("/api/gates/{gate_id}")
+async def api_gate(
+    request: Request, gate_id: str, _who: Annotated[Principal, Depends(api_principal)]
+) -> dict[str, Any]:
+    """One gate with its votes (404 unknown)."""
+    try:
+        data = await run_in_threadpool(
+            gate_page_data, store_of(request), gate_id, request.app.state.clock
+        )
+    except ConvergeError as exc:
+        raise http_error(exc) from exc
+    data.pop("lineage_svg", None)
+    return data
+
+
+@router.post("/api/gates/{gate_id}/decision")
+async def api_decision(
+    request: Request,
+    gate_id: str,
+    body: DecisionIn,
+    who: Annotated[Principal, Depends(api_decider)],
+) -> dict[str, Any]:
+    """Approve or reject as the token's person: 200 with the gate and its run's state."""
+    decision = GateDecision(
+        approved=body.approved, by=who.name, reason=body.reason, value=body.value
+    )
+    report = await _decide(request, gate_id, decision)
+    return await run_in_threadpool(_report, request, report)
+
+
+# -- the pages --------------------------------------------------------------------------
+@router.get("/", response_class=HTMLResponse)
+async def inbox_page(
+    request: Request, who: Annotated[Principal, Depends(page_principal)]
+) -> Response:
+    """The pending gates: age, deadline, run, job, summary."""
+    rows = await run_in_threadpool(gates_list, store_of(request), None, request.app.state.clock)
+    pending = [g for g in rows if g["status"] == "pending"]
+    recent = [g for g in rows if g["status"] != "pending"][:20]
+    page: Response = request.app.state.render(
+        request, "inbox.html", who=who, pending=pending, recent=recent
+    )
+    return page
+
+
+@router.get("/gates/{gate_id}", response_class=HTMLResponse)
+async def gate_page(
+    request: Request, gate_id: str, who: Annotated[Principal, Depends(page_principal)]
+) -> Response:
+    """A gate: the proposal, the facts it derives from, its lineage, the decision form."""
+    try:
+        data = await run_in_threadpool(
+            gate_page_data, store_of(request), gate_id, request.app.state.clock
+        )
+    except ConvergeError as exc:
+        raise http_error(exc) from exc
+    voted = any(v["by"] == who.name for v in data["approvals"])
+    page: Response = request.app.state.render(request, "gate.html", who=who, gate=data, voted=voted)
+    return page
+
+
+@router.post("/gates/{gate_id}/decision")
+async def gate_form(
+    request: Request, gate_id: str, who: Annotated[Principal, Depends(page_principal)]
+) -> Response:
+    """The gate page's form: approve or reject with a reason, as the signed-in person."""
+    form = await request.form()
+    unknown = sorted(set(form.keys()) - FORM_FIELDS)
+    if unknown:
+        raise HTTPException(400, f"unknown form field(s): {', '.join(unknown)}")
+    values = {k: form.get(k) for k in FORM_FIELDS}
+    if any(v is not None and not isinstance(v, str) for v in values.values()):
+        raise HTTPException(400, "form fields must be text, not files")
+    check_csrf(request, values["csrf"] if isinstance(values["csrf"], str) else None)
+    if not who.may_decide:
+        raise HTTPException(403, f"{who.name} has a viewer token: it may not decide gates")
+    action = values["decision"]
+    if action not in ("approve", "reject"):
+        raise HTTPException(400, "decision must be 'approve' or 'reject'")
+    reason = str(values["reason"] or "").strip() or None
+    if reason is not None and len(reason) > MAX_REASON_CHARS:
+        raise HTTPException(400, f"reason is longer than {MAX_REASON_CHARS} characters")
+    if action == "reject" and reason is None:
+        raise HTTPException(400, "a rejection needs a reason")
+    value = str(values["value"] or "").strip() or None
+    if value is not None and len(value) > MAX_VALUE_CHARS:
+        raise HTTPException(400, f"value is longer than {MAX_VALUE_CHARS} characters")
+    if action == "reject":
+        value = None  # the form's value field goes with an approval only
+    decision = GateDecision(approved=action == "approve", by=who.name, reason=reason, value=value)
+    report = await _decide(request, gate_id, decision)
+    target = f"/runs/{report.gate.run_id}" if report.result is not None else f"/gates/{gate_id}"
+    return RedirectResponse(target, status_code=303)

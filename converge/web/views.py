@@ -1,0 +1,197 @@
+"""What the pages and the JSON API show, built once for both (plain dicts and pictures).
+
+Listing gates applies the deadlines that passed first (``converge.decisions``),
+so an expired gate is shown ``expired`` with its ``on_timeout`` decision recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import networkx as nx
+from markupsafe import Markup
+
+from audit.approvals import Vote, votes
+from audit.lineage import lineage_graph
+from audit.store import SqlRunStore
+from audit.timeline import last_budget_status, timeline
+from converge.decisions import (
+    Clock,
+    apply_expiry,
+    approvals_required,
+    is_expired,
+    job_of_run,
+    list_gates,
+)
+from converge.jobs import Job
+from converge.web.pictures import budget_svg, graph_svg
+from engine import Budget, BudgetStatus, ConvergeError, Fact, GateRecord
+from engine.facts import fact_to_dict
+
+GATE_STATUSES = ("pending", "approved", "rejected", "expired")
+
+
+def _job(store: SqlRunStore, run_id: str) -> Job | None:
+    try:
+        return job_of_run(store, run_id)
+    except ConvergeError:
+        return None
+
+
+def vote_dict(v: Vote) -> dict[str, Any]:
+    """A vote as JSON: ``by``, ``approved``, ``reason``, ``at`` (unix seconds)."""
+    return {"by": v.voter, "approved": v.approved, "reason": v.reason, "at": v.ts}
+
+
+def gate_dict(store: SqlRunStore, g: GateRecord, *, clock: Clock = time.time) -> dict[str, Any]:
+    """A gate as JSON: the stored record, its votes, quorum and age (seconds)."""
+    now = clock()
+    recorded = _job(store, g.run_id)
+    cast = votes(store, g.gate_id)
+    required = approvals_required(recorded, g)
+    approvals = sum(1 for v in cast if v.approved)
+    return {
+        "gate_id": g.gate_id,
+        "run_id": g.run_id,
+        "job": recorded.name if recorded else None,
+        "status": "expired" if is_expired(g, now) else g.status,
+        "summary": g.summary,
+        "suggestor": g.suggestor,
+        "cycle": g.cycle,
+        "policy": g.policy,
+        "proposal_id": g.proposal_id,
+        "proposal": g.proposal,
+        "opened_at": g.opened_at,
+        "age_s": max(now - g.opened_at, 0.0),
+        "expires_at": g.expires_at,
+        "on_timeout": g.on_timeout,
+        "decided_by": g.decided_by,
+        "decided_at": g.decided_at,
+        "reason": g.reason,
+        "approvals_required": required,
+        "approvals": [vote_dict(v) for v in cast],
+        "still_needed": max(required - approvals, 0) if g.status == "pending" else 0,
+    }
+
+
+def gates_list(
+    store: SqlRunStore, status: str | None, clock: Clock = time.time
+) -> list[dict[str, Any]]:
+    """Gates newest first, filtered by ``status`` (None = all), deadlines applied first."""
+    records = list_gates(store, pending=status == "pending", clock=clock)
+    return [
+        gate_dict(store, g, clock=clock) for g in records if status is None or g.status == status
+    ]
+
+
+def _fact_node(graph: nx.DiGraph[str], f: Fact) -> None:
+    graph.add_node(f.id, label=f.key, detail=f.content, fact=f)
+
+
+def gate_page_data(store: SqlRunStore, gate_id: str, clock: Clock = time.time) -> dict[str, Any]:
+    """The gate page: the gate, the facts its proposal derives from, its lineage picture.
+
+    A gate past its deadline has its ``on_timeout`` decision applied first.
+    Raises ``GateNotFound``.
+    """
+    g = store.get_gate(gate_id)
+    if is_expired(g, clock()):
+        apply_expiry(store, g)
+        g = store.get_gate(gate_id)
+    data = gate_dict(store, g, clock=clock)
+    facts = store.facts(g.run_id)
+    by_id = {f.id: f for f in facts}
+    parent_ids = [str(p) for p in g.proposal.get("parents", [])]
+    parents = [by_id[p] for p in parent_ids if p in by_id]
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    for parent in parents:
+        sub = lineage_graph(facts, parent.id)
+        for node in sub.nodes:
+            if "fact" in sub.nodes[node]:
+                _fact_node(graph, sub.nodes[node]["fact"])
+            else:
+                graph.add_node(node, label=node, detail="(not recorded)")
+        graph.add_edges_from(sub.edges)
+    node = f"proposal:{g.proposal_id}"
+    graph.add_node(
+        node, label=f"{g.proposal.get('key')} (waiting)", detail=g.proposal.get("content")
+    )
+    for p in parent_ids:
+        if p not in graph:
+            graph.add_node(p, label=p, detail="(not recorded)")
+        graph.add_edge(p, node)
+    run = store.run(g.run_id)
+    data.update(
+        parents=[fact_to_dict(p) for p in parents],
+        lineage_svg=graph_svg(graph, title=f"lineage of gate {gate_id}", highlight=node),
+        run_status=run.status,
+        run_kind=run.kind,
+    )
+    return data
+
+
+def runs_list(
+    store: SqlRunStore, *, category: str | None, kind: str | None, job: str | None
+) -> list[dict[str, Any]]:
+    """Recorded runs, newest first, filtered by stop ``category``, ``kind`` and ``job``."""
+    return [r.to_dict() for r in store.runs(category=category, kind=kind, job=job)]
+
+
+def _budget(store: SqlRunStore, run_id: str, events: list[Any]) -> BudgetStatus | None:
+    status = last_budget_status(events)
+    if status is not None:
+        return status
+    # a paused run has not stopped yet: its checkpoint's budget and the counters so far
+    try:
+        budget = Budget.model_validate(store.load_checkpoint(run_id)["budget"])
+    except (ConvergeError, KeyError, ValueError):
+        return None
+    row = store.run(run_id)
+    used = {
+        "cycles": row.cycles,
+        "facts": row.facts_count,
+        "tokens": row.usage.input_tokens + row.usage.output_tokens,
+        "seconds": (row.duration_ms or 0) / 1000,
+        "cost_usd": row.usage.cost_usd,
+    }
+    return BudgetStatus.compute(budget, used, {})
+
+
+def key_graph(facts: list[Fact]) -> nx.DiGraph[str]:
+    """The run's lineage by key: an edge ``a → b`` when a ``b`` fact derives from an ``a`` one."""
+    key_of = {f.id: f.key for f in facts}
+    counts: dict[str, int] = {}
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    for f in facts:
+        counts[f.key] = counts.get(f.key, 0) + 1
+        graph.add_node(f.key)
+        for p in f.provenance.parents:
+            if p in key_of and key_of[p] != f.key:
+                graph.add_edge(key_of[p], f.key)
+    for key, n in counts.items():
+        graph.nodes[key].update(label=key, detail=f"{n} fact{'s' if n != 1 else ''}")
+    # a key deriving from itself over several facts would be a cycle: not drawn
+    return graph if nx.is_directed_acyclic_graph(graph) else nx.DiGraph(graph.subgraph([]))
+
+
+def run_page_data(store: SqlRunStore, run_id: str, clock: Clock = time.time) -> dict[str, Any]:
+    """The run page: the run, its timeline, stop reason and explain, budget, lineage.
+
+    Raises ``RunNotFound``.
+    """
+    row = store.run(run_id)
+    events = store.events(run_id)
+    status = _budget(store, run_id, events)
+    reason = row.stop_reason
+    facts = store.facts(run_id)
+    return {
+        "run": row.to_dict(),
+        "stop": None if reason is None else str(reason),
+        "explain": None if reason is None else reason.explain(),
+        "timeline": [c.to_dict() for c in timeline(events)],
+        "budget_status": None if status is None else status.model_dump(mode="json"),
+        "budget_svg": Markup("") if status is None else budget_svg(status),
+        "lineage_svg": graph_svg(key_graph(facts), title=f"lineage of run {run_id} by key"),
+        "gates": [gate_dict(store, g, clock=clock) for g in store.gates() if g.run_id == run_id],
+    }

@@ -1,0 +1,105 @@
+"""Gate deadlines: an expired gate shows as expired and its on_timeout decision is
+applied and recorded once, the first time anyone lists, decides or resumes it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from audit import open_store
+from audit.store import SqlRunStore
+from audit.tokens import add_token
+from converge.decisions import decide, list_gates
+from converge.web import create_app
+from engine import GateAlreadyDecided, GateDecision, GateExpired, GateRecord
+from tests.hitlfixtures import STORES, store_url_for
+from tests.webfixtures import quorum_job, run_job
+
+
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlRunStore]:
+    with store_url_for(request.param, tmp_path) as url:
+        s = open_store(url)
+        try:
+            yield s
+        finally:
+            s.close()
+
+
+def _expiring_gate(store: SqlRunStore) -> GateRecord:
+    run_job(quorum_job(2, timeout_s=60), store)  # on_timeout: approve
+    [gate] = store.gates(pending=True)
+    assert gate.expires_at is not None
+    return gate
+
+
+def _after_deadline(gate: GateRecord) -> Callable[[], float]:
+    """A clock five seconds past the gate's deadline (the store's own times stay real)."""
+    assert gate.expires_at is not None
+    late = gate.expires_at + 5
+    return lambda: late
+
+
+def test_a_gate_past_its_deadline_is_listed_as_expired_with_its_on_timeout_applied(
+    store: SqlRunStore,
+) -> None:
+    gate = _expiring_gate(store)
+    token = add_token(store, "alice", "viewer")
+
+    app = create_app(store, clock=_after_deadline(gate))
+    answer = TestClient(app).get(
+        "/api/gates?status=all", headers={"Authorization": f"Bearer {token}"}
+    )
+
+    [listed] = answer.json()
+    assert (listed["status"], listed["decided_by"]) == ("expired", "timeout")
+    [decided] = store.events(gate.run_id, kinds=["gate_decided"])
+    assert decided.payload["by"] == "timeout" and decided.payload["approved"] is True
+    assert store.run(gate.run_id).status == "stopped"
+    assert store.verify(gate.run_id).ok
+
+
+def test_racing_lists_and_decisions_record_the_timeout_decision_exactly_once(
+    store: SqlRunStore,
+) -> None:
+    gate = _expiring_gate(store)
+    barrier = threading.Barrier(8)
+    late = _after_deadline(gate)
+
+    def racer(i: int) -> str:
+        barrier.wait(timeout=60)
+        if i % 2 == 0:
+            list_gates(store, clock=late)
+            return "listed"
+        try:
+            decide(store, gate.gate_id, GateDecision.approve(by=f"approver{i}"), clock=late)
+        except GateExpired:
+            return "expired"
+        except GateAlreadyDecided:
+            return "already"
+        return "decided"
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(racer, range(8)))
+
+    assert "decided" not in outcomes
+    assert store.get_gate(gate.gate_id).status == "expired"
+    decided = store.events(gate.run_id, kinds=["gate_decided"])
+    assert [e.payload["by"] for e in decided] == ["timeout"]
+    assert store.events(gate.run_id, kinds=["gate_vote"]) == []
+    assert len(store.events(gate.run_id, kinds=["run_stopped"])) == 1
+    assert store.verify(gate.run_id).ok
+
+
+def test_a_gate_before_its_deadline_stays_pending_when_listed(store: SqlRunStore) -> None:
+    gate = _expiring_gate(store)
+
+    [listed] = list_gates(store, pending=True)
+
+    assert listed.gate_id == gate.gate_id and listed.status == "pending"
+    assert store.events(gate.run_id, kinds=["gate_decided"]) == []

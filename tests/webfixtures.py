@@ -1,0 +1,71 @@
+"""Shared pieces of the inbox tests: a served app on a free port, jobs, tokens.
+
+``served(store)`` runs ``converge.web.create_app(store)`` under uvicorn in a
+thread on a free 127.0.0.1 port (bound by the test) and yields its base URL; it stops the server
+afterwards. ``vendored_run(store)`` runs the dependency audit with one vendored
+component (examples/dependency_audit/vendored.yaml) until its HITL gate.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import uvicorn
+
+from audit.store import SqlRunStore
+from converge.jobs import Job, load_job, parse_job
+from converge.web import create_app
+from engine import RunResult
+
+ROOT = Path(__file__).resolve().parent.parent
+VENDORED = ROOT / "examples" / "dependency_audit" / "vendored.yaml"
+
+QUORUM_JOB = """\
+name: quorum
+suggestors: [tests.hitlfixtures:scan, tests.hitlfixtures:count, tests.hitlfixtures:finish]
+budget: {max_cycles: 10}
+gates: [{hitl: {keys: [license.unknown], summary: "Classify {content[name]}",
+                approvals_required: %d%s}}]
+initial: {seed: [1]}
+"""
+
+
+@contextmanager
+def served(store: SqlRunStore) -> Iterator[str]:
+    """Serve the inbox over ``store``; yield ``http://127.0.0.1:PORT``."""
+    # the socket listens before the server thread starts: clients queue in its
+    # backlog until uvicorn accepts, so there is nothing to wait for
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(create_app(store), log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+
+def run_job(job: Job, store: SqlRunStore) -> RunResult:
+    """Run ``job`` on ``store`` with its initial facts."""
+    return job.build_engine(store).run(job.spec.initial or None)
+
+
+def vendored_run(store: SqlRunStore) -> RunResult:
+    """The vendored-component dependency audit, paused at its license gate."""
+    return run_job(load_job(VENDORED), store)
+
+
+def quorum_job(required: int, timeout_s: float | None = None) -> Job:
+    """The small gated job of tests.hitlfixtures with a quorum (and a deadline)."""
+    extra = "" if timeout_s is None else f", timeout_s: {timeout_s}, on_timeout: approve"
+    return parse_job(QUORUM_JOB % (required, extra), "quorum.yaml")
