@@ -525,7 +525,7 @@ class AgentSuggestor:
         audit: dict[str, Any] = {}
         runs = 0
         with cycle_spend(ctx):  # so each run sees what the previous ones spent
-            for group in groups.values():
+            for value_key, group in groups.items():
                 if any(f.id in answered for f in group):
                     continue
                 call = await call_agent(
@@ -544,7 +544,11 @@ class AgentSuggestor:
                     signal = call.signal
                     break
                 parents = tuple(f.id for f in group)
-                proposals.extend(to_proposals(call.output, self.writes, parents))
+                for p in to_proposals(call.output, self.writes, parents):
+                    # the answer is about this group, whatever the model wrote there
+                    if isinstance(p.content, dict) and self.per in p.content:
+                        p = p._replace(content={**p.content, self.per: json.loads(value_key)})
+                    proposals.append(p)
         audit["agent_runs"] = runs
         return Effect(proposals, usage=spent, tool_calls=tuple(tools), signal=signal, audit=audit)
 
@@ -591,7 +595,8 @@ def agent_suggestor(
     output's ``confidence`` field when it has one). ``price``: ``(USD per million
     input tokens, USD per million output tokens)``, overriding genai-prices.
     ``per``: a content field; one agent run per group of facts sharing its value
-    (e.g. one per package), each group's facts the parents of its proposals, and a
+    (e.g. one per package), each group's facts the parents of its proposals (whose
+    own ``per`` field, when they have one, is set to the group's value), and a
     group already answered on ``writes`` not asked again.
     Raises :class:`ConfigurationError` for empty ``reads``, a bad ``price``, or a
     callable ``prompt`` with ``per``.

@@ -183,14 +183,34 @@ def test_the_reviewed_job_file_without_a_model_runs_as_the_vendored_audit() -> N
     assert "license_files" in engine.registry.names
 
 
-def test_converge_run_of_the_reviewed_job_offline_asks_a_human_about_the_test_models_guess(
-    monkeypatch: pytest.MonkeyPatch,
+def test_converge_run_of_the_reviewed_job_offline_asks_a_human_then_approval_completes_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("CONVERGE_MODEL", "test")
     monkeypatch.chdir(ROOT)
-    res = CliRunner().invoke(
-        app, ["run", "examples/dependency_audit/reviewed.yaml", "--no-audit", "--json"]
-    )
+    db = ["--db", f"sqlite:///{tmp_path / 'runs.db'}"]
+    res = CliRunner().invoke(app, ["run", "examples/dependency_audit/reviewed.yaml", "--json", *db])
     assert res.exit_code == 10, res.output
     reason = json.loads(res.stdout)["stop_reason"]
     assert reason["agent_id"] == REVIEWER  # TestModel answers with confidence 0
+    assert "legacy-left-pad is " in reason["summary"]
+    done = CliRunner().invoke(app, ["approve", reason["gate_id"], "--by", "alice", *db])
+    assert done.exit_code == 0, done.output
+
+
+def test_the_review_names_the_package_it_was_asked_about_whatever_the_model_wrote() -> None:
+    def confused(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        verdict = {"name": "some-other-package", "spdx": "MIT", "confidence": 0.9}
+        return ModelResponse(
+            parts=[ToolCallPart(info.output_tools[0].name, verdict)],
+            usage=RequestUsage(input_tokens=10, output_tokens=5),
+        )
+
+    audit = reviewed_audit(reviewer_agent(FunctionModel(confused)), source=lambda: [APP])
+    eng = Engine(budget=Budget(max_cycles=20), criteria=audit.criteria, gates=audit.gates)
+    eng.register(*audit.suggestors)
+    result = eng.run(
+        {"vendored": [{"name": "legacy-left-pad", "version": "1", "path": str(VENDORED_MIT)}]}
+    )
+    assert isinstance(result.stop_reason, CriteriaMet)
+    assert license_of(result, "legacy-left-pad").content["spdx"] == "MIT"
