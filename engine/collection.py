@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from traceback import format_exception
 from typing import Any
 
 from engine.accounting import elapsed_ms, ms
@@ -60,7 +61,7 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
             if isinstance(out, StopRun):
                 _stop_requested(st, name, out, store)
                 break
-            if record_failure(eng, st, name, f"{type(out).__name__}: {out}"):
+            if record_failure(eng, st, name, f"{type(out).__name__}: {out}", out):
                 break
             continue
         # the common case, a plain list of proposals, builds no Effect
@@ -144,8 +145,11 @@ def _stop_requested(st: RunState, name: str, out: StopRun, store: bool) -> None:
         )
 
 
-def record_failure(eng: EngineSettings, st: RunState, name: str, message: str) -> bool:
-    """Record a failed execution; True when the run must stop (``on_error="stop"``)."""
+def record_failure(
+    eng: EngineSettings, st: RunState, name: str, message: str, exc: BaseException | None = None
+) -> bool:
+    """Record a failed execution (with ``exc``'s traceback in the audit event when it
+    raised); True when the run must stop (``on_error="stop"``)."""
     st.streaks[name] = st.streaks.get(name, 0) + 1
     st.last_error = f"{name}: {message}"
     if eng.store is not None:
@@ -153,7 +157,12 @@ def record_failure(eng: EngineSettings, st: RunState, name: str, message: str) -
             AuditEvent(
                 "suggestor_failed",
                 st.cycle,
-                {"suggestor": name, "error": message, "streak": st.streaks[name]},
+                {
+                    "suggestor": name,
+                    "error": message,
+                    "streak": st.streaks[name],
+                    **({"traceback": "".join(format_exception(exc))} if exc is not None else {}),
+                },
                 time.time(),
             )
         )
