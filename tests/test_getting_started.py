@@ -74,3 +74,18 @@ def test_docs_refer_only_to_files_in_the_repository(path: Path) -> None:
     missing = sorted(n for n in named if not (ROOT / n.rstrip("/")).exists() and "*" not in n)
     assert missing == [], f"{path.name} names files that are not in the repository"
     assert "DESIGN.md" not in text or (ROOT / "DESIGN.md").exists()
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in sorted((ROOT / "docs").glob("*.md")) if p.name != "getting-started.md"]
+)
+def test_every_python_snippet_of_the_docs_runs(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page's Python blocks run in order in one namespace, in an empty directory."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CONVERGE_DB", raising=False)
+    namespace: dict[str, object] = {"__name__": f"docs_{path.stem.replace('-', '_')}"}
+    for lang, attrs, code in blocks(path):
+        if lang == "python" and "file" not in attrs:
+            exec(compile(code, f"{path.name}:snippet", "exec"), namespace)
