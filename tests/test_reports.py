@@ -182,3 +182,14 @@ def test_a_report_without_columns_shows_every_field_of_the_first_fact() -> None:
     assert render_markdown([build_report(ReportSpec(key="none"), facts)]).endswith(
         "(no none facts)\n"
     )
+
+
+def test_converge_facts_shows_every_content_whole(tmp_path: Path) -> None:
+    assert run_catalogue(tmp_path)[0] == 0
+    db = tmp_path / "c.db"
+    res = runner.invoke(app, ["facts", only_run(db), "--db", str(db), "--key", "item"])
+    assert res.exit_code == 0
+    whole = json.dumps(
+        {"name": LONG_NAME, "path": ["app", "lib", LONG_NAME], "spdx": "MIT"}, sort_keys=True
+    )
+    assert whole in res.stdout  # one line, nothing cut
