@@ -160,8 +160,9 @@ def facts_by_key(facts: Iterable[Fact], keys: Iterable[str] | None = None) -> di
 
     This is the ``"facts"`` member of ``converge run --json``.
     """
-    wanted = None if keys is None else set(keys)
-    out: dict[str, list[Any]] = {} if wanted is None else {k: [] for k in keys or ()}
+    listed = None if keys is None else list(keys)
+    wanted = None if listed is None else set(listed)
+    out: dict[str, list[Any]] = {k: [] for k in listed or ()}
     for f in facts:
         if wanted is None or f.key in wanted:
             out.setdefault(f.key, []).append(f.content)

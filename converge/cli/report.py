@@ -64,7 +64,7 @@ def report_cmd(
     ] = "table",
     db: DbOption = None,
 ) -> None:
-    """The report tables of a recorded run (the job file's ``report:`` entries)."""
+    """The report tables of a recorded run (its job file's report: entries)."""
     if fmt not in FORMATS:
         fail(f"--format {fmt!r} is not one of: {', '.join(FORMATS)}")
     store = open_run_store(db, read_only=True)

@@ -35,8 +35,7 @@ def schema_cmd(
         typer.Option("--output", "-o", help="Write to this file instead of stdout."),
     ] = None,
 ) -> None:
-    """Print the JSON Schema of job files (for editors: yaml-language-server's
-    ``# yaml-language-server: $schema=job-file.schema.json``)."""
+    """Print the JSON Schema of job files, for editors that validate YAML."""
     text = json.dumps(job_file_schema(), indent=2) + "\n"
     if output is None:
         sys.stdout.write(text)
