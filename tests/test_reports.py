@@ -193,3 +193,26 @@ def test_converge_facts_shows_every_content_whole(tmp_path: Path) -> None:
         {"name": LONG_NAME, "path": ["app", "lib", LONG_NAME], "spdx": "MIT"}, sort_keys=True
     )
     assert whole in res.stdout  # one line, nothing cut
+
+
+def test_the_allow_list_job_reports_every_violation_with_its_path_in_one_run(
+    tmp_path: Path,
+) -> None:
+    job = ROOT / "examples" / "dependency_audit" / "allowlist.yaml"
+    db = tmp_path / "allow.db"
+    res = runner.invoke(app, ["run", str(job), "--db", str(db), "--json"])
+    assert res.exit_code == 4, res.output
+    data = json.loads(res.stdout)
+    assert data["stop_reason"]["kind"] == "invariant_violated"
+    violations = data["facts"]["policy.violation"]
+    assert violations  # psycopg (LGPL) and certifi (MPL) are in converge's closure
+    for v in violations:
+        assert v["rule"] == "not allowed" and v["path"][0] == "converge"
+        described = f"{v['name']} ({v['spdx']}, not allowed): {' -> '.join(v['path'])}"
+        assert described in data["stop_reason"]["reason"]
+    assert f"{len(violations)} license policy violation(s)" in data["stop_reason"]["reason"]
+    table = runner.invoke(
+        app, ["report", only_run(db), "--db", str(db), "--key", "policy.violation"]
+    )
+    for v in violations:
+        assert " -> ".join(v["path"]) in table.stdout
