@@ -10,6 +10,7 @@
     gates: [{hitl: {keys: [license.unknown], summary: "Classify {content[name]}"}}]
     stop_conditions: [{type: loop_detection, window: 4}]
     initial: {scope: [converge]}
+    report: [{key: license, columns: [name, spdx, source], title: Licenses}]
 
 References are ``module:attribute``; the attribute may be an object, a list of
 objects, or a class / factory called with no arguments. Every error is a
@@ -19,6 +20,7 @@ objects, or a class / factory called with no arguments. Every error is a
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,11 +36,14 @@ from pydantic import (
     model_validator,
 )
 
+from converge.reports import ReportSpec
 from engine import (
     Budget,
     ConfigurationError,
+    Criterion,
     Engine,
     ImportReferenceError,
+    Invariant,
     JobFileError,
     OnStop,
     RunStore,
@@ -63,8 +68,18 @@ class HitlSpec(BaseModel):
     timeout_s: float | None = Field(default=None, gt=0)
     on_timeout: Literal["approve", "reject"] = "reject"
     name: str | None = None
-    approvals_required: int = Field(default=1, ge=1, le=100)
-    validate_value: str | None = None
+    approvals_required: int = Field(
+        default=1,
+        ge=1,
+        le=100,
+        description="Distinct people who must approve before the gate is decided "
+        "(one rejection rejects it).",
+    )
+    validate_value: str | None = Field(
+        default=None,
+        description="'module:function' checking a human answer (`approve --value`) "
+        "before it is recorded: returns the content, or raises ValueError.",
+    )
 
 
 class SchemaSpec(BaseModel):
@@ -134,6 +149,7 @@ class JobSpec(BaseModel):
     initial: dict[str, list[Any]] = Field(default_factory=dict)
     on_error: Literal["stop", "continue"] = "stop"
     max_concurrency: int = Field(default=64, ge=1)
+    report: list[ReportSpec] = Field(default_factory=list)
 
     @field_validator("initial")
     @classmethod
@@ -182,8 +198,12 @@ class Job:
             budget, policies = self._stop_conditions(budget)
         engine = Engine(
             budget=budget,
-            criteria=[self._ref(r, ("criteria", i)) for i, r in enumerate(spec.criteria)],
-            invariants=[self._ref(r, ("invariants", i)) for i, r in enumerate(spec.invariants)],
+            criteria=self._typed_refs(
+                "criteria", Criterion, "a criterion (id, required, evaluate)"
+            ),
+            invariants=self._typed_refs(
+                "invariants", Invariant, "an invariant (name, invariant_class, check)"
+            ),
             gates=self._gates(),
             stop_policies=policies,
             store=store,
@@ -253,9 +273,20 @@ class Job:
                 out.append(self._ref(g.promotion, ("gates", i, "promotion")))
         return out
 
+    def _typed_refs(self, field: str, kind: type, what: str) -> list[Any]:
+        """The objects of ``criteria:`` or ``invariants:``, each checked to be ``kind``."""
+        out: list[Any] = []
+        for i, ref in enumerate(getattr(self.spec, field)):
+            obj = self._ref(ref, (field, i))
+            if not isinstance(obj, kind):
+                raise self._error(f"{ref} is {type(obj).__name__}, not {what}", (field, i))
+            out.append(obj)
+        return out
+
     def _ref(
         self, ref: str, loc: tuple[str | int, ...], *, many: bool = False, call: bool = True
     ) -> Any:
+        add_import_root(self.path)
         try:
             return resolve_reference(ref, call=call)
         except ImportReferenceError as exc:
@@ -264,6 +295,27 @@ class Job:
     def _error(self, message: str, loc: tuple[str | int, ...]) -> JobFileError:
         field = ".".join(str(p) for p in loc)
         return JobFileError(f"{field}: {message}", path=self.path, line=_line(self.lines, loc))
+
+
+def import_root(job_path: str) -> Path | None:
+    """The directory a job file's ``module:attribute`` references import from, besides
+    the current directory: the job file's directory, or, when that is a package
+    (it holds an ``__init__.py``), the first ancestor that is not one — so that
+    ``examples/dependency_audit/job.yaml`` finds ``examples.dependency_audit``.
+    None for a job that is not a file."""
+    if not job_path or job_path.startswith("<"):
+        return None
+    directory = Path(job_path).absolute().parent
+    while (directory / "__init__.py").is_file() and directory.parent != directory:
+        directory = directory.parent
+    return directory
+
+
+def add_import_root(job_path: str) -> None:
+    """Put :func:`import_root` on ``sys.path`` (after the entries already there)."""
+    root = import_root(job_path)
+    if root is not None and str(root) not in sys.path:
+        sys.path.append(str(root))
 
 
 MAX_NODES = 50_000
