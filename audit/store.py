@@ -71,7 +71,7 @@ from audit.tables import (
     meta,
     runs,
 )
-from audit.url import WRITE, display_url, make_engine, resolve_url
+from audit.url import WRITE, display_url, make_engine, read_only_sqlite, resolve_url
 from engine.errors import (
     ConvergeError,
     GateAlreadyDecided,
@@ -917,7 +917,9 @@ def _gate_record(m: Any) -> GateRecord:
     )
 
 
-def open_store(url: str | None = None, *, key: bytes | str | None = None) -> SqlRunStore:
+def open_store(
+    url: str | None = None, *, key: bytes | str | None = None, read_only: bool = False
+) -> SqlRunStore:
     """Open (and on first use create) the audit store.
 
     ``url``: None → ``$CONVERGE_DB`` → ``converge.db`` in the current directory; a
@@ -925,8 +927,13 @@ def open_store(url: str | None = None, *, key: bytes | str | None = None) -> Sql
     ``postgresql+psycopg://``). ``key`` (or ``$CONVERGE_AUDIT_KEY``) switches the
     chain to HMAC-SHA256. Raises ``StoreError`` (bad URL, unwritable path,
     unreachable server, tables of another schema) or ``SchemaVersionError``.
+
+    ``read_only``: for commands that only read; an existing SQLite file is opened
+    read-only, so a write-protected copy (an auditor's archive) can be queried.
     """
     resolved = resolve_url(url)
+    if read_only:
+        resolved = read_only_sqlite(resolved) or resolved
     store = SqlRunStore(resolved, key=_key_bytes(key))
     try:
         store.ensure_schema()

@@ -65,6 +65,26 @@ def _check_sqlite_path(parsed: URL, shown: str) -> None:
         raise StoreError(f"cannot open audit store {shown}: not writable")
 
 
+def read_only_sqlite(url: str) -> str | None:
+    """For a SQLite file that exists, the URL that opens it read-only (``mode=ro``;
+    also ``immutable=1`` when the file or its directory cannot be written, as for an
+    auditor's archived copy, where SQLite could not create its WAL index); None for
+    any other database or a file that does not exist."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    path = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not path or path.startswith("file:"):
+        return None
+    p = Path(path)
+    if not p.is_file():
+        return None
+    writable = os.access(p, os.W_OK) and os.access(p.parent, os.W_OK)
+    flags = "mode=ro" if writable else "mode=ro&immutable=1"
+    return f"sqlite:///file:{p.as_posix()}?{flags}&uri=true"
+
+
 def make_engine(url: str) -> Engine:
     """A SQLAlchemy engine for ``url``; raises ``StoreError`` for a bad URL or path."""
     shown = display_url(url)
@@ -74,8 +94,10 @@ def make_engine(url: str) -> Engine:
         raise StoreError(f"cannot open audit store {shown}: not a database URL ({exc})") from exc
     backend = parsed.get_backend_name()
     kwargs: dict[str, Any] = {}
+    read_only = backend == "sqlite" and parsed.query.get("mode") == "ro"
     if backend == "sqlite":
-        _check_sqlite_path(parsed, shown)
+        if not read_only:
+            _check_sqlite_path(parsed, shown)
         # transactions are driven by our BEGIN (immediate for writers), not pysqlite's
         kwargs["connect_args"] = {"timeout": BUSY_TIMEOUT_S, "isolation_level": None}
         if not parsed.database or parsed.database == ":memory:":
@@ -86,7 +108,7 @@ def make_engine(url: str) -> Engine:
     except (ArgumentError, NoSuchModuleError, ImportError, TypeError) as exc:
         raise StoreError(f"cannot open audit store {shown}: {exc}") from exc
     if backend == "sqlite":
-        _configure_sqlite(engine)
+        _configure_sqlite(engine, read_only=read_only)
     return engine
 
 
@@ -94,11 +116,14 @@ WAL_AUTOCHECKPOINT_PAGES = 4000
 """Pages (4 KiB) of WAL before SQLite checkpoints it into the database file."""
 
 
-def _configure_sqlite(engine: Engine) -> None:
+def _configure_sqlite(engine: Engine, *, read_only: bool = False) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        if read_only:  # a read-only file cannot change its journal mode
+            cur.close()
+            return
         cur.execute("PRAGMA journal_mode = WAL")
         cur.execute("PRAGMA synchronous = NORMAL")
         # checkpoint the WAL every ~16 MiB instead of 4 MiB: audited runs write in

@@ -10,6 +10,7 @@
     gates: [{hitl: {keys: [license.unknown], summary: "Classify {content[name]}"}}]
     stop_conditions: [{type: loop_detection, window: 4}]
     initial: {scope: [converge]}
+    report: [{key: license, columns: [name, spdx, source], title: Licenses}]
     agents: [{name: reviewer, model: test, reads: [license.file], writes: license}]
 
 References are ``module:attribute``; the attribute may be an object, a list of
@@ -20,6 +21,7 @@ objects, or a class / factory called with no arguments. Every error is a
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,16 +33,18 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from converge.reports import ReportSpec
 from engine import (
     Budget,
     ConfigurationError,
+    Criterion,
     Engine,
     ImportReferenceError,
+    Invariant,
     JobFileError,
     OnStop,
     RunStore,
@@ -65,8 +69,18 @@ class HitlSpec(BaseModel):
     timeout_s: float | None = Field(default=None, gt=0)
     on_timeout: Literal["approve", "reject"] = "reject"
     name: str | None = None
-    approvals_required: int = Field(default=1, ge=1, le=100)
-    validate_value: str | None = None
+    approvals_required: int = Field(
+        default=1,
+        ge=1,
+        le=100,
+        description="Distinct people who must approve before the gate is decided "
+        "(one rejection rejects it).",
+    )
+    validate_value: str | None = Field(
+        default=None,
+        description="'module:function' checking a human answer (`approve --value`) "
+        "before it is recorded: returns the content, or raises ValueError.",
+    )
 
 
 class SchemaSpec(BaseModel):
@@ -135,17 +149,41 @@ class AgentSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1)
-    model: str | None = None
-    instructions: str = ""
-    reads: list[str] = Field(min_length=1)
-    writes: str = Field(min_length=1)
-    output: str | None = None
-    tools: list[str] = Field(default_factory=list)
-    price: tuple[float, float] | None = None
-    prompt: str | None = None
-    per: str | None = None
-    if_no_model: Literal["error", "skip"] = "error"
+    name: str = Field(min_length=1, description="The suggestor name of the agent (unique).")
+    model: str | None = Field(
+        default=None,
+        description="A pydantic-ai model string (`openai:gpt-4o-mini`; `test`: the offline "
+        "TestModel); default `$CONVERGE_MODEL`.",
+    )
+    instructions: str = Field(default="", description="The agent's instructions (system prompt).")
+    reads: list[str] = Field(
+        min_length=1, description="Context keys it depends on; its prompt lists their facts."
+    )
+    writes: str = Field(min_length=1, description="The key of its proposals, one per output item.")
+    output: str | None = Field(
+        default=None,
+        description="A reference to a pydantic model of its output (not called); default: text.",
+    )
+    tools: list[str] = Field(
+        default_factory=list,
+        description="References to plain functions it may call; each call is an invocation "
+        "`NAME.TOOL`.",
+    )
+    price: tuple[float, float] | None = Field(
+        default=None,
+        description="`[usd_per_million_input, usd_per_million_output]`, instead of genai-prices.",
+    )
+    prompt: str | None = Field(
+        default=None, description="A prompt template; `{facts}` is replaced by the facts read."
+    )
+    per: str | None = Field(
+        default=None,
+        description="A content field: one agent run per group of facts sharing its value.",
+    )
+    if_no_model: Literal["error", "skip"] = Field(
+        default="error",
+        description="With no model and no `$CONVERGE_MODEL`: fail the job, or leave the agent out.",
+    )
 
     @model_validator(mode="after")
     def _price_not_negative(self) -> AgentSpec:
@@ -165,8 +203,12 @@ class JobSpec(BaseModel):
 
     name: str = Field(min_length=1)
     description: str = ""
-    agents: list[AgentSpec] = Field(default_factory=list)  # before suggestors: see below
-    suggestors: list[str] = Field(default_factory=list, validate_default=True)
+    suggestors: list[str] = Field(min_length=1)
+    agents: list[AgentSpec] = Field(
+        default_factory=list,
+        description="LLM agents as suggestors (the `agents[]` table; extra `agents`, "
+        "`docs/agents.md`).",
+    )
     budget: Budget = Field(default_factory=Budget)
     criteria: list[str] = Field(default_factory=list)
     invariants: list[str] = Field(default_factory=list)
@@ -175,13 +217,7 @@ class JobSpec(BaseModel):
     initial: dict[str, list[Any]] = Field(default_factory=dict)
     on_error: Literal["stop", "continue"] = "stop"
     max_concurrency: int = Field(default=64, ge=1)
-
-    @field_validator("suggestors")
-    @classmethod
-    def _something_to_run(cls, value: list[str], info: ValidationInfo) -> list[str]:
-        if not value and not info.data.get("agents"):
-            raise ValueError("a job needs at least one suggestor (or an entry in agents)")
-        return value
+    report: list[ReportSpec] = Field(default_factory=list)
 
     @field_validator("initial")
     @classmethod
@@ -230,8 +266,12 @@ class Job:
             budget, policies = self._stop_conditions(budget)
         engine = Engine(
             budget=budget,
-            criteria=[self._ref(r, ("criteria", i)) for i, r in enumerate(spec.criteria)],
-            invariants=[self._ref(r, ("invariants", i)) for i, r in enumerate(spec.invariants)],
+            criteria=self._typed_refs(
+                "criteria", Criterion, "a criterion (id, required, evaluate)"
+            ),
+            invariants=self._typed_refs(
+                "invariants", Invariant, "an invariant (name, invariant_class, check)"
+            ),
             gates=self._gates(),
             stop_policies=policies,
             store=store,
@@ -339,9 +379,20 @@ class Job:
                 raise self._error(str(exc), ("agents", i, "model")) from exc
         return out
 
+    def _typed_refs(self, field: str, kind: type, what: str) -> list[Any]:
+        """The objects of ``criteria:`` or ``invariants:``, each checked to be ``kind``."""
+        out: list[Any] = []
+        for i, ref in enumerate(getattr(self.spec, field)):
+            obj = self._ref(ref, (field, i))
+            if not isinstance(obj, kind):
+                raise self._error(f"{ref} is {type(obj).__name__}, not {what}", (field, i))
+            out.append(obj)
+        return out
+
     def _ref(
         self, ref: str, loc: tuple[str | int, ...], *, many: bool = False, call: bool = True
     ) -> Any:
+        add_import_root(self.path)
         try:
             return resolve_reference(ref, call=call)
         except ImportReferenceError as exc:
@@ -350,6 +401,27 @@ class Job:
     def _error(self, message: str, loc: tuple[str | int, ...]) -> JobFileError:
         field = ".".join(str(p) for p in loc)
         return JobFileError(f"{field}: {message}", path=self.path, line=_line(self.lines, loc))
+
+
+def import_root(job_path: str) -> Path | None:
+    """The directory a job file's ``module:attribute`` references import from, besides
+    the current directory: the job file's directory, or, when that is a package
+    (it holds an ``__init__.py``), the first ancestor that is not one — so that
+    ``examples/dependency_audit/job.yaml`` finds ``examples.dependency_audit``.
+    None for a job that is not a file."""
+    if not job_path or job_path.startswith("<"):
+        return None
+    directory = Path(job_path).absolute().parent
+    while (directory / "__init__.py").is_file() and directory.parent != directory:
+        directory = directory.parent
+    return directory
+
+
+def add_import_root(job_path: str) -> None:
+    """Put :func:`import_root` on ``sys.path`` (after the entries already there)."""
+    root = import_root(job_path)
+    if root is not None and str(root) not in sys.path:
+        sys.path.append(str(root))
 
 
 MAX_NODES = 50_000

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from math import isfinite
+from traceback import format_exception
 from typing import Any
 
 from engine.accounting import elapsed_ms, ms
@@ -62,7 +63,7 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
             if isinstance(out, StopRun):
                 _stop_requested(st, name, out, store)
                 break
-            if record_failure(eng, st, name, describe(out)):
+            if record_failure(eng, st, name, describe(out), out):
                 break
             continue
         if out is NOT_DONE:  # a task that ended without an outcome
@@ -215,8 +216,11 @@ def _stop_requested(st: RunState, name: str, out: StopRun, store: bool) -> None:
         )
 
 
-def record_failure(eng: EngineSettings, st: RunState, name: str, message: str) -> bool:
-    """Record a failed execution; True when the run must stop (``on_error="stop"``)."""
+def record_failure(
+    eng: EngineSettings, st: RunState, name: str, message: str, exc: BaseException | None = None
+) -> bool:
+    """Record a failed execution (with ``exc``'s traceback in the audit event when it
+    raised); True when the run must stop (``on_error="stop"``)."""
     message = json_safe(message)
     st.streaks[name] = st.streaks.get(name, 0) + 1
     st.last_error = f"{name}: {message}"
@@ -225,7 +229,12 @@ def record_failure(eng: EngineSettings, st: RunState, name: str, message: str) -
             AuditEvent(
                 "suggestor_failed",
                 st.cycle,
-                {"suggestor": name, "error": message, "streak": st.streaks[name]},
+                {
+                    "suggestor": name,
+                    "error": message,
+                    "streak": st.streaks[name],
+                    **({"traceback": _traceback(exc)} if exc is not None else {}),
+                },
                 time.time(),
             )
         )
@@ -247,3 +256,9 @@ def _normalise(out: Any) -> Effect | None:
     if isinstance(out, list | tuple) and all(isinstance(p, Proposal) for p in out):
         return Effect(list(out))
     return None
+
+
+def _traceback(exc: BaseException) -> str:
+    """The exception's traceback as recordable text."""
+    text: str = json_safe("".join(format_exception(exc)))
+    return text

@@ -186,7 +186,7 @@ def stop(eng: EngineSettings, st: RunState, signals: list[StopReason]) -> RunRes
     """End the run with the most urgent of ``signals``; record it; keep it if resumable."""
     ordered = order(signals)
     reason = ordered[0]
-    if not st.criteria_reports and eng.criteria:
+    if eng.criteria:  # as they stand at the stop, not at their last evaluation
         evaluate_criteria(eng, st)
     result = run_result(eng, st, reason, tuple(ordered))
     if eng.store is not None:
@@ -202,6 +202,8 @@ def pause(eng: EngineSettings, st: RunState, reason: HitlGatePending) -> RunResu
     """Pause the run at a HITL gate: its clock stops, it is kept (and checkpointed)."""
     assert st.pending_gate is not None
     st.elapsed_before_ms = elapsed_ms(eng, st)
+    if eng.criteria:
+        evaluate_criteria(eng, st)
     result = run_result(eng, st, reason, (reason,))
     eng.runs.paused[reason.gate_id] = st
     if eng.store is not None:

@@ -247,5 +247,6 @@ def apply_decision(eng: EngineSettings, st: RunState) -> None:
             "by": decision.by,
             "reason": decision.reason,
         },
+        parents=tuple(rec.proposal.get("parents", ())),  # lineage reaches what it came from
     )
     st.merge_effects.append(("hitl", [diag]))

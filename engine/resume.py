@@ -157,7 +157,8 @@ def load_paused_from_store(
         store.decide_gate(gate_id, timeout_decision, "expired")
         raise GateExpired(
             f"gate {gate_id} expired; decided by on_timeout={gate.on_timeout!r}. "
-            f"Resume the run with resume_run({gate.run_id!r})"
+            f"Resume the run with `converge resume {gate.run_id}` "
+            f"(Engine.resume_run in Python)"
         )
     status = "approved" if decision.approved else "rejected"
     store.decide_gate(gate_id, decision, status)
@@ -198,7 +199,8 @@ def load_stopped_from_store(engine: EngineSettings, run_id: str) -> RunState:
         gate = store.get_gate(gate_id)
         if gate.status == "pending":
             raise ResumeError(
-                f"run {run_id} waits on gate {gate_id}; decide it with resume(gate_id, ...)"
+                f"run {run_id} waits on gate {gate_id}; decide it with "
+                f"`converge approve {gate_id}` or `converge reject {gate_id}`"
             )
     st = RunState.from_checkpoint(checkpoint, gate)
     if st.pending_gate is not None and gate is not None:

@@ -93,7 +93,7 @@ STOP_REASONS_DOC_HEADER = """\
 <!-- Generated from engine/stop.py by engine.stop_reference.stop_reasons_markdown(); do not edit.
 Regenerate: .venv/bin/python -c "import engine.stop_reference as s; s.write_stop_reasons_doc()" -->
 
-Every run ends with exactly one `StopReason` variant (`engine.stop`, DESIGN.md §5).
+Every run ends with exactly one `StopReason` variant (`engine/stop.py`).
 `kind` is the stable machine code (the JSON discriminator), `category` decides every
 predicate, `priority` picks the stop reason when several conditions fire at one check
 (lower is more urgent), and the exit code is what `converge run` returns.

@@ -49,13 +49,16 @@ def _stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Recorded
         rec.store.close()
 
 
-@pytest.fixture(params=[("sqlite", False), ("sqlite", True), ("pg", False), ("pg", True)])
+@pytest.fixture(
+    params=[("sqlite", False), ("sqlite", True), ("pg", False), ("pg", True)],
+    ids=["sqlite-plain", "sqlite-hmac", "pg-plain", "pg-hmac"],
+)
 def recorded(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Recorded]:
     """Every store: plain and HMAC, SQLite and PostgreSQL."""
     yield from _stores(request, tmp_path)
 
 
-@pytest.fixture(params=[("sqlite", True), ("pg", True)])
+@pytest.fixture(params=[("sqlite", True), ("pg", True)], ids=["sqlite-hmac", "pg-hmac"])
 def keyed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Recorded]:
     """The HMAC stores."""
     yield from _stores(request, tmp_path)

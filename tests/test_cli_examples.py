@@ -160,7 +160,12 @@ def test_the_hitl_flow_end_to_end_with_the_cli(tmp_path: Path) -> None:
 
     store = open_store(db)
     licenses = {f.content["name"]: f.content for f in store.facts(data["run_id"], "license")}
-    assert licenses["enigma"] == {"name": "enigma", "spdx": "MIT", "source": "human"}
+    assert licenses["enigma"] == {
+        "name": "enigma",
+        "version": "0.2",
+        "spdx": "MIT",
+        "source": "human",
+    }
     assert "mystery" not in licenses
     unknown = [f.content["name"] for f in store.facts(data["run_id"], "license.unknown")]
     assert unknown == ["mystery"]

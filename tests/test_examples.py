@@ -6,7 +6,6 @@ list of :class:`Distribution` values given by the test.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import pytest
@@ -66,6 +65,7 @@ LIB_B = Distribution(
 LIB_C = Distribution("lib-c", "3.0", license_expression="LGPL-3.0-or-later")
 LIB_D = Distribution("lib-d", "4.0", license=MIT_TEXT)
 LIB_E = Distribution("lib-e", "1.0", license_expression="GPL-3.0-only")
+PIP = Distribution("pip", "24.0", license_expression="MIT")
 DEVTOOL = Distribution("devtool", "1.0", license_expression="GPL-3.0-only")
 WINONLY = Distribution("winonly", "1.0", license_expression="AGPL-3.0-only")
 MYSTERY = Distribution("mystery", "0.1", license="Proprietary-ish, ask legal")
@@ -73,6 +73,8 @@ ENIGMA = Distribution("enigma", "0.2", classifiers=("License :: Other/Proprietar
 
 KNOWN = [APP, LIB_A, LIB_B, LIB_C, LIB_D, LIB_E, DEVTOOL, WINONLY]
 POLICY = {"policy": [{"root": "app", "forbidden": ["AGPL-3.0-only"]}]}
+# the whole environment; nothing installed here is forbidden
+EVERYTHING = {"policy": [{"root": None, "forbidden": ["SSPL-1.0"]}]}
 
 
 def audit(
@@ -201,14 +203,14 @@ def test_the_inventory_is_one_fact_per_distribution_sorted_by_normalised_name() 
     assert contents(result, "package")[1]["version"] == "1.0"  # the first one found wins
 
 
-def test_licenses_record_the_spdx_id_and_where_it_came_from() -> None:
+def test_licenses_record_the_version_the_spdx_id_and_where_it_came_from() -> None:
     result = audit(KNOWN).run(POLICY)
-    found = {c["name"]: (c["spdx"], c["source"]) for c in contents(result, "license")}
-    assert found["app"] == ("MIT", "license-expression")
-    assert found["lib-a"] == ("Apache-2.0", "license")
-    assert found["lib-b"] == ("BSD-3-Clause", "classifier")
-    assert found["lib-d"] == ("MIT", "license")
-    assert len(found) == len(KNOWN)
+    found = {c["name"]: (c["version"], c["spdx"], c["source"]) for c in contents(result, "license")}
+    assert found["app"] == ("1.0", "MIT", "license-expression")
+    assert found["lib-a"] == ("1.0", "Apache-2.0", "license")
+    assert found["lib-b"] == ("2.0", "BSD-3-Clause", "classifier")
+    assert found["lib-d"] == ("4.0", "MIT", "license")
+    assert set(found) == {"app", "lib-a", "lib-b", "lib-c", "lib-d"}  # app's closure
     assert result.stop_reason == CriteriaMet(criteria=["all_classified", "risks_assessed"])
 
 
@@ -220,44 +222,66 @@ def test_dependencies_skip_extras_only_and_false_markers_and_follow_requested_ex
     assert edges == {("app", "lib-a"), ("app", "lib-b"), ("app", "lib-d"), ("lib-a", "lib-c")}
 
 
-def test_dependencies_without_packaging_still_skip_extras_only_requirements(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setitem(sys.modules, "packaging.requirements", None)  # import fails
-    result = audit(KNOWN).run(POLICY)
-    edges = {(c["from"], c["to"]) for c in contents(result, "dependency")}
-    # the simple rule takes the platform marker as true, and still skips extras
-    assert edges == {
-        ("app", "lib-a"),
-        ("app", "lib-b"),
-        ("app", "winonly"),
-        ("app", "lib-d"),
-        ("lib-a", "lib-c"),
-    }
+def test_the_scope_is_the_roots_closure_with_the_extras_asked_for_or_everything() -> None:
+    def scope(policy: dict[str, Any]) -> list[str]:
+        result = audit([*KNOWN, PIP], gated=False).run({"policy": [policy]})
+        return [c["name"] for c in contents(result, "package")]
+
+    assert scope({"root": "app"}) == ["app", "lib-a", "lib-b", "lib-c", "lib-d"]
+    assert scope({"root": "app", "extras": ["dev"]}) == [
+        "app",
+        "devtool",
+        "lib-a",
+        "lib-b",
+        "lib-c",
+        "lib-d",
+    ]
+    everything = [d.name for d in sorted(KNOWN, key=lambda d: d.name.lower())]
+    assert scope({"root": None, "forbidden": ["SSPL-1.0"]}) == sorted(
+        n.replace("_", "-").lower() for n in everything
+    )
+    assert "pip" in scope({"root": None, "forbidden": ["SSPL-1.0"], "tools": True})
 
 
-def test_copyleft_risk_names_the_transitive_path() -> None:
-    result = audit(KNOWN).run(POLICY)
+def test_copyleft_findings_name_the_path_from_the_root_and_tell_strong_from_weak() -> None:
+    result = audit(KNOWN).run({"policy": [{"root": "app", "extras": ["dev"]}]})
     risks = {c["name"]: c for c in contents(result, "risk.copyleft")}
-    assert set(risks) == {"app", "lib-a"}  # lib-c's own license is not a risk of lib-c
-    assert risks["app"]["path"] == ["app", "lib-a", "lib-c"]
-    assert risks["app"]["spdx"] == "LGPL-3.0-or-later"
-    assert risks["lib-a"]["path"] == ["lib-a", "lib-c"]
-    fact = result.context.get("risk.copyleft")[0]
+    assert set(risks) == {"lib-c", "devtool"}
+    assert risks["lib-c"]["path"] == ["app", "lib-a", "lib-c"]
+    assert (risks["lib-c"]["spdx"], risks["lib-c"]["copyleft"]) == ("LGPL-3.0-or-later", "weak")
+    assert (risks["devtool"]["path"], risks["devtool"]["copyleft"]) == (
+        ["app", "devtool"],
+        "strong",
+    )
+    fact = next(f for f in result.context.get("risk.copyleft") if f.content["name"] == "lib-c")
     parents = [result.context.fact(p) for p in fact.provenance.parents]
     assert [p.key for p in parents if p] == ["license", "dependency", "dependency"]
 
 
-def test_a_forbidden_license_in_the_closure_violates_the_invariant() -> None:
-    policy = {"policy": [{"root": "app", "forbidden": ["LGPL-3.0-or-later"]}]}
+def test_every_policy_violation_is_found_in_one_run_with_its_path() -> None:
+    policy = {"policy": [{"root": "app", "forbidden": ["LGPL-3.0-or-later", "MIT"]}]}
     result = audit(KNOWN).run(policy)
     reason = result.stop_reason
     assert isinstance(reason, InvariantViolated)
-    assert reason.invariant_class is InvariantClass.SEMANTIC
+    assert reason.invariant_class is InvariantClass.ACCEPTANCE
     assert reason.name == "no_forbidden_license"
-    assert "lib-c is licensed LGPL-3.0-or-later" in reason.reason
-    assert "app -> lib-a -> lib-c" in reason.reason
     assert reason.exit_code == 4
+    assert "3 license policy violation(s)" in reason.reason
+    assert "lib-c (LGPL-3.0-or-later, forbidden): app -> lib-a -> lib-c" in reason.reason
+    found = {c["name"]: c for c in contents(result, "policy.violation")}
+    assert set(found) == {"app", "lib-c", "lib-d"}
+    assert found["lib-d"]["path"] == ["app", "lib-d"]  # app asked for lib_b[extra1]
+    assert found["lib-d"]["rule"] == "forbidden"
+
+
+def test_an_allow_list_makes_every_other_license_a_finding() -> None:
+    policy = {"policy": [{"root": "app", "allowed": ["MIT", "Apache-2.0", "BSD-3-Clause"]}]}
+    result = audit(KNOWN).run(policy)
+    assert isinstance(result.stop_reason, InvariantViolated)
+    found = contents(result, "policy.violation")
+    assert [(c["name"], c["rule"], c["spdx"]) for c in found] == [
+        ("lib-c", "not allowed", "LGPL-3.0-or-later")
+    ]
 
 
 def test_a_forbidden_license_outside_the_closure_is_allowed() -> None:
@@ -273,12 +297,13 @@ def test_the_forbidden_licenses_can_come_from_the_environment(
     monkeypatch.setenv("CONVERGE_AUDIT_FORBIDDEN", "MIT, LGPL-3.0-or-later")
     reason = audit(KNOWN).run().stop_reason
     assert isinstance(reason, InvariantViolated)
-    assert "closure of lib-a (lib-a -> lib-c)" in reason.reason
+    assert "lib-c (LGPL-3.0-or-later, forbidden): lib-a -> lib-c" in reason.reason
+    assert "lib-a (MIT" not in reason.reason  # lib-a is Apache-2.0
 
 
 def test_an_unknown_license_pauses_at_a_gate_and_approval_counts_as_reviewed() -> None:
     engine = audit([*KNOWN, MYSTERY])
-    paused = engine.run(POLICY)
+    paused = engine.run(EVERYTHING)
     assert isinstance(paused.stop_reason, HitlGatePending)
     assert paused.stop_reason.summary.startswith("Approve license.unknown from licenses")
     assert paused.stop_reason.exit_code == 10
@@ -292,14 +317,14 @@ def test_an_unknown_license_pauses_at_a_gate_and_approval_counts_as_reviewed() -
 
 def test_a_rejection_with_an_spdx_reason_is_a_human_classification() -> None:
     engine = audit([*KNOWN, ENIGMA, MYSTERY])
-    first = engine.run(POLICY).stop_reason
+    first = engine.run(EVERYTHING).stop_reason
     assert isinstance(first, HitlGatePending)
     second = engine.resume(first.gate_id, GateDecision.reject(by="bob", reason="MIT License"))
     assert isinstance(second.stop_reason, HitlGatePending)  # the next unknown, mystery
     done = engine.resume(second.stop_reason.gate_id, GateDecision.approve(by="alice"))
     assert done.stop_reason.is_success(), done.stop_reason
     human = [c for c in contents(done, "license") if c["source"] == "human"]
-    assert human == [{"name": "enigma", "spdx": "MIT", "source": "human"}]
+    assert human == [{"name": "enigma", "version": "0.2", "spdx": "MIT", "source": "human"}]
     assert [c["name"] for c in contents(done, "license.unknown")] == ["mystery"]
     # the copyleft assessment saw the human's license too
     assert contents(done, "risk.assessed")[-1]["licenses"] == len(KNOWN) + 1
@@ -307,7 +332,7 @@ def test_a_rejection_with_an_spdx_reason_is_a_human_classification() -> None:
 
 def test_a_rejection_without_a_license_leaves_the_package_unclassified() -> None:
     engine = audit([*KNOWN, MYSTERY])
-    paused = engine.run(POLICY).stop_reason
+    paused = engine.run(EVERYTHING).stop_reason
     assert isinstance(paused, HitlGatePending)
     done = engine.resume(paused.gate_id, GateDecision.reject(by="bob", reason="no idea"))
     assert done.stop_reason == CriteriaUnmet(criteria=["all_classified"])
@@ -317,14 +342,14 @@ def test_a_rejection_without_a_license_leaves_the_package_unclassified() -> None
 
 def test_without_a_gate_the_strict_criterion_waits_for_a_human() -> None:
     engine = audit([*KNOWN, MYSTERY], gated=False, criteria=[all_classified_strict])
-    reason = engine.run(POLICY).stop_reason
+    reason = engine.run(EVERYTHING).stop_reason
     assert isinstance(reason, HumanInterventionRequired)
     assert reason.approval_refs == ["license.unknown:mystery"]
 
 
 def test_the_audit_is_deterministic() -> None:
-    first = audit([*KNOWN, MYSTERY], gated=False).run(POLICY)
-    second = audit([*KNOWN, MYSTERY], gated=False).run(POLICY)
+    first = audit([*KNOWN, MYSTERY], gated=False).run(EVERYTHING)
+    second = audit([*KNOWN, MYSTERY], gated=False).run(EVERYTHING)
     assert first.facts_root == second.facts_root
     assert [f.id for f in first.context] == [f.id for f in second.context]
 

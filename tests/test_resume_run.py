@@ -263,3 +263,26 @@ def test_converge_resume_goes_on_with_a_larger_cycle_budget(tmp_path: Path) -> N
     assert out["run_id"] == run_id and out["stop_reason"]["kind"] == "converged"
     whole = Engine(budget=Budget(max_cycles=50)).register(*counter_suggestors()).run({"n": [0, 1]})
     assert out["facts_root"] == whole.facts_root
+
+
+def test_converge_resume_refuses_a_budget_below_what_is_already_used(tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB, encoding="utf-8")
+    db = str(tmp_path / "cli.db")
+    runner = CliRunner()
+    first = runner.invoke(app, ["run", str(job), "--db", db, "--json"])
+    run_id = json.loads(first.stdout)["run_id"]
+    done = json.loads(first.stdout)["cycles"]
+    low = runner.invoke(app, ["resume", run_id, "--max-cycles", str(done), "--db", db])
+    assert low.exit_code == 2
+    message = " ".join(low.output.split())
+    assert f"--max-cycles {done} is not above the {done} already used" in message
+    assert "budgets are totals" in message and "Traceback" not in low.output
+    bad = runner.invoke(app, ["resume", run_id, "--max-cost-usd", "-1", "--db", db])
+    assert bad.exit_code == 2
+    assert len(bad.output.strip().splitlines()) == 1
+    assert "bad budget: --max-cost-usd:" in bad.output
+    helped = runner.invoke(app, ["resume", "--help"], terminal_width=200)
+    assert "Cycles in total, those done included" in " ".join(helped.output.split())
+    # nothing was resumed: the run still stands where the first leg stopped it
+    assert open_store(db).run(run_id).cycles == done

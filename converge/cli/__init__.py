@@ -9,6 +9,8 @@ reachable from Python. One module per command group, each with its own
 - :mod:`converge.cli.gates`: ``gates``, ``approve``, ``reject``, ``resume``;
 - :mod:`converge.cli.tokens`: ``token add``;
 - :mod:`converge.cli.serve`: ``serve`` (the approval inbox);
+- :mod:`converge.cli.report`: ``report``;
+- :mod:`converge.cli.schema`: ``schema``;
 - :mod:`converge.cli.render`: the shared options, errors and rendering.
 
 Exit codes of ``run``, ``approve`` and ``resume`` follow the stop reason
@@ -17,9 +19,12 @@ Exit codes of ``run``, ``approve`` and ``resume`` follow the stop reason
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from converge.cli import audit, gates, run, serve, tokens
+from converge import __version__
+from converge.cli import audit, gates, report, run, schema, serve, tokens
 
 __all__ = ["app", "main"]
 
@@ -32,8 +37,24 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"converge {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _group() -> None:
+def _group(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the version and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
     """Run convergence jobs whose every stop is typed, audited and explainable."""
 
 
@@ -44,6 +65,8 @@ app.add_typer(audit.app)
 app.add_typer(gates.app)
 app.add_typer(tokens.app)
 app.add_typer(serve.app)
+app.add_typer(report.app)
+app.add_typer(schema.app)
 
 
 def main() -> None:  # pragma: no cover - the console script

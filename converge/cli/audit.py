@@ -19,14 +19,16 @@ from rich.tree import Tree
 
 from audit import SqlRunStore, parse_since
 from audit.timeline import last_budget_status, timeline
-from converge.cli.render import DbOption, JsonOption, fail, open_run_store, out
-from engine import ConvergeError, Fact, fact_to_dict
+from converge.cli.render import DbOption, JsonOption, fail, open_run_store, out, print_table
+from engine import ConvergeError, Fact, StopCategory, fact_to_dict
+from engine.stop import ALL_VARIANTS
 
 app = typer.Typer()
 
 
 def _store(db: str | None) -> SqlRunStore:
-    store = open_run_store(db)
+    # reading commands open SQLite read-only: an archived, write-protected copy works
+    store = open_run_store(db, read_only=True)
     assert store is not None
     return store  # type: ignore[return-value]
 
@@ -39,18 +41,30 @@ def _when(ts: float | None) -> str:
     return "" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
 
-def _content(value: Any, width: int = 60) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    return text if len(text) <= width else text[: width - 1] + "…"
+def _content(value: Any) -> str:
+    """A content whole, as compact JSON (a table folds it; nothing is cut)."""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+STATUSES = ("running", "paused", "stopped", "crashed")
+CATEGORIES = tuple(c.value for c in StopCategory)
+KINDS = tuple(sorted(v.model_fields["kind"].default for v in ALL_VARIANTS))
+
+
+def _one_of(option: str, value: str | None, valid: tuple[str, ...]) -> None:
+    if value is not None and value not in valid:
+        fail(f"{option} {value!r} is not one of: {', '.join(valid)}")
 
 
 @app.command("runs")
 def runs_cmd(
     category: Annotated[
-        str | None, typer.Option("--category", help="Stop category (budget, error...).")
+        str | None,
+        typer.Option("--category", help=f"Stop category: {', '.join(CATEGORIES)}."),
     ] = None,
     kind: Annotated[
-        str | None, typer.Option("--kind", help="Stop kind (cycle_budget_exhausted...).")
+        str | None,
+        typer.Option("--kind", help="Stop kind (cycle_budget_exhausted...; docs/stop-reasons.md)."),
     ] = None,
     since: Annotated[
         str | None, typer.Option("--since", help="ISO date/time, or an age: 30m, 1h, 7d.")
@@ -64,6 +78,9 @@ def runs_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """List recorded runs, newest first."""
+    _one_of("--category", category, CATEGORIES)
+    _one_of("--kind", kind, KINDS)
+    _one_of("--status", status, STATUSES)
     try:
         since_ts = None if since is None else parse_since(since)
     except ValueError as exc:
@@ -103,6 +120,9 @@ def show_cmd(
     run_id: Annotated[str, typer.Argument(help="The run.")],
     db: DbOption = None,
     as_json: JsonOption = False,
+    verbose: Annotated[
+        bool, typer.Option("-v", "--verbose", help="Also the traceback of each failed suggestor.")
+    ] = False,
 ) -> None:
     """A run: header, timeline of cycles, stop reason with explain and budget status."""
     store = _store(db)
@@ -122,6 +142,7 @@ def show_cmd(
                 "budget_status": None if budget is None else budget.model_dump(mode="json"),
                 "timeline": [c.to_dict() for c in cycles],
                 "events": len(events),
+                "failures": _failures(events),
             }
         )
         return
@@ -162,6 +183,28 @@ def show_cmd(
         out.print(f"[bold]explain:[/] {escape(reason.explain())}")
     if budget is not None:
         out.print(f"[bold]budget:[/] {escape(budget.summary())} (overall {budget.percent:.1f}%)")
+    if verbose:
+        for f in _failures(events):
+            out.print(
+                f"[bold red]{escape(f['suggestor'])} failed[/] in cycle {f['cycle']}: "
+                f"{escape(f['error'])}"
+            )
+            if f["traceback"]:
+                out.print(escape(f["traceback"].rstrip()), highlight=False, soft_wrap=True)
+
+
+def _failures(events: list[Any]) -> list[dict[str, Any]]:
+    """The ``suggestor_failed`` events: suggestor, cycle, error and traceback."""
+    return [
+        {
+            "suggestor": str(e.payload.get("suggestor")),
+            "cycle": e.cycle,
+            "error": str(e.payload.get("error")),
+            "traceback": e.payload.get("traceback"),
+        }
+        for e in events
+        if e.kind == "suggestor_failed"
+    ]
 
 
 @app.command("facts")
@@ -182,7 +225,8 @@ def facts_cmd(
         return
     table = Table(title=f"facts of {run_id} ({len(facts)})", title_justify="left")
     for col in ("id", "key", "content", "conf", "suggestor", "cycle", "parents"):
-        table.add_column(col)
+        # the content gets the room; every column folds, none is cut
+        table.add_column(col, overflow="fold", ratio=4 if col == "content" else None)
     for f in facts:
         p = f.provenance
         table.add_row(
@@ -194,7 +238,7 @@ def facts_cmd(
             str(p.cycle),
             escape(", ".join(p.parents)),
         )
-    out.print(table)
+    print_table(table)
 
 
 @app.command("lineage")

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
@@ -172,7 +173,7 @@ def _report_dict(report: DecisionReport) -> dict[str, Any]:
 
 
 def _finish(result: RunResult, as_json: bool, job: Job) -> None:
-    render_result(result, as_json=as_json, job=job.name)
+    render_result(result, as_json=as_json, job=job)
     raise typer.Exit(result.stop_reason.exit_code)
 
 
@@ -180,7 +181,9 @@ def _finish(result: RunResult, as_json: bool, job: Job) -> None:
 def approve_cmd(
     gate_id: Annotated[str, typer.Argument(help="The gate to approve.")],
     by: Annotated[str, typer.Option("--by", help="Who approves.")],
-    reason: Annotated[str | None, typer.Option("--reason")] = None,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why (recorded in the run's chain).")
+    ] = None,
     value: Annotated[
         str | None,
         typer.Option(
@@ -211,12 +214,27 @@ def reject_cmd(
 @app.command("resume")
 def resume_cmd(
     run_id: Annotated[str, typer.Argument(help="A run stopped by a budget, policy or cancel.")],
-    max_cycles: Annotated[int | None, typer.Option("--max-cycles")] = None,
-    max_facts: Annotated[int | None, typer.Option("--max-facts")] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens")] = None,
-    max_seconds: Annotated[float | None, typer.Option("--max-seconds")] = None,
-    max_cost_usd: Annotated[float | None, typer.Option("--max-cost-usd")] = None,
-    max_invocations: Annotated[int | None, typer.Option("--max-invocations")] = None,
+    max_cycles: Annotated[
+        int | None, typer.Option("--max-cycles", help="Cycles in total, those done included.")
+    ] = None,
+    max_facts: Annotated[
+        int | None, typer.Option("--max-facts", help="Facts in total, those kept included.")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", help="Tokens in total, those used included.")
+    ] = None,
+    max_seconds: Annotated[
+        float | None,
+        typer.Option("--max-seconds", help="Seconds in total, those run so far included."),
+    ] = None,
+    max_cost_usd: Annotated[
+        float | None,
+        typer.Option("--max-cost-usd", help="USD in total, what was spent included."),
+    ] = None,
+    max_invocations: Annotated[
+        int | None,
+        typer.Option("--max-invocations", help="Invocations in total, those made included."),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -244,8 +262,19 @@ def resume_cmd(
     }
     try:
         budget = Budget.model_validate({**current.model_dump(), **changes})
-    except ValueError as exc:
-        fail(f"bad budget: {exc}")
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        fail(f"bad budget: --{where.replace('_', '-')}: {first['msg']}")
+    used = {"max_cycles": checkpoint.get("cycle"), "max_facts": len(checkpoint.get("facts", []))}
+    for name, done in used.items():
+        limit = changes.get(name)
+        if limit and isinstance(done, int) and limit <= done:
+            flag = "--" + name.replace("_", "-")
+            fail(
+                f"{flag} {limit} is not above the {done} already used: budgets are totals "
+                f"(try {flag} {done + (limit or 1)})"
+            )
     result = execute_with_progress(
         job, store, as_json=as_json, resume=lambda engine: engine.resume_run(run_id, budget)
     )

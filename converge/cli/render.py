@@ -5,17 +5,20 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from audit import open_store
 from converge.interrupts import cancel_on_signals
 from converge.jobs import Job
+from converge.reports import Report, ReportSpec, build_reports, facts_by_key
 from engine import ConvergeError, RunResult, RunStore
 
 out = Console()
@@ -38,12 +41,15 @@ def fail(message: str, code: int = BAD_INPUT) -> NoReturn:
     raise typer.Exit(code)
 
 
-def open_run_store(db: str | None, *, enabled: bool = True) -> RunStore | None:
-    """The audit store for ``--db`` (None when disabled). Exits 2 on a bad URL."""
+def open_run_store(
+    db: str | None, *, enabled: bool = True, read_only: bool = False
+) -> RunStore | None:
+    """The audit store for ``--db`` (None when disabled; ``read_only`` for commands
+    that only read, so a write-protected SQLite copy works). Exits 2 on a bad URL."""
     if not enabled:
         return None
     try:
-        store: RunStore = open_store(db)
+        store: RunStore = open_store(db, read_only=read_only)
         return store
     except ConvergeError as exc:
         fail(str(exc))
@@ -85,10 +91,65 @@ def execute_with_progress(
     return result
 
 
-def render_result(result: RunResult, *, as_json: bool, job: str | None = None) -> None:
-    """The summary of a run of ``job``: stop reason, explain, facts per key, usage, budget."""
+def print_table(table: Table) -> None:
+    """Print ``table`` whole: on a terminal it wraps to the terminal's width; piped or
+    redirected, it takes the width its cells need, so no value is cut or broken."""
+    if out.is_terminal:
+        out.print(table)
+        return
+    needed = Measurement.get(out, out.options.update(max_width=100_000), table).maximum
+    wide = Console(width=max(needed, out.width), no_color=out.no_color, highlight=False)
+    wide.print(table, crop=False)
+
+
+def report_table(report: Report) -> Table:
+    """A report as a rich table: every row, cells folded (never cut), the first
+    column (the report's main field) kept on one line."""
+    table = Table(title=escape(f"{report.title} ({len(report.rows)})"), title_justify="left")
+    for i, col in enumerate(report.columns):
+        numeric = report.rows and all(r[i].isdigit() for r in report.rows)
+        table.add_column(
+            escape(col),
+            no_wrap=i == 0,
+            overflow="fold",
+            justify="right" if numeric else "left",
+        )
+    for row in report.rows:
+        table.add_row(*(escape(v) for v in row))
+    return table
+
+
+def print_reports(reports: Iterable[Report]) -> None:
+    """Each report as a table (see :func:`report_table`)."""
+    for report in reports:
+        print_table(report_table(report))
+
+
+def render_result(
+    result: RunResult,
+    *,
+    as_json: bool,
+    job: str | Job | None = None,
+    reports: Sequence[ReportSpec] | None = None,
+    all_facts: bool = False,
+) -> None:
+    """The summary of a run of ``job``: stop reason, explain, criteria as evaluated at
+    the stop, usage, budget, facts per key, then the job's report tables.
+
+    With ``as_json``, one JSON object: :meth:`RunResult.to_dict` plus ``"facts"``,
+    ``{key: [content, ...]}`` for the report keys (every key with ``all_facts``).
+    ``reports`` default to the ``report:`` entries of ``job`` when it is a :class:`Job`.
+    """
+    if isinstance(job, Job):
+        if reports is None:
+            reports = job.spec.report
+        job = job.name
+    reports = list(reports or ())
     if as_json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        data = result.to_dict()
+        keys = None if all_facts else [r.key for r in reports]
+        data["facts"] = facts_by_key(result.context, keys)
+        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
         return
     reason = result.stop_reason
     colour = "green" if reason.is_success() else "yellow" if reason.is_hitl_pending() else "red"
@@ -120,5 +181,6 @@ def render_result(result: RunResult, *, as_json: bool, job: str | None = None) -
     facts.add_column("key")
     facts.add_column("facts", justify="right")
     for key, n in counts.items():
-        facts.add_row(key, str(n))
+        facts.add_row(escape(key), str(n))
     out.print(facts)
+    print_reports(build_reports(reports, list(result.context)))

@@ -8,8 +8,10 @@ from typing import Annotated
 import typer
 
 from converge.cli.render import (
+    BAD_INPUT,
     DbOption,
     JsonOption,
+    err,
     execute_with_progress,
     fail,
     open_run_store,
@@ -17,18 +19,33 @@ from converge.cli.render import (
 )
 from converge.jobs import Job, load_job
 from engine import ConvergeError, RunResult, RunStore
+from engine.stop_categories import EXIT_CODES as STOP_EXIT_CODES
 
 app = typer.Typer()
+
+EXIT_CODES = (
+    "Exit codes (the category of the stop, docs/stop-reasons.md): "
+    + ", ".join(f"{code} {category.value}" for category, code in STOP_EXIT_CODES.items())
+    + f", {BAD_INPUT} bad input (job file, option)."
+)
 
 OTLP_ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
 
-@app.command()
+@app.command(help=f"Run a job to its stop and print its summary and reports.\n\n{EXIT_CODES}")
 def run(
     job_file: Annotated[str, typer.Argument(help="The job file (YAML).")],
     db: DbOption = None,
     as_json: JsonOption = False,
-    no_audit: Annotated[bool, typer.Option("--no-audit", help="Do not record the run.")] = False,
+    no_audit: Annotated[
+        bool, typer.Option("--no-audit", help="Do not record the run (nothing to query later).")
+    ] = False,
+    all_facts: Annotated[
+        bool,
+        typer.Option(
+            "--facts", help="With --json: the facts of every key, not only the report keys."
+        ),
+    ] = False,
     otel: Annotated[
         bool,
         typer.Option(
@@ -38,7 +55,6 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run a job to its stop; the exit code tells which kind of stop (0 = success)."""
     try:
         job = load_job(job_file)
     except ConvergeError as exc:
@@ -48,7 +64,9 @@ def run(
         result = _run_traced(job, store, as_json=as_json)
     else:
         result = execute_with_progress(job, store, as_json=as_json)
-    render_result(result, as_json=as_json, job=job.name)
+    if no_audit:
+        _warn_unrecorded_gates(job)
+    render_result(result, as_json=as_json, job=job, all_facts=all_facts)
     raise typer.Exit(result.stop_reason.exit_code)
 
 
@@ -71,3 +89,14 @@ def _run_traced(job: Job, store: RunStore | None, *, as_json: bool) -> RunResult
         )
     finally:
         tracing.shutdown()
+
+
+def _warn_unrecorded_gates(job: Job) -> None:
+    """A HITL pause of an unrecorded run could never be approved or rejected."""
+    if any(g.hitl is not None for g in job.spec.gates):
+        err.print(
+            "[yellow]warning:[/] this job has HITL gates and --no-audit records nothing: "
+            "a pause at a gate could never be approved or rejected",
+            highlight=False,
+            soft_wrap=True,
+        )

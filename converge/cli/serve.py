@@ -15,7 +15,7 @@ app = typer.Typer()
 @app.command("serve")
 def serve_cmd(
     host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=1, max=65535)] = 8000,
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TCP port.")] = 8000,
     db: DbOption = None,
 ) -> None:
     """Serve the approval inbox: pending gates, gate and run pages, the JSON API."""

@@ -2,21 +2,25 @@
 
 Run it with ``converge run examples/dependency_audit/job.yaml``. Suggestors are in
 :mod:`.suggestors`, the invariant and criteria (and what approving or rejecting a
-``license.unknown`` gate means) in :mod:`.rules`, the SPDX normalisation in
-:mod:`.spdx`, the metadata reader in :mod:`.distributions`.
+``license.unknown`` gate means) in :mod:`.rules`, the policy (scope, forbidden and
+allowed licenses) in :mod:`.policy`, the findings (violations, copyleft) in :mod:`.findings`, the
+SPDX normalisation (with license-expression) in :mod:`.spdx`, the metadata reader
+(with packaging) in :mod:`.distributions`.
 """
 
 from examples.dependency_audit.distributions import (
     Distribution,
+    closure,
     installed_distributions,
     normalise_name,
     parse_requirement,
     requirement_targets,
 )
+from examples.dependency_audit.findings import Finding, scan
+from examples.dependency_audit.policy import Policy, policies
 from examples.dependency_audit.rules import (
     AllClassified,
     NoForbiddenLicense,
-    Policy,
     RisksAssessed,
     all_classified,
     all_classified_strict,
@@ -24,7 +28,7 @@ from examples.dependency_audit.rules import (
     risks_assessed,
     spdx_value,
 )
-from examples.dependency_audit.spdx import classify, from_human, is_copyleft
+from examples.dependency_audit.spdx import classify, copyleft_strength, from_human, is_copyleft
 from examples.dependency_audit.suggestors import (
     Inventory,
     audit_suggestors,
@@ -38,6 +42,7 @@ from examples.dependency_audit.suggestors import (
 __all__ = [
     "AllClassified",
     "Distribution",
+    "Finding",
     "Inventory",
     "NoForbiddenLicense",
     "Policy",
@@ -46,7 +51,9 @@ __all__ = [
     "all_classified_strict",
     "audit_suggestors",
     "classify",
+    "closure",
     "copyleft_risk",
+    "copyleft_strength",
     "dependencies",
     "from_human",
     "human_review",
@@ -57,7 +64,9 @@ __all__ = [
     "no_forbidden_license",
     "normalise_name",
     "parse_requirement",
+    "policies",
     "requirement_targets",
     "risks_assessed",
+    "scan",
     "spdx_value",
 ]

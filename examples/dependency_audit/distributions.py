@@ -5,10 +5,9 @@ uses; :func:`installed_distributions` reads the environment it runs in. Tests an
 other jobs hand :class:`~examples.dependency_audit.suggestors.Inventory` any other
 source of :class:`Distribution` values.
 
-Requirements (``Requires-Dist``) are evaluated with ``packaging`` when it is
-importable (it is a dependency of pip and setuptools, so it almost always is);
-otherwise a simple rule applies: a requirement whose marker names ``extra`` applies
-only to that extra, any other marker is taken as true.
+Requirements (``Requires-Dist``) and their environment markers are parsed and
+evaluated with ``packaging`` (the PyPA's library, in the ``examples`` extra).
+:func:`closure` is the runtime closure of a root package, with the extras asked for.
 """
 
 from __future__ import annotations
@@ -108,35 +107,31 @@ def _field(md: importlib.metadata.PackageMetadata, name: str) -> str | None:
 # --- requirements -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Requirement:
-    """One parsed ``Requires-Dist`` line: normalised ``name`` and requested ``extras``."""
+    """One parsed ``Requires-Dist`` line: normalised ``name``, requested ``extras``
+    and its ``marker`` (a ``packaging.markers.Marker``, or None)."""
 
     name: str
     extras: frozenset[str]
-    marker: Any  # packaging.markers.Marker, a marker string (fallback), or None
+    marker: Any
 
     def applies(self, extra: str = "") -> bool:
-        """True when the requirement applies to the distribution installed with ``extra``
-        (``""``: without extras)."""
-        if self.marker is None:
-            return True
-        if isinstance(self.marker, str):
-            wanted = re.findall(r"extra\s*==\s*['\"]([^'\"]+)['\"]", self.marker)
-            if "extra" in self.marker:
-                return normalise_name(extra) in {normalise_name(w) for w in wanted}
-            return True
-        return bool(self.marker.evaluate({"extra": extra}))
-
-
-_SIMPLE = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?")
+        """True when the requirement applies here, to the distribution installed with
+        ``extra`` (``""``: without extras)."""
+        return self.marker is None or bool(self.marker.evaluate({"extra": extra}))
 
 
 def parse_requirement(line: str) -> Requirement | None:
-    """Parse one ``Requires-Dist`` line; None when it cannot be parsed."""
+    """Parse one ``Requires-Dist`` line with ``packaging``; None when it is invalid.
+
+    Raises ``ImportError`` naming the ``examples`` extra when ``packaging`` is missing.
+    """
     try:
         from packaging.requirements import InvalidRequirement
         from packaging.requirements import Requirement as PackagingRequirement
-    except ImportError:  # pragma: no cover - packaging is almost always there
-        return _parse_simple(line)
+    except ImportError as exc:  # pragma: no cover - the extra is installed by make setup
+        raise ImportError(
+            "the dependency audit needs the 'examples' extra: pip install -e '.[examples]'"
+        ) from exc
     try:
         req = PackagingRequirement(line)
     except InvalidRequirement:
@@ -144,17 +139,13 @@ def parse_requirement(line: str) -> Requirement | None:
     return Requirement(normalise_name(req.name), frozenset(req.extras), req.marker)
 
 
-def _parse_simple(line: str) -> Requirement | None:
-    m = _SIMPLE.match(line)
-    if m is None:
-        return None
-    extras = frozenset(e.strip() for e in (m.group(2) or "").split(",") if e.strip())
-    _, _, marker = line.partition(";")
-    return Requirement(normalise_name(m.group(1)), extras, marker.strip() or None)
-
-
-def requirement_targets(name: str, packages: dict[str, Distribution]) -> Iterator[str]:
+def requirement_targets(
+    name: str, packages: dict[str, Distribution], extras: Iterable[str] = ()
+) -> Iterator[str]:
     """The names ``name`` depends on directly, in ``Requires-Dist`` order, once each.
+
+    With ``extras``, also what ``name`` pulls in when installed with those extras
+    (``converge[web]``).
 
     Requirements that apply only to one of ``name``'s own extras are skipped, as are
     those whose marker is false here. A requirement with extras (``psycopg[binary]``)
@@ -174,6 +165,8 @@ def requirement_targets(name: str, packages: dict[str, Distribution]) -> Iterato
             yield req.name
         if req.extras:
             queue.append((req.name, req.extras))
+    if extras:
+        queue.insert(0, (name, frozenset(normalise_name(e) for e in extras)))
     expanded: set[tuple[str, str]] = set()
     while queue:
         target, extras = queue.pop(0)
@@ -199,3 +192,22 @@ def _parsed(lines: Iterable[str]) -> Iterator[Requirement]:
         req = parse_requirement(line)
         if req is not None:
             yield req
+
+
+def closure(root: str, packages: dict[str, Distribution], extras: Iterable[str] = ()) -> list[str]:
+    """``root`` and every installed package it needs at run time (with ``extras``),
+    in breadth-first order; empty when ``root`` is not installed."""
+    root = normalise_name(root)
+    if root not in packages:
+        return []
+    order = [root]
+    seen = {root}
+    i = 0
+    while i < len(order):
+        name = order[i]
+        for target in requirement_targets(name, packages, extras if name == root else ()):
+            if target in packages and target not in seen:
+                seen.add(target)
+                order.append(target)
+        i += 1
+    return order

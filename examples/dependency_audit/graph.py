@@ -13,12 +13,15 @@ from typing import Any
 import networkx as nx
 
 from engine import Context, Fact
+from examples.dependency_audit.distributions import Distribution, requirement_targets
+from examples.dependency_audit.policy import TOOLS, Policy
 
 PACKAGE = "package"
 LICENSE = "license"
 UNKNOWN = "license.unknown"
 DEPENDENCY = "dependency"
 RISK = "risk.copyleft"
+VIOLATION = "policy.violation"
 ASSESSED = "risk.assessed"
 REJECTED = "hitl.rejected"
 POLICY = "policy"
@@ -81,3 +84,28 @@ def content_of(fact: Fact) -> dict[str, Any]:
     """A fact's content as a dict (the audit's facts are all objects)."""
     content: dict[str, Any] = fact.content
     return content
+
+
+def scope_paths(ctx: Context, policy: Policy) -> dict[str, list[str]]:
+    """Each package of ``policy``'s scope and a shortest dependency path to it from
+    the root (the root's requested extras count; pip, setuptools and wheel are left
+    out unless ``policy.tools``). For the whole environment, paths start at a
+    package nothing depends on."""
+    graph, _ = dependency_graph(ctx)
+    pkgs = packages(ctx)
+    if policy.root is not None and policy.extras and policy.root in pkgs:
+        dists = {n: Distribution.from_content(f.content) for n, f in pkgs.items()}
+        for target in requirement_targets(policy.root, dists, policy.extras):
+            if target in pkgs:
+                graph.add_edge(policy.root, target)
+    if not policy.tools:
+        graph.remove_nodes_from([t for t in TOOLS if t != policy.root])
+    if policy.root is not None:
+        return shortest_paths(graph, policy.root)
+    tops = sorted(n for n in graph.nodes if graph.in_degree(n) == 0)
+    graph.add_edges_from(("", top) for top in tops)
+    found = {n: p[1:] for n, p in shortest_paths(graph, "").items() if n}
+    for n in graph.nodes:  # packages only reachable through a cycle
+        if n:
+            found.setdefault(n, [n])
+    return found

@@ -1,10 +1,4 @@
-"""The audit's invariant and criteria, and the policy that configures them.
-
-Policy: which root package to guard and which licenses it must never depend on.
-Read from the run's ``policy`` facts (``initial: {policy: [{root: converge,
-forbidden: [AGPL-3.0-only]}]}``), else from ``$CONVERGE_AUDIT_ROOT`` and
-``$CONVERGE_AUDIT_FORBIDDEN`` (comma-separated SPDX ids), else the defaults
-(root ``converge``; ``AGPL-3.0-only`` and ``AGPL-3.0-or-later``).
+"""The audit's invariant and criteria (the policy itself: :mod:`.policy`).
 
 Human review (the job gates ``license.unknown`` with a HITL gate):
 
@@ -19,76 +13,63 @@ Human review (the job gates ``license.unknown`` with a HITL gate):
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from engine import Blocked, Context, CriterionResult, Met, Unmet, Violation
 from engine.stop import InvariantClass
 from examples.dependency_audit import graph as g
-from examples.dependency_audit.spdx import canonical, from_human, unavoidable
+from examples.dependency_audit.findings import scan
+from examples.dependency_audit.policy import (
+    DEFAULT_FORBIDDEN,
+    DEFAULT_ROOT,
+    ENV_FORBIDDEN,
+    ENV_ROOT,
+    Policy,
+    default_policy,
+    policies,
+)
+from examples.dependency_audit.spdx import from_human
 
-DEFAULT_ROOT = "converge"
-DEFAULT_FORBIDDEN = ("AGPL-3.0-only", "AGPL-3.0-or-later")
-ENV_ROOT = "CONVERGE_AUDIT_ROOT"
-ENV_FORBIDDEN = "CONVERGE_AUDIT_FORBIDDEN"
-
-
-@dataclass(frozen=True)
-class Policy:
-    """``root``: the package whose closure is guarded; ``forbidden``: SPDX ids."""
-
-    root: str
-    forbidden: tuple[str, ...]
-
-
-def default_policy() -> Policy:
-    """The policy of the environment variables, else the defaults."""
-    root = os.environ.get(ENV_ROOT, "").strip() or DEFAULT_ROOT
-    env = [f.strip() for f in os.environ.get(ENV_FORBIDDEN, "").split(",") if f.strip()]
-    return Policy(root, tuple(env) if env else DEFAULT_FORBIDDEN)
-
-
-def policies(ctx: Context) -> list[Policy]:
-    """The policies of the ``policy`` facts (missing fields from :func:`default_policy`),
-    or the default policy alone when there is none."""
-    base = default_policy()
-    out: list[Policy] = []
-    for fact in ctx.get(g.POLICY):
-        c = fact.content if isinstance(fact.content, dict) else {}
-        root = str(c.get("root") or base.root)
-        forbidden = c.get("forbidden")
-        out.append(Policy(root, tuple(forbidden) if forbidden else base.forbidden))
-    return out or [base]
+__all__ = [
+    "DEFAULT_FORBIDDEN",
+    "DEFAULT_ROOT",
+    "ENV_FORBIDDEN",
+    "ENV_ROOT",
+    "AllClassified",
+    "NoForbiddenLicense",
+    "Policy",
+    "RisksAssessed",
+    "all_classified",
+    "all_classified_strict",
+    "default_policy",
+    "no_forbidden_license",
+    "policies",
+    "risks_assessed",
+]
 
 
 class NoForbiddenLicense:
-    """Semantic invariant: no package in a root's closure (the root included) has a
-    forbidden license it cannot avoid (``MIT OR AGPL-3.0-only`` can be used under
-    MIT). The violation names the package, its license and the dependency path."""
+    """Acceptance invariant: no package of a policy's scope has a license the policy
+    forbids (or, with an allow-list, one outside it) that it cannot avoid (``MIT OR
+    AGPL-3.0-only`` can be used under MIT).
+
+    Checked before the run may end successfully, so every suggestor has run: the
+    violation names every offending package with its license and dependency path,
+    and ``copyleft_risk`` has recorded each as a ``policy.violation`` fact.
+    """
 
     name = "no_forbidden_license"
-    invariant_class = InvariantClass.SEMANTIC
+    invariant_class = InvariantClass.ACCEPTANCE
 
     def check(self, ctx: Context) -> Violation | None:
-        """The first forbidden license found in a root's closure, by package name."""
+        """Every violation of every policy, in one message; None when there is none."""
         if not ctx.has(g.LICENSE):
             return None
-        graph, _ = g.dependency_graph(ctx)
-        lic = g.licenses(ctx)
-        for policy in policies(ctx):
-            forbidden = {canonical(f) or f for f in policy.forbidden}
-            paths = g.shortest_paths(graph, policy.root)
-            for name in sorted(paths):
-                fact = lic.get(name)
-                if fact is None:
-                    continue
-                spdx = fact.content["spdx"]
-                if unavoidable(spdx, forbidden.__contains__):
-                    return Violation(
-                        f"{name} is licensed {spdx}, forbidden in the closure of "
-                        f"{policy.root} ({' -> '.join(paths[name])})"
-                    )
-        return None
+        violations, _ = scan(ctx)
+        if not violations:
+            return None
+        listed = "; ".join(v.describe() for v in violations)
+        return Violation(f"{len(violations)} license policy violation(s): {listed}")
 
 
 no_forbidden_license = NoForbiddenLicense()

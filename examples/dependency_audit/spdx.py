@@ -19,84 +19,24 @@ B`` needs both branches, ``A AND B`` either one.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from license_expression import LicenseExpression, Licensing
 
 Source = Literal["license-expression", "license", "classifier", "human"]
 
-_IDS = [
-    "0BSD",
-    "AFL-3.0",
-    "AGPL-3.0-only",
-    "AGPL-3.0-or-later",
-    "Apache-1.1",
-    "Apache-2.0",
-    "Artistic-2.0",
-    "BlueOak-1.0.0",
-    "BSD-2-Clause",
-    "BSD-3-Clause",
-    "BSD-3-Clause-Clear",
-    "BSL-1.0",
-    "CC-BY-4.0",
-    "CC0-1.0",
-    "CDDL-1.0",
-    "EPL-1.0",
-    "EPL-2.0",
-    "EUPL-1.2",
-    "GPL-1.0-or-later",
-    "GPL-2.0-only",
-    "GPL-2.0-or-later",
-    "GPL-3.0-only",
-    "GPL-3.0-or-later",
-    "HPND",
-    "ISC",
-    "LGPL-2.0-only",
-    "LGPL-2.0-or-later",
-    "LGPL-2.1-only",
-    "LGPL-2.1-or-later",
-    "LGPL-3.0-only",
-    "LGPL-3.0-or-later",
-    "MIT",
-    "MIT-0",
-    "MPL-1.1",
-    "MPL-2.0",
-    "NCSA",
-    "OFL-1.1",
-    "OpenSSL",
-    "PSF-2.0",
-    "Python-2.0",
-    "Unicode-3.0",
-    "Unicode-DFS-2016",
-    "Unlicense",
-    "UPL-1.0",
-    "WTFPL",
-    "X11",
-    "Zlib",
-    "ZPL-2.1",
-]
-KNOWN_IDS: dict[str, str] = {i.lower(): i for i in _IDS}
-"""Common SPDX license ids, by lower-case id (SPDX ids match case-insensitively)."""
+COPYLEFT_STRONG = ("GPL-", "AGPL-")
+"""Id prefixes of strong copyleft (GPL, AGPL): the whole work that links them is covered."""
+COPYLEFT_WEAK = ("LGPL-", "MPL-", "EPL-", "EUPL-", "CDDL-")
+"""Id prefixes of weak copyleft (LGPL, MPL, EPL, EUPL, CDDL): the library itself is covered."""
+COPYLEFT_FAMILIES = COPYLEFT_STRONG + COPYLEFT_WEAK
+"""Id prefixes of the copyleft families this audit reports."""
 
-_DEPRECATED = {
-    "gpl-2.0": "GPL-2.0-only",
-    "gpl-2.0+": "GPL-2.0-or-later",
-    "gpl-3.0": "GPL-3.0-only",
-    "gpl-3.0+": "GPL-3.0-or-later",
-    "lgpl-2.0": "LGPL-2.0-only",
-    "lgpl-2.0+": "LGPL-2.0-or-later",
-    "lgpl-2.1": "LGPL-2.1-only",
-    "lgpl-2.1+": "LGPL-2.1-or-later",
-    "lgpl-3.0": "LGPL-3.0-only",
-    "lgpl-3.0+": "LGPL-3.0-or-later",
-    "agpl-3.0": "AGPL-3.0-only",
-    "agpl-3.0+": "AGPL-3.0-or-later",
-}
-_EXCEPTIONS = {
-    e.lower(): e for e in ("LLVM-exception", "Classpath-exception-2.0", "GCC-exception-3.1")
-}
-COPYLEFT_FAMILIES = ("GPL-", "LGPL-", "AGPL-", "MPL-", "EPL-")
-"""Id prefixes of the copyleft families this audit reports (GPL, LGPL, AGPL, MPL, EPL)."""
+Strength = Literal["strong", "weak"]
 
 # Free text, after _clean() (lower case; "the", "license", "version" and punctuation gone).
 _FREE_TEXT: dict[str, str] = {}
@@ -172,112 +112,54 @@ _CLASSIFIERS: dict[str, str] = {
     "public domain": "LicenseRef-Public-Domain",
 }
 
-# --- expressions ---------------------------------------------------------------------
-# An expression tree: ("id", X) | ("with", tree, exception) | ("and"|"or", left, right).
-Expr = tuple[object, ...]
-_TOKEN = re.compile(r"\s*(\(|\)|[A-Za-z0-9.+:-]+)")
+
+# --- expressions (parsed by license-expression, the ScanCode project's library) ---------
+@functools.cache
+def _licensing() -> Licensing:
+    try:
+        from license_expression import get_spdx_licensing
+    except ImportError as exc:  # pragma: no cover - the extra is installed by make setup
+        raise ImportError(
+            "the dependency audit needs the 'examples' extra: pip install -e '.[examples]'"
+        ) from exc
+    return get_spdx_licensing()
 
 
-class _Parser:
-    def __init__(self, text: str) -> None:
-        self.tokens: list[str] = []
-        pos = 0
-        text = text.strip()
-        while pos < len(text):
-            m = _TOKEN.match(text, pos)
-            if m is None:
-                raise ValueError(f"unexpected {text[pos:]!r}")
-            self.tokens.append(m.group(1))
-            pos = m.end()
-            while pos < len(text) and text[pos].isspace():
-                pos += 1
-        self.i = 0
+def parse_expression(text: str) -> LicenseExpression:
+    """Parse an SPDX license expression: ids of the SPDX license list (any case,
+    deprecated ids such as ``GPL-2.0`` and ``+`` suffixes mapped to their current
+    form), ``LicenseRef-*``, ``AND``/``OR``/``WITH`` and parentheses.
 
-    def peek(self) -> str | None:
-        return self.tokens[self.i] if self.i < len(self.tokens) else None
+    Raises ``ValueError`` (with the parser's reason) on anything else.
+    """
+    from license_expression import ExpressionError
 
-    def take(self) -> str:
-        tok = self.peek()
-        if tok is None:
-            raise ValueError("unexpected end of expression")
-        self.i += 1
-        return tok
-
-    def expr(self) -> Expr:
-        left = self.conj()
-        while (self.peek() or "").upper() == "OR":
-            self.take()
-            left = ("or", left, self.conj())
-        return left
-
-    def conj(self) -> Expr:
-        left = self.atom()
-        while (self.peek() or "").upper() == "AND":
-            self.take()
-            left = ("and", left, self.atom())
-        return left
-
-    def atom(self) -> Expr:
-        tok = self.take()
-        if tok == "(":
-            inner = self.expr()
-            if self.take() != ")":
-                raise ValueError("missing ')'")
-            node = inner
-        elif tok.upper() in ("AND", "OR", "WITH", ")"):
-            raise ValueError(f"unexpected {tok!r}")
-        else:
-            node = ("id", _canonical_id(tok))
-        if (self.peek() or "").upper() == "WITH":
-            self.take()
-            exc = self.take()
-            if exc.lower() not in _EXCEPTIONS:
-                raise ValueError(f"unknown license exception {exc!r}")
-            node = ("with", node, _EXCEPTIONS[exc.lower()])
-        return node
-
-
-def _canonical_id(token: str) -> str:
-    low = token.lower()
-    if low in KNOWN_IDS:
-        return KNOWN_IDS[low]
-    if low in _DEPRECATED:
-        return _DEPRECATED[low]
-    if low.endswith("+") and low[:-1] in KNOWN_IDS and KNOWN_IDS[low[:-1]].endswith("-only"):
-        return KNOWN_IDS[low[:-1]].removesuffix("-only") + "-or-later"
-    if re.fullmatch(r"licenseref-[a-z0-9.-]+", low):
-        return "LicenseRef-" + token[len("LicenseRef-") :]
-    raise ValueError(f"unknown SPDX id {token!r}")
-
-
-def parse_expression(text: str) -> Expr:
-    """Parse an SPDX license expression (ids of :data:`KNOWN_IDS`, ``LicenseRef-*``,
-    ``AND``/``OR``/``WITH``, parentheses). Raises ``ValueError`` on anything else."""
-    parser = _Parser(text)
-    if not parser.tokens:
+    licensing = _licensing()
+    if not text or not text.strip():
         raise ValueError("empty expression")
-    tree = parser.expr()
-    if parser.peek() is not None:
-        raise ValueError(f"unexpected {parser.peek()!r}")
-    return tree
-
-
-def render(tree: Expr, top: bool = True) -> str:
-    """The canonical text of an expression tree (parentheses only where needed)."""
-    op = tree[0]
-    if op == "id":
-        return str(tree[1])
-    if op == "with":
-        return f"{render(tree[1], False)} WITH {tree[2]}"  # type: ignore[arg-type]
-    left, right = tree[1], tree[2]
-    text = f"{render(left, False)} {str(op).upper()} {render(right, False)}"  # type: ignore[arg-type]
-    return text if top else f"({text})"
+    try:
+        parsed = licensing.parse(text, validate=True, strict=True)
+    except ExpressionError as exc:
+        # ids the list does not hold are accepted only as LicenseRef-*
+        try:
+            parsed = licensing.parse(text, validate=False, strict=True)
+        except ExpressionError:
+            raise ValueError(str(exc)) from exc
+        unknown = licensing.unknown_license_keys(parsed)
+        if parsed is None or not all(k.lower().startswith("licenseref-") for k in unknown):
+            raise ValueError(str(exc)) from exc
+    if parsed is None:
+        raise ValueError("empty expression")
+    expression: LicenseExpression = parsed
+    return expression
 
 
 def canonical(text: str) -> str | None:
-    """The canonical SPDX expression for ``text``, or None when it is not one."""
+    """The canonical SPDX expression for ``text`` (``mit or apache-2.0`` →
+    ``MIT OR Apache-2.0``), or None when it is not one."""
     try:
-        return render(parse_expression(text))
+        rendered: str = parse_expression(text).render()
+        return rendered
     except ValueError:
         return None
 
@@ -285,8 +167,9 @@ def canonical(text: str) -> str | None:
 def unavoidable(expression: str, predicate: Callable[[str], bool]) -> bool:
     """True when every way to comply with ``expression`` uses an id matching ``predicate``.
 
-    ``A OR B`` lets a user pick, so both must match; ``A AND B`` needs one.
-    An expression that does not parse is judged by its words, conservatively.
+    ``A OR B`` lets a user pick, so both must match; ``A AND B`` needs one; ``A
+    WITH exception`` is judged by ``A``. An expression that does not parse is
+    judged by its words, conservatively.
     """
     try:
         tree = parse_expression(expression)
@@ -295,25 +178,47 @@ def unavoidable(expression: str, predicate: Callable[[str], bool]) -> bool:
     return _unavoidable(tree, predicate)
 
 
-def _unavoidable(tree: Expr, predicate: Callable[[str], bool]) -> bool:
-    op = tree[0]
-    if op == "id":
-        return predicate(str(tree[1]))
-    if op == "with":
-        return _unavoidable(tree[1], predicate)  # type: ignore[arg-type]
-    left = _unavoidable(tree[1], predicate)  # type: ignore[arg-type]
-    right = _unavoidable(tree[2], predicate)  # type: ignore[arg-type]
-    return (left and right) if op == "or" else (left or right)
+def _unavoidable(node: Any, predicate: Callable[[str], bool]) -> bool:
+    from license_expression import AND, OR, LicenseWithExceptionSymbol
+
+    if isinstance(node, OR):
+        return all(_unavoidable(a, predicate) for a in node.args)
+    if isinstance(node, AND):
+        return any(_unavoidable(a, predicate) for a in node.args)
+    if isinstance(node, LicenseWithExceptionSymbol):
+        return predicate(str(node.license_symbol.key))
+    return predicate(str(node.key))
+
+
+def copyleft_strength_of_id(spdx_id: str) -> Strength | None:
+    """``"strong"`` for GPL and AGPL ids, ``"weak"`` for LGPL, MPL, EPL, EUPL and CDDL
+    ids, None for the rest."""
+    if spdx_id.startswith(COPYLEFT_STRONG):
+        return "strong"
+    if spdx_id.startswith(COPYLEFT_WEAK):
+        return "weak"
+    return None
 
 
 def is_copyleft_id(spdx_id: str) -> bool:
-    """True for ids of the GPL, LGPL, AGPL, MPL and EPL families."""
-    return spdx_id.startswith(COPYLEFT_FAMILIES)
+    """True for ids of the copyleft families (:data:`COPYLEFT_FAMILIES`)."""
+    return copyleft_strength_of_id(spdx_id) is not None
 
 
 def is_copyleft(expression: str) -> bool:
     """True when complying with ``expression`` means accepting a copyleft license."""
     return unavoidable(expression, is_copyleft_id)
+
+
+def copyleft_strength(expression: str) -> Strength | None:
+    """The copyleft that complying with ``expression`` cannot avoid: ``"strong"``
+    when no choice avoids GPL/AGPL, else ``"weak"`` when none avoids a weak
+    copyleft, else None (``MIT OR GPL-3.0-only`` is None: MIT can be chosen)."""
+    if unavoidable(expression, lambda i: copyleft_strength_of_id(i) == "strong"):
+        return "strong"
+    if unavoidable(expression, is_copyleft_id):
+        return "weak"
+    return None
 
 
 # --- free text -------------------------------------------------------------------------

@@ -4,14 +4,19 @@
 suggestor                 reads                       proposes
 ========================  ==========================  ========================================
 ``inventory``             (nothing; runs once)        ``package``: one per distribution
-``licenses``              ``package``                 ``license`` {name, spdx, source} or
+``licenses``              ``package``                 ``license`` {name, version, spdx,
+                                                      source} or
                                                       ``license.unknown`` {name, version, raw}
 ``dependencies``          ``package``                 ``dependency`` {from, to}
-``copyleft_risk``         ``license``, ``dependency``  ``risk.copyleft`` per package whose
-                                                      closure holds a copyleft license, and
+``copyleft_risk``         ``license``, ``dependency``  ``risk.copyleft`` per copyleft package
+                                                      of a policy's scope, ``policy.violation``
+                                                      per package the policy rejects, and
                                                       one ``risk.assessed`` summary
-``human_review``          ``hitl.rejected``           ``license`` {name, spdx, source: human}
+``human_review``          ``hitl.rejected``           ``license`` {..., source: human}
 ========================  ==========================  ========================================
+
+Each reads only facts, so another suggestor (a reviewer proposing ``license``
+facts, say) can be registered beside them.
 """
 
 from __future__ import annotations
@@ -23,11 +28,14 @@ from engine import Context, Proposal, suggestor
 from examples.dependency_audit import graph as g
 from examples.dependency_audit.distributions import (
     Distribution,
+    closure,
     installed_distributions,
     normalise_name,
     requirement_targets,
 )
-from examples.dependency_audit.spdx import classify, from_human, is_copyleft
+from examples.dependency_audit.findings import scan
+from examples.dependency_audit.policy import TOOLS, policies
+from examples.dependency_audit.spdx import classify, from_human
 
 DistributionSource = Callable[[], Iterable[Distribution]]
 
@@ -36,7 +44,11 @@ VENDORED = "vendored"
 
 
 class Inventory:
-    """Proposes one ``package`` fact per distribution of ``source``, sorted by name.
+    """Proposes one ``package`` fact per distribution of the scope, sorted by name.
+
+    The scope is the union of the policies' scopes (:mod:`.policy`): a root's
+    runtime closure (with the extras asked for) or the whole environment, without
+    pip, setuptools and wheel unless a policy asks for them.
 
     ``source`` defaults to :func:`installed_distributions` (the running
     environment); tests pass fixed, synthetic distributions. It has no dependency
@@ -62,9 +74,17 @@ class Inventory:
         the project, with no installed metadata: ``{name, version, license?,
         license_expression?, classifiers?, requires?}``) are inventoried too.
         """
-        by_name: dict[str, Distribution] = {}
+        installed: dict[str, Distribution] = {}
         for dist in self.source():
-            by_name.setdefault(normalise_name(dist.name), dist)
+            installed.setdefault(normalise_name(dist.name), dist)
+        wanted: set[str] = set()
+        for policy in policies(ctx):
+            if policy.root is None:
+                names = set(installed)
+            else:
+                names = set(closure(policy.root, installed, policy.extras))
+            wanted |= names if policy.tools else names - (TOOLS - {policy.root or ""})
+        by_name = {n: d for n, d in installed.items() if n in wanted}
         for fact in ctx.get(VENDORED):
             c = fact.content
             if isinstance(c, dict) and isinstance(c.get("name"), str):
@@ -101,7 +121,12 @@ def licenses(ctx: Context) -> list[Proposal]:
         found = classify(dist.license_expression, dist.license, dist.classifiers)
         if found is not None:
             spdx, source = found
-            content: dict[str, Any] = {"name": name, "spdx": spdx, "source": source}
+            content: dict[str, Any] = {
+                "name": name,
+                "version": dist.version,
+                "spdx": spdx,
+                "source": source,
+            }
             out.append(Proposal(g.LICENSE, content, parents=(fact.id,)))
         else:
             content = {"name": name, "version": dist.version, "raw": _raw(dist)}
@@ -124,36 +149,25 @@ def dependencies(ctx: Context) -> list[Proposal]:
 
 @suggestor(name="copyleft_risk", dependencies=[g.LICENSE, g.UNKNOWN, g.DEPENDENCY])
 def copyleft_risk(ctx: Context) -> list[Proposal]:
-    """For each package whose transitive closure holds a copyleft license (GPL, LGPL,
-    AGPL, MPL, EPL families; the package's own license aside), a ``risk.copyleft``
-    fact ``{name, dependency, spdx, path, copyleft}``: the nearest such dependency,
-    the dependency path to it, and every copyleft package of the closure. Then one
-    ``risk.assessed`` summary ``{licenses, dependencies, at_risk}`` (fact counts the
-    assessment saw)."""
-    graph, edge_facts = g.dependency_graph(ctx)
-    lic = g.licenses(ctx)
-    copyleft = {n: f for n, f in lic.items() if is_copyleft(f.content["spdx"])}
+    """The findings of :func:`~examples.dependency_audit.findings.scan` as facts:
+    ``risk.copyleft`` ``{name, version, spdx, copyleft: strong|weak, root, path}``
+    per copyleft package of a policy's scope, ``policy.violation`` ``{name,
+    version, spdx, rule: forbidden|not allowed, root, path}`` per package the policy
+    rejects (all of them, not only the first), each with the dependency path from
+    the root; then one ``risk.assessed`` summary ``{licenses, dependencies,
+    at_risk, violations}`` (fact counts the assessment saw)."""
+    _, edge_facts = g.dependency_graph(ctx)
+    violations, copyleft = scan(ctx)
     out: list[Proposal] = []
-    for name in sorted(graph.nodes):
-        paths = g.shortest_paths(graph, name)
-        hits = sorted((len(p), t) for t, p in paths.items() if t != name and t in copyleft)
-        if not hits:
-            continue
-        target = hits[0][1]
-        path = paths[target]
-        content = {
-            "name": name,
-            "dependency": target,
-            "spdx": copyleft[target].content["spdx"],
-            "path": path,
-            "copyleft": sorted(t for _, t in hits),
-        }
-        parents = (copyleft[target].id, *g.path_facts(path, edge_facts))
-        out.append(Proposal(g.RISK, content, parents=parents))
+    for key, found in ((g.RISK, copyleft), (g.VIOLATION, violations)):
+        for f in found:
+            parents = (f.license_fact, *g.path_facts(list(f.path), edge_facts))
+            out.append(Proposal(key, f.content(), parents=parents))
     summary = {
         "licenses": ctx.count(g.LICENSE),
         "dependencies": ctx.count(g.DEPENDENCY),
-        "at_risk": len(out),
+        "at_risk": len(copyleft),
+        "violations": len(violations),
     }
     out.append(Proposal(g.ASSESSED, summary))
     return out
@@ -172,7 +186,12 @@ def human_review(ctx: Context) -> list[Proposal]:
         spdx = from_human(c.get("reason"))
         if spdx is None:
             continue
-        content = {"name": c["content"]["name"], "spdx": spdx, "source": "human"}
+        content = {
+            "name": c["content"]["name"],
+            "version": c["content"].get("version", ""),
+            "spdx": spdx,
+            "source": "human",
+        }
         out.append(Proposal(g.LICENSE, content, parents=(fact.id,)))
     return out
 
