@@ -32,7 +32,7 @@ class Engine(EngineSettings):
 
     ``Engine(budget=None, criteria=(), invariants=(), gates=(), stop_policies=(),
     store=None, on_error="stop", on_stop=None, *, max_concurrency=64, clock=None,
-    job_name=None, job_spec=None, progress=None)``: see
+    job_name=None, job_spec=None, progress=None, executor=None)``: see
     :class:`engine.settings.EngineSettings` for each argument. Raises
     :class:`ConfigurationError` for bad arguments.
     """

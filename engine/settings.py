@@ -15,6 +15,7 @@ from typing import Any, Literal
 from engine.budget import Budget
 from engine.criterion import Criterion
 from engine.errors import ConfigurationError
+from engine.executor import Executor
 from engine.hitl import HitlPolicy
 from engine.invariant import Invariant
 from engine.policy import Continue, RunStats, StopPolicy
@@ -40,7 +41,9 @@ class EngineSettings:
     error), ``on_stop`` (a continuation override for budget and policy stops),
     ``max_concurrency`` (async executions in flight), ``clock`` (seconds, monotonic;
     injectable for tests), ``job_name``/``job_spec`` (recorded with the run),
-    ``progress(cycle, budget_percent)`` (called after each cycle that goes on).
+    ``progress(cycle, budget_percent)`` (called after each cycle that goes on),
+    ``executor`` (an :class:`engine.executor.Executor` running each cycle's
+    executions elsewhere, e.g. ``converge.workers.CeleryExecutor``; None = in-process).
 
     Raises :class:`ConfigurationError` for bad arguments.
     """
@@ -61,6 +64,7 @@ class EngineSettings:
         job_name: str | None = None,
         job_spec: dict[str, Any] | None = None,
         progress: Callable[[int, float], None] | None = None,
+        executor: Executor | None = None,
     ) -> None:
         if on_error not in ("stop", "continue"):
             raise ConfigurationError(f"on_error must be 'stop' or 'continue', got {on_error!r}")
@@ -90,6 +94,9 @@ class EngineSettings:
         self.job_name = job_name
         self.job_spec = job_spec
         self.progress = progress
+        if executor is not None and not callable(getattr(executor, "execute", None)):
+            raise ConfigurationError(f"executor {executor!r} has no execute(work) method")
+        self.executor = executor
         self.registry = SuggestorRegistry()
         self.runs = RunTable()
 
