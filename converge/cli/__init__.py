@@ -7,6 +7,7 @@ reachable from Python. One module per command group, each with its own
 - :mod:`converge.cli.run`: ``run``;
 - :mod:`converge.cli.audit`: ``runs``, ``show``, ``facts``, ``lineage``, ``verify``;
 - :mod:`converge.cli.gates`: ``gates``, ``approve``, ``reject``, ``resume``;
+- :mod:`converge.cli.worker`: ``worker`` (a Celery worker, extra ``workers``);
 - :mod:`converge.cli.render`: the shared options, errors and rendering.
 
 Exit codes of ``run``, ``approve`` and ``resume`` follow the stop reason
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import typer
 
-from converge.cli import audit, gates, run
+from converge.cli import audit, gates, run, worker
 
 __all__ = ["app", "main"]
 
@@ -40,6 +41,7 @@ def _group() -> None:
 app.add_typer(run.app)
 app.add_typer(audit.app)
 app.add_typer(gates.app)
+app.add_typer(worker.app)
 
 
 def main() -> None:  # pragma: no cover - the console script

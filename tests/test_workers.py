@@ -1,0 +1,205 @@
+"""Scale-out: the same run in-process and on Celery workers (DESIGN.md §13).
+
+The workers are real ``converge worker`` processes on the machine's RabbitMQ and
+Redis, on a queue of their own. Without those services the tests skip, unless
+``$CI`` is set: then they fail.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from audit import open_store
+from converge.jobs import load_job, parse_job
+from converge.workers import CeleryExecutor, RemoteSuggestorError, reference_of
+from converge.workers.wire import encode_exception, encode_output, outcome_of
+from engine import (
+    ConfigurationError,
+    Effect,
+    Engine,
+    Error,
+    ErrorCategory,
+    JobFileError,
+    Proposal,
+    RunResult,
+    StopRun,
+    Usage,
+    suggestor,
+)
+from tests import workerfixtures as wf
+
+DEP_AUDIT = Path(__file__).resolve().parent.parent / "examples" / "dependency_audit" / "job.yaml"
+
+
+@pytest.fixture(scope="module")
+def workers() -> Iterator[wf.Workers]:
+    reason = wf.services_unreachable()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    pool = wf.Workers(2).start()
+    try:
+        yield pool
+    finally:
+        pool.stop()
+
+
+def _facts(result: RunResult) -> list[tuple[Any, ...]]:
+    return [(f.id, f.key, f.content, f.confidence, f.provenance) for f in result.context]
+
+
+TIMING = ("run_id", "ts", "started_at", "duration_ms", "seconds", "elapsed_ms")
+
+
+def _timeless(data: Any) -> Any:
+    """``data`` without its clock readings (durations, timestamps) and run ids."""
+    if isinstance(data, dict):
+        return {k: _timeless(v) for k, v in data.items() if k not in TIMING}
+    if isinstance(data, list):
+        return [_timeless(v) for v in data]
+    return data
+
+
+def _trail(store: Any, run_id: str) -> list[tuple[str, int, Any]]:
+    """The run's audit events, in order, timing aside."""
+    return [(e.kind, e.cycle, _timeless(e.payload)) for e in store.events(run_id)]
+
+
+def _run_both(tmp_path: Path, build: Any, initial: Any, executor: CeleryExecutor) -> Any:
+    """Run ``build(store, executor)`` in-process and remotely; both results and stores."""
+    local_store = open_store(str(tmp_path / "local.db"))
+    remote_store = open_store(str(tmp_path / "remote.db"))
+    local = build(local_store, None).run(initial, run_id="same-run")
+    remote = build(remote_store, executor).run(initial, run_id="same-run")
+    return local, remote, local_store, remote_store
+
+
+def _assert_same(local: RunResult, remote: RunResult, ls: Any, rs: Any) -> None:
+    assert _facts(remote) == _facts(local)
+    assert remote.stop_reason == local.stop_reason
+    assert remote.cycles == local.cycles
+    assert remote.usage == local.usage
+    assert rs.run(remote.run_id).facts_root == ls.run(local.run_id).facts_root
+    assert [e[0] for e in _trail(rs, remote.run_id)] == [e[0] for e in _trail(ls, local.run_id)]
+    local_events = [(k, c, p) for k, c, p in _trail(ls, local.run_id) if k != "run_started"]
+    remote_events = [(k, c, p) for k, c, p in _trail(rs, remote.run_id) if k != "run_started"]
+    assert remote_events == local_events
+    assert rs.verify(remote.run_id).ok
+
+
+def test_a_50_suggestor_job_gives_the_same_facts_root_stop_and_audit_on_2_workers(
+    workers: wf.Workers, tmp_path: Path
+) -> None:
+    def build(store: Any, executor: CeleryExecutor | None) -> Engine:
+        engine = Engine(store=store, executor=executor)
+        return engine.register(wf.seed_from_input, *wf.SYNTHETIC)
+
+    local, remote, ls, rs = _run_both(tmp_path, build, {"input": [1, 2, 3]}, workers.executor())
+    assert len(local.context) > 50 and local.cycles == 6
+    _assert_same(local, remote, ls, rs)
+
+
+def test_the_dependency_audit_job_gives_the_same_result_on_2_workers_through_its_job_file(
+    workers: wf.Workers, tmp_path: Path
+) -> None:
+    raw = yaml.safe_load(DEP_AUDIT.read_text(encoding="utf-8"))
+    raw["executor"] = {"celery": {"broker": wf.BROKER, "backend": "$CONVERGE_TEST_W_BACKEND"}}
+    raw["executor"]["celery"]["queue"] = workers.queue
+    os.environ["CONVERGE_TEST_W_BACKEND"] = wf.BACKEND
+    try:
+        remote_job = parse_job(yaml.safe_dump(raw), str(DEP_AUDIT))
+        local_job = load_job(DEP_AUDIT)
+
+        def build(store: Any, executor: CeleryExecutor | None) -> Engine:
+            engine = (remote_job if executor else local_job).build_engine(store)
+            assert isinstance(engine.executor, CeleryExecutor) == bool(executor)
+            return engine
+
+        local, remote, ls, rs = _run_both(tmp_path, build, None, workers.executor())
+    finally:
+        del os.environ["CONVERGE_TEST_W_BACKEND"]
+    assert len(local.context) > 20
+    _assert_same(local, remote, ls, rs)
+
+
+def test_a_stop_run_raised_on_a_worker_stops_the_run_as_in_process(
+    workers: wf.Workers,
+) -> None:
+    def run(executor: CeleryExecutor | None) -> RunResult:
+        engine = Engine(executor=executor).register(wf.first, wf.stopper, wf.second)
+        return engine.run({"input": ["a", "b"]})
+
+    local, remote = run(None), run(workers.executor())
+    assert remote.stop_reason == local.stop_reason
+    assert remote.stop_reason.kind == "stop_requested"
+    assert _facts(remote) == _facts(local)
+
+
+def test_shipping_only_the_declared_keys_gives_the_same_facts(workers: wf.Workers) -> None:
+    def run(executor: CeleryExecutor | None) -> RunResult:
+        return Engine(executor=executor).register(*wf.SYNTHETIC).run({"seed": [1, 2]})
+
+    assert _facts(run(workers.executor(ship="dependencies"))) == _facts(run(None))
+
+
+# -- without workers -------------------------------------------------------------------
+def test_a_suggestor_that_is_not_at_module_level_cannot_be_shipped_and_stops_the_run() -> None:
+    @suggestor(name="local_only", dependencies=["input"])
+    def local_only(ctx: Any) -> list[Proposal]:
+        return []
+
+    with pytest.raises(ConfigurationError, match="local_only"):
+        reference_of(local_only)
+    executor = CeleryExecutor("amqp://guest:guest@127.0.0.1:1//", "redis://127.0.0.1:1/0")
+    result = Engine(executor=executor).register(local_only).run({"input": [1]})
+    assert result.stop_reason.kind == "error"
+    assert isinstance(result.stop_reason, Error)
+    assert result.stop_reason.error_category == ErrorCategory.CONFIGURATION
+    assert "local_only" in result.stop_reason.message
+    assert [f.key for f in result.context] == ["input"]
+
+
+def test_module_level_suggestors_and_members_of_module_level_lists_have_references() -> None:
+    assert reference_of(wf.first) == "tests.workerfixtures:first"
+    assert reference_of(wf.SYNTHETIC[7]) == "tests.workerfixtures:SYNTHETIC"
+    assert reference_of(wf.first, {"first": "pkg.mod:other"}) == "pkg.mod:other"
+
+
+def test_a_worker_reply_rebuilds_the_outcome_an_in_process_execution_gives() -> None:
+    effect = Effect([Proposal("k", {"a": [1, 2]}, 0.5, ("x#0",), "p1")], Usage(1, 2, 0.25))
+    assert outcome_of(encode_output(effect), "s") == effect
+    plain = outcome_of(encode_output([Proposal("k", 1)]), "s")
+    assert plain == Effect([Proposal("k", 1)])
+    assert outcome_of(encode_output(Effect.refuse("no")), "s").refusal == "no"
+    raised = outcome_of(encode_exception(ValueError("boom")), "s")
+    assert isinstance(raised, RemoteSuggestorError)
+    assert f"{type(raised).__name__}: {raised}" == "ValueError: boom"
+    stop = outcome_of(encode_exception(StopRun("enough", context={"n": 1})), "s")
+    assert isinstance(stop, StopRun) and stop.context == {"n": 1}
+    with pytest.raises(ConfigurationError, match="cannot run suggestor 's'"):
+        outcome_of({"unusable": "ImportReferenceError: no module"}, "s")
+
+
+def test_a_job_file_executor_naming_an_unset_variable_is_an_error_naming_the_field() -> None:
+    text = (
+        "name: j\nsuggestors: [tests.workerfixtures:first]\n"
+        "executor:\n  celery: {broker: $CONVERGE_UNSET_BROKER_VAR, backend: redis://x}\n"
+    )
+    with pytest.raises(JobFileError, match=r"job.yaml:4: executor\.celery\.broker.*CONVERGE_UNSET"):
+        parse_job(text, "job.yaml").build_engine()
+
+
+def test_a_job_file_executor_with_an_unknown_field_is_refused() -> None:
+    text = (
+        "name: j\nsuggestors: [tests.workerfixtures:first]\n"
+        "executor:\n  celery: {broker: amqp://x, backend: redis://x, bogus: 1}\n"
+    )
+    with pytest.raises(JobFileError, match="bogus"):
+        parse_job(text, "job.yaml")
