@@ -85,7 +85,7 @@ def _handshake(ctx: Context) -> None:
 
     for fact in ctx.get("handshake"):
         h = fact.content
-        client = redis.Redis.from_url(h["redis"])
+        client = redis.Redis.from_url(h["redis"], socket_timeout=60)
         client.rpush(h["started"], os.getpid())
         if h.get("go"):
             client.blpop([h["go"]], timeout=30)
@@ -135,24 +135,42 @@ class Workers:
         self.concurrency = concurrency
 
     def start(self) -> Workers:
+        for i in range(len(self.names)):
+            self.procs.append(self._spawn(self.names[i]))
+        self.wait_ready()
+        return self
+
+    def _spawn(self, name: str) -> Any:
         import subprocess
         import sys
 
-        for name in self.names:
-            cmd = [sys.executable, "-m", "converge.cli", "worker", "--broker", BROKER]
-            cmd += ["--backend", BACKEND, "--queue", self.queue, "--hostname", name]
-            cmd += ["--concurrency", str(self.concurrency)]
-            self.procs.append(
-                subprocess.Popen(
-                    cmd,
-                    cwd=REPO,
-                    start_new_session=True,  # its own process group, ended as one at stop()
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
+        cmd = [sys.executable, "-m", "converge.cli", "worker", "--broker", BROKER]
+        cmd += ["--backend", BACKEND, "--queue", self.queue, "--hostname", name]
+        cmd += ["--concurrency", str(self.concurrency)]
+        return subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            start_new_session=True,  # its own process group: killed as one
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def kill_node_running(self, pid: int) -> int:
+        """``kill -9`` the worker whose pool process is ``pid`` (the whole node, its
+        pool included); its index."""
+        import signal
+
+        group = os.getpgid(pid)
+        index = next(i for i, p in enumerate(self.procs) if p.pid == group)
+        os.killpg(group, signal.SIGKILL)
+        self.procs[index].wait(timeout=10)
+        return index
+
+    def respawn(self, index: int) -> None:
+        """Start worker ``index`` again (under a new node name) and wait until it answers."""
+        self.names[index] = f"{self.queue}-{index}-{self.procs[index].pid}@localhost"
+        self.procs[index] = self._spawn(self.names[index])
         self.wait_ready()
-        return self
 
     def wait_ready(self, tries: int = 60) -> None:
         """Return once every worker answers a ping (each ping waits up to 0.5 s)."""
@@ -196,3 +214,10 @@ class Workers:
             channel = conn.default_channel
             channel.queue_delete(self.queue)
             channel.exchange_delete(self.queue)
+
+
+@suggestor(name="slow_twin", dependencies=["step"])
+def slow_twin(ctx: Context) -> list[Proposal]:
+    """Like :func:`slow`, so that two tasks of one cycle need two free workers."""
+    _handshake(ctx)
+    return [Proposal("slow_twin", {"steps": len(ctx.get("step"))})]
