@@ -121,7 +121,7 @@ class CelerySpec(BaseModel):
     broker: str = Field(min_length=1)
     backend: str = Field(min_length=1)
     queue: str = Field(default="converge", min_length=1)
-    ship: Literal["context", "dependencies"] = "context"
+    ship: Literal["backend", "context", "dependencies"] = "backend"
 
 
 class ExecutorSpec(BaseModel):

@@ -142,11 +142,20 @@ def test_a_stop_run_raised_on_a_worker_stops_the_run_as_in_process(
     assert _facts(remote) == _facts(local)
 
 
-def test_shipping_only_the_declared_keys_gives_the_same_facts(workers: wf.Workers) -> None:
+@pytest.mark.parametrize("ship", ["context", "dependencies", "backend"])
+def test_every_way_of_shipping_the_context_gives_the_same_facts(
+    workers: wf.Workers, ship: str
+) -> None:
     def run(executor: CeleryExecutor | None) -> RunResult:
-        return Engine(executor=executor).register(*wf.SYNTHETIC).run({"seed": [1, 2]})
+        engine = Engine(executor=executor).register(wf.seed_from_input, *wf.SYNTHETIC)
+        return engine.run({"input": [1, 2]})
 
-    assert _facts(run(workers.executor(ship="dependencies"))) == _facts(run(None))
+    executor = workers.executor(ship=ship)
+    try:
+        assert _facts(run(executor)) == _facts(run(None))
+        assert _facts(run(executor)) == _facts(run(None))  # a second run on the same executor
+    finally:
+        executor.close()
 
 
 # -- without workers -------------------------------------------------------------------

@@ -127,21 +127,31 @@ def _assert_undisturbed(result: RunResult, undisturbed: RunResult, store: Any) -
     assert store.verify(result.run_id).ok
 
 
+@pytest.fixture
+def three_workers(workers: wf.Workers) -> Iterator[wf.Workers]:
+    """Three workers of their own (after the services were found reachable)."""
+    pool = wf.Workers(3).start()
+    try:
+        yield pool
+    finally:
+        pool.stop()
+
+
 def test_kill_9_of_a_worker_mid_task_ends_every_trial_with_the_undisturbed_facts(
-    workers: wf.Workers, handshake: dict[str, Any], tmp_path: Path
+    three_workers: wf.Workers, handshake: dict[str, Any], tmp_path: Path
 ) -> None:
     undisturbed = _undisturbed(handshake)
     store = open_store(str(tmp_path / "audit.db"))
+    pool = three_workers
     for trial in range(10):
-        killed: list[int] = []
 
-        def kill_node(pid: int, killed: list[int] = killed) -> None:
-            killed.append(workers.kill_node_running(pid))
+        def kill_node(pid: int) -> None:
+            # the replacement starts while the other workers go on
+            pool.respawn(pool.kill_node_running(pid), wait=False)
 
-        result, pids = _run_killing(workers, handshake, store, f"trial-{trial}", kill_node)
+        result, pids = _run_killing(pool, handshake, store, f"trial-{trial}", kill_node)
         assert len(pids) == 2 and pids[0] != pids[1], f"trial {trial}: {result.stop_reason}"
         _assert_undisturbed(result, undisturbed, store)
-        workers.respawn(killed[0])
 
 
 def test_kill_9_of_the_pool_process_running_a_task_requeues_it(

@@ -166,11 +166,13 @@ class Workers:
         self.procs[index].wait(timeout=10)
         return index
 
-    def respawn(self, index: int) -> None:
-        """Start worker ``index`` again (under a new node name) and wait until it answers."""
+    def respawn(self, index: int, wait: bool = True) -> None:
+        """Start worker ``index`` again (under a new node name); with ``wait``, return
+        once it answers."""
         self.names[index] = f"{self.queue}-{index}-{self.procs[index].pid}@localhost"
         self.procs[index] = self._spawn(self.names[index])
-        self.wait_ready()
+        if wait:
+            self.wait_ready()
 
     def wait_ready(self, tries: int = 60) -> None:
         """Return once every worker answers a ping (each ping waits up to 0.5 s)."""

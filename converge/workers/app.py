@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 from typing import Any
 
 from converge.workers.wire import encode_exception, encode_output
-from engine import Context, ConvergeError, fact_from_dict, resolve_reference
+from engine import Context, ConvergeError, Fact, fact_from_dict, resolve_reference
 from engine.errors import ImportReferenceError
 
 try:
-    from celery import Celery
+    from celery import Celery, current_app
     from celery.exceptions import TimeoutError as CeleryTimeout
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
@@ -69,15 +70,44 @@ def _suggestor(ref: str, name: str) -> Any:
     return found
 
 
+_snapshots: dict[str, list[Fact]] = {}  # facts list key → the facts read so far
+_SNAPSHOTS_KEPT = 8
+
+
+def _backend_facts(app: Any, where: dict[str, Any]) -> list[Fact]:
+    """The first ``where["count"]`` facts of the run's list ``where["key"]`` in the
+    result backend's Redis; only those not read before are fetched."""
+    key, count = str(where["key"]), int(where["count"])
+    known = _snapshots.pop(key, [])
+    if len(known) < count:
+        raw = app.backend.client.lrange(key, len(known), count - 1)
+        known.extend(fact_from_dict(json.loads(r)) for r in raw)
+        if len(known) < count:
+            raise KeyError(f"facts list {key} holds {len(known)} facts, not {count} (expired?)")
+    _snapshots[key] = known  # most recently used last
+    while len(_snapshots) > _SNAPSHOTS_KEPT:
+        del _snapshots[next(iter(_snapshots))]
+    return known[:count]
+
+
 def run_execution(
-    ref: str, name: str, cycle: int, facts: list[dict[str, Any]], remaining_s: float | None
+    ref: str,
+    name: str,
+    cycle: int,
+    facts: list[dict[str, Any]] | dict[str, Any],
+    remaining_s: float | None,
 ) -> dict[str, Any]:
     """Run suggestor ``name`` (found at ``ref``) over ``facts`` at ``cycle``; the
-    reply of :mod:`converge.workers.wire`. ``remaining_s`` is the run's time budget
-    left when the task was sent (seconds; None = unlimited)."""
+    reply of :mod:`converge.workers.wire`. ``facts`` is the list of facts
+    (``fact_to_dict`` form) or ``{"key", "count"}`` naming them in the result
+    backend (``ship="backend"``). ``remaining_s`` is the run's time budget left
+    when the task was sent (seconds; None = unlimited)."""
     try:
         s = _suggestor(ref, name)
-        ctx = Context.of([fact_from_dict(f) for f in facts], cycle)
+        if isinstance(facts, dict):
+            ctx = Context.of(_backend_facts(current_app, facts), cycle)
+        else:
+            ctx = Context.of([fact_from_dict(f) for f in facts], cycle)
     except (ConvergeError, KeyError, TypeError, ValueError) as exc:
         return {"unusable": f"{type(exc).__name__}: {exc}"}
     try:

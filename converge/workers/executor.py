@@ -9,7 +9,9 @@ their ids, ``facts_root`` and the audit events equal an in-process run.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -21,10 +23,18 @@ from engine.executor import CANCELLED, NOT_DONE, TIMED_OUT, CycleWork
 
 __all__ = ["CeleryExecutor"]
 
+Ship = Literal["backend", "context", "dependencies"]
+SHIP_MODES: tuple[str, ...] = ("backend", "context", "dependencies")
+FACTS_TTL_S = 3600
+"""Seconds the backend keeps a run's facts list after its last write."""
 POLL_S = 0.002
 """Seconds between two reads of the result backend while replies are missing."""
 WAKE_S = 0.05
 """Longest wait (seconds) before checking ``Engine.cancel()`` and the deadline again."""
+
+
+def _no_subscription(producer: Any, task_id: str) -> None:
+    """Replaces the result backend's per-task hook (see ``CeleryExecutor.__init__``)."""
 
 
 def _safe_url(url: str) -> str:
@@ -42,9 +52,12 @@ class CeleryExecutor:
     key-value backend such as ``redis://host:6379/1``); ``queue``: the queue the
     workers consume (``converge worker --queue``); ``references``: suggestor name →
     ``module:attr`` for suggestors not defined at module level (job files fill
-    it); ``ship``: ``"context"`` sends every fact of the context with each task
-    (right for any suggestor), ``"dependencies"`` only the facts of the keys the
-    suggestor declares (smaller tasks; right only when it reads nothing else).
+    it); ``ship``: how a task gets the context: ``"backend"`` (default) appends the
+    cycle's new facts to a list in the Redis result backend and sends its key and
+    length, workers fetch only what they have not seen; ``"context"`` sends every
+    fact with each task (no Redis needed beyond results); ``"dependencies"`` sends
+    only the facts of the keys the suggestor declares (right only when it reads
+    nothing else). Every mode gives a worker the context as of the cycle's start.
 
     Faults: an unreachable broker or backend raises
     :class:`engine.ExecutorUnavailable` (the run stops with
@@ -62,10 +75,14 @@ class CeleryExecutor:
         *,
         queue: str = DEFAULT_QUEUE,
         references: Mapping[str, str] | None = None,
-        ship: Literal["context", "dependencies"] = "context",
+        ship: Ship = "backend",
     ) -> None:
-        if ship not in ("context", "dependencies"):
-            raise ConfigurationError(f"ship must be 'context' or 'dependencies', got {ship!r}")
+        if ship not in SHIP_MODES:
+            raise ConfigurationError(f"ship must be one of {', '.join(SHIP_MODES)}, got {ship!r}")
+        if ship == "backend" and not backend_url.startswith(("redis://", "rediss://")):
+            raise ConfigurationError(
+                f"ship='backend' needs a Redis result backend, not {backend_url!r}"
+            )
         if not queue:
             raise ConfigurationError("queue must be a non-empty name")
         self.broker_url = broker_url
@@ -75,9 +92,15 @@ class CeleryExecutor:
         self.ship = ship
         self.app = celery_app(broker_url, backend_url)
         self._task = self.app.tasks[TASK_NAME]
+        # replies are read with get_many (batched MGETs): the pub/sub subscription the
+        # Redis backend opens for every task sent would cost two round trips a task
+        self.app.backend.on_task_call = _no_subscription
         self._refs: dict[str, str] = {}
-        self._encoded: list[dict[str, Any]] = []  # the context's facts, JSON-ready
-        self._encoded_run: str | None = None
+        self._context: Any = None  # the run's context the caches below belong to
+        self._encoded: list[dict[str, Any]] = []  # its facts, JSON-ready
+        self._pushed = 0  # how many of them are in the backend (ship="backend")
+        self._facts_key = ""
+        self._keys: list[str] = []  # the backend lists written, deleted at close()
 
     def __repr__(self) -> str:
         return (
@@ -112,6 +135,8 @@ class CeleryExecutor:
                         queue=self.queue,
                         producer=producer,
                         expires=work.remaining_s,
+                        argsrepr=f"[{ref!r}, {s.name!r}, {work.cycle}]",  # no fact in logs
+                        kwargsrepr="{}",
                         retry_policy={"max_retries": 2, "interval_start": 0.1},
                     )
                     pending[result.id] = slot
@@ -129,13 +154,18 @@ class CeleryExecutor:
         return outcomes
 
     def _facts(self, work: CycleWork) -> Any:
-        """``facts(suggestor)``: the JSON-ready facts to send with its task."""
+        """``facts(suggestor)``: the facts to send with its task (JSON-ready)."""
         ctx = work.context
-        if self._encoded_run != work.run_id or len(self._encoded) > len(ctx):
-            self._encoded_run, self._encoded = work.run_id, []
+        if self._context is not ctx:  # another run: start over
+            self._context, self._encoded, self._pushed = ctx, [], 0
+            self._facts_key = f"converge:facts:{work.run_id}:{uuid.uuid4().hex[:12]}"
         encoded = self._encoded
         if len(encoded) < len(ctx):  # the context only grows: encode the new facts
             encoded.extend(fact_to_dict(f) for f in ctx.facts()[len(encoded) :])
+        if self.ship == "backend":
+            self._push(encoded)
+            where = {"key": self._facts_key, "count": len(encoded)}
+            return lambda s: where
         if self.ship == "context":
             return lambda s: encoded
         by_key: dict[str, list[dict[str, Any]]] = {}
@@ -146,14 +176,29 @@ class CeleryExecutor:
             deps = s.dependencies
             if not deps:
                 return encoded
-            keys = sorted(deps)
-            return (
-                [d for d in encoded if d["key"] in deps]
-                if len(keys) > 1
-                else by_key.get(keys[0], [])
-            )
+            if len(deps) == 1:
+                return by_key.get(next(iter(deps)), [])
+            return [d for d in encoded if d["key"] in deps]
 
         return of
+
+    def _push(self, encoded: list[dict[str, Any]]) -> None:
+        """Append the facts not yet in the backend's list of this run."""
+        if self._pushed == len(encoded):
+            return
+        client = self.app.backend.client
+        try:
+            with client.pipeline() as pipe:
+                pipe.rpush(self._facts_key, *(json.dumps(d) for d in encoded[self._pushed :]))
+                pipe.expire(self._facts_key, FACTS_TTL_S)
+                pipe.execute()
+        except Exception as exc:
+            raise ExecutorUnavailable(
+                f"result backend {_safe_url(self.backend_url)} unreachable: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        self._pushed = len(encoded)
+        self._keys.append(self._facts_key)
 
     def _wait(
         self,
@@ -225,5 +270,9 @@ class CeleryExecutor:
             backend.client.delete(*(backend.get_key_for_task(t) for t in task_ids))
 
     def close(self) -> None:
-        """Release the broker and backend connections."""
+        """Delete the facts lists written to the backend; release the connections."""
+        if self._keys:
+            with contextlib.suppress(Exception):
+                self.app.backend.client.delete(*set(self._keys))
+            self._keys = []
         self.app.close()
