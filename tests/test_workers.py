@@ -158,6 +158,17 @@ def test_every_way_of_shipping_the_context_gives_the_same_facts(
         executor.close()
 
 
+def test_a_suggestor_a_worker_cannot_import_stops_the_run_with_a_configuration_error(
+    workers: wf.Workers,
+) -> None:
+    executor = workers.executor(references={"second": "tests.workerfixtures:no_such_thing"})
+    result = Engine(executor=executor).register(wf.first, wf.second).run({"input": ["a"]})
+    assert isinstance(result.stop_reason, Error), str(result.stop_reason)
+    assert result.stop_reason.error_category == ErrorCategory.CONFIGURATION
+    assert "second" in result.stop_reason.message
+    assert [f.key for f in result.context] == ["input", "step"]  # cycle 1 kept
+
+
 # -- without workers -------------------------------------------------------------------
 def test_a_suggestor_that_is_not_at_module_level_cannot_be_shipped_and_stops_the_run() -> None:
     @suggestor(name="local_only", dependencies=["input"])

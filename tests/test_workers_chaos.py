@@ -190,6 +190,26 @@ def test_a_suggestor_raising_on_a_worker_stops_the_run_as_in_process_with_the_ea
     assert store.verify(remote.run_id).ok
 
 
+def test_a_suggestor_raising_on_a_worker_under_on_error_continue_is_counted_as_in_process(
+    workers: wf.Workers, tmp_path: Path
+) -> None:
+    def run(executor: CeleryExecutor | None, db: str) -> tuple[RunResult, Any]:
+        store = open_store(str(tmp_path / db))
+        engine = Engine(store=store, executor=executor, on_error="continue")
+        engine.register(wf.first, wf.explode, wf.second)
+        return engine.run({"input": ["a", "b"]}, run_id="continuing"), store
+
+    (local, local_store), (remote, store) = run(None, "l.db"), run(workers.executor(), "r.db")
+    assert remote.stop_reason == local.stop_reason
+    assert _facts(remote) == _facts(local)
+    assert "done" in {f.key for f in remote.context}  # the run went on past the failure
+    failed = store.events(remote.run_id, kinds=["suggestor_failed"])
+    assert [e.payload for e in failed] == [
+        e.payload for e in local_store.events(local.run_id, kinds=["suggestor_failed"])
+    ]
+    assert failed[0].payload["error"] == "ValueError: cannot handle 2 steps"
+
+
 # -- the broker ------------------------------------------------------------------------
 def _closed_port() -> int:
     with socket.socket() as s:
