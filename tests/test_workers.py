@@ -7,6 +7,7 @@ Redis, on a queue of their own. Without those services the tests skip, unless
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,11 +21,14 @@ from converge.jobs import load_job, parse_job
 from converge.workers import CeleryExecutor, RemoteSuggestorError, reference_of
 from converge.workers.wire import encode_exception, encode_output, outcome_of
 from engine import (
+    Budget,
     ConfigurationError,
+    CycleWork,
     Effect,
     Engine,
     Error,
     ErrorCategory,
+    GateDecision,
     JobFileError,
     Proposal,
     RunResult,
@@ -106,27 +110,62 @@ def test_a_50_suggestor_job_gives_the_same_facts_root_stop_and_audit_on_2_worker
     _assert_same(local, remote, ls, rs)
 
 
+def _remote_job(path: Path, queue: str) -> Any:
+    """The job at ``path`` with ``executor: {celery: ...}`` on ``queue`` (backend from $)."""
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    raw["executor"] = {
+        "celery": {"broker": wf.BROKER, "backend": "$CONVERGE_TEST_W_BACKEND", "queue": queue}
+    }
+    return parse_job(yaml.safe_dump(raw), str(path))
+
+
+@pytest.fixture
+def backend_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONVERGE_TEST_W_BACKEND", wf.BACKEND)
+
+
 def test_the_dependency_audit_job_gives_the_same_result_on_2_workers_through_its_job_file(
-    workers: wf.Workers, tmp_path: Path
+    workers: wf.Workers, tmp_path: Path, backend_variable: None
 ) -> None:
-    raw = yaml.safe_load(DEP_AUDIT.read_text(encoding="utf-8"))
-    raw["executor"] = {"celery": {"broker": wf.BROKER, "backend": "$CONVERGE_TEST_W_BACKEND"}}
-    raw["executor"]["celery"]["queue"] = workers.queue
-    os.environ["CONVERGE_TEST_W_BACKEND"] = wf.BACKEND
-    try:
-        remote_job = parse_job(yaml.safe_dump(raw), str(DEP_AUDIT))
-        local_job = load_job(DEP_AUDIT)
+    remote_job = _remote_job(DEP_AUDIT, workers.queue)
+    local_job = load_job(DEP_AUDIT)
+    initial = local_job.spec.initial
 
-        def build(store: Any, executor: CeleryExecutor | None) -> Engine:
-            engine = (remote_job if executor else local_job).build_engine(store)
-            assert isinstance(engine.executor, CeleryExecutor) == bool(executor)
-            return engine
+    def build(store: Any, executor: CeleryExecutor | None) -> Engine:
+        engine = (remote_job if executor else local_job).build_engine(store)
+        assert isinstance(engine.executor, CeleryExecutor) == bool(executor)
+        return engine
 
-        local, remote, ls, rs = _run_both(tmp_path, build, None, workers.executor())
-    finally:
-        del os.environ["CONVERGE_TEST_W_BACKEND"]
-    assert len(local.context) > 20
+    local, remote, ls, rs = _run_both(tmp_path, build, initial, workers.executor())
+    assert len(local.context) > 20 and local.stop_reason.kind == "criteria_met"
     _assert_same(local, remote, ls, rs)
+
+
+def test_a_run_paused_at_a_gate_on_workers_resumes_to_the_same_result_as_in_process(
+    workers: wf.Workers, tmp_path: Path, backend_variable: None
+) -> None:
+    path = DEP_AUDIT.with_name("vendored.yaml")
+    remote_job, local_job = _remote_job(path, workers.queue), load_job(path)
+    initial = local_job.spec.initial
+    ls, rs = open_store(str(tmp_path / "l.db")), open_store(str(tmp_path / "r.db"))
+    local = local_job.build_engine(ls).run(initial, run_id="gated")
+    remote = remote_job.build_engine(rs).run(initial, run_id="gated")
+    assert remote.stop_reason.kind == local.stop_reason.kind == "hitl_gate_pending"
+    assert _facts(remote) == _facts(local)
+    gate = rs.gates(pending=True)[0].gate_id
+    assert gate == ls.gates(pending=True)[0].gate_id
+    decision = GateDecision.approve(by="alice")
+    local = local_job.build_engine(ls).resume(gate, decision)
+    remote = remote_job.build_engine(rs).resume(gate, decision)  # another engine, from the store
+    _assert_same(local, remote, ls, rs)
+
+
+def test_arun_on_workers_gives_the_same_facts_as_run_in_process(workers: wf.Workers) -> None:
+    def build(executor: CeleryExecutor | None) -> Engine:
+        return Engine(executor=executor).register(wf.seed_from_input, *wf.SYNTHETIC)
+
+    remote = asyncio.run(build(workers.executor()).arun({"input": [1, 2, 3]}))
+    assert _facts(remote) == _facts(build(None).run({"input": [1, 2, 3]}))
 
 
 def test_a_stop_run_raised_on_a_worker_stops_the_run_as_in_process(
@@ -170,6 +209,43 @@ def test_a_suggestor_a_worker_cannot_import_stops_the_run_with_a_configuration_e
 
 
 # -- without workers -------------------------------------------------------------------
+class Reversed:
+    """An executor running the cycle's suggestors last to first, in this process."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, list[str], float | None]] = []
+
+    def execute(self, work: CycleWork) -> list[Any]:
+        self.seen.append((work.cycle, [s.name for s in work.suggestors], work.remaining_s))
+        assert work.context.cycle == work.cycle and not work.is_cancelled()
+        outcomes: list[Any] = [None] * len(work.suggestors)
+        for slot in reversed(range(len(work.suggestors))):
+            outcomes[slot] = work.suggestors[slot].execute(work.context)
+        return outcomes
+
+
+def test_an_executor_finishing_in_any_order_gives_the_facts_of_registration_order() -> None:
+    executor = Reversed()
+    remote = Engine(executor=executor).register(wf.seed_from_input, *wf.SYNTHETIC)
+    local = Engine().register(wf.seed_from_input, *wf.SYNTHETIC)
+    assert _facts(remote.run({"input": [1, 2]})) == _facts(local.run({"input": [1, 2]}))
+    assert executor.seen[1] == (2, [s.name for s in wf.SYNTHETIC[:10]], None)
+
+
+def test_an_executor_gets_only_the_suggestors_the_invocation_budget_admits() -> None:
+    executor = Reversed()
+    engine = Engine(budget=Budget(max_invocations=4, max_seconds=60), executor=executor)
+    result = engine.register(wf.seed_from_input, *wf.SYNTHETIC).run({"input": [1]})
+    assert [len(names) for _, names, _ in executor.seen] == [1, 3]
+    assert all(r is not None and 0 < r <= 60 for _, _, r in executor.seen)
+    assert result.stop_reason.kind == "invocation_budget_exhausted"
+
+
+def test_an_object_without_execute_is_refused_as_an_executor() -> None:
+    with pytest.raises(ConfigurationError, match="execute"):
+        Engine(executor=object())  # type: ignore[arg-type]
+
+
 def test_a_suggestor_that_is_not_at_module_level_cannot_be_shipped_and_stops_the_run() -> None:
     @suggestor(name="local_only", dependencies=["input"])
     def local_only(ctx: Any) -> list[Proposal]:
