@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,20 @@ def test_a_run_paused_at_a_gate_on_workers_resumes_to_the_same_result_as_in_proc
     local = local_job.build_engine(ls).resume(gate, decision)
     remote = remote_job.build_engine(rs).resume(gate, decision)  # another engine, from the store
     _assert_same(local, remote, ls, rs)
+
+
+def test_two_runs_at_once_on_one_executor_each_give_their_in_process_facts(
+    workers: wf.Workers,
+) -> None:
+    executor = workers.executor()
+    engine = Engine(executor=executor).register(wf.seed_from_input, *wf.SYNTHETIC)
+    inputs = [[1, 2, 3], [7]]
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda i: engine.run({"input": i}), inputs))
+    for got, i in zip(results, inputs, strict=True):
+        local = Engine().register(wf.seed_from_input, *wf.SYNTHETIC).run({"input": i})
+        assert _facts(got) == _facts(local)
+    executor.close()
 
 
 def test_arun_on_workers_gives_the_same_facts_as_run_in_process(workers: wf.Workers) -> None:

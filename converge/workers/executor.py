@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -25,12 +26,27 @@ __all__ = ["CeleryExecutor"]
 
 Ship = Literal["backend", "context", "dependencies"]
 SHIP_MODES: tuple[str, ...] = ("backend", "context", "dependencies")
+RUNS_KEPT = 16
+"""Runs whose encoded context an executor keeps (a run not kept is encoded afresh)."""
 FACTS_TTL_S = 3600
 """Seconds the backend keeps a run's facts list after its last write."""
 POLL_S = 0.002
 """Seconds between two reads of the result backend while replies are missing."""
 WAKE_S = 0.05
 """Longest wait (seconds) before checking ``Engine.cancel()`` and the deadline again."""
+
+
+class _Shipped:
+    """What was shipped of one run's context: its facts encoded so far, how many of
+    them are in the backend's list ``key``."""
+
+    __slots__ = ("context", "encoded", "key", "pushed")
+
+    def __init__(self, context: Any, key: str) -> None:
+        self.context = context
+        self.encoded: list[dict[str, Any]] = []
+        self.key = key
+        self.pushed = 0
 
 
 def _no_subscription(producer: Any, task_id: str) -> None:
@@ -96,10 +112,8 @@ class CeleryExecutor:
         # Redis backend opens for every task sent would cost two round trips a task
         self.app.backend.on_task_call = _no_subscription
         self._refs: dict[str, str] = {}
-        self._context: Any = None  # the run's context the caches below belong to
-        self._encoded: list[dict[str, Any]] = []  # its facts, JSON-ready
-        self._pushed = 0  # how many of them are in the backend (ship="backend")
-        self._facts_key = ""
+        self._shipped: dict[int, _Shipped] = {}  # per run's context (by id), most recent last
+        self._lock = threading.Lock()  # runs of one engine may run in several threads
         self._keys: list[str] = []  # the backend lists written, deleted at close()
 
     def __repr__(self) -> str:
@@ -156,15 +170,20 @@ class CeleryExecutor:
     def _facts(self, work: CycleWork) -> Any:
         """``facts(suggestor)``: the facts to send with its task (JSON-ready)."""
         ctx = work.context
-        if self._context is not ctx:  # another run: start over
-            self._context, self._encoded, self._pushed = ctx, [], 0
-            self._facts_key = f"converge:facts:{work.run_id}:{uuid.uuid4().hex[:12]}"
-        encoded = self._encoded
+        with self._lock:
+            shipped = self._shipped.pop(id(ctx), None)
+            if shipped is None or shipped.context is not ctx:  # a run not seen before
+                key = f"converge:facts:{work.run_id}:{uuid.uuid4().hex[:12]}"
+                shipped = _Shipped(ctx, key)
+            self._shipped[id(ctx)] = shipped
+            while len(self._shipped) > RUNS_KEPT:
+                del self._shipped[next(iter(self._shipped))]
+        encoded = shipped.encoded
         if len(encoded) < len(ctx):  # the context only grows: encode the new facts
             encoded.extend(fact_to_dict(f) for f in ctx.facts()[len(encoded) :])
         if self.ship == "backend":
-            self._push(encoded)
-            where = {"key": self._facts_key, "count": len(encoded)}
+            self._push(shipped)
+            where = {"key": shipped.key, "count": len(encoded)}
             return lambda s: where
         if self.ship == "context":
             return lambda s: encoded
@@ -182,23 +201,26 @@ class CeleryExecutor:
 
         return of
 
-    def _push(self, encoded: list[dict[str, Any]]) -> None:
-        """Append the facts not yet in the backend's list of this run."""
-        if self._pushed == len(encoded):
+    def _push(self, shipped: _Shipped) -> None:
+        """Append the run's facts not yet in its list in the backend."""
+        encoded = shipped.encoded
+        if shipped.pushed == len(encoded):
             return
         client = self.app.backend.client
         try:
             with client.pipeline() as pipe:
-                pipe.rpush(self._facts_key, *(json.dumps(d) for d in encoded[self._pushed :]))
-                pipe.expire(self._facts_key, FACTS_TTL_S)
+                pipe.rpush(shipped.key, *(json.dumps(d) for d in encoded[shipped.pushed :]))
+                pipe.expire(shipped.key, FACTS_TTL_S)
                 pipe.execute()
         except Exception as exc:
             raise ExecutorUnavailable(
                 f"result backend {_safe_url(self.backend_url)} unreachable: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        self._pushed = len(encoded)
-        self._keys.append(self._facts_key)
+        if shipped.pushed == 0:
+            with self._lock:
+                self._keys.append(shipped.key)
+        shipped.pushed = len(encoded)
 
     def _wait(
         self,
@@ -271,8 +293,9 @@ class CeleryExecutor:
 
     def close(self) -> None:
         """Delete the facts lists written to the backend; release the connections."""
-        if self._keys:
+        with self._lock:
+            keys, self._keys = self._keys, []
+        if keys:
             with contextlib.suppress(Exception):
-                self.app.backend.client.delete(*set(self._keys))
-            self._keys = []
+                self.app.backend.client.delete(*keys)
         self.app.close()
