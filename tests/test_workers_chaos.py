@@ -190,6 +190,16 @@ def test_a_suggestor_raising_on_a_worker_stops_the_run_as_in_process_with_the_ea
     assert store.verify(remote.run_id).ok
 
 
+def test_a_raising_suggestor_stops_the_cycle_without_waiting_for_a_later_hung_one(
+    workers: wf.Workers, handshake: dict[str, Any]
+) -> None:
+    engine = Engine(executor=workers.executor()).register(wf.first, wf.explode, wf.hang)
+    result = engine.run(_initial(handshake, go=False))  # no time budget: hang never ends
+    assert isinstance(result.stop_reason, Error)
+    assert result.stop_reason.message == "explode: ValueError: cannot handle 2 steps"
+    _both_workers_free(workers, handshake)  # the hung task was revoked
+
+
 def test_a_suggestor_raising_on_a_worker_under_on_error_continue_is_counted_as_in_process(
     workers: wf.Workers, tmp_path: Path
 ) -> None:

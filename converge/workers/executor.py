@@ -19,7 +19,14 @@ from typing import Any, Literal
 from converge.workers.app import DEFAULT_QUEUE, TASK_NAME, CeleryTimeout, celery_app
 from converge.workers.references import reference_of
 from converge.workers.wire import outcome_of
-from engine import ConfigurationError, ExecutorUnavailable, Suggestor, fact_to_dict
+from engine import (
+    ConfigurationError,
+    Effect,
+    ExecutorUnavailable,
+    StopRun,
+    Suggestor,
+    fact_to_dict,
+)
 from engine.executor import CANCELLED, NOT_DONE, TIMED_OUT, CycleWork
 
 __all__ = ["CeleryExecutor"]
@@ -34,6 +41,15 @@ POLL_S = 0.002
 """Seconds between two reads of the result backend while replies are missing."""
 WAKE_S = 0.05
 """Longest wait (seconds) before checking ``Engine.cancel()`` and the deadline again."""
+
+
+def _stops(outcome: Any, stop_on_error: bool) -> bool:
+    """True when collection stops the cycle at this outcome (as execute_sync would)."""
+    if isinstance(outcome, StopRun):
+        return True
+    if isinstance(outcome, BaseException):
+        return stop_on_error
+    return type(outcome) is Effect and outcome.refusal is not None
 
 
 class _Shipped:
@@ -232,7 +248,12 @@ class CeleryExecutor:
         read: list[str],
     ) -> None:
         backend = self.app.backend
+        first_stop = len(outcomes)  # the first slot whose outcome stops the run
         while pending:
+            if first_stop < len(outcomes) and NOT_DONE not in outcomes[:first_stop]:
+                # collection stops at that slot: what comes after is never merged
+                self._cut(pending, outcomes, NOT_DONE)
+                return
             if work.is_cancelled():
                 self._cut(pending, outcomes, CANCELLED)
                 return
@@ -247,7 +268,9 @@ class CeleryExecutor:
                 ):
                     slot = pending.pop(task_id)
                     read.append(task_id)
-                    outcomes[slot] = self._outcome(meta, names[slot])
+                    out = outcomes[slot] = self._outcome(meta, names[slot])
+                    if slot < first_stop and _stops(out, work.stop_on_error):
+                        first_stop = slot
             except (TimeoutError, CeleryTimeout):  # nothing new within the window
                 continue
             except (ConfigurationError, ExecutorUnavailable):
