@@ -173,12 +173,15 @@ def execute_elsewhere(eng: EngineSettings, st: RunState, eligible: list[int]) ->
 
     An executor that cannot reach its workers (``ExecutorUnavailable``) or cannot
     ship a suggestor (``ConfigurationError``) ends the run with ``Error`` of
-    category ``external`` / ``configuration``; the facts promoted before are kept.
+    category ``external`` / ``configuration`` (any other exception: ``internal``);
+    the facts promoted before are kept.
     """
     executor = eng.executor
     assert executor is not None
     admitted = admit(eng, st, eligible)
     st.admitted = admitted
+    if not admitted:
+        return []
     remaining: float | None = None
     if st.budget.max_seconds:
         remaining = max(0.0, st.budget.max_seconds - elapsed_ms(eng, st) / 1000)
@@ -202,5 +205,8 @@ def execute_elsewhere(eng: EngineSettings, st: RunState, eligible: list[int]) ->
     except ConfigurationError as exc:
         category = ErrorCategory.CONFIGURATION
         message = str(exc)
+    except Exception as exc:  # a defect of the executor still ends the run typed
+        category = ErrorCategory.INTERNAL
+        message = f"executor {type(executor).__name__} failed: {type(exc).__name__}: {exc}"
     st.pending_signals.append(Error(message=message, error_category=category))
     return []

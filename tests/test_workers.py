@@ -256,6 +256,21 @@ def test_an_executor_gets_only_the_suggestors_the_invocation_budget_admits() -> 
     assert result.stop_reason.kind == "invocation_budget_exhausted"
 
 
+class Broken:
+    """An executor with a defect."""
+
+    def execute(self, work: CycleWork) -> list[Any]:
+        raise RuntimeError("bug")
+
+
+def test_an_executor_that_raises_ends_the_run_with_an_internal_error_and_the_facts_so_far() -> None:
+    result = Engine(executor=Broken()).register(wf.first).run({"input": ["a"]})
+    assert isinstance(result.stop_reason, Error)
+    assert result.stop_reason.error_category == ErrorCategory.INTERNAL
+    assert result.stop_reason.message == "executor Broken failed: RuntimeError: bug"
+    assert [f.key for f in result.context] == ["input"]
+
+
 def test_an_object_without_execute_is_refused_as_an_executor() -> None:
     with pytest.raises(ConfigurationError, match="execute"):
         Engine(executor=object())  # type: ignore[arg-type]
