@@ -135,6 +135,8 @@ def test_the_dependency_audit_job_gives_the_same_result_on_2_workers_through_its
     def build(store: Any, executor: CeleryExecutor | None) -> Engine:
         engine = (remote_job if executor else local_job).build_engine(store)
         assert isinstance(engine.executor, CeleryExecutor) == bool(executor)
+        if executor:
+            workers.executors.append(engine.executor)  # closed with the workers
         return engine
 
     local, remote, ls, rs = _run_both(tmp_path, build, initial, workers.executor())
@@ -150,14 +152,18 @@ def test_a_run_paused_at_a_gate_on_workers_resumes_to_the_same_result_as_in_proc
     initial = local_job.spec.initial
     ls, rs = open_store(str(tmp_path / "l.db")), open_store(str(tmp_path / "r.db"))
     local = local_job.build_engine(ls).run(initial, run_id="gated")
-    remote = remote_job.build_engine(rs).run(initial, run_id="gated")
+    remote_engine = remote_job.build_engine(rs)
+    workers.executors.append(remote_engine.executor)  # closed with the workers
+    remote = remote_engine.run(initial, run_id="gated")
     assert remote.stop_reason.kind == local.stop_reason.kind == "hitl_gate_pending"
     assert _facts(remote) == _facts(local)
     gate = rs.gates(pending=True)[0].gate_id
     assert gate == ls.gates(pending=True)[0].gate_id
     decision = GateDecision.approve(by="alice")
     local = local_job.build_engine(ls).resume(gate, decision)
-    remote = remote_job.build_engine(rs).resume(gate, decision)  # another engine, from the store
+    remote_engine = remote_job.build_engine(rs)  # another engine: the run comes from the store
+    workers.executors.append(remote_engine.executor)
+    remote = remote_engine.resume(gate, decision)
     _assert_same(local, remote, ls, rs)
 
 

@@ -234,7 +234,10 @@ def test_an_unreachable_broker_stops_the_run_external_with_the_input_kept(
     store = open_store(str(tmp_path / "audit.db"))
     executor = CeleryExecutor(url, wf.BACKEND, queue=f"converge-test-{uuid.uuid4().hex[:10]}")
     engine = Engine(store=store, executor=executor).register(wf.first, wf.second)
-    result = engine.run({"input": ["a", "b"]})
+    try:
+        result = engine.run({"input": ["a", "b"]})
+    finally:
+        executor.close()
     assert isinstance(result.stop_reason, Error)
     assert result.stop_reason.error_category == ErrorCategory.EXTERNAL
     assert "unreachable" in result.stop_reason.message

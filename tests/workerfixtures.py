@@ -133,6 +133,7 @@ class Workers:
         self.names = [f"{self.queue}-{i}@localhost" for i in range(count)]
         self.procs: list[Any] = []
         self.concurrency = concurrency
+        self.executors: list[Any] = []  # closed at stop(): their Redis keys deleted
 
     def start(self) -> Workers:
         for i in range(len(self.names)):
@@ -193,7 +194,9 @@ class Workers:
         """A :class:`CeleryExecutor` sending to these workers' queue."""
         from converge.workers import CeleryExecutor
 
-        return CeleryExecutor(kwargs.pop("broker", BROKER), BACKEND, queue=self.queue, **kwargs)
+        executor = CeleryExecutor(kwargs.pop("broker", BROKER), BACKEND, queue=self.queue, **kwargs)
+        self.executors.append(executor)
+        return executor
 
     def stop(self) -> None:
         import signal
@@ -201,6 +204,8 @@ class Workers:
 
         from kombu import Connection
 
+        for executor in self.executors:
+            executor.close()
         for p in self.procs:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)

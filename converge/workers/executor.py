@@ -131,6 +131,7 @@ class CeleryExecutor:
         self._shipped: dict[int, _Shipped] = {}  # per run's context (by id), most recent last
         self._lock = threading.Lock()  # runs of one engine may run in several threads
         self._keys: list[str] = []  # the backend lists written, deleted at close()
+        self._unread: list[str] = []  # tasks revoked before their reply was read
 
     def __repr__(self) -> str:
         return (
@@ -302,6 +303,8 @@ class CeleryExecutor:
         """Revoke tasks: dropped from the queue, terminated where they run."""
         if not task_ids:
             return
+        with self._lock:
+            self._unread.extend(task_ids)
         # when the broker is gone, the tasks' expiry drops them instead
         with contextlib.suppress(Exception):
             self.app.control.revoke(task_ids, terminate=True)
@@ -315,9 +318,12 @@ class CeleryExecutor:
             backend.client.delete(*(backend.get_key_for_task(t) for t in task_ids))
 
     def close(self) -> None:
-        """Delete the facts lists written to the backend; release the connections."""
+        """Delete what this executor left in the backend (facts lists, replies of
+        revoked tasks written so far); release the connections."""
         with self._lock:
             keys, self._keys = self._keys, []
+            unread, self._unread = self._unread, []
+        keys += [self.app.backend.get_key_for_task(t) for t in unread]
         if keys:
             with contextlib.suppress(Exception):
                 self.app.backend.client.delete(*keys)
