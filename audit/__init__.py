@@ -2,7 +2,7 @@
 
 ``open_store(url)`` gives a :class:`SqlRunStore` (SQLite WAL file by default, any
 SQLAlchemy URL) implementing :class:`engine.RunStore`; ``verify`` finds the first
-altered row of a run's chain (DESIGN.md §7, docs/audit.md).
+altered row of a run's chain (docs/audit.md, docs/audit.md).
 """
 
 from audit.chain import GENESIS, VerifyReport, verify_chain

@@ -1,4 +1,4 @@
-"""The hash chain of a run's audit events, and its verification (DESIGN.md §7).
+"""The hash chain of a run's audit events, and its verification (docs/audit.md).
 
 Each event is hashed with the previous event's hash::
 

@@ -1,4 +1,4 @@
-"""What a query or a resume reads, checked against the chain (DESIGN.md §7).
+"""What a query or a resume reads, checked against the chain (docs/audit.md).
 
 The ``runs`` columns (stop kind, category, reason, cycles, facts count, facts root)
 must equal the run's last chained ``run_stopped`` / ``run_paused`` event; every

@@ -1,4 +1,4 @@
-"""The store-wide ledger of run heads, its anchor, and the key fingerprint (DESIGN.md §7).
+"""The store-wide ledger of run heads, its anchor, and the key fingerprint (docs/audit.md).
 
 Every commit that extends a run's chain also appends ``(run_id, last_seq, head)``
 to the ledger, chained with the store's hash (HMAC with the key). Verification

@@ -1,4 +1,4 @@
-"""``SqlRunStore``: the :class:`engine.store.RunStore` protocol on SQLAlchemy (DESIGN.md §7).
+"""``SqlRunStore``: the :class:`engine.store.RunStore` protocol on SQLAlchemy (docs/audit.md).
 
 Every method runs in one transaction and raises ``StoreError`` when the database
 fails. Event batches (one per cycle) are written with one Core ``executemany``
@@ -486,7 +486,7 @@ class SqlRunStore:
         """Write the last events and the outcome; keep ``checkpoint`` (or drop a stale one).
 
         The checkpoint's sha256 is chained with the terminal ``run_stopped`` event,
-        so that a resume can check what it loads (DESIGN.md §7).
+        so that a resume can check what it loads (docs/audit.md).
         """
         blob = self._checkpoint_text(run_id, checkpoint)
         events = _with_digest(events, blob)

@@ -1,4 +1,4 @@
-"""The audit store's tables, as SQLModel models (DESIGN.md §7).
+"""The audit store's tables, as SQLModel models (docs/audit.md).
 
 ``runs`` (one row per run: header, status, stop reason, chain head), ``audit_events``
 (the hash-chained trail, primary key ``(run_id, seq)``), ``gates`` (HITL gates and

@@ -29,7 +29,7 @@ from benchmarks.harness import Prepare
 N_AGENTS = 200
 CYCLES = 5
 LATENCY_S = 0.020
-TARGET_PERCENT = 5.0  # DESIGN.md §9: overhead <= 5% of the ideal wall time
+TARGET_PERCENT = 5.0  # docs/performance.md: overhead <= 5% of the ideal wall time
 
 
 def _agents(n: int, latency_s: float) -> list[Any]:

@@ -1,4 +1,4 @@
-"""The measurement method and the report table (DESIGN.md §9).
+"""The measurement method and the report table (docs/performance.md).
 
 Method: one warm-up run, then ``runs`` timed runs (≥ 5 by default) on a fresh
 set-up each; the figure is the median, shown with the min-max range. When the

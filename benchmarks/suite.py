@@ -1,7 +1,7 @@
 """The benchmark suite: which workloads run at which sizes, and the report.
 
 ``python -m benchmarks [--quick] [--only NAME[,NAME]] [--json FILE] [--profile NAME]``.
-Names: ``limits``, ``w1``, ``w2``, ``w2-sqlite``, ``w2-pg``, ``w3``, ``w4``, ``r1``, ``q1``
+Names: ``limits``, ``w1``, ``w2``, ``w2-sqlite``, ``w2-pg``, ``w3``, ``w4``, ``w5``, ``r1``, ``q1``
 (``w2`` selects the three W2 rows). LangGraph columns are filled when
 ``langgraph`` is importable (``--no-langgraph`` skips them).
 """
@@ -39,7 +39,7 @@ from benchmarks.harness import (
 )
 from engine import RunStore
 
-NAMES = ("limits", "w1", "w2", "w2-sqlite", "w2-pg", "w3", "r1", "q1", "w4")
+NAMES = ("limits", "w1", "w2", "w2-sqlite", "w2-pg", "w3", "r1", "q1", "w4", "w5")
 GC_PAUSE_REPORTED = 0.100  # seconds: pauses over this are named in the note
 
 
@@ -417,6 +417,7 @@ RUNNERS: dict[str, Callable[[Suite], None]] = {
     "r1": run_r1,
     "q1": run_q1,
     "w4": lambda suite: importlib.import_module("benchmarks.agents_bench").run_w4(suite),
+    "w5": lambda suite: importlib.import_module("benchmarks.workers_bench").run_w5(suite),
 }
 
 

@@ -1,4 +1,4 @@
-"""The converge side of the workloads W1-W3 (DESIGN.md §9).
+"""The converge side of the workloads W1-W3 (docs/performance.md).
 
 Each ``build_*`` returns a *prepare* callable: it builds a fresh
 :class:`engine.Engine` with its suggestors registered (not timed) and returns the

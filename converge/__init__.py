@@ -2,7 +2,7 @@
 
 The command line (:mod:`converge.cli`) and job files (:mod:`converge.jobs`) live
 here. This package wires the engine (``engine``) to the criteria, gates and audit
-packages; none of those imports it back (DESIGN.md §2).
+packages; none of those imports it back (docs/architecture.md).
 """
 
 from __future__ import annotations

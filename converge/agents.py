@@ -1,4 +1,4 @@
-"""LLM agents as suggestors (DESIGN.md §10), built on pydantic-ai (extra ``agents``).
+"""LLM agents as suggestors (docs/agents.md), built on pydantic-ai (extra ``agents``).
 
 An agent is a suggestor like any other, so budgets, gates, stop policies and the
 audit see it the same way:
@@ -586,7 +586,7 @@ def agent_suggestor(
     price: Price | None = None,
     per: str | None = None,
 ) -> AgentSuggestor:
-    """A pydantic-ai ``Agent`` as an async suggestor (DESIGN.md §10).
+    """A pydantic-ai ``Agent`` as an async suggestor (docs/agents.md).
 
     ``reads``: the context keys it depends on; its prompt lists their facts
     (``prompt``: a template over ``{facts}``, or a callable ``(Context) -> str``).

@@ -17,7 +17,15 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from converge.jobs import AgentSpec, GateSpec, HitlSpec, JobSpec, MinConfidenceSpec, SchemaSpec
+from converge.jobs import (
+    AgentSpec,
+    CelerySpec,
+    GateSpec,
+    HitlSpec,
+    JobSpec,
+    MinConfidenceSpec,
+    SchemaSpec,
+)
 from converge.reports import ReportSpec
 from engine import Budget
 
@@ -32,6 +40,7 @@ MODELS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("gates[].min_confidence", MinConfidenceSpec),
     ("report[]", ReportSpec),
     ("agents[]", AgentSpec),
+    ("executor.celery", CelerySpec),
 )
 """Each table of the reference: where its keys sit in a job file, and the model."""
 
@@ -43,6 +52,17 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
         "factory called with no arguments."
     ),
     ("JobSpec", "budget"): "Limits of a run (the `budget` table below).",
+    ("JobSpec", "executor"): (
+        "Where the suggestors execute: absent = in-process; `{celery: {...}}` on Celery "
+        "workers (the `executor.celery` table below, docs/scale-out.md)."
+    ),
+    ("CelerySpec", "broker"): "The broker URL (RabbitMQ `amqp://`, Redis), or `$NAME`.",
+    ("CelerySpec", "backend"): "The result backend URL (Redis), or `$NAME`.",
+    ("CelerySpec", "queue"): "The Celery queue the workers consume.",
+    ("CelerySpec", "ship"): (
+        "How the context reaches workers: `backend` (new facts through the result "
+        "backend), `context` (in every task) or `dependencies` (only the keys read)."
+    ),
     ("JobSpec", "criteria"): (
         "References to criteria (`id`, `required`, `evaluate(ctx)`): the job is done "
         "when every required one is met."

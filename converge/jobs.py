@@ -12,6 +12,7 @@
     initial: {scope: [converge]}
     report: [{key: license, columns: [name, spdx, source], title: Licenses}]
     agents: [{name: reviewer, model: test, reads: [license.file], writes: license}]
+    executor: {celery: {broker: "amqp://guest:guest@host:5672//", backend: "redis://host:6379/0"}}
 
 References are ``module:attribute``; the attribute may be an object, a list of
 objects, or a class / factory called with no arguments. Every error is a
@@ -21,6 +22,7 @@ objects, or a class / factory called with no arguments. Every error is a
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -196,6 +198,28 @@ MODEL_ENV = "CONVERGE_MODEL"
 """The environment variable an agent's ``model`` defaults to."""
 
 
+class CelerySpec(BaseModel):
+    """``executor: {celery: {broker, backend, queue, ship}}``: run the job's
+    suggestors on Celery workers (extra ``workers``; see docs/scale-out.md).
+    ``broker`` and ``backend`` are URLs, or ``$NAME`` to read one from the
+    environment (keeps credentials out of the job recorded with each run)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    broker: str = Field(min_length=1)
+    backend: str = Field(min_length=1)
+    queue: str = Field(default="converge", min_length=1)
+    ship: Literal["backend", "context", "dependencies"] = "backend"
+
+
+class ExecutorSpec(BaseModel):
+    """Where the job's suggestors execute; absent = in-process."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    celery: CelerySpec
+
+
 class JobSpec(BaseModel):
     """The parsed job file (see the module docstring for the format)."""
 
@@ -217,6 +241,7 @@ class JobSpec(BaseModel):
     initial: dict[str, list[Any]] = Field(default_factory=dict)
     on_error: Literal["stop", "continue"] = "stop"
     max_concurrency: int = Field(default=64, ge=1)
+    executor: ExecutorSpec | None = None
     report: list[ReportSpec] = Field(default_factory=list)
 
     @field_validator("initial")
@@ -264,6 +289,14 @@ class Job:
         policies: list[Any] = []
         if spec.stop_conditions:
             budget, policies = self._stop_conditions(budget)
+        suggestors: list[Any] = []
+        references: dict[str, str] = {}
+        for i, ref in enumerate(spec.suggestors):
+            obj = self._ref(ref, ("suggestors", i), many=True)
+            found = obj if isinstance(obj, list | tuple) else [obj]
+            suggestors.extend(found)
+            for s in found:
+                references.setdefault(str(getattr(s, "name", "")), ref)
         engine = Engine(
             budget=budget,
             criteria=self._typed_refs(
@@ -281,11 +314,8 @@ class Job:
             job_name=spec.name,
             job_spec=self.record(),
             progress=progress,
+            executor=self._executor(references),
         )
-        suggestors: list[Any] = []
-        for i, ref in enumerate(spec.suggestors):
-            obj = self._ref(ref, ("suggestors", i), many=True)
-            suggestors.extend(obj if isinstance(obj, list | tuple) else [obj])
         if spec.agents:
             suggestors.extend(self._agents())
         try:
@@ -295,6 +325,31 @@ class Job:
         return engine
 
     # -- helpers ---------------------------------------------------------------------
+    def _executor(self, references: dict[str, str]) -> Any:
+        """The job's ``executor:`` (None = in-process); the Celery extra is imported
+        only when a job asks for it."""
+        if self.spec.executor is None:
+            return None
+        c = self.spec.executor.celery
+        try:
+            from converge.workers import CeleryExecutor
+        except ImportError as exc:
+            raise self._error(str(exc), ("executor", "celery")) from exc
+        broker = self._from_env(c.broker, ("executor", "celery", "broker"))
+        backend = self._from_env(c.backend, ("executor", "celery", "backend"))
+        return CeleryExecutor(broker, backend, queue=c.queue, references=references, ship=c.ship)
+
+    def _from_env(self, value: str, loc: tuple[str | int, ...]) -> str:
+        """``$NAME`` / ``${NAME}`` → the environment variable (so that credentials in
+        a URL stay out of the job file and of the job recorded with each run)."""
+        m = re.fullmatch(r"\$\{?(\w+)\}?", value)
+        if m is None:
+            return value
+        found = os.environ.get(m.group(1))
+        if not found:
+            raise self._error(f"environment variable {m.group(1)} is not set", loc)
+        return found
+
     def _stop_conditions(self, budget: Budget) -> tuple[Budget, list[Any]]:
         try:
             new_budget, policies = apply_stop_conditions(budget, self.spec.stop_conditions)

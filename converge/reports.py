@@ -1,4 +1,4 @@
-"""Reports: the facts a user came for, as tables (DESIGN.md §11).
+"""Reports: the facts a user came for, as tables (docs/job-files.md).
 
 A job file's ``report:`` entries (:class:`ReportSpec`) name a fact key and the
 content fields to show; :func:`build_reports` turns the facts of a run (a live

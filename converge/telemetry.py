@@ -1,4 +1,4 @@
-"""OpenTelemetry traces of runs (DESIGN.md §10, extra ``otel``).
+"""OpenTelemetry traces of runs (docs/agents.md, extra ``otel``).
 
 Off unless asked (``converge run --otel``, or ``OTEL_EXPORTER_OTLP_ENDPOINT`` /
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` set). A run is a span

@@ -12,6 +12,7 @@ from engine.errors import (
     ChainError,
     ConfigurationError,
     ConvergeError,
+    ExecutorUnavailable,
     GateAlreadyDecided,
     GateExpired,
     GateNotFound,
@@ -23,6 +24,7 @@ from engine.errors import (
     SchemaVersionError,
     StoreError,
 )
+from engine.executor import CycleWork, Executor
 from engine.facts import Fact, Proposal, Provenance, content_key, fact_from_dict, fact_to_dict
 from engine.hitl import GateDecision, HitlPolicy
 from engine.integrity import facts_root
@@ -83,11 +85,14 @@ __all__ = [
     "CriterionReport",
     "CriterionResult",
     "CycleBudgetExhausted",
+    "CycleWork",
     "DimensionStatus",
     "Effect",
     "Engine",
     "Error",
     "ErrorCategory",
+    "Executor",
+    "ExecutorUnavailable",
     "Fact",
     "FactBudgetExhausted",
     "Finished",

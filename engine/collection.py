@@ -1,4 +1,4 @@
-"""Collecting a cycle's outcomes into effects to merge (DESIGN.md §4 step 4).
+"""Collecting a cycle's outcomes into effects to merge (docs/concepts.md (step 4)).
 
 Each outcome (a list of proposals, an :class:`Effect`, an exception, a marker)
 is paired with its suggestor in registration order: usage is added up,

@@ -3,7 +3,7 @@
 Facts and provenance are named tuples, which the cyclic garbage collector tracks
 for as long as they live (CPython untracks only exact tuples). A run that
 promotes 100k facts would have every full collection walk all of them again: on
-W2 (DESIGN.md §9) that was most of the run time (104k facts/s with the collector,
+W2 (docs/performance.md) that was most of the run time (104k facts/s with the collector,
 379k without). So, while a run promotes facts in bulk, the engine collects the
 young generations (the cycle's own cyclic garbage is freed) and moves the
 survivors to the permanent generation (``gc.freeze``); when the run returns they

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from engine.budget import RemainingBudget
@@ -30,6 +30,19 @@ class Context:
         self._identities: set[tuple[str, Any]] = set()
         self._remaining: Callable[[], RemainingBudget] | None = None
         self.cycle = 0
+
+    @classmethod
+    def of(cls, facts: Iterable[Fact], cycle: int = 0) -> Context:
+        """A context holding ``facts`` (in that order) at ``cycle``: a snapshot of a
+        run's context rebuilt elsewhere, e.g. on a worker (docs/scale-out.md).
+
+        Raises ``TypeError``/``ValueError`` for content that is not JSON-serialisable.
+        """
+        ctx = cls()
+        for fact in facts:
+            ctx._promote(fact, (fact.key, content_key(fact.content)))
+        ctx.cycle = cycle
+        return ctx
 
     # -- reading ---------------------------------------------------------------
     def get(self, key: str) -> tuple[Fact, ...]:

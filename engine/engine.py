@@ -1,4 +1,4 @@
-"""The engine: a façade over the steps of the cycle (DESIGN.md §4).
+"""The engine: a façade over the steps of the cycle (docs/concepts.md).
 
 A run alternates *cycles*: find the eligible suggestors (:mod:`engine.scheduling`),
 execute them (:mod:`engine.execution`), collect their outcomes
@@ -32,7 +32,7 @@ class Engine(EngineSettings):
 
     ``Engine(budget=None, criteria=(), invariants=(), gates=(), stop_policies=(),
     store=None, on_error="stop", on_stop=None, *, max_concurrency=64, clock=None,
-    job_name=None, job_spec=None, progress=None)``: see
+    job_name=None, job_spec=None, progress=None, executor=None)``: see
     :class:`engine.settings.EngineSettings` for each argument. Raises
     :class:`ConfigurationError` for bad arguments.
     """

@@ -83,3 +83,11 @@ class SchemaVersionError(StoreError):
 
 class ChainError(StoreError):
     """An audit chain does not verify (tampering or corruption)."""
+
+
+# --- executors -----------------------------------------------------------------
+
+
+class ExecutorUnavailable(ConvergeError):
+    """An executor cannot dispatch a cycle's executions or read their results
+    (broker or result backend unreachable) → ``Error(error_category="external")``."""

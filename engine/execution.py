@@ -1,12 +1,13 @@
-"""Executing one cycle's eligible suggestors (DESIGN.md §4 step 4).
+"""Executing one cycle's eligible suggestors (docs/concepts.md (step 4)).
 
 Sync suggestors run in registration order on the caller's thread (the fast path:
 no event loop, no ``Effect`` for a plain list). When a cycle has async suggestors
 they run concurrently (at most ``max_concurrency`` in flight) while the sync ones
 run inline; in-flight async work is cut at the time budget or by
-``Engine.cancel()``. An *outcome* per admitted suggestor is handed to
-:mod:`engine.collection`: what it returned, the exception it raised, or a marker
-(timed out, cancelled).
+``Engine.cancel()``. With ``Engine(executor=...)`` the cycle goes to that
+:class:`engine.executor.Executor` instead (:func:`execute_elsewhere`). An
+*outcome* per admitted suggestor is handed to :mod:`engine.collection`: what it
+returned, the exception it raised, or a marker (timed out, cancelled).
 """
 
 from __future__ import annotations
@@ -16,28 +17,26 @@ from typing import Any
 
 from engine.accounting import elapsed_ms
 from engine.effect import Effect
+from engine.errors import ConfigurationError, ExecutorUnavailable
+from engine.executor import CANCELLED, NOT_DONE, TIMED_OUT, CycleWork
 from engine.run_state import RunState
 from engine.settings import EngineSettings
-from engine.stop import InvocationBudgetExhausted
+from engine.stop import Error, ErrorCategory, InvocationBudgetExhausted
 from engine.suggestor import StopRun
+
+__all__ = [
+    "CANCELLED",
+    "CANCEL_POLL_S",
+    "NOT_DONE",
+    "TIMED_OUT",
+    "admit",
+    "execute_async",
+    "execute_elsewhere",
+    "execute_sync",
+]
 
 CANCEL_POLL_S = 0.05
 """How often (seconds) in-flight async work checks for ``Engine.cancel()``."""
-
-
-class Marker:
-    """The outcome of an async execution that did not finish."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"<{self.name}>"
-
-
-TIMED_OUT = Marker("timed out")  # cancelled at the time budget
-CANCELLED = Marker("cancelled")  # cancelled by Engine.cancel()
-NOT_DONE = Marker("not done")
 
 
 def admit(eng: EngineSettings, st: RunState, eligible: list[int]) -> list[int]:
@@ -171,3 +170,47 @@ async def _wait(
         for slot in range(len(outcomes)):
             if outcomes[slot] is NOT_DONE or outcomes[slot] is TIMED_OUT:
                 outcomes[slot] = cut
+
+
+def execute_elsewhere(eng: EngineSettings, st: RunState, eligible: list[int]) -> list[Any]:
+    """Hand the admitted suggestors to ``eng.executor``; their outcomes, in order.
+
+    An executor that cannot reach its workers (``ExecutorUnavailable``) or cannot
+    ship a suggestor (``ConfigurationError``) ends the run with ``Error`` of
+    category ``external`` / ``configuration`` (any other exception: ``internal``);
+    the facts promoted before are kept.
+    """
+    executor = eng.executor
+    assert executor is not None
+    admitted = admit(eng, st, eligible)
+    st.admitted = admitted
+    if not admitted:
+        return []
+    remaining: float | None = None
+    if st.budget.max_seconds:
+        remaining = max(0.0, st.budget.max_seconds - elapsed_ms(eng, st) / 1000)
+    run_id = st.run_id
+    cancelled = eng.runs.cancelled
+    suggestors = eng.registry.suggestors
+    work = CycleWork(
+        run_id,
+        st.cycle,
+        st.context,
+        [suggestors[i] for i in admitted],
+        remaining,
+        eng.on_error == "stop",
+        lambda: run_id in cancelled,
+    )
+    try:
+        return executor.execute(work)
+    except ExecutorUnavailable as exc:
+        category = ErrorCategory.EXTERNAL
+        message = str(exc)
+    except ConfigurationError as exc:
+        category = ErrorCategory.CONFIGURATION
+        message = str(exc)
+    except Exception as exc:  # a defect of the executor still ends the run typed
+        category = ErrorCategory.INTERNAL
+        message = f"executor {type(executor).__name__} failed: {type(exc).__name__}: {exc}"
+    st.pending_signals.append(Error(message=message, error_category=category))
+    return []

@@ -2,7 +2,7 @@
 
 They are immutable named tuples, compared by value: a run builds hundreds of
 thousands of them on its hot path, and a tuple is built four times faster than a
-frozen dataclass (DESIGN.md §9). Use :func:`fact_to_dict` for JSON.
+frozen dataclass (docs/performance.md). Use :func:`fact_to_dict` for JSON.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Stop judgement: which conditions fired after a merge, which one ends the run.
 
-After each merge (DESIGN.md §4 step 6): structural invariants; no new fact is a
+After each merge (docs/concepts.md (step 6)): structural invariants; no new fact is a
 fixed point (acceptance invariants, then criteria decide the stop); otherwise
 semantic invariants, the fact, token and cost budgets, stop policies and early
 criteria. Every condition that fired is a *signal*; the most urgent (lowest

@@ -1,4 +1,4 @@
-"""The cycle loop: start a run, then cycle until a typed stop (DESIGN.md §4).
+"""The cycle loop: start a run, then cycle until a typed stop (docs/concepts.md).
 
 One cycle is :func:`engine.scheduling.prelude` (checks, eligible suggestors),
 :mod:`engine.execution` (run them), :func:`engine.collection.collect` (outcomes
@@ -21,7 +21,7 @@ from engine.accounting import remaining_budget
 from engine.collection import collect
 from engine.collector import CollectorFreeze
 from engine.errors import ConfigurationError, ResumeError
-from engine.execution import execute_async, execute_sync
+from engine.execution import execute_async, execute_elsewhere, execute_sync
 from engine.facts import INPUT_SOURCE, Fact, Provenance, content_key
 from engine.judgement import after_merge, pause
 from engine.merge import apply_decision, merge
@@ -88,6 +88,7 @@ def drive_sync(eng: EngineSettings, st: RunState) -> RunResult:
     freezer = CollectorFreeze()
     reg = eng.registry
     st.context._remaining = partial(remaining_budget, eng, st)
+    elsewhere = eng.executor is not None
     try:
         # inlines begin_cycle/end_cycle: this is W1's hot path
         while True:
@@ -99,7 +100,9 @@ def drive_sync(eng: EngineSettings, st: RunState) -> RunResult:
             step = prelude(eng, st)
             if isinstance(step, RunResult):
                 return step
-            if reg.any_async and reg.any_async_in(step):
+            if elsewhere:
+                outcomes = execute_elsewhere(eng, st, step)
+            elif reg.any_async and reg.any_async_in(step):
                 if runner is None:
                     runner = asyncio.Runner()
                 outcomes = runner.run(execute_async(eng, st, step))
@@ -133,7 +136,9 @@ async def drive_async(eng: EngineSettings, st: RunState) -> RunResult:
             step = prelude(eng, st)
             if isinstance(step, RunResult):
                 return step
-            if reg.any_async_in(step):
+            if eng.executor is not None:  # blocking: off the caller's event loop
+                outcomes = await asyncio.to_thread(execute_elsewhere, eng, st, step)
+            elif reg.any_async_in(step):
                 outcomes = await execute_async(eng, st, step)
             else:
                 outcomes = execute_sync(eng, st, step)

@@ -1,4 +1,4 @@
-"""Merge and promotion: a cycle's proposals become facts (DESIGN.md §4 step 5).
+"""Merge and promotion: a cycle's proposals become facts (docs/concepts.md (step 5)).
 
 Effects merge in registration order. A proposal equal in (key, content) to a fact,
 or to one a human rejected in this run, is dropped first (so no gate opens twice

@@ -1,7 +1,7 @@
 """Recording a run in its store: batched audit events, checkpoints, the facts root.
 
 Events gather in ``RunState.events`` during a cycle and are written in one batch
-when the cycle goes on, the run stops or it pauses (DESIGN.md §7). With no store
+when the cycle goes on, the run stops or it pauses (docs/audit.md). With no store
 nothing is built. A failing store never crashes a run: the run stops with
 ``Error(error_category="storage")`` and keeps its facts.
 """

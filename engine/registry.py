@@ -3,7 +3,7 @@
 Registration order is the merge order. Each suggestor is filed under the context
 keys it reads (its *subscriptions*), so finding the eligible suggestors of a cycle
 costs O(subscribers of the dirty keys + dependency-free suggestors), never
-O(all suggestors) (DESIGN.md §4 step 3).
+O(all suggestors) (docs/concepts.md (step 3)).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Scheduling: the checks before a cycle and its eligible suggestors (DESIGN.md §4
+"""Scheduling: the checks before a cycle and its eligible suggestors (docs/concepts.md
 steps 2 and 3).
 
 Before a cycle: a cancel → ``UserCancelled``; the time budget used up →

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from engine.budget import Budget
 from engine.criterion import Criterion
 from engine.errors import ConfigurationError
+from engine.executor import Executor
 from engine.hitl import HitlPolicy
 from engine.invariant import Invariant
 from engine.policy import Continue, RunStats, StopPolicy
@@ -46,7 +47,9 @@ class EngineSettings:
     injectable for tests), ``job_name``/``job_spec`` (recorded with the run),
     ``progress(cycle, budget_percent)`` (called after each cycle that goes on),
     ``checkpoint_every`` (cycles between the checkpoints of a run in flight, with a
-    store, so that crash recovery replays at most that many; None = only at stops).
+    store, so that crash recovery replays at most that many; None = only at stops),
+    ``executor`` (an :class:`engine.executor.Executor` running each cycle's
+    executions elsewhere, e.g. ``converge.workers.CeleryExecutor``; None = in-process).
 
     Raises :class:`ConfigurationError` for bad arguments.
     """
@@ -68,6 +71,7 @@ class EngineSettings:
         job_spec: dict[str, Any] | None = None,
         progress: Callable[[int, float], None] | None = None,
         checkpoint_every: int | None = CHECKPOINT_EVERY,
+        executor: Executor | None = None,
     ) -> None:
         if on_error not in ("stop", "continue"):
             raise ConfigurationError(f"on_error must be 'stop' or 'continue', got {on_error!r}")
@@ -100,6 +104,9 @@ class EngineSettings:
         self.job_spec = job_spec
         self.progress = progress
         self.checkpoint_every = checkpoint_every
+        if executor is not None and not callable(getattr(executor, "execute", None)):
+            raise ConfigurationError(f"executor {executor!r} has no execute(work) method")
+        self.executor = executor
         self.registry = SuggestorRegistry()
         self.runs = RunTable()
 

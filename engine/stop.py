@@ -480,7 +480,7 @@ ALL_VARIANTS: tuple[type[_StopBase], ...] = (
     HitlGatePending,
     HumanInterventionRequired,
 )
-"""Every variant, in the order of DESIGN.md §5 (docs/stop-reasons.md is generated from it)."""
+"""Every variant, in the order of the stop table (docs/stop-reasons.md is generated from it)."""
 
 
 def parse_stop_reason(data: dict[str, Any] | str | bytes) -> StopReason:

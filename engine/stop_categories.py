@@ -3,7 +3,7 @@
 Every :data:`engine.stop.StopReason` variant belongs to exactly one
 :class:`StopCategory`, which decides its predicates, its priority (lower is more
 urgent, Cognesy's stop-signal priorities) and the exit code of ``converge run``
-(DESIGN.md §5). :class:`InvariantClass` and :class:`ErrorCategory` qualify the
+(docs/stop-reasons.md). :class:`InvariantClass` and :class:`ErrorCategory` qualify the
 ``InvariantViolated`` and ``Error`` variants (converge-core's enums).
 """
 

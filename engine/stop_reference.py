@@ -3,7 +3,7 @@ generated table of ``docs/stop-reasons.md``.
 
 ``stop_category_of`` is the exhaustive ``match`` over :data:`StopReason` that
 ``mypy`` checks with ``assert_never`` (a new variant without a case fails the type
-check); ``stop_reasons_markdown`` renders DESIGN.md §5's table from the code.
+check); ``stop_reasons_markdown`` renders docs/stop-reasons.md's table from the code.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def _type_name(annotation: Any) -> str:
 
 
 def variant_signature(variant: type[BaseModel]) -> str:
-    """``Name(field: type, ...)`` of a variant, ``kind`` left out (as in DESIGN.md §5)."""
+    """``Name(field: type, ...)`` of a variant, ``kind`` left out (as in docs/stop-reasons.md)."""
     fields = ", ".join(
         f"{name}: {_type_name(info.annotation)}"
         for name, info in variant.model_fields.items()

@@ -33,7 +33,7 @@ EVENT_KINDS = (
     "checkpoint_saved",
     "run_stopped",
 )
-"""Every audit event kind (DESIGN.md §7, plus ``run_continued``, and ``gate_vote``:
+"""Every audit event kind (docs/audit.md, plus ``run_continued``, and ``gate_vote``:
 one person's approval of a quorum gate, written by ``audit.approvals``)."""
 
 

@@ -11,10 +11,11 @@ reachable from Python. One module per command group, each with its own
 - :mod:`converge.cli.serve`: ``serve`` (the approval inbox);
 - :mod:`converge.cli.report`: ``report``;
 - :mod:`converge.cli.schema`: ``schema``;
+- :mod:`converge.cli.worker`: ``worker`` (a Celery worker, extra ``workers``);
 - :mod:`converge.cli.render`: the shared options, errors and rendering.
 
 Exit codes of ``run``, ``approve`` and ``resume`` follow the stop reason
-(DESIGN.md §5); a bad job file or bad input exits 2.
+(docs/stop-reasons.md); a bad job file or bad input exits 2.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Annotated
 import typer
 
 from converge import __version__
-from converge.cli import audit, gates, report, run, schema, serve, tokens
+from converge.cli import audit, gates, report, run, schema, serve, tokens, worker
 
 __all__ = ["app", "main"]
 
@@ -67,6 +68,7 @@ app.add_typer(tokens.app)
 app.add_typer(serve.app)
 app.add_typer(report.app)
 app.add_typer(schema.app)
+app.add_typer(worker.app)
 
 
 def main() -> None:  # pragma: no cover - the console script

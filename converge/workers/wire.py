@@ -1,0 +1,112 @@
+"""What travels between the engine and a worker, as JSON (docs/scale-out.md).
+
+A task carries the suggestor's ``module:attr`` reference, its name, the cycle,
+the facts it may read (``fact_to_dict`` form) and the remaining time budget. It
+returns one *reply*: ``{"effect": {proposals, usage, refusal}}``,
+``{"raised": {type, message}}`` for an exception of the suggestor's own code,
+``{"stop_run": {message, context}}`` for :class:`StopRun`, ``{"returned": type}``
+for a value that is neither an ``Effect`` nor proposals, or ``{"unusable":
+message}`` when the worker cannot import or run the reference at all.
+:func:`outcome_of` turns a reply back into the outcome an in-process execution
+would have produced, so collection, merge and the audit trail are the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine import ConfigurationError, Effect, Proposal, StopRun, Usage
+
+__all__ = ["RemoteSuggestorError", "encode_output", "outcome_of"]
+
+
+class RemoteSuggestorError(Exception):
+    """Base of the exceptions rebuilt from a worker's reply.
+
+    Each is a subclass named like the exception raised on the worker (``ValueError``
+    → a ``ValueError`` subclass of this), so the stop message reads exactly as
+    in-process: ``"name: ValueError: message"``.
+    """
+
+
+_remote_types: dict[str, type[RemoteSuggestorError]] = {}
+
+
+def _remote_type(name: str) -> type[RemoteSuggestorError]:
+    cls = _remote_types.get(name)
+    if cls is None:
+        cls = type(name, (RemoteSuggestorError,), {"__module__": __name__})
+        _remote_types[name] = cls
+    return cls
+
+
+def encode_output(out: Any) -> dict[str, Any]:
+    """The reply for what ``execute(ctx)`` returned on a worker."""
+    if isinstance(out, Effect):
+        proposals: Any = out.proposals
+        usage = out.usage
+        refusal = out.refusal
+    elif out is None:
+        proposals, usage, refusal = [], Usage(), None
+    elif isinstance(out, Proposal):
+        proposals, usage, refusal = [out], Usage(), None
+    elif isinstance(out, list | tuple) and all(isinstance(p, Proposal) for p in out):
+        proposals, usage, refusal = list(out), Usage(), None
+    else:
+        return {"returned": type(out).__name__}
+    if not isinstance(usage, Usage):
+        return {"returned_usage": type(usage).__name__}
+    return {
+        "effect": {
+            "proposals": [
+                [p.key, p.content, p.confidence, list(p.parents), p.id] for p in proposals
+            ],
+            "usage": [usage.input_tokens, usage.output_tokens, usage.cost_usd],
+            "refusal": refusal,
+        }
+    }
+
+
+def encode_exception(exc: BaseException) -> dict[str, Any]:
+    """The reply for an exception raised by the suggestor on a worker."""
+    if isinstance(exc, StopRun):
+        return {"stop_run": {"message": exc.message, "context": exc.context}}
+    return {"raised": {"type": type(exc).__name__, "message": str(exc)}}
+
+
+class _Returned:
+    """Stands for a value of the wrong type a suggestor returned on a worker."""
+
+
+def outcome_of(reply: Any, name: str) -> Any:
+    """The in-process outcome equal to a worker's ``reply`` for suggestor ``name``.
+
+    Raises :class:`ConfigurationError` when the worker could not use the
+    suggestor's reference (``unusable``) or the reply is not one we know.
+    """
+    if not isinstance(reply, dict):
+        raise ConfigurationError(f"worker reply for suggestor {name!r} is not an object")
+    effect = reply.get("effect")
+    if effect is not None:
+        i, o, c = effect["usage"]
+        proposals = [
+            Proposal(key, content, confidence, tuple(parents), pid)
+            for key, content, confidence, parents, pid in effect["proposals"]
+        ]
+        return Effect(proposals, Usage(int(i), int(o), float(c)), effect["refusal"])
+    raised = reply.get("raised")
+    if raised is not None:
+        return _remote_type(str(raised["type"]))(str(raised["message"]))
+    stop = reply.get("stop_run")
+    if stop is not None:
+        return StopRun(str(stop["message"]), context=stop.get("context") or {})
+    returned = reply.get("returned")
+    if returned is not None:
+        return type(str(returned), (_Returned,), {})()
+    bad_usage = reply.get("returned_usage")
+    if bad_usage is not None:
+        return Effect(usage=type(str(bad_usage), (_Returned,), {})())
+    unusable = reply.get("unusable")
+    if unusable is not None:
+        raise ConfigurationError(f"the worker cannot run suggestor {name!r}: {unusable}")
+    raise ConfigurationError(f"worker reply for suggestor {name!r} is not understood: {reply!r}")
