@@ -259,6 +259,10 @@ def _normalise(out: Any) -> Effect | None:
 
 
 def _traceback(exc: BaseException) -> str:
-    """The exception's traceback as recordable text."""
-    text: str = json_safe("".join(format_exception(exc)))
+    """The exception's traceback as recordable text; an exception rebuilt from another
+    process (an executor's worker) carries the text of where it was raised."""
+    remote = getattr(exc, "traceback_text", None)
+    text: str = json_safe(
+        remote if isinstance(remote, str) and remote else "".join(format_exception(exc))
+    )
     return text

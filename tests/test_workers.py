@@ -60,7 +60,9 @@ def _facts(result: RunResult) -> list[tuple[Any, ...]]:
     return [(f.id, f.key, f.content, f.confidence, f.provenance) for f in result.context]
 
 
-TIMING = ("run_id", "ts", "started_at", "duration_ms", "seconds", "elapsed_ms")
+TIMING = ("run_id", "ts", "started_at", "duration_ms", "seconds", "elapsed_ms", "decided_at")
+# a checkpoint holds the run's elapsed time, so its digest is a clock reading too
+TIMING += ("checkpoint_sha256",)
 
 
 def _timeless(data: Any) -> Any:

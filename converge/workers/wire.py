@@ -13,6 +13,7 @@ would have produced, so collection, merge and the audit trail are the same.
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 from engine import ConfigurationError, Effect, Proposal, StopRun, Usage
@@ -25,8 +26,11 @@ class RemoteSuggestorError(Exception):
 
     Each is a subclass named like the exception raised on the worker (``ValueError``
     → a ``ValueError`` subclass of this), so the stop message reads exactly as
-    in-process: ``"name: ValueError: message"``.
+    in-process: ``"name: ValueError: message"``. ``traceback_text`` is the
+    worker's own traceback (recorded in the ``suggestor_failed`` event).
     """
+
+    traceback_text: str = ""
 
 
 _remote_types: dict[str, type[RemoteSuggestorError]] = {}
@@ -71,7 +75,13 @@ def encode_exception(exc: BaseException) -> dict[str, Any]:
     """The reply for an exception raised by the suggestor on a worker."""
     if isinstance(exc, StopRun):
         return {"stop_run": {"message": exc.message, "context": exc.context}}
-    return {"raised": {"type": type(exc).__name__, "message": str(exc)}}
+    return {
+        "raised": {
+            "type": type(exc).__name__,
+            "message": str(exc),
+            "traceback": "".join(traceback.format_exception(exc)),
+        }
+    }
 
 
 class _Returned:
@@ -96,7 +106,10 @@ def outcome_of(reply: Any, name: str) -> Any:
         return Effect(proposals, Usage(int(i), int(o), float(c)), effect["refusal"])
     raised = reply.get("raised")
     if raised is not None:
-        return _remote_type(str(raised["type"]))(str(raised["message"]))
+        exc = _remote_type(str(raised["type"]))(str(raised["message"]))
+        # the worker's own traceback, for the suggestor_failed event (engine.collection)
+        exc.traceback_text = str(raised.get("traceback") or "")
+        return exc
     stop = reply.get("stop_run")
     if stop is not None:
         return StopRun(str(stop["message"]), context=stop.get("context") or {})
