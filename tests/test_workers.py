@@ -8,7 +8,6 @@ Redis, on a queue of their own. Without those services the tests skip, unless
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -44,16 +43,7 @@ DEP_AUDIT = Path(__file__).resolve().parent.parent / "examples" / "dependency_au
 
 @pytest.fixture(scope="module")
 def workers() -> Iterator[wf.Workers]:
-    reason = wf.services_unreachable()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    pool = wf.Workers(2).start()
-    try:
-        yield pool
-    finally:
-        pool.stop()
+    yield from wf.started_workers(2)
 
 
 def _facts(result: RunResult) -> list[tuple[Any, ...]]:

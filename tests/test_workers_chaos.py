@@ -36,16 +36,7 @@ from tests import workerfixtures as wf
 
 @pytest.fixture(scope="module")
 def workers() -> Iterator[wf.Workers]:
-    reason = wf.services_unreachable()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    pool = wf.Workers(2).start()
-    try:
-        yield pool
-    finally:
-        pool.stop()
+    yield from wf.started_workers(2)
 
 
 @pytest.fixture

@@ -6,7 +6,10 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 from engine import Context, Effect, Proposal, StopRun, Usage, suggestor
 
@@ -228,3 +231,18 @@ def slow_twin(ctx: Context) -> list[Proposal]:
     """Like :func:`slow`, so that two tasks of one cycle need two free workers."""
     _handshake(ctx)
     return [Proposal("slow_twin", {"steps": len(ctx.get("step"))})]
+
+
+def started_workers(count: int = 2) -> Iterator[Workers]:
+    """Workers for a module's tests: RabbitMQ and Redis required under CI (else a
+    skip naming what is unreachable); stopped afterwards."""
+    reason = services_unreachable()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    pool = Workers(count).start()
+    try:
+        yield pool
+    finally:
+        pool.stop()
