@@ -85,7 +85,8 @@ def _promote_initial(st: RunState, initial: Mapping[str, Iterable[Any]]) -> None
 def drive_sync(eng: EngineSettings, st: RunState) -> RunResult:
     """Cycle to the run's stop on this thread (async suggestors on a private loop)."""
     runner: asyncio.Runner | None = None
-    freezer = CollectorFreeze()
+    freezer = CollectorFreeze(adopt=st.frozen_on_load)
+    st.frozen_on_load = False
     reg = eng.registry
     st.context._remaining = partial(remaining_budget, eng, st)
     elsewhere = eng.executor is not None
@@ -123,7 +124,8 @@ def drive_sync(eng: EngineSettings, st: RunState) -> RunResult:
 
 async def drive_async(eng: EngineSettings, st: RunState) -> RunResult:
     """Cycle to the run's stop inside the caller's event loop."""
-    freezer = CollectorFreeze()
+    freezer = CollectorFreeze(adopt=st.frozen_on_load)
+    st.frozen_on_load = False
     reg = eng.registry
     st.context._remaining = partial(remaining_budget, eng, st)
     try:

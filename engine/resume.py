@@ -54,8 +54,9 @@ def load_paused(eng: EngineSettings, gate_id: str, decision: GateDecision) -> Ru
         status = "approved" if decision.approved else "rejected"
         runs.decided[gate_id] = (status, decision.by, time.time())
     else:
-        with bulk_load():
+        with bulk_load() as load:
             st = load_paused_from_store(eng, gate_id, decision, st)
+        st.frozen_on_load = load.froze
         runs.paused.pop(gate_id, None)
     assert st.pending_gate is not None
     st.pending_gate.decision = decision
@@ -73,8 +74,9 @@ def load_stopped(eng: EngineSettings, run_id: str, budget: Budget | None) -> Run
     """
     st = eng.runs.stopped.pop(run_id, None)
     if st is None and eng.store is not None:
-        with bulk_load():
+        with bulk_load() as load:
             st = load_stopped_from_store(eng, run_id)
+        st.frozen_on_load = load.froze
     if st is None:
         raise RunNotFound(f"no resumable run {run_id!r} in this engine or its store")
     if budget is not None:

@@ -81,6 +81,7 @@ class RunState:
         self.replayed: dict[str, dict[str, Any]] = {}
         self.replayed_gates: set[str] = set()
         self.resumed_from = "stop"
+        self.frozen_on_load = False  # its checkpoint's objects were frozen (engine.collector)
 
     # -- checkpoint --------------------------------------------------------------
     def to_checkpoint(self, suggestors: Sequence[str]) -> dict[str, Any]:
