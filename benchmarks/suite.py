@@ -1,8 +1,8 @@
 """The benchmark suite: which workloads run at which sizes, and the report.
 
 ``python -m benchmarks [--quick] [--only NAME[,NAME]] [--json FILE] [--profile NAME]``.
-Names: ``limits``, ``w1``, ``w2``, ``w2-sqlite``, ``w2-pg``, ``w3``, ``w4``, ``w5``, ``r1``, ``q1``
-(``w2`` selects the three W2 rows). LangGraph columns are filled when
+Names: ``limits``, ``w1``, ``w2``, ``w2-sqlite``, ``w2-pg``, ``w3``, ``w4``, ``w5``, ``w6``,
+``r1``, ``q1`` (``w2`` selects the three W2 rows). LangGraph columns are filled when
 ``langgraph`` is importable (``--no-langgraph`` skips them).
 """
 
@@ -39,7 +39,7 @@ from benchmarks.harness import (
 )
 from engine import RunStore
 
-NAMES = ("limits", "w1", "w2", "w2-sqlite", "w2-pg", "w3", "r1", "q1", "w4", "w5")
+NAMES = ("limits", "w1", "w2", "w2-sqlite", "w2-pg", "w3", "r1", "q1", "w4", "w5", "w6")
 GC_PAUSE_REPORTED = 0.100  # seconds: pauses over this are named in the note
 
 
@@ -419,6 +419,7 @@ RUNNERS: dict[str, Callable[[Suite], None]] = {
     "q1": run_q1,
     "w4": lambda suite: importlib.import_module("benchmarks.agents_bench").run_w4(suite),
     "w5": lambda suite: importlib.import_module("benchmarks.workers_bench").run_w5(suite),
+    "w6": lambda suite: importlib.import_module("benchmarks.scale_bench").run_w6(suite),
 }
 
 
