@@ -261,12 +261,14 @@ class SqlRunStore:
     # -- the write path --------------------------------------------------------------
     def _rows(
         self, run_id: str, events: Sequence[AuditEvent], prev: str, seq: int
-    ) -> tuple[list[tuple[Any, ...]], str, int]:
-        """Number and chain ``events`` after (``prev``, ``seq``): rows ready to insert.
+    ) -> tuple[list[tuple[Any, ...]], str, int, int, int]:
+        """Number and chain ``events`` after (``prev``, ``seq``): rows ready to insert,
+        the new head and seq, and what the rows prove (facts promoted, top cycle).
 
         Rows are tuples in :data:`EVENT_COLUMNS` order. The hot path of an audited run:
         one canonical JSON per payload, one hash per event, no per-row SQL work.
         """
+        facts = top = 0
         h = self._hash
         dumps = canonical_json
         rid = _quote(run_id)
@@ -290,9 +292,13 @@ class SqlRunStore:
                     f'"run_id":{rid},"seq":{seq},"ts":{ts!r}}}',
                 )
                 append((run_id, seq, cycle, kind, ts, payload, prev))
+                if kind == "fact_promoted":
+                    facts += 1
+                if cycle > top:
+                    top = cycle
         except (TypeError, ValueError) as exc:
             raise StoreError(f"audit event {seq} of run {run_id} is not JSON: {exc}") from exc
-        return rows, prev, seq
+        return rows, prev, seq, facts, top
 
     def _insert_events(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
         """One executemany of the Core ``INSERT`` (compiled once per store); on
@@ -335,12 +341,11 @@ class SqlRunStore:
         head, seq, cycles, facts = self._lock_run(conn, run_id)
         if not events:
             return
-        rows, head, seq = self._rows(run_id, events, head, seq)
+        rows, head, seq, promoted, top = self._rows(run_id, events, head, seq)
         self._insert_events(conn, rows)
         # what the committed events prove, so that a crashed run's row tells the truth
-        for ev in events:
-            facts += ev.kind == "fact_promoted"
-            cycles = max(cycles, ev.cycle)
+        facts += promoted
+        cycles = max(cycles, top)
         conn.execute(
             update(runs)
             .where(runs.c.run_id == run_id)
@@ -433,7 +438,7 @@ class SqlRunStore:
                 f"audit store {self.shown}: wrong key (CONVERGE_AUDIT_KEY is not the key "
                 "this store was written with)"
             )
-        rows, head, seq = self._rows(header.run_id, events, GENESIS, 0)
+        rows, head, seq, _facts, _top = self._rows(header.run_id, events, GENESIS, 0)
         pid, host = this_writer()
         try:
             spec = None if header.job_spec is None else _json_compact(header.job_spec)

@@ -20,9 +20,11 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from audit import SqlRunStore, open_store
 from criteria import Blocked, criterion
 from engine import Context, Engine, GateDecision, Proposal, RunResult, suggestor
 from engine.errors import GateAlreadyDecided, RunBusy
@@ -164,3 +166,13 @@ def store_url_for(kind: str, tmp_path: Path) -> Any:
             pytest.fail(reason)
         pytest.skip(reason)
     return pg_schema("converge_hitl")
+
+
+def opened_store(kind: str, tmp_path: Path) -> Iterator[SqlRunStore]:
+    """A fresh store of ``kind`` (see :func:`store_url_for`), closed afterwards."""
+    with store_url_for(kind, tmp_path) as url:
+        s = open_store(url)
+        try:
+            yield s
+        finally:
+            s.close()

@@ -11,24 +11,18 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from audit import open_store
 from audit.store import SqlRunStore
 from audit.tokens import add_token
 from converge.decisions import decide, list_gates
 from converge.web import create_app
 from engine import GateAlreadyDecided, GateDecision, GateExpired, GateRecord
-from tests.hitlfixtures import STORES, store_url_for
+from tests.hitlfixtures import STORES, opened_store
 from tests.webfixtures import quorum_job, run_job
 
 
 @pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlRunStore]:
-    with store_url_for(request.param, tmp_path) as url:
-        s = open_store(url)
-        try:
-            yield s
-        finally:
-            s.close()
+    yield from opened_store(request.param, tmp_path)
 
 
 def _expiring_gate(store: SqlRunStore) -> GateRecord:
