@@ -72,6 +72,7 @@ from audit.tables import (
     runs,
 )
 from audit.url import WRITE, display_url, make_engine, read_only_sqlite, resolve_url
+from audit.writer import BulkInserter, chain_batch
 from engine.errors import (
     ConvergeError,
     GateAlreadyDecided,
@@ -82,21 +83,16 @@ from engine.errors import (
     SchemaVersionError,
     StoreError,
 )
-from engine.facts import Fact, canonical_json, fact_from_dict, fact_json
+from engine.facts import Fact, canonical_json, fact_from_dict
 from engine.hitl import GateDecision
 from engine.stop import stop_reason_to_dict
-from engine.store import AuditEvent, GateRecord, RunHeader, RunOutcome
+from engine.store import AuditEvent, BatchItem, GateRecord, RunHeader, RunOutcome
 
 KEY_ENV = "CONVERGE_AUDIT_KEY"
 """Environment variable holding the HMAC key of the chain (unset = plain sha256)."""
 
-EVENT_COLUMNS = ("run_id", "seq", "cycle", "kind", "ts", "payload", "hash")
-"""The ``audit_events`` columns, in the order the write path builds its rows."""
-_IDENTITY = tuple(range(len(EVENT_COLUMNS)))
-_COPY_EVENTS = f"COPY audit_events ({', '.join(EVENT_COLUMNS)}) FROM STDIN"
 _DECIDED = ("approved", "rejected", "expired")
 _json_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-_quote = json.encoder.encode_basestring
 
 
 def _iso(ts: float | None) -> str | None:
@@ -117,8 +113,12 @@ class SqlRunStore:
     Build it with :func:`open_store`. ``url`` is a SQLAlchemy URL; ``key`` the HMAC
     key of the chain (None = plain sha256). Implements :class:`engine.RunStore`
     plus queries (``runs``, ``run``, ``events``, ``facts``, ``lineage``, ``gates``)
-    and ``verify``/``verify_all``.
+    and ``verify``/``verify_all``. Promoted facts reach it as
+    :class:`engine.store.PromotedFacts` batches (``promoted_facts_batches``), written
+    in bulk by :mod:`audit.writer`.
     """
+
+    promoted_facts_batches = True
 
     def __init__(self, url: str, *, key: bytes | None = None, engine: Engine | None = None):
         self.url = url
@@ -128,8 +128,7 @@ class SqlRunStore:
         self._hash = hasher(key)
         self._chain = KEYED if key is not None else PLAIN
         self._pg = self._engine.dialect.name == "postgresql"
-        self._insert_sql: str | None = None
-        self._positions: tuple[int, ...] | None = None
+        self._inserter = BulkInserter(self._engine)
         self._fingerprint: str | None = None
 
     # -- plumbing ----------------------------------------------------------------
@@ -259,74 +258,6 @@ class SqlRunStore:
         return None
 
     # -- the write path --------------------------------------------------------------
-    def _rows(
-        self, run_id: str, events: Sequence[AuditEvent], prev: str, seq: int
-    ) -> tuple[list[tuple[Any, ...]], str, int, int, int]:
-        """Number and chain ``events`` after (``prev``, ``seq``): rows ready to insert,
-        the new head and seq, and what the rows prove (facts promoted, top cycle).
-
-        Rows are tuples in :data:`EVENT_COLUMNS` order. The hot path of an audited run:
-        one canonical JSON per payload, one hash per event, no per-row SQL work.
-        """
-        facts = top = 0
-        h = self._hash
-        dumps = canonical_json
-        rid = _quote(run_id)
-        kinds: dict[str, str] = {}
-        rows: list[tuple[Any, ...]] = []
-        append = rows.append
-        try:
-            for ev in events:
-                seq += 1
-                kind = ev.kind
-                qk = kinds.get(kind)
-                if qk is None:
-                    qk = kinds[kind] = _quote(kind)
-                fact = ev.fact
-                payload = dumps(ev.payload) if fact is None else ev.text or fact_json(fact)
-                ts = float(ev.ts)
-                cycle = ev.cycle
-                prev = h(
-                    prev,
-                    f'{{"cycle":{cycle},"kind":{qk},"payload":{payload},'
-                    f'"run_id":{rid},"seq":{seq},"ts":{ts!r}}}',
-                )
-                append((run_id, seq, cycle, kind, ts, payload, prev))
-                if kind == "fact_promoted":
-                    facts += 1
-                if cycle > top:
-                    top = cycle
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"audit event {seq} of run {run_id} is not JSON: {exc}") from exc
-        return rows, prev, seq, facts, top
-
-    def _insert_events(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
-        """One executemany of the Core ``INSERT`` (compiled once per store); on
-        PostgreSQL one ``COPY`` (psycopg), several times faster for a cycle's batch."""
-        if self._pg and len(rows) > 1:
-            raw = conn.connection.driver_connection
-            with raw.cursor() as cur, cur.copy(_COPY_EVENTS) as copy:  # type: ignore[union-attr]
-                for row in rows:
-                    copy.write_row(row)
-            return
-        sql = self._insert_sql
-        if sql is None:
-            compiled = insert(audit_events).compile(
-                dialect=self._engine.dialect, column_keys=list(EVENT_COLUMNS)
-            )
-            order = compiled.positiontup
-            if compiled.positional and order is not None:
-                self._positions = tuple(EVENT_COLUMNS.index(name) for name in order)
-            sql = self._insert_sql = str(compiled)
-        pos = self._positions
-        if pos is None:
-            params: list[Any] = [dict(zip(EVENT_COLUMNS, r, strict=True)) for r in rows]
-        elif pos == _IDENTITY:
-            params = rows
-        else:
-            params = [tuple(r[i] for i in pos) for r in rows]
-        conn.exec_driver_sql(sql, params)
-
     def _lock_run(self, conn: Connection, run_id: str) -> tuple[str, int, int, int]:
         row = conn.execute(
             select(runs.c.head_hash, runs.c.last_seq, runs.c.cycles, runs.c.facts_count)
@@ -337,21 +268,24 @@ class SqlRunStore:
             raise RunNotFound(f"no run {run_id!r} in audit store {self.shown}")
         return row[0], row[1], row[2], row[3]
 
-    def _append(self, conn: Connection, run_id: str, events: Sequence[AuditEvent]) -> None:
+    def _append(self, conn: Connection, run_id: str, events: Sequence[BatchItem]) -> None:
         head, seq, cycles, facts = self._lock_run(conn, run_id)
         if not events:
             return
-        rows, head, seq, promoted, top = self._rows(run_id, events, head, seq)
-        self._insert_events(conn, rows)
+        batch = chain_batch(run_id, events, head, seq, self._key)
+        self._inserter.insert(conn, batch)
         # what the committed events prove, so that a crashed run's row tells the truth
-        facts += promoted
-        cycles = max(cycles, top)
         conn.execute(
             update(runs)
             .where(runs.c.run_id == run_id)
-            .values(head_hash=head, last_seq=seq, cycles=cycles, facts_count=facts)
+            .values(
+                head_hash=batch.head,
+                last_seq=batch.seq,
+                cycles=max(cycles, batch.top),
+                facts_count=facts + batch.promoted,
+            )
         )
-        ledger_log.append(conn, self._hash, run_id, seq, head)
+        ledger_log.append(conn, self._hash, run_id, batch.seq, batch.head)
 
     def _outcome_values(self, outcome: RunOutcome) -> dict[str, Any]:
         reason = outcome.stop_reason
@@ -428,7 +362,7 @@ class SqlRunStore:
         return "".join([first, *rest])
 
     # -- RunStore --------------------------------------------------------------------
-    def start_run(self, header: RunHeader, events: Sequence[AuditEvent]) -> None:
+    def start_run(self, header: RunHeader, events: Sequence[BatchItem]) -> None:
         """Create the ``runs`` row (status ``running``, this pid/host) and write the first events.
 
         Raises ``StoreError`` when the run id exists already or the database fails.
@@ -438,7 +372,8 @@ class SqlRunStore:
                 f"audit store {self.shown}: wrong key (CONVERGE_AUDIT_KEY is not the key "
                 "this store was written with)"
             )
-        rows, head, seq, _facts, _top = self._rows(header.run_id, events, GENESIS, 0)
+        batch = chain_batch(header.run_id, events, GENESIS, 0, self._key)
+        head, seq = batch.head, batch.seq
         pid, host = this_writer()
         try:
             spec = None if header.job_spec is None else _json_compact(header.job_spec)
@@ -464,8 +399,8 @@ class SqlRunStore:
                         parent_run_id=header.parent_run_id,
                     )
                 )
-                if rows:
-                    self._insert_events(conn, rows)
+                if len(batch):
+                    self._inserter.insert(conn, batch)
                 ledger_log.append(conn, self._hash, header.run_id, seq, head)
         except StoreError as exc:
             if isinstance(exc.__cause__, IntegrityError):
@@ -474,7 +409,7 @@ class SqlRunStore:
                 ) from exc
             raise
 
-    def append_events(self, run_id: str, events: Sequence[AuditEvent]) -> None:
+    def append_events(self, run_id: str, events: Sequence[BatchItem]) -> None:
         """Append one cycle's events to the run's chain, in one transaction."""
         if not events:
             return
@@ -484,7 +419,7 @@ class SqlRunStore:
     def finish_run(
         self,
         run_id: str,
-        events: Sequence[AuditEvent],
+        events: Sequence[BatchItem],
         outcome: RunOutcome,
         checkpoint: dict[str, Any] | None = None,
     ) -> None:
@@ -503,7 +438,7 @@ class SqlRunStore:
             self._put_checkpoint(conn, run_id, checkpoint, blob)
 
     def save_checkpoint(
-        self, run_id: str, events: Sequence[AuditEvent], checkpoint: dict[str, Any]
+        self, run_id: str, events: Sequence[BatchItem], checkpoint: dict[str, Any]
     ) -> None:
         """Append a cycle's events and a periodic checkpoint of a running run, in one
         transaction; its sha256 is chained by a ``checkpoint_saved`` event."""
@@ -522,7 +457,7 @@ class SqlRunStore:
     def pause_run(
         self,
         run_id: str,
-        events: Sequence[AuditEvent],
+        events: Sequence[BatchItem],
         outcome: RunOutcome,
         gate: GateRecord,
         checkpoint: dict[str, Any],
@@ -885,18 +820,18 @@ class SqlRunStore:
         return reports
 
 
-def _initial_facts(events: Sequence[AuditEvent]) -> int:
+def _initial_facts(events: Sequence[BatchItem]) -> int:
     for ev in events:
-        if ev.kind == "run_started":
+        if isinstance(ev, AuditEvent) and ev.kind == "run_started":
             return len(ev.payload.get("initial_facts", ()))
     return 0
 
 
-def _with_digest(events: Sequence[AuditEvent], blob: str | None) -> Sequence[AuditEvent]:
+def _with_digest(events: Sequence[BatchItem], blob: str | None) -> Sequence[BatchItem]:
     """``events`` with the checkpoint's sha256 on the terminal event (the last one)."""
-    if blob is None or not events or events[-1].kind not in TERMINAL:
+    last = events[-1] if events else None
+    if blob is None or not isinstance(last, AuditEvent) or last.kind not in TERMINAL:
         return events
-    last = events[-1]
     payload = {**last.payload, "checkpoint_sha256": checkpoint_digest(blob)}
     return [*events[:-1], AuditEvent(last.kind, last.cycle, payload, last.ts)]
 

@@ -61,12 +61,22 @@ from engine.stop import (
     UserCancelled,
     parse_stop_reason,
 )
-from engine.store import AuditEvent, GateRecord, RunHeader, RunOutcome, RunStore
+from engine.store import (
+    AuditEvent,
+    BatchItem,
+    GateRecord,
+    PromotedFacts,
+    RunHeader,
+    RunOutcome,
+    RunStore,
+    expand_events,
+)
 from engine.suggestor import FunctionSuggestor, StopRun, Suggestor, suggestor
 
 __all__ = [
     "AgentRefused",
     "AuditEvent",
+    "BatchItem",
     "Blocked",
     "Budget",
     "BudgetStatus",
@@ -115,6 +125,7 @@ __all__ = [
     "Met",
     "OnStop",
     "PolicyStopped",
+    "PromotedFacts",
     "PromotionGate",
     "PromotionRejected",
     "Proposal",
@@ -145,6 +156,7 @@ __all__ = [
     "UserCancelled",
     "Violation",
     "content_key",
+    "expand_events",
     "fact_from_dict",
     "fact_to_dict",
     "facts_root",

@@ -11,17 +11,20 @@ resume goes on from the proposal the gate decided.
 
 from __future__ import annotations
 
+import json
 import time
 from hashlib import sha256
 from math import isfinite
 
-from engine.facts import MAX_INT, Fact, Proposal, Provenance, content_key, fact_json
+from engine.facts import MAX_INT, Fact, Proposal, Provenance, canonical_json, content_key
 from engine.hitl import GateDecision
 from engine.recording import catch_up_leaves
 from engine.run_state import PendingGate, RunState
 from engine.settings import EngineSettings
 from engine.stop import Error, ErrorCategory, HitlGatePending, PromotionRejected, StopReason
-from engine.store import AuditEvent, GateRecord
+from engine.store import AuditEvent, GateRecord, PromotedFacts
+
+_quote = json.encoder.encode_basestring
 
 
 def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
@@ -46,10 +49,19 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
         leaf_append = st.leaves.append
         if st.frontier.count + len(st.leaves) != len(ctx._facts):
             catch_up_leaves(st)  # the leaves of input or checkpointed facts
+        batch = PromotedFacts(cycle, time.time())
+        events.append(batch)
+        batch_fact, batch_text = batch.facts.append, batch.texts.append
+        quoted: dict[str, str] = {}  # keys as JSON strings, quoted once per merge
+        cyc = str(cycle)
     for ei in range(start_i, len(effects)):
         name, proposals = effects[ei]
         j0 = start_j if ei == start_i else 0
         prefix = f"{name}/{cycle}/{ei}."
+        if store:
+            # the constant parts of this effect's facts' canonical JSON (fact_json)
+            qname = _quote(name)
+            qprefix = _quote(prefix)[:-1]
         for pj in range(j0, len(proposals)):
             p = proposals[pj]
             try:
@@ -84,37 +96,67 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
             if identity in has or (rejected and identity in rejected):
                 continue
             pid = given_id or prefix + str(pj)
-            if gates:
-                verdict = check_promotion_gates(eng, st, p, pid, name)
-                if verdict is not None:
-                    if isinstance(verdict, str):
-                        continue
-                    st.merge_effects = []
-                    return verdict
-            if hitl:
-                if st.approved_once is not None and st.approved_once == (ei, pj):
-                    st.approved_once = None
-                else:
-                    opened = open_gate_if_matched(eng, st, p, pid, name, ei, pj)
-                    if opened is not None:
-                        return opened
+            if gates or hitl:
+                before = len(events)
+                if gates:
+                    verdict = check_promotion_gates(eng, st, p, pid, name)
+                    if verdict is not None:
+                        if isinstance(verdict, str):
+                            if store and len(events) != before:
+                                batch = PromotedFacts(cycle, time.time())  # after the event
+                                events.append(batch)
+                                batch_fact, batch_text = batch.facts.append, batch.texts.append
+                            continue
+                        st.merge_effects = []
+                        return verdict
+                if hitl:
+                    if st.approved_once is not None and st.approved_once == (ei, pj):
+                        st.approved_once = None
+                    else:
+                        opened = open_gate_if_matched(eng, st, p, pid, name, ei, pj)
+                        if opened is not None:
+                            return opened
             # built with tuple.__new__: the named tuples' own __new__ costs 2x more
             prov = tuple_new(Provenance, (name, cycle, pid, parents))
             bucket = by_key.get(key)
+            n = "0" if bucket is None else str(len(bucket))
+            fact = tuple_new(Fact, (f"{key}#{n}", key, content, confidence, prov))
             if bucket is None:
-                fact = tuple_new(Fact, (f"{key}#0", key, content, confidence, prov))
                 by_key[key] = [fact]
             else:
-                fact = tuple_new(Fact, (f"{key}#{len(bucket)}", key, content, confidence, prov))
                 bucket.append(fact)
             facts_append(fact)
             add_identity(identity)
             new_append(fact)
             if store:
-                # one canonical JSON per fact: the event's payload and its Merkle leaf
-                text = fact_json(fact)
+                # fact_json(fact) from parts quoted once: the event's payload and its leaf
+                qkey = quoted.get(key)
+                if qkey is None:
+                    qkey = quoted[key] = _quote(key)
+                if c is str:
+                    cs = _quote(content)
+                elif c is int:
+                    cs = str(content)
+                elif c is float:
+                    cs = repr(content)
+                else:
+                    cs = canonical_json(content)
+                if type(confidence) is float:
+                    confs = repr(confidence)
+                else:
+                    confs = canonical_json(confidence)
+                ps = "[" + ",".join([_quote(x) for x in parents]) + "]" if parents else "[]"
+                qpid = _quote(given_id) if given_id else f'{qprefix}{pj}"'
+                text = (
+                    f'{{"confidence":{confs},"content":{cs},"id":{qkey[:-1]}#{n}","key":{qkey},'
+                    f'"provenance":{{"cycle":{cyc},"parents":{ps},"proposal_id":{qpid},'
+                    f'"suggestor":{qname}}}}}'
+                )
                 leaf_append(sha256(text.encode()).digest())
-                events.append(AuditEvent("fact_promoted", cycle, None, time.time(), fact, text))
+                batch_fact(fact)
+                batch_text(text)
+    if store and not batch.facts and events and events[-1] is batch:
+        events.pop()
     st.merge_effects = []
     st.merge_pos = (0, 0)
     return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from engine.accounting import run_result
@@ -21,7 +21,7 @@ from engine.result import RunResult
 from engine.run_state import RunState, drop_replayed
 from engine.settings import EngineSettings
 from engine.stop import Error, ErrorCategory, HitlGatePending, StopReason, stop_reason_to_dict
-from engine.store import AuditEvent, RunHeader, RunOutcome, RunStore
+from engine.store import AuditEvent, BatchItem, RunHeader, RunOutcome, RunStore, expand_events
 
 
 def record_start(eng: EngineSettings, st: RunState) -> None:
@@ -41,7 +41,7 @@ def record_start(eng: EngineSettings, st: RunState) -> None:
         )
     )
     header = RunHeader(st.run_id, eng.job_name, eng.job_spec, eng.suggestor_names, st.wall_started)
-    store_call(eng, st, lambda s: s.start_run(header, take_events(st)))
+    store_call(eng, st, lambda s: s.start_run(header, take_events(eng, st)))
 
 
 def record_stop(
@@ -66,7 +66,7 @@ def record_stop(
         )
     )
     checkpoint = st.to_checkpoint(eng.suggestor_names) if reason.is_resumable() else None
-    events = take_events(st)
+    events = take_events(eng, st)
     try:
         eng.store.finish_run(st.run_id, events, outcome, checkpoint)
     except StoreError as exc:
@@ -117,7 +117,7 @@ def record_pause(
     outcome = run_outcome(st, "paused", reason, result)
     st.events.append(AuditEvent("run_paused", st.cycle, outcome_payload(outcome), time.time()))
     checkpoint = st.to_checkpoint(eng.suggestor_names)
-    events = take_events(st)
+    events = take_events(eng, st)
     try:
         eng.store.pause_run(st.run_id, events, outcome, rec, checkpoint)
     except StoreError as exc:
@@ -163,19 +163,25 @@ def outcome_payload(outcome: RunOutcome) -> dict[str, Any]:
     }
 
 
-def take_events(st: RunState) -> list[AuditEvent]:
+def take_events(eng: EngineSettings, st: RunState) -> Sequence[BatchItem]:
     """The events gathered so far (and no longer in ``st``), minus those a crashed
-    process recorded already when this run replays its cycles."""
+    process recorded already when this run replays its cycles.
+
+    Promoted facts stay :class:`engine.store.PromotedFacts` batches for a store that
+    takes them (``promoted_facts_batches``); any other store gets one event per fact.
+    """
     events = st.events
     st.events = []
     if st.replayed or st.replayed_gates:
-        return drop_replayed(st, events)
+        return drop_replayed(st, expand_events(events))
+    if not getattr(eng.store, "promoted_facts_batches", False):
+        return expand_events(events)
     return events
 
 
 def flush(eng: EngineSettings, st: RunState) -> None:
     """Write the events gathered so far (end of a cycle that goes on)."""
-    events = take_events(st)
+    events = take_events(eng, st)
     if events:
         store_call(eng, st, lambda s: s.append_events(st.run_id, events))
 
@@ -188,7 +194,7 @@ def checkpoint(eng: EngineSettings, st: RunState) -> None:
     if save is None:
         flush(eng, st)
         return
-    events = take_events(st)
+    events = take_events(eng, st)
     data = st.to_checkpoint(eng.suggestor_names)
     store_call(eng, st, lambda s: save(st.run_id, events, data))
 

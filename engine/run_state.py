@@ -22,7 +22,7 @@ from engine.hitl import GateDecision
 from engine.integrity import MerkleFrontier
 from engine.result import ContinuationRecord
 from engine.stop import StopReason, parse_stop_reason, stop_reason_to_dict
-from engine.store import AuditEvent, GateRecord
+from engine.store import AuditEvent, BatchItem, GateRecord
 
 CHECKPOINT_VERSION = 2
 """Version 2 stores facts as compact rows (see :func:`fact_row`): half the JSON of
@@ -69,7 +69,7 @@ class RunState:
         self.exhausted_overrides: set[str] = set()
         self.continuations: list[ContinuationRecord] = []
         self.criteria_reports: tuple[CriterionReport, ...] = ()
-        self.events: list[AuditEvent] = []
+        self.events: list[BatchItem] = []  # PromotedFacts batches among them
         self.leg_started = 0.0
         self.wall_started = 0.0
         self.elapsed_before_ms = 0

@@ -94,6 +94,56 @@ class AuditEvent:
         return f"AuditEvent({self.kind!r}, {self.cycle}, {self.payload!r}, {self.ts!r})"
 
 
+class PromotedFacts:
+    """The ``fact_promoted`` events of one stretch of a merge, as one batch item.
+
+    Stands for one ``fact_promoted`` event per fact, in order, all at ``ts`` (unix
+    seconds) in ``cycle``; ``texts[i]`` is ``engine.facts.fact_json(facts[i])``, the
+    event's payload and the fact's Merkle leaf, encoded once. A store that sets
+    ``promoted_facts_batches = True`` receives these items in its event batches and
+    writes them in bulk; any other store receives :meth:`events` instead
+    (:func:`expand_events`).
+    """
+
+    kind = "fact_promoted"
+    __slots__ = ("cycle", "facts", "texts", "ts")
+
+    def __init__(self, cycle: int, ts: float) -> None:
+        self.cycle = cycle
+        self.ts = ts
+        self.facts: list[Fact] = []
+        self.texts: list[str] = []
+
+    def events(self) -> list[AuditEvent]:
+        """One ``fact_promoted`` :class:`AuditEvent` per fact."""
+        cycle, ts = self.cycle, self.ts
+        return [
+            AuditEvent("fact_promoted", cycle, None, ts, f, t)
+            for f, t in zip(self.facts, self.texts, strict=True)
+        ]
+
+    def __len__(self) -> int:
+        return len(self.facts)
+
+    def __repr__(self) -> str:
+        return f"PromotedFacts(cycle={self.cycle}, facts={len(self.facts)})"
+
+
+BatchItem = AuditEvent | PromotedFacts
+"""One item of an event batch as the engine hands it to a batch-aware store."""
+
+
+def expand_events(events: Sequence[BatchItem]) -> list[AuditEvent]:
+    """``events`` with every :class:`PromotedFacts` replaced by its per-fact events."""
+    out: list[AuditEvent] = []
+    for ev in events:
+        if isinstance(ev, PromotedFacts):
+            out.extend(ev.events())
+        else:
+            out.append(ev)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class RunHeader:
     """What a store records when a run starts.
@@ -160,21 +210,23 @@ class RunStore(Protocol):
 
     Every method that writes does so in one transaction; a failure raises
     ``engine.errors.StoreError`` (the engine then stops with
-    ``Error(error_category="storage")``).
+    ``Error(error_category="storage")``). Event batches hold :class:`AuditEvent`
+    items only, unless the store sets ``promoted_facts_batches = True``: then the
+    promoted facts come as :class:`PromotedFacts` items (one per stretch of a merge).
     """
 
-    def start_run(self, header: RunHeader, events: Sequence[AuditEvent]) -> None:
+    def start_run(self, header: RunHeader, events: Sequence[BatchItem]) -> None:
         """Create the ``runs`` row (status ``running``) and write the first events."""
         ...
 
-    def append_events(self, run_id: str, events: Sequence[AuditEvent]) -> None:
+    def append_events(self, run_id: str, events: Sequence[BatchItem]) -> None:
         """Append one cycle's events to the run's chain, in one transaction."""
         ...
 
     def finish_run(
         self,
         run_id: str,
-        events: Sequence[AuditEvent],
+        events: Sequence[BatchItem],
         outcome: RunOutcome,
         checkpoint: dict[str, Any] | None = None,
     ) -> None:
@@ -184,7 +236,7 @@ class RunStore(Protocol):
     def pause_run(
         self,
         run_id: str,
-        events: Sequence[AuditEvent],
+        events: Sequence[BatchItem],
         outcome: RunOutcome,
         gate: GateRecord,
         checkpoint: dict[str, Any],

@@ -1,0 +1,293 @@
+"""The audited write path: number and chain a cycle's events, then insert them in bulk.
+
+:func:`chain_batch` turns an event batch into rows: one hash per event, with the
+exact bytes of :func:`audit.chain.event_message`, in one pass. A
+:class:`engine.store.PromotedFacts` item (the facts of a merge, their canonical JSON
+already built by the engine) is chained in a tight loop over its texts and kept as
+one :class:`FactRows` segment, so that :class:`BulkInserter` can hand it to the
+database in one statement: on SQLite an ``INSERT ... SELECT`` over ``json_each`` of
+the payloads joined into one JSON array (SQLite copies each element's text
+verbatim, checked once per store by :meth:`BulkInserter.verbatim`; else it falls back
+to ``executemany``); on PostgreSQL one ``COPY`` fed one text buffer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, Engine, insert
+
+from audit.tables import audit_events
+from engine.errors import StoreError
+from engine.facts import canonical_json, fact_json
+from engine.store import BatchItem, PromotedFacts
+
+EVENT_COLUMNS = ("run_id", "seq", "cycle", "kind", "ts", "payload", "hash")
+"""The ``audit_events`` columns, in the order the write path builds its rows."""
+_IDENTITY = tuple(range(len(EVENT_COLUMNS)))
+_COPY_EVENTS = f"COPY audit_events ({', '.join(EVENT_COLUMNS)}) FROM STDIN"
+_quote: Callable[[str], str] = json.encoder.encode_basestring
+_HEX = 64  # characters of one hex sha256
+
+# key 0 of json_each is the first element: seq0 is the segment's first seq
+_SQLITE_FACTS = (
+    "INSERT INTO audit_events (run_id, seq, cycle, kind, ts, payload, hash) "
+    "SELECT ?, ? + key, ?, 'fact_promoted', ?, value, "
+    f"CAST(substr(?, key * {_HEX} + 1, {_HEX}) AS TEXT) FROM json_each(?)"
+)
+# what json_each must give back unchanged: escapes, exponents, big and negative
+# numbers, non-ASCII and astral characters, nesting, empty containers
+_PROBE = [
+    '{"a":1e-05,"b":"\\u00e9\\n\\"x\\\\","c":[1.5,-0.0,12345678901234567890123],'
+    '"d":"é😀\u2028","e":{},"f":[],"g":null,"h":true,"i":-7}',
+    '{"confidence":1.0,"content":"w","id":"k#0","key":"k","provenance":{"cycle":1,'
+    '"parents":["a\\tb"],"proposal_id":"s/1/0.0","suggestor":"s"}}',
+]
+
+
+@dataclass(slots=True)
+class FactRows:
+    """The chained rows of one :class:`PromotedFacts` item: ``seq0`` is the first seq."""
+
+    seq0: int
+    cycle: int
+    ts: float
+    texts: list[str]
+    hashes: list[str]
+
+
+@dataclass(slots=True)
+class ChainedBatch:
+    """An event batch numbered and chained after (``prev``, ``seq``).
+
+    ``rows`` are single events as tuples in :data:`EVENT_COLUMNS` order, ``facts``
+    the fact segments; ``head``/``seq`` the new chain head, ``promoted`` the facts
+    the batch promotes and ``top`` its highest cycle (what the rows prove).
+    """
+
+    run_id: str
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    facts: list[FactRows] = field(default_factory=list)
+    head: str = ""
+    seq: int = 0
+    promoted: int = 0
+    top: int = 0
+
+    def __len__(self) -> int:
+        return len(self.rows) + sum(len(f.texts) for f in self.facts)
+
+
+def chain_batch(
+    run_id: str,
+    events: Sequence[BatchItem],
+    prev: str,
+    seq: int,
+    key: bytes | None,
+) -> ChainedBatch:
+    """Number and chain ``events`` after (``prev``, ``seq``) with sha256, or HMAC-SHA256
+    under ``key``; raises ``StoreError`` for a payload that is not JSON."""
+    out = ChainedBatch(run_id)
+    rid = _quote(run_id)
+    h = _hash_function(key)
+    kinds: dict[str, str] = {}
+    append = out.rows.append
+    top = 0
+    try:
+        for ev in events:
+            cycle = ev.cycle
+            if cycle > top:
+                top = cycle
+            if isinstance(ev, PromotedFacts):
+                if ev.texts:
+                    segment, prev = _chain_facts(ev, rid, prev, seq, key)
+                    out.facts.append(segment)
+                    seq += len(ev.texts)
+                    out.promoted += len(ev.texts)
+                continue
+            seq += 1
+            kind = ev.kind
+            qk = kinds.get(kind)
+            if qk is None:
+                qk = kinds[kind] = _quote(kind)
+            fact = ev.fact
+            payload = canonical_json(ev.payload) if fact is None else ev.text or fact_json(fact)
+            ts = float(ev.ts)
+            prev = h(
+                prev,
+                f'{{"cycle":{cycle},"kind":{qk},"payload":{payload},'
+                f'"run_id":{rid},"seq":{seq},"ts":{ts!r}}}',
+            )
+            append((run_id, seq, cycle, kind, ts, payload, prev))
+            if fact is not None:
+                out.promoted += 1
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"audit event {seq + 1} of run {run_id} is not JSON: {exc}") from exc
+    out.head, out.seq, out.top = prev, seq, top
+    return out
+
+
+def _hash_function(key: bytes | None) -> Callable[[str, str], str]:
+    if key is None:
+        sha = hashlib.sha256
+
+        def plain(prev: str, message: str) -> str:
+            return sha((prev + message).encode()).hexdigest()
+
+        return plain
+    base = hmac.new(key, digestmod=hashlib.sha256)
+
+    def keyed(prev: str, message: str) -> str:
+        h = base.copy()
+        h.update((prev + message).encode())
+        return h.hexdigest()
+
+    return keyed
+
+
+def _chain_facts(
+    ev: PromotedFacts, rid: str, prev: str, seq: int, key: bytes | None
+) -> tuple[FactRows, str]:
+    """The hashes of ``ev``'s facts: ``event_message`` with its constant parts built once."""
+    cycle, ts = ev.cycle, float(ev.ts)
+    pre = f'{{"cycle":{cycle},"kind":"fact_promoted","payload":'
+    mid = f',"run_id":{rid},"seq":'
+    tail = f',"ts":{ts!r}}}'
+    texts = ev.texts
+    hashes: list[str] = []
+    push = hashes.append
+    s = seq
+    if key is None:
+        sha = hashlib.sha256
+        for text in texts:
+            s += 1
+            prev = sha(f"{prev}{pre}{text}{mid}{s}{tail}".encode()).hexdigest()
+            push(prev)
+    else:
+        base = hmac.new(key, digestmod=hashlib.sha256)
+        for text in texts:
+            s += 1
+            m = base.copy()
+            m.update(f"{prev}{pre}{text}{mid}{s}{tail}".encode())
+            prev = m.hexdigest()
+            push(prev)
+    return FactRows(seq + 1, cycle, ts, texts, hashes), prev
+
+
+class BulkInserter:
+    """Inserts a :class:`ChainedBatch` on one SQLAlchemy engine (SQLite or PostgreSQL)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._pg = engine.dialect.name == "postgresql"
+        self._sqlite = engine.dialect.name == "sqlite"
+        self._verbatim: bool | None = None
+        self._insert_sql: str | None = None
+        self._positions: tuple[int, ...] | None = None
+
+    def insert(self, conn: Connection, batch: ChainedBatch) -> None:
+        """Insert every row of ``batch`` in the caller's transaction."""
+        if self._pg and len(batch) > 1:
+            self._copy(conn, batch)
+            return
+        if batch.facts and self._sqlite and self.verbatim(conn):
+            for seg in batch.facts:
+                conn.exec_driver_sql(
+                    _SQLITE_FACTS,
+                    (
+                        batch.run_id,
+                        seg.seq0,
+                        seg.cycle,
+                        seg.ts,
+                        "".join(seg.hashes).encode(),
+                        "[" + ",".join(seg.texts) + "]",
+                    ),
+                )
+            rows = batch.rows
+        else:
+            rows = [*batch.rows, *_fact_tuples(batch)]
+        if rows:
+            self._executemany(conn, rows)
+
+    def verbatim(self, conn: Connection) -> bool:
+        """Whether this SQLite gives ``json_each`` elements back byte for byte (once)."""
+        if self._verbatim is None:
+            try:
+                got = [
+                    r[0]
+                    for r in conn.exec_driver_sql(
+                        "SELECT value FROM json_each(?) ORDER BY key",
+                        ("[" + ",".join(_PROBE) + "]",),
+                    )
+                ]
+            except Exception:  # no JSON functions in this SQLite build
+                got = []
+            self._verbatim = got == _PROBE
+        return self._verbatim
+
+    def _executemany(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+        """One executemany of the Core ``INSERT``, compiled once per store."""
+        sql = self._insert_sql
+        if sql is None:
+            compiled = insert(audit_events).compile(
+                dialect=self._engine.dialect, column_keys=list(EVENT_COLUMNS)
+            )
+            order = compiled.positiontup
+            if compiled.positional and order is not None:
+                self._positions = tuple(EVENT_COLUMNS.index(name) for name in order)
+            sql = self._insert_sql = str(compiled)
+        pos = self._positions
+        if pos is None:
+            params: list[Any] = [dict(zip(EVENT_COLUMNS, r, strict=True)) for r in rows]
+        elif pos == _IDENTITY:
+            params = rows
+        else:
+            params = [tuple(r[i] for i in pos) for r in rows]
+        conn.exec_driver_sql(sql, params)
+
+    def _copy(self, conn: Connection, batch: ChainedBatch) -> None:
+        """One ``COPY``: single rows through psycopg, fact segments as one text buffer."""
+        raw = conn.connection.driver_connection
+        run = _copy_text(batch.run_id)
+        with raw.cursor() as cur, cur.copy(_COPY_EVENTS) as copy:  # type: ignore[union-attr]
+            for row in batch.rows:
+                copy.write_row(row)
+            for seg in batch.facts:
+                head = f"{run}\t"
+                body = f"\t{seg.cycle}\tfact_promoted\t{seg.ts!r}\t"
+                copy.write(
+                    "".join(
+                        [
+                            f"{head}{seq}{body}{_copy_text(text)}\t{digest}\n"
+                            for seq, text, digest in zip(
+                                range(seg.seq0, seg.seq0 + len(seg.texts)),
+                                seg.texts,
+                                seg.hashes,
+                                strict=True,
+                            )
+                        ]
+                    )
+                )
+
+
+def _copy_text(value: str) -> str:
+    """``value`` escaped for PostgreSQL's COPY text format (canonical JSON holds no
+    raw control characters, so only backslashes need doubling)."""
+    if "\\" in value:
+        value = value.replace("\\", "\\\\")
+    if "\t" in value or "\n" in value or "\r" in value:
+        value = value.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return value
+
+
+def _fact_tuples(batch: ChainedBatch) -> list[tuple[Any, ...]]:
+    rid = batch.run_id
+    return [
+        (rid, seg.seq0 + i, seg.cycle, "fact_promoted", seg.ts, text, digest)
+        for seg in batch.facts
+        for i, (text, digest) in enumerate(zip(seg.texts, seg.hashes, strict=True))
+    ]
