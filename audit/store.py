@@ -72,7 +72,7 @@ from audit.tables import (
     runs,
 )
 from audit.url import WRITE, display_url, make_engine, read_only_sqlite, resolve_url
-from audit.writer import BulkInserter, chain_batch
+from audit.writer import BackgroundWriter, BulkInserter, ChainedBatch, chain_batch
 from engine.errors import (
     ConvergeError,
     GateAlreadyDecided,
@@ -86,7 +86,12 @@ from engine.errors import (
 from engine.facts import Fact, canonical_json, fact_from_dict
 from engine.hitl import GateDecision
 from engine.stop import stop_reason_to_dict
-from engine.store import AuditEvent, BatchItem, GateRecord, RunHeader, RunOutcome
+from engine.store import AuditEvent, BatchItem, GateRecord, PromotedFacts, RunHeader, RunOutcome
+
+WRITE_BEHIND_EVENTS = 1000
+"""A cycle's batch this large is committed while the engine computes the next cycle:
+the commit (bulk insert, WAL or network I/O) runs without the GIL on another core,
+which pays for large batches; a small batch's commit costs less than a thread hop."""
 
 KEY_ENV = "CONVERGE_AUDIT_KEY"
 """Environment variable holding the HMAC key of the chain (unset = plain sha256)."""
@@ -119,6 +124,8 @@ class SqlRunStore:
     """
 
     promoted_facts_batches = True
+    write_behind_events: int | None = WRITE_BEHIND_EVENTS
+    """Batches of this many events or more are committed by a writer thread (None: never)."""
 
     def __init__(self, url: str, *, key: bytes | None = None, engine: Engine | None = None):
         self.url = url
@@ -129,12 +136,19 @@ class SqlRunStore:
         self._chain = KEYED if key is not None else PLAIN
         self._pg = self._engine.dialect.name == "postgresql"
         self._inserter = BulkInserter(self._engine)
+        self._writer = BackgroundWriter("converge-audit")
+        # the chain head (hash, seq) each batch in flight leaves, per run: a
+        # prediction the writer checks under the run's lock
+        self._heads: dict[str, tuple[str, int]] = {}
         self._fingerprint: str | None = None
 
     # -- plumbing ----------------------------------------------------------------
     @contextmanager
-    def _tx(self, *, write: bool = True) -> Iterator[Connection]:
-        """One transaction; database failures become ``StoreError``."""
+    def _tx(self, *, write: bool = True, settle: bool = True) -> Iterator[Connection]:
+        """One transaction, after the batch in flight (unless ``settle`` is false: the
+        writer thread's own); database failures become ``StoreError``."""
+        if settle:
+            self._writer.settle()
         try:
             with self._engine.connect() as conn:
                 if write:
@@ -151,8 +165,20 @@ class SqlRunStore:
             raise StoreError(f"audit store {self.shown}: {cause}".strip()) from exc
 
     def close(self) -> None:
-        """Release the database connections."""
+        """Finish the batch in flight and release the database connections."""
+        self._writer.close()
         self._engine.dispose()
+
+    def _written(self, run_id: str | None = None) -> None:
+        """Wait for the batch in flight; raise its failure (``StoreError``). With
+        ``run_id``: the run's next write reads its chain head from the database."""
+        try:
+            self._writer.wait()
+        except StoreError:
+            self._heads.clear()
+            raise
+        if run_id is not None:
+            self._heads.pop(run_id, None)
 
     def ensure_schema(self) -> None:
         """Create the tables on first use; refuse a foreign or newer schema.
@@ -274,10 +300,14 @@ class SqlRunStore:
             return
         batch = chain_batch(run_id, events, head, seq, self._key)
         self._inserter.insert(conn, batch)
-        # what the committed events prove, so that a crashed run's row tells the truth
+        self._record_head(conn, batch, cycles, facts)
+
+    def _record_head(self, conn: Connection, batch: ChainedBatch, cycles: int, facts: int) -> None:
+        """The run's new head, and what the committed events prove (so that a crashed
+        run's row tells the truth); the ledger entry of the commit."""
         conn.execute(
             update(runs)
-            .where(runs.c.run_id == run_id)
+            .where(runs.c.run_id == batch.run_id)
             .values(
                 head_hash=batch.head,
                 last_seq=batch.seq,
@@ -285,7 +315,7 @@ class SqlRunStore:
                 facts_count=facts + batch.promoted,
             )
         )
-        ledger_log.append(conn, self._hash, run_id, batch.seq, batch.head)
+        ledger_log.append(conn, self._hash, batch.run_id, batch.seq, batch.head)
 
     def _outcome_values(self, outcome: RunOutcome) -> dict[str, Any]:
         reason = outcome.stop_reason
@@ -372,6 +402,7 @@ class SqlRunStore:
                 f"audit store {self.shown}: wrong key (CONVERGE_AUDIT_KEY is not the key "
                 "this store was written with)"
             )
+        self._written()
         batch = chain_batch(header.run_id, events, GENESIS, 0, self._key)
         head, seq = batch.head, batch.seq
         pid, host = this_writer()
@@ -402,6 +433,7 @@ class SqlRunStore:
                 if len(batch):
                     self._inserter.insert(conn, batch)
                 ledger_log.append(conn, self._hash, header.run_id, seq, head)
+            self._heads[header.run_id] = (head, seq)
         except StoreError as exc:
             if isinstance(exc.__cause__, IntegrityError):
                 raise StoreError(
@@ -410,11 +442,53 @@ class SqlRunStore:
             raise
 
     def append_events(self, run_id: str, events: Sequence[BatchItem]) -> None:
-        """Append one cycle's events to the run's chain, in one transaction."""
+        """Append one cycle's events to the run's chain, in one transaction.
+
+        A batch of :attr:`write_behind_events` events or more is chained here and
+        committed by the writer thread while the engine computes the next cycle: a
+        failure is raised by the next call that writes (``StoreError``), every
+        method waits for the batch in flight first, and a crash can lose that one
+        batch (crash recovery replays its cycle). A smaller batch is committed
+        before this returns.
+        """
         if not events:
             return
-        with self._tx() as conn:
-            self._append(conn, run_id, events)
+        self._written()
+        limit = self.write_behind_events
+        if limit is None or sum(len(e) if type(e) is PromotedFacts else 1 for e in events) < limit:
+            with self._tx() as conn:
+                self._append(conn, run_id, events)
+            self._heads.pop(run_id, None)
+            return
+        known = self._heads.get(run_id)
+        if known is None:
+            with self._tx(write=False) as conn:
+                row = conn.execute(
+                    select(runs.c.head_hash, runs.c.last_seq).where(runs.c.run_id == run_id)
+                ).one_or_none()
+            if row is None:
+                raise RunNotFound(f"no run {run_id!r} in audit store {self.shown}")
+            known = (row[0], row[1])
+        batch = chain_batch(run_id, events, known[0], known[1], self._key)
+        self._heads[run_id] = (batch.head, batch.seq)
+        self._writer.submit(lambda: self._commit(run_id, events, batch, known))
+
+    def _commit(
+        self,
+        run_id: str,
+        events: Sequence[BatchItem],
+        batch: ChainedBatch,
+        known: tuple[str, int],
+    ) -> None:
+        """(writer thread) Insert ``batch`` chained after ``known``; chain it again
+        if another writer moved the run's head meanwhile."""
+        with self._tx(settle=False) as conn:
+            head, seq, cycles, facts = self._lock_run(conn, run_id)
+            if (head, seq) != known:
+                self._heads.pop(run_id, None)
+                batch = chain_batch(run_id, events, head, seq, self._key)
+            self._inserter.insert(conn, batch)
+            self._record_head(conn, batch, cycles, facts)
 
     def finish_run(
         self,
@@ -428,6 +502,7 @@ class SqlRunStore:
         The checkpoint's sha256 is chained with the terminal ``run_stopped`` event,
         so that a resume can check what it loads (docs/audit.md).
         """
+        self._written(run_id)
         blob = self._checkpoint_text(run_id, checkpoint)
         events = _with_digest(events, blob)
         with self._tx() as conn:
@@ -442,6 +517,7 @@ class SqlRunStore:
     ) -> None:
         """Append a cycle's events and a periodic checkpoint of a running run, in one
         transaction; its sha256 is chained by a ``checkpoint_saved`` event."""
+        self._written(run_id)
         blob = self._checkpoint_text(run_id, checkpoint)
         assert blob is not None
         saved = AuditEvent(
@@ -463,6 +539,7 @@ class SqlRunStore:
         checkpoint: dict[str, Any],
     ) -> None:
         """Write the events, the pending gate and the checkpoint; status ``paused``."""
+        self._written(run_id)
         blob = self._checkpoint_text(run_id, checkpoint)
         events = _with_digest(events, blob)
         with self._tx() as conn:

@@ -16,7 +16,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -291,3 +293,56 @@ def _fact_tuples(batch: ChainedBatch) -> list[tuple[Any, ...]]:
         for seg in batch.facts
         for i, (text, digest) in enumerate(zip(seg.texts, seg.hashes, strict=True))
     ]
+
+
+class BackgroundWriter:
+    """One thread that commits a run's event batches while the engine goes on.
+
+    SQLite and PostgreSQL do the work of a batch (the bulk insert, the commit) with
+    the GIL released, so on a second core it overlaps the engine's next cycle. At
+    most one batch is in flight: :meth:`submit` first waits for the previous one.
+    A batch that failed is reported by the next :meth:`wait` (the write path's
+    next call), as the ``StoreError`` it raised; :meth:`settle` only waits.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future[None] | None = None
+        self._failure: BaseException | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, write: Callable[[], None]) -> None:
+        """Run ``write`` on the writer thread, after the batch in flight; raises the
+        failure of an earlier batch instead (``StoreError``)."""
+        self.wait()
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix=self._name)
+            self._pending = self._pool.submit(write)
+
+    def wait(self) -> None:
+        """Wait for the batch in flight; raise what an earlier batch failed with."""
+        self.settle()
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            if isinstance(failure, StoreError):
+                raise failure
+            raise StoreError(f"audit write failed: {type(failure).__name__}: {failure}")
+
+    def settle(self) -> None:
+        """Wait for the batch in flight, keeping a failure for the next :meth:`wait`."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        exc = pending.exception()
+        if exc is not None:
+            self._failure = exc
+
+    def close(self) -> None:
+        """Wait for the batch in flight and stop the thread."""
+        self.settle()
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
