@@ -10,6 +10,7 @@ cycle behind.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -18,6 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import networkx as nx
+from orjson import loads as _loads
 from sqlalchemy import Connection, Engine, delete, func, insert, inspect, select, text, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
@@ -66,6 +68,7 @@ from audit.tables import (
     audit_events,
     checkpoint_parts,
     checkpoints,
+    fact_chunks,
     gates,
     ledger,
     meta,
@@ -124,6 +127,7 @@ class SqlRunStore:
     """
 
     promoted_facts_batches = True
+    keeps_fact_chunks = True
     write_behind_events: int | None = WRITE_BEHIND_EVENTS
     """Batches of this many events or more are committed by a writer thread (None: never)."""
 
@@ -216,6 +220,15 @@ class SqlRunStore:
             ).scalar()
             if version == "1":
                 version = self._upgrade_from_1(conn, existing)
+            if version == "2":
+                # version 3 adds fact_chunks (created below); checkpoints written by
+                # version 2 carry their facts inline and still load
+                conn.execute(
+                    update(meta)
+                    .where(meta.c.key == "schema_version")
+                    .values(value=str(SCHEMA_VERSION))
+                )
+                version = str(SCHEMA_VERSION)
             if version is not None and version != str(SCHEMA_VERSION):
                 raise SchemaVersionError(
                     f"audit store {self.shown} has schema version {version}; "
@@ -249,10 +262,8 @@ class SqlRunStore:
                 existing.add(table.name)
         conn.execute(insert(meta).values(key=LEDGER_HEAD, value=f"0:{GENESIS}"))
         conn.execute(insert(meta).values(key=LEDGER_SINCE, value="1"))
-        conn.execute(
-            update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION))
-        )
-        return str(SCHEMA_VERSION)
+        conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="2"))
+        return "2"
 
     def check_key(self) -> None:
         """Record the key's fingerprint in a store that has none; note a wrong or
@@ -299,7 +310,7 @@ class SqlRunStore:
         if not events:
             return
         batch = chain_batch(run_id, events, head, seq, self._key)
-        self._inserter.insert(conn, batch)
+        self._inserter.insert(conn, batch, facts)
         self._record_head(conn, batch, cycles, facts)
 
     def _record_head(self, conn: Connection, batch: ChainedBatch, cycles: int, facts: int) -> None:
@@ -347,6 +358,95 @@ class SqlRunStore:
         except (TypeError, ValueError) as exc:
             raise StoreError(f"checkpoint of run {run_id} is not JSON: {exc}") from exc
         return text
+
+    def _append_checkpointed(
+        self,
+        conn: Connection,
+        run_id: str,
+        events: Sequence[BatchItem],
+        checkpoint: dict[str, Any] | None,
+    ) -> str | None:
+        """Append ``events`` and return the checkpoint's text; its sha256 goes on the
+        terminal event (``run_stopped`` / ``run_paused``), if ``events`` ends with one.
+
+        A checkpoint whose ``facts`` is None refers to the run's fact chunks: the
+        events are appended first (their chunk with them), then ``facts`` becomes
+        ``{"count": n, "chunks": sha256 chain of the chunks' digests}``.
+        """
+        if checkpoint is None or checkpoint.get("facts") is not None:
+            blob = self._checkpoint_text(run_id, checkpoint)
+            self._append(conn, run_id, _with_digest(events, blob))
+            return blob
+        last = events[-1] if events else None
+        terminal = isinstance(last, AuditEvent) and last.kind in TERMINAL
+        self._append(conn, run_id, events[:-1] if terminal else events)
+        count = int(checkpoint.get("facts_count", 0))
+        chunks = self._chunks_digest(conn, run_id, count)
+        blob = self._checkpoint_text(
+            run_id, {**checkpoint, "facts": {"count": count, "chunks": chunks}}
+        )
+        if terminal:
+            self._append(conn, run_id, _with_digest([last], blob))  # type: ignore[list-item]
+        return blob
+
+    def _chunks_digest(self, conn: Connection, run_id: str, count: int) -> str:
+        """The sha256 chain of the digests of the chunks holding facts 0..count-1;
+        ``StoreError`` when they do not hold exactly those."""
+        digest, at = GENESIS, 0
+        rows = conn.execute(
+            select(fact_chunks.c.first, fact_chunks.c.count, fact_chunks.c.digest)
+            .where(fact_chunks.c.run_id == run_id, fact_chunks.c.first < count)
+            .order_by(fact_chunks.c.first)
+        )
+        for first, n, chunk_digest in rows:
+            if first != at:
+                break
+            digest = hashlib.sha256(f"{digest}{chunk_digest}".encode()).hexdigest()
+            at += n
+        if at != count:
+            raise StoreError(
+                f"audit store {self.shown}: the fact chunks of run {run_id} hold {at} of "
+                f"its {count} facts; cannot checkpoint it by reference"
+            )
+        return digest
+
+    def _read_chunks(self, conn: Connection, run_id: str, facts: Any) -> list[Any]:
+        """The facts a checkpoint refers to (``{"count", "chunks"}``), as dicts, after
+        checking the chunks against the checkpoint's digest; ``ResumeError`` if not."""
+        if not isinstance(facts, dict) or not isinstance(facts.get("count"), int):
+            raise ResumeError(f"corrupted checkpoint of run {run_id}: bad facts reference")
+        count: int = facts["count"]
+        digest, at = GENESIS, 0
+        out: list[Any] = []
+        rows = conn.execute(
+            select(fact_chunks.c.first, fact_chunks.c.data)
+            .where(fact_chunks.c.run_id == run_id, fact_chunks.c.first < count)
+            .order_by(fact_chunks.c.first)
+        )
+        for first, data in rows:
+            if first != at:
+                break
+            chunk_digest = hashlib.sha256(data.encode()).hexdigest()
+            digest = hashlib.sha256(f"{digest}{chunk_digest}".encode()).hexdigest()
+            out.extend(_loads(data))
+            at = len(out)
+        if at != count or digest != facts.get("chunks"):
+            raise ResumeError(
+                f"checkpoint of run {run_id} differs from the one its chain recorded (its "
+                "fact chunks changed): refusing to resume from it (run `converge verify`)"
+            )
+        return out
+
+    def _chunks_problem(self, conn: Connection, run_id: str, blob: str | None) -> str | None:
+        """Why the fact chunks a checkpoint refers to fail its digest (None: they pass,
+        or the checkpoint carries its facts)."""
+        if blob is None or '"facts":{' not in blob:
+            return None
+        try:
+            self._read_chunks(conn, run_id, json.loads(blob).get("facts"))
+        except ResumeError:
+            return "fact chunks differ from the checkpoint"
+        return None
 
     def _put_checkpoint(
         self,
@@ -431,7 +531,7 @@ class SqlRunStore:
                     )
                 )
                 if len(batch):
-                    self._inserter.insert(conn, batch)
+                    self._inserter.insert(conn, batch, 0)
                 ledger_log.append(conn, self._hash, header.run_id, seq, head)
             self._heads[header.run_id] = (head, seq)
         except StoreError as exc:
@@ -487,7 +587,7 @@ class SqlRunStore:
             if (head, seq) != known:
                 self._heads.pop(run_id, None)
                 batch = chain_batch(run_id, events, head, seq, self._key)
-            self._inserter.insert(conn, batch)
+            self._inserter.insert(conn, batch, facts)
             self._record_head(conn, batch, cycles, facts)
 
     def finish_run(
@@ -503,14 +603,14 @@ class SqlRunStore:
         so that a resume can check what it loads (docs/audit.md).
         """
         self._written(run_id)
-        blob = self._checkpoint_text(run_id, checkpoint)
-        events = _with_digest(events, blob)
         with self._tx() as conn:
-            self._append(conn, run_id, events)
+            blob = self._append_checkpointed(conn, run_id, events, checkpoint)
             conn.execute(
                 update(runs).where(runs.c.run_id == run_id).values(**self._outcome_values(outcome))
             )
             self._put_checkpoint(conn, run_id, checkpoint, blob)
+            if checkpoint is None:  # nothing will resume from the chunks
+                conn.execute(delete(fact_chunks).where(fact_chunks.c.run_id == run_id))
 
     def save_checkpoint(
         self, run_id: str, events: Sequence[BatchItem], checkpoint: dict[str, Any]
@@ -518,16 +618,16 @@ class SqlRunStore:
         """Append a cycle's events and a periodic checkpoint of a running run, in one
         transaction; its sha256 is chained by a ``checkpoint_saved`` event."""
         self._written(run_id)
-        blob = self._checkpoint_text(run_id, checkpoint)
-        assert blob is not None
-        saved = AuditEvent(
-            "checkpoint_saved",
-            int(checkpoint.get("cycle", 0)),
-            {"cycle": checkpoint.get("cycle", 0), "checkpoint_sha256": checkpoint_digest(blob)},
-            time.time(),
-        )
         with self._tx() as conn:
-            self._append(conn, run_id, [*events, saved])
+            blob = self._append_checkpointed(conn, run_id, events, checkpoint)
+            assert blob is not None
+            saved = AuditEvent(
+                "checkpoint_saved",
+                int(checkpoint.get("cycle", 0)),
+                {"cycle": checkpoint.get("cycle", 0), "checkpoint_sha256": checkpoint_digest(blob)},
+                time.time(),
+            )
+            self._append(conn, run_id, [saved])
             self._put_checkpoint(conn, run_id, checkpoint, blob)
 
     def pause_run(
@@ -540,10 +640,8 @@ class SqlRunStore:
     ) -> None:
         """Write the events, the pending gate and the checkpoint; status ``paused``."""
         self._written(run_id)
-        blob = self._checkpoint_text(run_id, checkpoint)
-        events = _with_digest(events, blob)
         with self._tx() as conn:
-            self._append(conn, run_id, events)
+            blob = self._append_checkpointed(conn, run_id, events, checkpoint)
             conn.execute(
                 insert(gates).values(
                     gate_id=gate.gate_id,
@@ -679,6 +777,10 @@ class SqlRunStore:
             )
         if not isinstance(data, dict):
             raise ResumeError(f"checkpoint of run {run_id} is not a JSON object")
+        if isinstance(data.get("facts"), dict):
+            with self._tx(write=False) as conn:
+                data["facts"] = self._read_chunks(conn, run_id, data["facts"])
+            data["facts_from_chunks"] = True
         return data
 
     def get_run_header(self, run_id: str) -> RunHeader:
@@ -820,6 +922,7 @@ class SqlRunStore:
             gate_rows = conn.execute(select(gates).where(gates.c.run_id == run_id)).all()
             blob = self._read_checkpoint(conn, run_id)
             in_ledger = ledger_log.check_run(conn, self._hash, run_id, run.last_seq, run.head_hash)
+            chunks = self._chunks_problem(conn, run_id, blob)
         problem = self._key_problem()
         if problem is not None:
             return VerifyReport(run_id, False, len(rows), 1, problem)
@@ -839,6 +942,7 @@ class SqlRunStore:
             check_outcome(run, rows),
             check_gates(gate_rows, rows),
             check_checkpoint(blob, rows),
+            None if chunks is None else (run.last_seq or 1, chunks),
             None if in_ledger is None else (run.last_seq or 1, in_ledger),
         ):
             if found is not None:

@@ -16,9 +16,9 @@ from __future__ import annotations
 from sqlalchemy import Column, Double, Index, Table, Text
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The version of these tables; a database with another version is refused
-(version 1, before the ledger, is upgraded in place)."""
+(version 1, before the ledger, and 2, before the fact chunks, are upgraded in place)."""
 
 
 class RunTable(SQLModel, table=True):
@@ -122,6 +122,24 @@ class CheckpointPartTable(SQLModel, table=True):
     data: str = Field(sa_column=Column(Text, nullable=False))
 
 
+class FactChunkTable(SQLModel, table=True):
+    """The facts one commit promoted, for checkpoints: a JSON array of their canonical
+    JSON (the ``fact_promoted`` payloads, or a run's initial facts), from fact number
+    ``first`` (0 = the run's first fact). ``digest`` is the sha256 of ``data``.
+
+    A checkpoint names how many facts it holds and the sha256 chain of their chunks'
+    digests, so that it stays small however long the run (docs/audit.md).
+    """
+
+    __tablename__ = "fact_chunks"
+
+    run_id: str = Field(primary_key=True, max_length=200)
+    first: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    count: int
+    data: str = Field(sa_column=Column(Text, nullable=False))
+    digest: str = Field(max_length=64)
+
+
 class LedgerTable(SQLModel, table=True):
     """The store-wide ledger: the head of a run's chain at each commit, itself chained.
 
@@ -163,8 +181,18 @@ checkpoints: Table = _table(CheckpointTable)
 meta: Table = _table(MetaTable)
 ledger: Table = _table(LedgerTable)
 checkpoint_parts: Table = _table(CheckpointPartTable)
+fact_chunks: Table = _table(FactChunkTable)
 
-TABLES: tuple[Table, ...] = (runs, audit_events, gates, checkpoints, meta, ledger, checkpoint_parts)
+TABLES: tuple[Table, ...] = (
+    runs,
+    audit_events,
+    gates,
+    checkpoints,
+    meta,
+    ledger,
+    checkpoint_parts,
+    fact_chunks,
+)
 
 CHECKPOINT_PART_CHARS = 16 * 1024 * 1024
 """Largest piece of a checkpoint stored in one value (SQLite refuses values over 1 GB)."""

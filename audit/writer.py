@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, insert
 
-from audit.tables import audit_events
+from audit.tables import audit_events, fact_chunks
 from engine.errors import StoreError
 from engine.facts import canonical_json, fact_json
 from engine.store import BatchItem, PromotedFacts
@@ -69,12 +69,15 @@ class ChainedBatch:
 
     ``rows`` are single events as tuples in :data:`EVENT_COLUMNS` order, ``facts``
     the fact segments; ``head``/``seq`` the new chain head, ``promoted`` the facts
-    the batch promotes and ``top`` its highest cycle (what the rows prove).
+    the batch promotes and ``top`` its highest cycle (what the rows prove);
+    ``chunk`` the canonical JSON of every fact the batch adds to the run (initial
+    facts, then promoted ones), in order: its ``fact_chunks`` row.
     """
 
     run_id: str
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     facts: list[FactRows] = field(default_factory=list)
+    chunk: list[str] = field(default_factory=list)
     head: str = ""
     seq: int = 0
     promoted: int = 0
@@ -108,6 +111,7 @@ def chain_batch(
                 if ev.texts:
                     segment, prev = _chain_facts(ev, rid, prev, seq, key)
                     out.facts.append(segment)
+                    out.chunk.extend(ev.texts)
                     seq += len(ev.texts)
                     out.promoted += len(ev.texts)
                 continue
@@ -127,6 +131,10 @@ def chain_batch(
             append((run_id, seq, cycle, kind, ts, payload, prev))
             if fact is not None:
                 out.promoted += 1
+                out.chunk.append(payload)
+            elif kind == "run_started":
+                initial = ev.payload.get("initial_facts") or ()
+                out.chunk[:0] = [canonical_json(f) for f in initial]
     except (TypeError, ValueError) as exc:
         raise StoreError(f"audit event {seq + 1} of run {run_id} is not JSON: {exc}") from exc
     out.head, out.seq, out.top = prev, seq, top
@@ -191,8 +199,20 @@ class BulkInserter:
         self._insert_sql: str | None = None
         self._positions: tuple[int, ...] | None = None
 
-    def insert(self, conn: Connection, batch: ChainedBatch) -> None:
-        """Insert every row of ``batch`` in the caller's transaction."""
+    def insert(self, conn: Connection, batch: ChainedBatch, first: int) -> None:
+        """Insert every row of ``batch``, and its fact chunk from fact number ``first``,
+        in the caller's transaction."""
+        if batch.chunk:
+            data = "[" + ",".join(batch.chunk) + "]"
+            conn.execute(
+                insert(fact_chunks).values(
+                    run_id=batch.run_id,
+                    first=first,
+                    count=len(batch.chunk),
+                    data=data,
+                    digest=hashlib.sha256(data.encode()).hexdigest(),
+                )
+            )
         if self._pg and len(batch) > 1:
             self._copy(conn, batch)
             return

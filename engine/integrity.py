@@ -66,18 +66,27 @@ class MerkleFrontier:
         self.nodes: list[tuple[int, bytes]] = nodes or []
 
     def extend(self, leaves: Iterable[bytes]) -> None:
-        """Append leaves, in promotion order."""
+        """Append leaves, in promotion order.
+
+        Level by level: at size ``s`` the frontier's block of size ``s`` (if any)
+        comes first, then the new blocks; pairs make the next level, and an odd
+        last block joins the frontier. One hash per leaf, in list comprehensions.
+        """
         sha = hashlib.sha256
         nodes = self.nodes
-        n = 0
-        for leaf in leaves:
-            size, digest = 1, leaf
-            while nodes and nodes[-1][0] == size:
-                left = nodes.pop()[1]
-                size, digest = size * 2, sha(left + digest).digest()
-            nodes.append((size, digest))
-            n += 1
-        self.count += n
+        level = list(leaves)
+        added = len(level)
+        size = 1
+        carried: list[tuple[int, bytes]] = []
+        while level:
+            if nodes and nodes[-1][0] == size:
+                level.insert(0, nodes.pop()[1])
+            if len(level) % 2:
+                carried.append((size, level.pop()))
+            level = [sha(level[i] + level[i + 1]).digest() for i in range(0, len(level), 2)]
+            size *= 2
+        nodes.extend(reversed(carried))
+        self.count += added
 
     def root(self) -> str:
         """The root (hex) of every leaf appended; equal to :func:`root_of_leaves`."""

@@ -65,7 +65,7 @@ def record_stop(
             time.time(),
         )
     )
-    checkpoint = st.to_checkpoint(eng.suggestor_names) if reason.is_resumable() else None
+    checkpoint = checkpoint_of(eng, st) if reason.is_resumable() else None
     events = take_events(eng, st)
     try:
         eng.store.finish_run(st.run_id, events, outcome, checkpoint)
@@ -116,7 +116,7 @@ def record_pause(
     )
     outcome = run_outcome(st, "paused", reason, result)
     st.events.append(AuditEvent("run_paused", st.cycle, outcome_payload(outcome), time.time()))
-    checkpoint = st.to_checkpoint(eng.suggestor_names)
+    checkpoint = checkpoint_of(eng, st)
     events = take_events(eng, st)
     try:
         eng.store.pause_run(st.run_id, events, outcome, rec, checkpoint)
@@ -195,8 +195,15 @@ def checkpoint(eng: EngineSettings, st: RunState) -> None:
         flush(eng, st)
         return
     events = take_events(eng, st)
-    data = st.to_checkpoint(eng.suggestor_names)
+    data = checkpoint_of(eng, st)
     store_call(eng, st, lambda s: save(st.run_id, events, data))
+
+
+def checkpoint_of(eng: EngineSettings, st: RunState) -> dict[str, Any]:
+    """The run's checkpoint; its facts by reference when the store keeps fact chunks
+    (``keeps_fact_chunks``), so that a checkpoint costs the same at any length."""
+    chunked = getattr(eng.store, "keeps_fact_chunks", False) and not st.facts_inline
+    return st.to_checkpoint(eng.suggestor_names, with_facts=not chunked)
 
 
 def store_call(eng: EngineSettings, st: RunState, fn: Callable[[RunStore], None]) -> None:

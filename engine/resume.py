@@ -211,6 +211,7 @@ def load_stopped_from_store(engine: EngineSettings, run_id: str) -> RunState:
     store.claim_resume(run_id)
     if crashed:
         st.resumed_from = "crash"
+        st.facts_inline = True  # the replayed cycles' facts are chunked out of order
         _load_replayed(store, st)
     return st
 

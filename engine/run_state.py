@@ -82,17 +82,25 @@ class RunState:
         self.replayed_gates: set[str] = set()
         self.resumed_from = "stop"
         self.frozen_on_load = False  # its checkpoint's objects were frozen (engine.collector)
+        # checkpoints carry every fact (not a reference to the store's fact chunks):
+        # after a crash replay, or from a checkpoint that carried them
+        self.facts_inline = False
 
     # -- checkpoint --------------------------------------------------------------
-    def to_checkpoint(self, suggestors: Sequence[str]) -> dict[str, Any]:
-        """A JSON-ready snapshot of the run (facts in promotion order included)."""
+    def to_checkpoint(
+        self, suggestors: Sequence[str], *, with_facts: bool = True
+    ) -> dict[str, Any]:
+        """A JSON-ready snapshot of the run: its facts in promotion order as rows, or
+        with ``with_facts=False`` only their number (``"facts": None``,
+        ``"facts_count"``: a store that keeps fact chunks fills them in)."""
         pg = self.pending_gate
         return {
             "version": CHECKPOINT_VERSION,
             "run_id": self.run_id,
             "suggestors": list(suggestors),
             "budget": self.budget.model_dump(mode="json"),
-            "facts": [fact_row(f) for f in self.context],
+            "facts": [fact_row(f) for f in self.context] if with_facts else None,
+            "facts_count": len(self.context),
             "cycle": self.cycle,
             "usage": [self.usage.input_tokens, self.usage.output_tokens, self.usage.cost_usd],
             "invocations": self.invocations,
@@ -151,7 +159,12 @@ class RunState:
                 raise ResumeError(f"checkpoint version {data.get('version')!r} is not supported")
             st = RunState(str(data["run_id"]), Budget.model_validate(data["budget"]))
             ctx = st.context
-            _load_facts(ctx, data["facts"])
+            rows = data["facts"]
+            if rows and type(rows[0]) is dict:
+                _load_fact_dicts(ctx, rows)  # from a store's fact chunks
+            else:
+                _load_facts(ctx, rows)
+            st.facts_inline = not data.get("facts_from_chunks", False)
             st.cycle = int(data["cycle"])
             ctx.cycle = st.cycle
             i, o, c = data["usage"]
@@ -208,6 +221,26 @@ def fact_row(f: Fact) -> list[Any]:
     proposal_id, parents]``."""
     p = f.provenance
     return [f.id, f.key, f.content, f.confidence, p[0], p[1], p[2], list(p[3])]
+
+
+def _load_fact_dicts(ctx: Context, dicts: list[Any]) -> None:
+    """Promote facts given as ``fact_to_dict`` output into ``ctx``, in order."""
+    _load_facts(
+        ctx,
+        [
+            [
+                d["id"],
+                d["key"],
+                d["content"],
+                d["confidence"],
+                (p := d["provenance"])["suggestor"],
+                p["cycle"],
+                p["proposal_id"],
+                p["parents"],
+            ]
+            for d in dicts
+        ],
+    )
 
 
 def _load_facts(ctx: Context, rows: list[Any]) -> None:

@@ -4,6 +4,7 @@ anchor for truncation and deletion (DESIGN.md §7, docs/audit.md)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -118,10 +119,29 @@ def _inject_fact(rec: Recorded) -> str:
     def inject(conn: Connection) -> None:
         blob = conn.execute(text("SELECT data FROM checkpoints WHERE run_id = 'paused'")).scalar()
         data = json.loads(str(blob))
-        data["facts"].append(["forged#0", "forged", "x", 1.0, "scan", 1, "scan/1/0.9", []])
+        if isinstance(data["facts"], list):  # a checkpoint that carries its facts
+            data["facts"].append(["forged#0", "forged", "x", 1.0, "scan", 1, "scan/1/0.9", []])
+            conn.execute(
+                text("UPDATE checkpoints SET data = :d WHERE run_id = 'paused'"),
+                {"d": json.dumps(data, separators=(",", ":"))},
+            )
+            return
+        # one that refers to the store's fact chunks: forge the last chunk, and its digest
+        first, chunk = conn.execute(
+            text(
+                "SELECT first, data FROM fact_chunks WHERE run_id = 'paused' "
+                "ORDER BY first DESC LIMIT 1"
+            )
+        ).one()
+        forged = json.loads(chunk)
+        forged[-1] = {**forged[-1], "content": "forged"}
+        text_ = json.dumps(forged, separators=(",", ":"), sort_keys=True)
         conn.execute(
-            text("UPDATE checkpoints SET data = :d WHERE run_id = 'paused'"),
-            {"d": json.dumps(data, separators=(",", ":"))},
+            text(
+                "UPDATE fact_chunks SET data = :d, digest = :h "
+                "WHERE run_id = 'paused' AND first = :f"
+            ),
+            {"d": text_, "h": hashlib.sha256(text_.encode()).hexdigest(), "f": first},
         )
 
     _sql(rec, inject)
