@@ -329,6 +329,9 @@ class SqlRunStore:
         ledger_log.append(conn, self._hash, batch.run_id, batch.seq, batch.head)
 
     def _outcome_values(self, outcome: RunOutcome) -> dict[str, Any]:
+        """The outcome columns of a stopped or paused run. ``cycles`` and
+        ``facts_count`` are left as the committed events prove them (equal to the
+        outcome's, unless a failed write lost events: then the row still verifies)."""
         reason = outcome.stop_reason
         u = outcome.usage
         return {
@@ -337,8 +340,6 @@ class SqlRunStore:
             "stop_kind": reason.kind_code(),
             "category": reason.category.value,
             "reason": canonical_json(stop_reason_to_dict(reason)),
-            "cycles": outcome.cycles,
-            "facts_count": outcome.facts_count,
             "facts_root": outcome.facts_root,
             "usage": canonical_json(
                 {
