@@ -123,9 +123,10 @@ class CheckpointPartTable(SQLModel, table=True):
 
 
 class FactChunkTable(SQLModel, table=True):
-    """The facts one commit promoted, for checkpoints: a JSON array of their canonical
-    JSON (the ``fact_promoted`` payloads, or a run's initial facts), from fact number
-    ``first`` (0 = the run's first fact). ``digest`` is the sha256 of ``data``.
+    """The facts one commit added to a run, for checkpoints: a JSON array of their
+    checkpoint rows (``[id, key, content, confidence, suggestor, cycle, proposal_id,
+    parents]``), from fact number ``first`` (0 = the run's first fact). ``digest`` is
+    the sha256 of ``data``.
 
     A checkpoint names how many facts it holds and the sha256 chain of their chunks'
     digests, so that it stays small however long the run (docs/audit.md).

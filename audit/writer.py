@@ -26,7 +26,8 @@ from sqlalchemy import Connection, Engine, insert
 
 from audit.tables import audit_events, fact_chunks
 from engine.errors import StoreError
-from engine.facts import canonical_json, fact_json
+from engine.facts import canonical_json, fact_from_dict, fact_json
+from engine.run_state import fact_row
 from engine.store import BatchItem, PromotedFacts
 
 EVENT_COLUMNS = ("run_id", "seq", "cycle", "kind", "ts", "payload", "hash")
@@ -111,7 +112,10 @@ def chain_batch(
                 if ev.texts:
                     segment, prev = _chain_facts(ev, rid, prev, seq, key)
                     out.facts.append(segment)
-                    out.chunk.extend(ev.texts)
+                    if len(ev.rows) == len(ev.facts):
+                        out.chunk.extend(ev.rows)
+                    else:
+                        out.chunk.extend([canonical_json(fact_row(f)) for f in ev.facts])
                     seq += len(ev.texts)
                     out.promoted += len(ev.texts)
                 continue
@@ -131,10 +135,10 @@ def chain_batch(
             append((run_id, seq, cycle, kind, ts, payload, prev))
             if fact is not None:
                 out.promoted += 1
-                out.chunk.append(payload)
+                out.chunk.append(canonical_json(fact_row(fact)))
             elif kind == "run_started":
                 initial = ev.payload.get("initial_facts") or ()
-                out.chunk[:0] = [canonical_json(f) for f in initial]
+                out.chunk[:0] = [canonical_json(fact_row(fact_from_dict(f))) for f in initial]
     except (TypeError, ValueError) as exc:
         raise StoreError(f"audit event {seq + 1} of run {run_id} is not JSON: {exc}") from exc
     out.head, out.seq, out.top = prev, seq, top

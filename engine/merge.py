@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from hashlib import sha256
 from math import isfinite
 
@@ -51,7 +52,7 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
             catch_up_leaves(st)  # the leaves of input or checkpointed facts
         batch = PromotedFacts(cycle, time.time())
         events.append(batch)
-        batch_fact, batch_text = batch.facts.append, batch.texts.append
+        batch_fact, batch_text, batch_row = _appenders(batch)
         quoted: dict[str, str] = {}  # keys as JSON strings, quoted once per merge
         cyc = str(cycle)
     for ei in range(start_i, len(effects)):
@@ -105,7 +106,7 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
                             if store and len(events) != before:
                                 batch = PromotedFacts(cycle, time.time())  # after the event
                                 events.append(batch)
-                                batch_fact, batch_text = batch.facts.append, batch.texts.append
+                                batch_fact, batch_text, batch_row = _appenders(batch)
                             continue
                         st.merge_effects = []
                         return verdict
@@ -147,19 +148,28 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
                     confs = canonical_json(confidence)
                 ps = "[" + ",".join([_quote(x) for x in parents]) + "]" if parents else "[]"
                 qpid = _quote(given_id) if given_id else f'{qprefix}{pj}"'
+                qid = f'{qkey[:-1]}#{n}"'
                 text = (
-                    f'{{"confidence":{confs},"content":{cs},"id":{qkey[:-1]}#{n}","key":{qkey},'
+                    f'{{"confidence":{confs},"content":{cs},"id":{qid},"key":{qkey},'
                     f'"provenance":{{"cycle":{cyc},"parents":{ps},"proposal_id":{qpid},'
                     f'"suggestor":{qname}}}}}'
                 )
                 leaf_append(sha256(text.encode()).digest())
                 batch_fact(fact)
                 batch_text(text)
+                # its checkpoint row (run_state.fact_row), for the store's fact chunks
+                batch_row(f"[{qid},{qkey},{cs},{confs},{qname},{cyc},{qpid},{ps}]")
     if store and not batch.facts and events and events[-1] is batch:
         events.pop()
     st.merge_effects = []
     st.merge_pos = (0, 0)
     return None
+
+
+def _appenders(
+    batch: PromotedFacts,
+) -> tuple[Callable[[Fact], None], Callable[[str], None], Callable[[str], None]]:
+    return batch.facts.append, batch.texts.append, batch.rows.append
 
 
 def _checked_parents(parents: object) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from engine.budget import Budget
@@ -225,49 +226,46 @@ def fact_row(f: Fact) -> list[Any]:
 
 def _load_fact_dicts(ctx: Context, dicts: list[Any]) -> None:
     """Promote facts given as ``fact_to_dict`` output into ``ctx``, in order."""
-    _load_facts(
-        ctx,
-        [
-            [
-                d["id"],
-                d["key"],
-                d["content"],
-                d["confidence"],
-                (p := d["provenance"])["suggestor"],
-                p["cycle"],
-                p["proposal_id"],
-                p["parents"],
-            ]
-            for d in dicts
-        ],
-    )
+    new = tuple.__new__  # as the engine's merge: skips the named tuples' own __new__
+    fact_of = itemgetter("id", "key", "content", "confidence", "provenance")
+    provenance_of = itemgetter("suggestor", "cycle", "proposal_id", "parents")
+    built: list[Fact] = []
+    push = built.append
+    for fid, key, content, confidence, p in map(fact_of, dicts):
+        sug, cycle, pid, parents = provenance_of(p)
+        if type(fid) is not str or type(key) is not str or type(cycle) is not int:
+            raise ValueError(f"bad fact {fid!r}")
+        prov = new(Provenance, (sug, cycle, pid, tuple(parents)))
+        push(new(Fact, (fid, key, content, float(confidence), prov)))
+    _index_facts(ctx, built)
 
 
 def _load_facts(ctx: Context, rows: list[Any]) -> None:
     """Promote checkpoint rows into ``ctx`` in order (the hot part of a resume)."""
-    new = tuple.__new__  # as the engine's merge: skips the named tuples' own __new__
-    facts = ctx._facts
-    by_key = ctx._by_key
-    identities = ctx._identities
+    new = tuple.__new__
+    built: list[Fact] = []
+    push = built.append
     for fid, key, content, confidence, sug, cycle, pid, parents in rows:
         if type(fid) is not str or type(key) is not str or type(cycle) is not int:
             raise ValueError(f"bad fact row {fid!r}")
-        fact = new(
-            Fact,
-            (
-                fid,
-                key,
-                content,
-                float(confidence),
-                new(Provenance, (sug, cycle, pid, tuple(parents))),
-            ),
-        )
-        facts.append(fact)
+        prov = new(Provenance, (sug, cycle, pid, tuple(parents)))
+        push(new(Fact, (fid, key, content, float(confidence), prov)))
+    _index_facts(ctx, built)
+
+
+def _index_facts(ctx: Context, facts: list[Fact]) -> None:
+    """Append loaded facts to ``ctx`` and its indexes (by key, identities)."""
+    ctx._facts.extend(facts)
+    by_key = ctx._by_key
+    identities = ctx._identities
+    for fact in facts:
+        key = fact[1]
         bucket = by_key.get(key)
         if bucket is None:
             by_key[key] = [fact]
         else:
             bucket.append(fact)
+        content = fact[2]
         c = type(content)
         identities.add(
             (key, content if c is str or c is int or c is float else content_key(content))

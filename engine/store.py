@@ -99,20 +99,22 @@ class PromotedFacts:
 
     Stands for one ``fact_promoted`` event per fact, in order, all at ``ts`` (unix
     seconds) in ``cycle``; ``texts[i]`` is ``engine.facts.fact_json(facts[i])``, the
-    event's payload and the fact's Merkle leaf, encoded once. A store that sets
+    event's payload and the fact's Merkle leaf, encoded once; ``rows[i]`` the JSON of
+    its checkpoint row (``engine.run_state.fact_row``), for a store's fact chunks. A store that sets
     ``promoted_facts_batches = True`` receives these items in its event batches and
     writes them in bulk; any other store receives :meth:`events` instead
     (:func:`expand_events`).
     """
 
     kind = "fact_promoted"
-    __slots__ = ("cycle", "facts", "texts", "ts")
+    __slots__ = ("cycle", "facts", "rows", "texts", "ts")
 
     def __init__(self, cycle: int, ts: float) -> None:
         self.cycle = cycle
         self.ts = ts
         self.facts: list[Fact] = []
         self.texts: list[str] = []
+        self.rows: list[str] = []
 
     def events(self) -> list[AuditEvent]:
         """One ``fact_promoted`` :class:`AuditEvent` per fact."""

@@ -134,7 +134,7 @@ def _inject_fact(rec: Recorded) -> str:
             )
         ).one()
         forged = json.loads(chunk)
-        forged[-1] = {**forged[-1], "content": "forged"}
+        forged[-1][2] = "forged"  # a row: [id, key, content, ...]
         text_ = json.dumps(forged, separators=(",", ":"), sort_keys=True)
         conn.execute(
             text(

@@ -230,7 +230,7 @@ def test_changed_fact_chunks_are_refused_on_resume_and_named_by_verify(tmp_path:
     with engine.begin() as conn:
         conn.execute(
             text("UPDATE fact_chunks SET data = replace(data, :a, :b) WHERE run_id = 't'"),
-            {"a": '"content":7,', "b": '"content":8,'},
+            {"a": '"n",7,', "b": '"n",8,'},
         )
     engine.dispose()
     report = store.verify("t")
