@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -319,6 +320,10 @@ def _fact_tuples(batch: ChainedBatch) -> list[tuple[Any, ...]]:
     ]
 
 
+SWITCH_INTERVAL_S = 0.001
+"""The interpreter's switch interval (seconds) while a batch is in flight."""
+
+
 class BackgroundWriter:
     """One thread that commits a run's event batches while the engine goes on.
 
@@ -335,14 +340,23 @@ class BackgroundWriter:
         self._pending: Future[None] | None = None
         self._failure: BaseException | None = None
         self._lock = threading.Lock()
+        self._interval: float | None = None
 
     def submit(self, write: Callable[[], None]) -> None:
         """Run ``write`` on the writer thread, after the batch in flight; raises the
-        failure of an earlier batch instead (``StoreError``)."""
+        failure of an earlier batch instead (``StoreError``).
+
+        While the batch is in flight the interpreter's switch interval is at most
+        :data:`SWITCH_INTERVAL_S`: after each database call the writer waits for the
+        GIL, and at the default 5 ms those waits made the writer the bottleneck.
+        """
         self.wait()
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix=self._name)
+            if self._interval is None:
+                self._interval = sys.getswitchinterval()
+                sys.setswitchinterval(min(self._interval, SWITCH_INTERVAL_S))
             self._pending = self._pool.submit(write)
 
     def wait(self) -> None:
@@ -360,6 +374,10 @@ class BackgroundWriter:
         if pending is None:
             return
         exc = pending.exception()
+        with self._lock:
+            if self._interval is not None:
+                sys.setswitchinterval(self._interval)
+                self._interval = None
         if exc is not None:
             self._failure = exc
 
