@@ -58,11 +58,13 @@ def scale_run(directory: str | None = None, checkpoint_every: int | None = 100) 
     )
     engine.register(*(make(j) for j in range(SUGGESTORS)))
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    resident_before = resident_bytes()
     with GcMonitor() as gc_monitor:
         started = time.perf_counter()
         result = engine.run()
         ended = time.perf_counter()
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    resident_after = resident_bytes()  # the run's result still holds every fact
     facts = len(result.context)
     per_cycle = SUGGESTORS * FACTS_PER_EXECUTION
     window_cycles = WINDOW // per_cycle
@@ -78,10 +80,20 @@ def scale_run(directory: str | None = None, checkpoint_every: int | None = 100) 
         "last_over_first": last / first,
         "peak_rss_mib": rss_after / 1024,
         "rss_growth_bytes_per_fact": (rss_after - rss_before) * 1024 / max(facts, 1),
+        "resident_bytes_per_fact": (resident_after - resident_before) / max(facts, 1),
         "longest_gc_pause_ms": gc_monitor.longest() * 1000,
         "gc_pauses_over_100ms": len(gc_monitor.pauses_over(0.1)),
         "stop": result.stop_reason.kind_code(),
     }
+
+
+def resident_bytes() -> int:
+    """The process's resident set now (bytes; Linux ``/proc/self/statm``), else its peak."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def run_w6(suite: Any) -> None:
@@ -99,8 +111,8 @@ def _rows(suite: Any, figures: dict[str, Any], how: str) -> None:
 
     size = f"{figures['facts']:,} facts, {how}"
     note = (
-        f"{figures['seconds']:.1f} s; peak RSS {figures['peak_rss_mib']:.0f} MiB "
-        f"({figures['rss_growth_bytes_per_fact']:.0f} B/fact of growth); longest GC pause "
+        f"{figures['seconds']:.1f} s; RSS {figures['resident_bytes_per_fact']:.0f} B per fact "
+        f"held (peak {figures['peak_rss_mib']:.0f} MiB); longest GC pause "
         f"{figures['longest_gc_pause_ms']:.0f} ms ({figures['gc_pauses_over_100ms']} > 100 ms)"
     )
     for label, key in (
