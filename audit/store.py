@@ -173,15 +173,16 @@ class SqlRunStore:
         self._writer.close()
         self._engine.dispose()
 
-    def _written(self, run_id: str | None = None) -> None:
-        """Wait for the batch in flight; raise its failure (``StoreError``). With
-        ``run_id``: the run's next write reads its chain head from the database."""
+    def _written(self, run_id: str, *, forget: bool = True) -> None:
+        """Wait for the batch in flight; raise the failure of a batch of ``run_id``
+        (``StoreError``). With ``forget``, the run's next write reads its chain head
+        from the database."""
         try:
-            self._writer.wait()
+            self._writer.wait(run_id)
         except StoreError:
-            self._heads.clear()
+            self._heads.pop(run_id, None)
             raise
-        if run_id is not None:
+        if forget:
             self._heads.pop(run_id, None)
 
     def ensure_schema(self) -> None:
@@ -503,7 +504,7 @@ class SqlRunStore:
                 f"audit store {self.shown}: wrong key (CONVERGE_AUDIT_KEY is not the key "
                 "this store was written with)"
             )
-        self._written()
+        self._written(header.run_id)
         batch = chain_batch(header.run_id, events, GENESIS, 0, self._key)
         head, seq = batch.head, batch.seq
         pid, host = this_writer()
@@ -554,7 +555,7 @@ class SqlRunStore:
         """
         if not events:
             return
-        self._written()
+        self._written(run_id, forget=False)
         limit = self.write_behind_events
         if limit is None or sum(len(e) if type(e) is PromotedFacts else 1 for e in events) < limit:
             with self._tx() as conn:
@@ -572,7 +573,7 @@ class SqlRunStore:
             known = (row[0], row[1])
         batch = chain_batch(run_id, events, known[0], known[1], self._key)
         self._heads[run_id] = (batch.head, batch.seq)
-        self._writer.submit(lambda: self._commit(run_id, events, batch, known))
+        self._writer.submit(run_id, lambda: self._commit(run_id, events, batch, known))
 
     def _commit(
         self,

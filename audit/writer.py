@@ -325,32 +325,34 @@ SWITCH_INTERVAL_S = 0.001
 
 
 class BackgroundWriter:
-    """One thread that commits a run's event batches while the engine goes on.
+    """One thread that commits event batches while the engine goes on.
 
     SQLite and PostgreSQL do the work of a batch (the bulk insert, the commit) with
     the GIL released, so on a second core it overlaps the engine's next cycle. At
     most one batch is in flight: :meth:`submit` first waits for the previous one.
-    A batch that failed is reported by the next :meth:`wait` (the write path's
-    next call), as the ``StoreError`` it raised; :meth:`settle` only waits.
+    A batch that failed is reported to its run: the next :meth:`wait` for that run
+    (its write path's next call) raises the ``StoreError`` it raised; :meth:`settle`
+    only waits. Safe to share between threads driving different runs.
     """
 
     def __init__(self, name: str) -> None:
         self._name = name
         self._pool: ThreadPoolExecutor | None = None
         self._pending: Future[None] | None = None
-        self._failure: BaseException | None = None
+        self._pending_run = ""
+        self._failures: dict[str, BaseException] = {}
         self._lock = threading.Lock()
         self._interval: float | None = None
 
-    def submit(self, write: Callable[[], None]) -> None:
-        """Run ``write`` on the writer thread, after the batch in flight; raises the
-        failure of an earlier batch instead (``StoreError``).
+    def submit(self, run_id: str, write: Callable[[], None]) -> None:
+        """Run ``write`` (a batch of run ``run_id``) on the writer thread, after the
+        batch in flight; raises an earlier failure of that run instead (``StoreError``).
 
         While the batch is in flight the interpreter's switch interval is at most
         :data:`SWITCH_INTERVAL_S`: after each database call the writer waits for the
         GIL, and at the default 5 ms those waits made the writer the bottleneck.
         """
-        self.wait()
+        self.wait(run_id)
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix=self._name)
@@ -358,28 +360,33 @@ class BackgroundWriter:
                 self._interval = sys.getswitchinterval()
                 sys.setswitchinterval(min(self._interval, SWITCH_INTERVAL_S))
             self._pending = self._pool.submit(write)
+            self._pending_run = run_id
 
-    def wait(self) -> None:
-        """Wait for the batch in flight; raise what an earlier batch failed with."""
+    def wait(self, run_id: str) -> None:
+        """Wait for the batch in flight; raise what a batch of ``run_id`` failed with."""
         self.settle()
-        failure, self._failure = self._failure, None
+        with self._lock:
+            failure = self._failures.pop(run_id, None)
         if failure is not None:
             if isinstance(failure, StoreError):
                 raise failure
             raise StoreError(f"audit write failed: {type(failure).__name__}: {failure}")
 
     def settle(self) -> None:
-        """Wait for the batch in flight, keeping a failure for the next :meth:`wait`."""
-        pending, self._pending = self._pending, None
+        """Wait for the batch in flight, keeping a failure for its run's next :meth:`wait`."""
+        pending = self._pending
         if pending is None:
             return
         exc = pending.exception()
         with self._lock:
+            if self._pending is not pending:
+                return  # another thread settled it
+            self._pending = None
             if self._interval is not None:
                 sys.setswitchinterval(self._interval)
                 self._interval = None
-        if exc is not None:
-            self._failure = exc
+            if exc is not None:
+                self._failures[self._pending_run] = exc
 
     def close(self) -> None:
         """Wait for the batch in flight and stop the thread."""

@@ -283,3 +283,37 @@ def _prov() -> Any:
     from engine import Provenance
 
     return Provenance("s", 3, "s/3/0.0", ())
+
+
+def test_a_failed_batch_is_reported_to_its_own_run_only(tmp_path: Path) -> None:
+    # two runs sharing one store from two threads: the writer thread's failure of
+    # one run's batch stops that run, never the other
+    import threading
+
+    store = open_store(str(tmp_path / "two.db"))
+    inserter = store._inserter
+    real = inserter.insert
+
+    def failing(conn: Any, batch: Any, first: int) -> None:
+        if batch.run_id == "bad" and len(batch) >= 1000:
+            raise StoreError("disk full")
+        real(conn, batch, first)
+
+    inserter.insert = failing  # type: ignore[method-assign]
+    results: dict[str, Any] = {}
+
+    def run(run_id: str) -> None:
+        engine = Engine(budget=Budget(max_cycles=8), store=store).register(_burst(1100))
+        results[run_id] = engine.run({"tick": [0]}, run_id=run_id)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in ("bad", "good")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    bad, good = results["bad"].stop_reason, results["good"].stop_reason
+    assert isinstance(bad, Error) and bad.error_category == ErrorCategory.STORAGE
+    assert not isinstance(good, Error), good
+    assert store.verify("good").ok and store.verify("bad").ok
+    assert len(store.facts("good")) == len(results["good"].context)
+    store.close()
