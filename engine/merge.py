@@ -27,6 +27,9 @@ from engine.store import AuditEvent, GateRecord, PromotedFacts
 
 _quote = json.encoder.encode_basestring
 
+FOLD_LEAVES = 4096
+"""Merkle leaves kept before they are folded into the run's frontier."""
+
 
 def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
     """Promote the cycle's proposals in registration order; a stop or a pause ends it."""
@@ -159,8 +162,14 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
                 batch_text(text)
                 # its checkpoint row (run_state.fact_row), for the store's fact chunks
                 batch_row(f"[{qid},{qkey},{cs},{confs},{qname},{cyc},{qpid},{ps}]")
-    if store and not batch.facts and events and events[-1] is batch:
-        events.pop()
+    if store:
+        if not batch.facts and events and events[-1] is batch:
+            events.pop()
+        if len(st.leaves) >= FOLD_LEAVES:
+            # fold the leaves into the Merkle frontier as the run goes: a checkpoint
+            # or the stop then costs O(log n), not a pass over every fact since
+            st.frontier.extend(st.leaves)
+            st.leaves.clear()
     st.merge_effects = []
     st.merge_pos = (0, 0)
     return None
