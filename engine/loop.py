@@ -13,16 +13,19 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
+from math import isfinite
 from typing import Any
 
 from engine.accounting import remaining_budget
+from engine.budget import Budget
 from engine.collection import collect
-from engine.collector import CollectorFreeze
+from engine.collector import FREEZE_AFTER_FACTS, CollectorFreeze
+from engine.effect import Effect
 from engine.errors import ConfigurationError, ResumeError
 from engine.execution import execute_async, execute_elsewhere, execute_sync
-from engine.facts import INPUT_SOURCE, Fact, Provenance, content_key
+from engine.facts import INPUT_SOURCE, MAX_INT, Fact, Proposal, Provenance, content_key
 from engine.judgement import after_merge, pause
 from engine.merge import apply_decision, merge
 from engine.recording import record_start
@@ -31,6 +34,7 @@ from engine.run_state import RunState
 from engine.scheduling import prelude
 from engine.settings import EngineSettings
 from engine.stop import HitlGatePending
+from engine.suggestor import StopRun
 
 
 def start(
@@ -90,6 +94,9 @@ def drive_sync(eng: EngineSettings, st: RunState) -> RunResult:
     reg = eng.registry
     st.context._remaining = partial(remaining_budget, eng, st)
     elsewhere = eng.executor is not None
+    plain = None if elsewhere else plain_cycle(eng, st)
+    owned = freezer.owned
+    promoted = 0  # facts not yet handed to the freezer (one call per FREEZE_AFTER_FACTS)
     try:
         # inlines begin_cycle/end_cycle: this is W1's hot path
         while True:
@@ -107,19 +114,37 @@ def drive_sync(eng: EngineSettings, st: RunState) -> RunResult:
                 if runner is None:
                     runner = asyncio.Runner()
                 outcomes = runner.run(execute_async(eng, st, step))
+            elif plain is not None and not _limits_invocations(st.budget):
+                done = plain(step)
+                if done is not None:
+                    return done
+                if owned:
+                    promoted += len(st.cycle_new)
+                    if promoted >= FREEZE_AFTER_FACTS:
+                        freezer.promoted(promoted)
+                        promoted = 0
+                continue
             else:
                 outcomes = execute_sync(eng, st, step)
             collect(eng, st, step, outcomes)
             done = finish_merge(eng, st)
             if done is not None:
                 return done
-            if freezer.owned:
-                freezer.promoted(len(st.cycle_new))
+            if owned:
+                promoted += len(st.cycle_new)
+                if promoted >= FREEZE_AFTER_FACTS:
+                    freezer.promoted(promoted)
+                    promoted = 0
     finally:
         freezer.release()
         if runner is not None:
             runner.close()
         eng.runs.leave(st.run_id)
+
+
+def _limits_invocations(budget: Budget) -> bool:
+    """True when admission must count invocations (``execute_sync`` admits)."""
+    return bool(budget.max_invocations or budget.per_suggestor)
 
 
 async def drive_async(eng: EngineSettings, st: RunState) -> RunResult:
@@ -167,3 +192,120 @@ def finish_merge(eng: EngineSettings, st: RunState) -> RunResult | None:
             return pause(eng, st, stopped)
         st.pending_signals.append(stopped)
     return after_merge(eng, st)
+
+
+def plain_cycle(
+    eng: EngineSettings, st: RunState
+) -> Callable[[list[int]], RunResult | None] | None:
+    """The sync in-process cycle (execute, collect, merge, judge) of an engine with no
+    store, promotion gate or HITL policy, specialised for plain outcomes; None for
+    other engines.
+
+    Its outcome of a cycle is the general path's: any outcome other than a list of
+    proposals or ``None`` (an exception, an ``Effect``...) goes to
+    :func:`engine.collection.collect` and :func:`finish_merge`, and the merge is
+    handed to :func:`engine.merge.merge` from the first proposal that is not plain
+    (its validation, its errors). ``tests/test_plain_cycle.py`` pins both to it.
+    """
+    if eng.store is not None or eng.promotion_gates or eng.hitl_policies:
+        return None
+    ctx = st.context
+    reg = eng.registry
+    execute = reg.execute
+    names = reg.names
+    invocations_by = st.invocations_by
+    history = st.history
+    stop_on_error = eng.on_error == "stop"
+    has = ctx._identities
+    add_identity = has.add
+    by_key = ctx._by_key
+    facts_append = ctx._facts.append
+    tuple_new = tuple.__new__
+
+    def cycle(eligible: list[int]) -> RunResult | None:
+        outcomes: list[Any] = []
+        plain = True
+        for i in eligible:  # as execute_sync
+            try:
+                out = execute[i](ctx)
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt | SystemExit):
+                    raise
+                outcomes.append(exc)
+                plain = False
+                if stop_on_error or isinstance(exc, StopRun):
+                    break
+                continue
+            outcomes.append(out)
+            if type(out) is list:
+                for p in out:
+                    if type(p) is not Proposal:
+                        plain = False
+                        break
+            elif out is not None:
+                plain = False
+                if type(out) is Effect and out.refusal is not None:
+                    break
+        if not plain:
+            collect(eng, st, eligible, outcomes)
+            return finish_merge(eng, st)
+        # as collect, for lists of proposals (None proposes nothing)
+        effects: list[tuple[str, list[Proposal]]] = []
+        last: list[str] = []
+        streaks = st.streaks
+        for i, out in zip(eligible, outcomes, strict=False):
+            name = names[i]
+            last.append(name)
+            invocations_by[name] = invocations_by.get(name, 0) + 1
+            history.append(name)
+            if streaks:
+                streaks.pop(name, None)
+            if out:
+                effects.append((name, out))
+        st.invocations += len(outcomes)
+        st.last_suggestors = tuple(last)
+        st.merge_pos = (0, 0)
+        new: list[Fact] = []
+        st.cycle_new = new
+        # as merge, for plain proposals; merge() takes over at the first other one
+        cycle = st.cycle
+        rejected = st.rejected
+        for ei, (name, proposals) in enumerate(effects):
+            prefix = f"{name}/{cycle}/{ei}."
+            for pj, p in enumerate(proposals):
+                key, content, confidence, parents, given_id = p
+                c = type(content)
+                if (
+                    type(key) is not str
+                    or not key
+                    or type(confidence) is not float
+                    or not 0.0 <= confidence <= 1.0
+                    or not (
+                        (c is str and content.isascii())
+                        or (c is int and -MAX_INT < content < MAX_INT)
+                        or (c is float and isfinite(content))
+                    )
+                    or parents
+                    or type(parents) is not tuple
+                    or (given_id is not None and (type(given_id) is not str or not given_id))
+                ):
+                    st.merge_effects = effects
+                    st.merge_pos = (ei, pj)
+                    return finish_merge(eng, st)
+                identity = (key, content)
+                if identity in has or (rejected and identity in rejected):
+                    continue
+                prov = tuple_new(Provenance, (name, cycle, given_id or prefix + str(pj), parents))
+                bucket = by_key.get(key)
+                if bucket is None:
+                    fact = tuple_new(Fact, (f"{key}#0", key, content, confidence, prov))
+                    by_key[key] = [fact]
+                else:
+                    fact = tuple_new(Fact, (f"{key}#{len(bucket)}", key, content, confidence, prov))
+                    bucket.append(fact)
+                facts_append(fact)
+                add_identity(identity)
+                new.append(fact)
+        return after_merge(eng, st)
+
+    return cycle
