@@ -62,12 +62,15 @@ BUDGET_FIELDS: dict[str, str] = {
 
 def after_merge(eng: EngineSettings, st: RunState) -> RunResult | None:
     """Judge the cycle just merged: the run's result if it stops, None to go on."""
-    ctx = st.context
-    signals: list[StopReason] = list(st.pending_signals)
-    st.pending_signals = []
+    pending = st.pending_signals
+    signals: list[StopReason] = []
+    if pending:
+        signals.extend(pending)
+        st.pending_signals = []
     new = st.cycle_new
+    dirty = st.dirty
     for fact in new:
-        st.dirty.add(fact.key)
+        dirty.add(fact.key)
     if eng.structural:
         signals.extend(check_invariants(eng, st, eng.structural))
     if not new:
@@ -76,7 +79,14 @@ def after_merge(eng: EngineSettings, st: RunState) -> RunResult | None:
         return fixed_point(eng, st, signals)
     if eng.semantic:
         signals.extend(check_invariants(eng, st, eng.semantic))
+    return judge_budgets(eng, st, signals)
+
+
+def judge_budgets(eng: EngineSettings, st: RunState, signals: list[StopReason]) -> RunResult | None:
+    """The rest of :func:`after_merge` once a cycle promoted facts: the fact, token
+    and cost budgets, stop policies, early criteria; then the store and progress."""
     budget = st.budget
+    ctx = st.context
     if budget.max_facts and len(ctx) > budget.max_facts:
         signals.append(FactBudgetExhausted(facts_count=len(ctx), limit=budget.max_facts))
     if budget.max_tokens:

@@ -19,14 +19,13 @@ from math import isfinite
 from typing import Any
 
 from engine.accounting import remaining_budget
-from engine.budget import Budget
 from engine.collection import collect
 from engine.collector import FREEZE_AFTER_FACTS, CollectorFreeze
 from engine.effect import Effect
 from engine.errors import ConfigurationError, ResumeError
 from engine.execution import execute_async, execute_elsewhere, execute_sync
 from engine.facts import INPUT_SOURCE, MAX_INT, Fact, Proposal, Provenance, content_key
-from engine.judgement import after_merge, pause
+from engine.judgement import after_merge, fixed_point, judge_budgets, pause
 from engine.merge import apply_decision, merge
 from engine.recording import record_start
 from engine.result import RunResult
@@ -94,7 +93,7 @@ def drive_sync(eng: EngineSettings, st: RunState) -> RunResult:
     reg = eng.registry
     st.context._remaining = partial(remaining_budget, eng, st)
     elsewhere = eng.executor is not None
-    plain = None if elsewhere else plain_cycle(eng, st)
+    plain = plain_cycle(eng, st)
     owned = freezer.owned
     promoted = 0  # facts not yet handed to the freezer (one call per FREEZE_AFTER_FACTS)
     try:
@@ -105,31 +104,26 @@ def drive_sync(eng: EngineSettings, st: RunState) -> RunResult:
                 if done is not None:
                     return done
                 continue
-            step = prelude(eng, st)
-            if isinstance(step, RunResult):
-                return step
-            if elsewhere:
-                outcomes = execute_elsewhere(eng, st, step)
-            elif reg.any_async and reg.any_async_in(step):
-                if runner is None:
-                    runner = asyncio.Runner()
-                outcomes = runner.run(execute_async(eng, st, step))
-            elif plain is not None and not _limits_invocations(st.budget):
-                done = plain(step)
+            if plain is not None and not reg.any_async:
+                done = plain()
                 if done is not None:
                     return done
-                if owned:
-                    promoted += len(st.cycle_new)
-                    if promoted >= FREEZE_AFTER_FACTS:
-                        freezer.promoted(promoted)
-                        promoted = 0
-                continue
             else:
-                outcomes = execute_sync(eng, st, step)
-            collect(eng, st, step, outcomes)
-            done = finish_merge(eng, st)
-            if done is not None:
-                return done
+                step = prelude(eng, st)
+                if isinstance(step, RunResult):
+                    return step
+                if elsewhere:
+                    outcomes = execute_elsewhere(eng, st, step)
+                elif reg.any_async and reg.any_async_in(step):
+                    if runner is None:
+                        runner = asyncio.Runner()
+                    outcomes = runner.run(execute_async(eng, st, step))
+                else:
+                    outcomes = execute_sync(eng, st, step)
+                collect(eng, st, step, outcomes)
+                done = finish_merge(eng, st)
+                if done is not None:
+                    return done
             if owned:
                 promoted += len(st.cycle_new)
                 if promoted >= FREEZE_AFTER_FACTS:
@@ -140,11 +134,6 @@ def drive_sync(eng: EngineSettings, st: RunState) -> RunResult:
         if runner is not None:
             runner.close()
         eng.runs.leave(st.run_id)
-
-
-def _limits_invocations(budget: Budget) -> bool:
-    """True when admission must count invocations (``execute_sync`` admits)."""
-    return bool(budget.max_invocations or budget.per_suggestor)
 
 
 async def drive_async(eng: EngineSettings, st: RunState) -> RunResult:
@@ -194,81 +183,167 @@ def finish_merge(eng: EngineSettings, st: RunState) -> RunResult | None:
     return after_merge(eng, st)
 
 
-def plain_cycle(
-    eng: EngineSettings, st: RunState
-) -> Callable[[list[int]], RunResult | None] | None:
-    """The sync in-process cycle (execute, collect, merge, judge) of an engine with no
-    store, promotion gate or HITL policy, specialised for plain outcomes; None for
-    other engines.
+PlainCycle = Callable[[], RunResult | None]
+"""One whole cycle of a run: its result when it stops, else None."""
 
-    Its outcome of a cycle is the general path's: any outcome other than a list of
-    proposals or ``None`` (an exception, an ``Effect``...) goes to
-    :func:`engine.collection.collect` and :func:`finish_merge`, and the merge is
-    handed to :func:`engine.merge.merge` from the first proposal that is not plain
-    (its validation, its errors). ``tests/test_plain_cycle.py`` pins both to it.
+
+def plain_cycle(eng: EngineSettings, st: RunState) -> PlainCycle | None:
+    """The sync in-process cycle of ``st`` on an engine with no executor, store,
+    promotion gate or HITL policy, specialised for the common case; None for other
+    engines. The engine's configuration is read once, when the run (re)starts.
+
+    A cycle it does not specialise (a cancel, a time or invocation budget, pending
+    signals, an ``accepts``, no eligible suggestor, the cycle budget) is the general
+    one: :func:`engine.scheduling.prelude`, ``execute_sync``, ``collect`` and
+    :func:`finish_merge`. So is any outcome other than a list of proposals or
+    ``None``; and :func:`engine.merge.merge` takes the merge over from the first
+    proposal that is not plain. ``tests/test_plain_cycle.py`` pins it to them.
     """
-    if eng.store is not None or eng.promotion_gates or eng.hitl_policies:
+    if eng.executor is not None or eng.store is not None:
+        return None
+    if eng.promotion_gates or eng.hitl_policies:
         return None
     ctx = st.context
     reg = eng.registry
+    subscribers = reg.subscribers
+    dependency_free = reg.dependency_free
+    accepts = reg.accepts
     execute = reg.execute
     names = reg.names
+    cancelled = eng.runs.cancelled
+    run_id = st.run_id
     invocations_by = st.invocations_by
     history = st.history
     stop_on_error = eng.on_error == "stop"
+    # the checks after a merge that need more than the budget (judgement.after_merge)
+    judged = bool(
+        eng.structural
+        or eng.semantic
+        or eng.stop_policies
+        or eng.criteria
+        or eng.progress is not None
+    )
     has = ctx._identities
     add_identity = has.add
     by_key = ctx._by_key
     facts_append = ctx._facts.append
     tuple_new = tuple.__new__
+    no_parents: tuple[str, ...] = ()
 
-    def cycle(eligible: list[int]) -> RunResult | None:
-        outcomes: list[Any] = []
-        plain = True
-        for i in eligible:  # as execute_sync
+    def general() -> RunResult | None:
+        step = prelude(eng, st)
+        if isinstance(step, RunResult):
+            return step
+        return collected(step, execute_sync(eng, st, step))
+
+    def collected(eligible: list[int], outcomes: list[Any]) -> RunResult | None:
+        collect(eng, st, eligible, outcomes)
+        return finish_merge(eng, st)
+
+    def cycle() -> RunResult | None:
+        budget = st.budget
+        if (
+            run_id in cancelled
+            or budget.max_seconds
+            or budget.max_invocations
+            or budget.per_suggestor
+            or st.pending_signals
+        ):
+            return general()
+        # as prelude: the eligible suggestors, no side effect before the cycle starts
+        dirty = st.dirty
+        eligible: list[int] | None = None
+        if len(dirty) == 1 and not dependency_free:
+            for key in dirty:
+                eligible = subscribers.get(key)
+        else:
+            candidates = set(dependency_free)
+            for key in dirty:
+                s = subscribers.get(key)
+                if s is not None:
+                    candidates.update(s)
+            eligible = sorted(candidates)
+        if not eligible:
+            return general()
+        if reg.any_accepts:
+            for i in eligible:
+                if accepts[i] is not None:
+                    return general()
+        cycle = st.cycle
+        if budget.max_cycles and cycle >= budget.max_cycles:
+            return general()
+        dirty.clear()
+        cycle += 1
+        st.cycle = cycle
+        ctx.cycle = cycle
+        # as execute_sync and collect, for outcomes that are lists of proposals or None
+        effects: list[tuple[str, list[Proposal]]] = []
+        if len(eligible) == 1:
+            i = eligible[0]
             try:
                 out = execute[i](ctx)
             except BaseException as exc:
                 if isinstance(exc, KeyboardInterrupt | SystemExit):
                     raise
-                outcomes.append(exc)
-                plain = False
-                if stop_on_error or isinstance(exc, StopRun):
-                    break
-                continue
-            outcomes.append(out)
+                return collected(eligible, [exc])
             if type(out) is list:
                 for p in out:
                     if type(p) is not Proposal:
-                        plain = False
-                        break
+                        return collected(eligible, [out])
             elif out is not None:
-                plain = False
-                if type(out) is Effect and out.refusal is not None:
-                    break
-        if not plain:
-            collect(eng, st, eligible, outcomes)
-            return finish_merge(eng, st)
-        # as collect, for lists of proposals (None proposes nothing)
-        effects: list[tuple[str, list[Proposal]]] = []
-        last: list[str] = []
-        streaks = st.streaks
-        for i, out in zip(eligible, outcomes, strict=False):
+                return collected(eligible, [out])
             name = names[i]
-            last.append(name)
             invocations_by[name] = invocations_by.get(name, 0) + 1
             history.append(name)
-            if streaks:
-                streaks.pop(name, None)
+            st.invocations += 1
+            st.last_suggestors = (name,)
+            if st.streaks:
+                st.streaks.pop(name, None)
             if out:
                 effects.append((name, out))
-        st.invocations += len(outcomes)
-        st.last_suggestors = tuple(last)
-        st.merge_pos = (0, 0)
+        else:
+            outcomes: list[Any] = []
+            plain = True
+            for i in eligible:
+                try:
+                    out = execute[i](ctx)
+                except BaseException as exc:
+                    if isinstance(exc, KeyboardInterrupt | SystemExit):
+                        raise
+                    outcomes.append(exc)
+                    plain = False
+                    if stop_on_error or isinstance(exc, StopRun):
+                        break
+                    continue
+                outcomes.append(out)
+                if type(out) is list:
+                    for p in out:
+                        if type(p) is not Proposal:
+                            plain = False
+                            break
+                elif out is not None:
+                    plain = False
+                    if type(out) is Effect and out.refusal is not None:
+                        break
+            if not plain:
+                return collected(eligible, outcomes)
+            last: list[str] = []
+            streaks = st.streaks
+            for i, out in zip(eligible, outcomes, strict=False):
+                name = names[i]
+                last.append(name)
+                invocations_by[name] = invocations_by.get(name, 0) + 1
+                history.append(name)
+                if streaks:
+                    streaks.pop(name, None)
+                if out:
+                    effects.append((name, out))
+            st.invocations += len(outcomes)
+            st.last_suggestors = tuple(last)
+        # as merge, for plain proposals; merge() takes over at the first other one
         new: list[Fact] = []
         st.cycle_new = new
-        # as merge, for plain proposals; merge() takes over at the first other one
-        cycle = st.cycle
+        st.merge_pos = (0, 0)
         rejected = st.rejected
         for ei, (name, proposals) in enumerate(effects):
             prefix = f"{name}/{cycle}/{ei}."
@@ -280,13 +355,12 @@ def plain_cycle(
                     or not key
                     or type(confidence) is not float
                     or not 0.0 <= confidence <= 1.0
+                    or parents is not no_parents
                     or not (
                         (c is str and content.isascii())
                         or (c is int and -MAX_INT < content < MAX_INT)
                         or (c is float and isfinite(content))
                     )
-                    or parents
-                    or type(parents) is not tuple
                     or (given_id is not None and (type(given_id) is not str or not given_id))
                 ):
                     st.merge_effects = effects
@@ -295,7 +369,7 @@ def plain_cycle(
                 identity = (key, content)
                 if identity in has or (rejected and identity in rejected):
                     continue
-                prov = tuple_new(Provenance, (name, cycle, given_id or prefix + str(pj), parents))
+                prov = tuple_new(Provenance, (name, cycle, given_id or f"{prefix}{pj}", parents))
                 bucket = by_key.get(key)
                 if bucket is None:
                     fact = tuple_new(Fact, (f"{key}#0", key, content, confidence, prov))
@@ -306,6 +380,18 @@ def plain_cycle(
                 facts_append(fact)
                 add_identity(identity)
                 new.append(fact)
-        return after_merge(eng, st)
+        # as after_merge, when only the budget can stop the run
+        if judged or st.pending_signals:
+            return after_merge(eng, st)
+        if not new:
+            return fixed_point(eng, st, [])
+        dirty = st.dirty
+        for fact in new:
+            dirty.add(fact.key)
+        if (budget.max_facts and len(ctx) > budget.max_facts) or (
+            budget.max_tokens or budget.max_cost_usd
+        ):
+            return judge_budgets(eng, st, [])
+        return None
 
     return cycle
