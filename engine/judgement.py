@@ -223,6 +223,8 @@ def pause(eng: EngineSettings, st: RunState, reason: HitlGatePending) -> RunResu
 
 def order(signals: list[StopReason]) -> list[StopReason]:
     """Most urgent first: priority, then evaluation order (sort is stable); no repeats."""
+    if len(signals) == 1:  # the usual stop: nothing to compare or sort
+        return list(signals)
     seen: set[str] = set()
     unique: list[StopReason] = []
     for s in signals:
