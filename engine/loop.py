@@ -19,6 +19,7 @@ from math import isfinite
 from typing import Any
 
 from engine.accounting import remaining_budget
+from engine.budget import Budget
 from engine.collection import collect
 from engine.collector import FREEZE_AFTER_FACTS, CollectorFreeze
 from engine.effect import Effect
@@ -101,9 +102,8 @@ def drive_sync(eng: EngineSettings, st: RunState) -> RunResult:
     reg = eng.registry
     st.context._remaining = partial(remaining_budget, eng, st)
     elsewhere = eng.executor is not None
-    plain = plain_cycle(eng, st)
+    plain = plain_cycles(eng, st, freezer)
     owned = freezer.owned
-    promoted = 0  # facts not yet handed to the freezer (one call per FREEZE_AFTER_FACTS)
     try:
         # inlines begin_cycle/end_cycle: this is W1's hot path
         while True:
@@ -116,27 +116,24 @@ def drive_sync(eng: EngineSettings, st: RunState) -> RunResult:
                 done = plain()
                 if done is not None:
                     return done
+                continue
+            step = prelude(eng, st)
+            if isinstance(step, RunResult):
+                return step
+            if elsewhere:
+                outcomes = execute_elsewhere(eng, st, step)
+            elif reg.any_async and reg.any_async_in(step):
+                if runner is None:
+                    runner = asyncio.Runner()
+                outcomes = runner.run(execute_async(eng, st, step))
             else:
-                step = prelude(eng, st)
-                if isinstance(step, RunResult):
-                    return step
-                if elsewhere:
-                    outcomes = execute_elsewhere(eng, st, step)
-                elif reg.any_async and reg.any_async_in(step):
-                    if runner is None:
-                        runner = asyncio.Runner()
-                    outcomes = runner.run(execute_async(eng, st, step))
-                else:
-                    outcomes = execute_sync(eng, st, step)
-                collect(eng, st, step, outcomes)
-                done = finish_merge(eng, st)
-                if done is not None:
-                    return done
+                outcomes = execute_sync(eng, st, step)
+            collect(eng, st, step, outcomes)
+            done = finish_merge(eng, st)
+            if done is not None:
+                return done
             if owned:
-                promoted += len(st.cycle_new)
-                if promoted >= FREEZE_AFTER_FACTS:
-                    freezer.promoted(promoted)
-                    promoted = 0
+                freezer.promoted(len(st.cycle_new))
     finally:
         freezer.release()
         if runner is not None:
@@ -191,12 +188,12 @@ def finish_merge(eng: EngineSettings, st: RunState) -> RunResult | None:
     return after_merge(eng, st)
 
 
-PlainCycle = Callable[[], RunResult | None]
-"""One whole cycle of a run: its result when it stops, else None."""
+PlainRun = Callable[[], RunResult | None]
+"""Cycles a run: its result when it stops; None when a cycle needs the async path."""
 
 
-def plain_cycle(eng: EngineSettings, st: RunState) -> PlainCycle | None:
-    """The sync in-process cycle of ``st`` on an engine with no executor, store,
+def plain_cycles(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) -> PlainRun | None:
+    """The sync in-process cycles of ``st`` on an engine with no executor, store,
     promotion gate or HITL policy, specialised for the common case; None for other
     engines. The engine's configuration is read once, when the run (re)starts.
 
@@ -222,6 +219,8 @@ def plain_cycle(eng: EngineSettings, st: RunState) -> PlainCycle | None:
     run_id = st.run_id
     invocations_by = st.invocations_by
     history = st.history
+    streaks = st.streaks
+    rejected = st.rejected
     stop_on_error = eng.on_error == "stop"
     # the checks after a merge that need more than the budget (judgement.after_merge)
     judged = bool(
@@ -237,6 +236,7 @@ def plain_cycle(eng: EngineSettings, st: RunState) -> PlainCycle | None:
     facts_append = ctx._facts.append
     tuple_new = tuple.__new__
     no_parents: tuple[str, ...] = ()
+    owned = freezer.owned
 
     def general() -> RunResult | None:
         step = prelude(eng, st)
@@ -248,82 +248,81 @@ def plain_cycle(eng: EngineSettings, st: RunState) -> PlainCycle | None:
         collect(eng, st, eligible, outcomes)
         return finish_merge(eng, st)
 
-    def cycle() -> RunResult | None:
-        budget = st.budget
-        if (
-            run_id in cancelled
-            or budget.max_seconds
-            or budget.max_invocations
-            or budget.per_suggestor
-            or st.pending_signals
-        ):
-            return general()
-        # as prelude: the eligible suggestors, no side effect before the cycle starts
-        dirty = st.dirty
-        eligible: list[int] | None = None
-        if len(dirty) == 1 and not dependency_free:
-            for key in dirty:
-                eligible = subscribers.get(key)
-        else:
-            candidates = set(dependency_free)
-            for key in dirty:
-                s = subscribers.get(key)
-                if s is not None:
-                    candidates.update(s)
-            eligible = sorted(candidates)
-        if not eligible:
-            return general()
-        if reg.any_accepts:
-            for i in eligible:
-                if accepts[i] is not None:
-                    return general()
-        cycle = st.cycle
-        if budget.max_cycles and cycle >= budget.max_cycles:
-            return general()
-        dirty.clear()
-        cycle += 1
-        st.cycle = cycle
-        ctx.cycle = cycle
-        # as execute_sync and collect, for outcomes that are lists of proposals or None
-        effects: list[tuple[str, list[Proposal]]] = []
-        if len(eligible) == 1:
-            i = eligible[0]
-            try:
-                out = execute[i](ctx)
-            except BaseException as exc:
-                if isinstance(exc, KeyboardInterrupt | SystemExit):
-                    raise
-                return collected(eligible, [exc])
-            if type(out) is list:
-                for p in out:
-                    if type(p) is not Proposal:
-                        return collected(eligible, [out])
-            elif out is not None:
-                return collected(eligible, [out])
-            name = names[i]
-            invocations_by[name] = invocations_by.get(name, 0) + 1
-            history.append(name)
-            st.invocations += 1
-            st.last_suggestors = (name,)
-            if st.streaks:
-                st.streaks.pop(name, None)
-            if out:
-                effects.append((name, out))
-        else:
-            outcomes: list[Any] = []
+    def counted(unfrozen: int) -> int:
+        """``unfrozen`` plus the cycle's new facts; the freezer is told once they are
+        enough (as if told after every cycle)."""
+        if not owned:
+            return 0
+        unfrozen += len(st.cycle_new)
+        if unfrozen < FREEZE_AFTER_FACTS:
+            return unfrozen
+        freezer.promoted(unfrozen)
+        return 0
+
+    def run() -> RunResult | None:
+        unfrozen = 0
+        seen: Budget | None = None
+        fast = other_limits = False
+        max_cycles = max_facts = 0
+        while True:
+            if reg.any_async:  # registered since the run started
+                if unfrozen:
+                    freezer.promoted(unfrozen)
+                return None
+            budget = st.budget
+            if budget is not seen:  # a frozen model: read once, until on_stop replaces it
+                seen = budget
+                fast = not (budget.max_seconds or budget.max_invocations)
+                max_cycles = budget.max_cycles or 0
+                max_facts = budget.max_facts or 0
+                other_limits = bool(budget.max_tokens or budget.max_cost_usd)
+            # as prelude: the eligible suggestors, no side effect before the cycle starts
+            eligible: list[int] | None = None
+            cycle = st.cycle
+            dirty = st.dirty
+            if (
+                fast
+                and not (max_cycles and cycle >= max_cycles)
+                and not budget.per_suggestor
+                and not st.pending_signals
+                and run_id not in cancelled
+            ):
+                if len(dirty) == 1 and not dependency_free:
+                    for key in dirty:
+                        eligible = subscribers.get(key)
+                else:
+                    candidates = set(dependency_free)
+                    for key in dirty:
+                        s = subscribers.get(key)
+                        if s is not None:
+                            candidates.update(s)
+                    eligible = sorted(candidates)
+                if eligible and reg.any_accepts:
+                    for i in eligible:
+                        if accepts[i] is not None:
+                            eligible = None
+                            break
+            if not eligible:
+                done = general()
+                if done is not None:
+                    return done
+                unfrozen = counted(unfrozen)
+                continue
+            dirty.clear()
+            cycle += 1
+            st.cycle = cycle
+            ctx.cycle = cycle
+            # as execute_sync and collect, for outcomes that are lists of proposals or None
+            outcomes: list[Any]
             plain = True
-            for i in eligible:
+            if len(eligible) == 1:
+                i = eligible[0]
                 try:
                     out = execute[i](ctx)
                 except BaseException as exc:
                     if isinstance(exc, KeyboardInterrupt | SystemExit):
                         raise
-                    outcomes.append(exc)
-                    plain = False
-                    if stop_on_error or isinstance(exc, StopRun):
-                        break
-                    continue
-                outcomes.append(out)
+                    out = exc
                 if type(out) is list:
                     for p in out:
                         if type(p) is not Proposal:
@@ -331,75 +330,125 @@ def plain_cycle(eng: EngineSettings, st: RunState) -> PlainCycle | None:
                             break
                 elif out is not None:
                     plain = False
-                    if type(out) is Effect and out.refusal is not None:
-                        break
-            if not plain:
-                return collected(eligible, outcomes)
-            last: list[str] = []
-            streaks = st.streaks
-            for i, out in zip(eligible, outcomes, strict=False):
-                name = names[i]
-                last.append(name)
-                invocations_by[name] = invocations_by.get(name, 0) + 1
-                history.append(name)
-                if streaks:
-                    streaks.pop(name, None)
-                if out:
-                    effects.append((name, out))
-            st.invocations += len(outcomes)
-            st.last_suggestors = tuple(last)
-        # as merge, for plain proposals; merge() takes over at the first other one
-        new: list[Fact] = []
-        st.cycle_new = new
-        st.merge_pos = (0, 0)
-        rejected = st.rejected
-        for ei, (name, proposals) in enumerate(effects):
-            prefix = f"{name}/{cycle}/{ei}."
-            for pj, p in enumerate(proposals):
-                key, content, confidence, parents, given_id = p
-                c = type(content)
-                if (
-                    type(key) is not str
-                    or not key
-                    or type(confidence) is not float
-                    or not 0.0 <= confidence <= 1.0
-                    or parents is not no_parents
-                    or not (
-                        (c is str and content.isascii())
-                        or (c is int and -MAX_INT < content < MAX_INT)
-                        or (c is float and isfinite(content))
-                    )
-                    or (given_id is not None and (type(given_id) is not str or not given_id))
-                ):
-                    st.merge_effects = effects
-                    st.merge_pos = (ei, pj)
-                    return finish_merge(eng, st)
-                identity = (key, content)
-                if identity in has or (rejected and identity in rejected):
-                    continue
-                prov = tuple_new(Provenance, (name, cycle, given_id or f"{prefix}{pj}", parents))
-                bucket = by_key.get(key)
-                if bucket is None:
-                    fact = tuple_new(Fact, (f"{key}#0", key, content, confidence, prov))
-                    by_key[key] = [fact]
+                if plain:
+                    name = names[i]
+                    invocations_by[name] = invocations_by.get(name, 0) + 1
+                    history.append(name)
+                    st.invocations += 1
+                    st.last_suggestors = (name,)
+                    if streaks:
+                        streaks.pop(name, None)
+                    effects = [(name, out)] if out else []
                 else:
-                    fact = tuple_new(Fact, (f"{key}#{len(bucket)}", key, content, confidence, prov))
-                    bucket.append(fact)
-                facts_append(fact)
-                add_identity(identity)
-                new.append(fact)
-        # as after_merge, when only the budget can stop the run
-        if judged or st.pending_signals:
-            return after_merge(eng, st)
-        if not new:
-            return fixed_point(eng, st, [])
-        dirty = st.dirty
-        for fact in new:
-            dirty.add(fact.key)
-        if (budget.max_facts and len(ctx) > budget.max_facts) or (
-            budget.max_tokens or budget.max_cost_usd
-        ):
-            return judge_budgets(eng, st, [])
-        return None
+                    outcomes = [out]
+            else:
+                outcomes = []
+                for i in eligible:
+                    try:
+                        out = execute[i](ctx)
+                    except BaseException as exc:
+                        if isinstance(exc, KeyboardInterrupt | SystemExit):
+                            raise
+                        outcomes.append(exc)
+                        plain = False
+                        if stop_on_error or isinstance(exc, StopRun):
+                            break
+                        continue
+                    outcomes.append(out)
+                    if type(out) is list:
+                        for p in out:
+                            if type(p) is not Proposal:
+                                plain = False
+                                break
+                    elif out is not None:
+                        plain = False
+                        if type(out) is Effect and out.refusal is not None:
+                            break
+                if plain:
+                    effects = []
+                    last: list[str] = []
+                    for i, out in zip(eligible, outcomes, strict=False):
+                        name = names[i]
+                        last.append(name)
+                        invocations_by[name] = invocations_by.get(name, 0) + 1
+                        history.append(name)
+                        if streaks:
+                            streaks.pop(name, None)
+                        if out:
+                            effects.append((name, out))
+                    st.invocations += len(outcomes)
+                    st.last_suggestors = tuple(last)
+            if not plain:
+                done = collected(eligible, outcomes)
+                if done is not None:
+                    return done
+                unfrozen = counted(unfrozen)
+                continue
+            # as merge (and after_merge's dirty keys), for plain proposals
+            new: list[Fact] = []
+            st.cycle_new = new
+            st.merge_pos = (0, 0)
+            other: tuple[int, int] | None = None
+            for ei, (name, proposals) in enumerate(effects):
+                prefix = f"{name}/{cycle}/{ei}."
+                for pj, p in enumerate(proposals):
+                    key, content, confidence, parents, given_id = p
+                    c = type(content)
+                    if (
+                        type(key) is not str
+                        or not key
+                        or type(confidence) is not float
+                        or not 0.0 <= confidence <= 1.0
+                        or parents is not no_parents
+                        or not (
+                            (c is str and content.isascii())
+                            or (c is int and -MAX_INT < content < MAX_INT)
+                            or (c is float and isfinite(content))
+                        )
+                        or (given_id is not None and (type(given_id) is not str or not given_id))
+                    ):
+                        other = (ei, pj)
+                        break
+                    identity = (key, content)
+                    if identity in has or (rejected and identity in rejected):
+                        continue
+                    pid = given_id or f"{prefix}{pj}"
+                    prov = tuple_new(Provenance, (name, cycle, pid, parents))
+                    bucket = by_key.get(key)
+                    if bucket is None:
+                        fact = tuple_new(Fact, (f"{key}#0", key, content, confidence, prov))
+                        by_key[key] = [fact]
+                    else:
+                        fact = tuple_new(
+                            Fact, (f"{key}#{len(bucket)}", key, content, confidence, prov)
+                        )
+                        bucket.append(fact)
+                    facts_append(fact)
+                    add_identity(identity)
+                    new.append(fact)
+                    dirty.add(key)
+                if other is not None:
+                    break
+            if other is not None:  # merge() goes on from that proposal
+                st.merge_effects = effects
+                st.merge_pos = other
+                done = finish_merge(eng, st)
+            # as after_merge, when only the budget can stop the run
+            elif judged:
+                done = after_merge(eng, st)
+            elif not new:
+                done = fixed_point(eng, st, [])
+            elif (max_facts and len(ctx) > max_facts) or other_limits:
+                done = judge_budgets(eng, st, [])
+            else:
+                if owned:
+                    unfrozen += len(new)
+                    if unfrozen >= FREEZE_AFTER_FACTS:
+                        freezer.promoted(unfrozen)
+                        unfrozen = 0
+                continue
+            if done is not None:
+                return done
+            unfrozen = counted(unfrozen)
 
-    return cycle
+    return run

@@ -1,4 +1,4 @@
-"""The sync driver's plain cycle (engine.loop.plain_cycle) changes nothing but speed.
+"""The sync driver's plain cycles (engine.loop.plain_cycles) change nothing but speed.
 
 An engine with no store, gate or HITL policy runs its cycles through the plain
 cycle; the same engine with a promotion gate that passes everything runs the
@@ -30,7 +30,8 @@ from engine import (
     Usage,
     suggestor,
 )
-from engine.loop import plain_cycle, start
+from engine.collector import CollectorFreeze
+from engine.loop import plain_cycles, start
 from engine.promotion import Rejection
 from engine.suggestor import FunctionSuggestor
 
@@ -122,9 +123,9 @@ def chain(k: int) -> Callable[[], list[FunctionSuggestor]]:
 
 def test_an_engine_with_a_store_gate_or_executor_has_no_plain_cycle() -> None:
     eng = Engine(budget=Budget(max_cycles=3))
-    assert plain_cycle(eng, start(eng, None, None)) is not None
+    assert plain_cycles(eng, start(eng, None, None), CollectorFreeze()) is not None
     gated = Engine(gates=[PassAll()])
-    assert plain_cycle(gated, start(gated, None, None)) is None
+    assert plain_cycles(gated, start(gated, None, None), CollectorFreeze()) is None
 
 
 def test_a_chain_gives_the_same_run_both_ways() -> None:
@@ -367,3 +368,60 @@ def test_random_jobs_give_the_same_run_both_ways(
         ]
 
     both_ways(build, {"k0": [0]}, **options)
+
+
+def test_the_collector_is_frozen_after_the_same_facts_both_ways(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import engine.loop
+
+    freezes: list[list[int]] = []
+
+    class Spy(CollectorFreeze):
+        """Records how many facts were promoted when each freeze happened."""
+
+        def __init__(self, adopt: bool = False) -> None:
+            super().__init__(adopt)
+            self.total = 0
+            freezes.append([])
+
+        def promoted(self, facts: int) -> None:
+            super().promoted(facts)
+            self.total += facts
+            if facts and self._pending == 0:
+                freezes[-1].append(self.total)
+
+    monkeypatch.setattr(engine.loop, "CollectorFreeze", Spy)
+
+    def build() -> list[FunctionSuggestor]:
+        @suggestor(name="driver", dependencies=["tick"])
+        def driver(ctx: Context) -> list[Proposal]:
+            return [Proposal("tick", ctx.cycle)] if ctx.cycle < 8 else []
+
+        def make(j: int) -> FunctionSuggestor:
+            def work(ctx: Context) -> list[Proposal]:
+                return [Proposal(f"w{j}", ctx.cycle * 1000 + n) for n in range(700)]
+
+            return FunctionSuggestor(work, f"w{j}", ("tick",))
+
+        return [driver, *(make(j) for j in range(3))]
+
+    both_ways(build, {"tick": [0]}, budget=Budget(max_cycles=20, max_facts=0))
+    if Spy().owned:  # the collector is on and nothing else froze objects
+        assert freezes[0] == freezes[2] != []
+
+
+def test_an_async_suggestor_registered_during_a_run_runs_as_before() -> None:
+    def build() -> list[FunctionSuggestor]:
+        async def late(ctx: Context) -> list[Proposal]:
+            return [Proposal("late", ctx.cycle)]
+
+        def registering(ctx: Context) -> list[Proposal]:
+            if "late" not in RUNNING[0].suggestor_names:
+                RUNNING[0].register(FunctionSuggestor(late, "late", ("k3",)))
+            return [Proposal("r", 1)]
+
+        return [*chain(6)(), FunctionSuggestor(registering, "registering", ("k2",))]
+
+    snap = both_ways(build, {"k0": [0]}, budget=Budget(max_cycles=20))
+    assert ("late#0", "late") in [(f[0], f[1]) for f in snap["facts"]]
