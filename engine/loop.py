@@ -65,12 +65,14 @@ def new_run_id() -> str:
 
 def _promote_initial(st: RunState, initial: Mapping[str, Iterable[Any]]) -> None:
     ctx = st.context
-    if not isinstance(initial, Mapping):
+    if type(initial) is not dict and not isinstance(initial, Mapping):
         raise ConfigurationError("initial must map keys to lists of contents")
     for key, contents in initial.items():
         if not isinstance(key, str) or not key:
             raise ConfigurationError(f"initial key {key!r} must be a non-empty string")
-        if isinstance(contents, str | bytes) or not isinstance(contents, Iterable):
+        if type(contents) is not list and (
+            isinstance(contents, str | bytes) or not isinstance(contents, Iterable)
+        ):
             raise ConfigurationError(
                 f"initial[{key!r}] must be a list of contents, got {type(contents).__name__}"
             )
@@ -188,6 +190,33 @@ def finish_merge(eng: EngineSettings, st: RunState) -> RunResult | None:
     return after_merge(eng, st)
 
 
+def _general(eng: EngineSettings, st: RunState) -> RunResult | None:
+    """One general sync cycle (what :func:`drive_sync` does without plain cycles)."""
+    step = prelude(eng, st)
+    if isinstance(step, RunResult):
+        return step
+    return _collected(eng, st, step, execute_sync(eng, st, step))
+
+
+def _collected(
+    eng: EngineSettings, st: RunState, eligible: list[int], outcomes: list[Any]
+) -> RunResult | None:
+    collect(eng, st, eligible, outcomes)
+    return finish_merge(eng, st)
+
+
+def _counted(st: RunState, freezer: CollectorFreeze, unfrozen: int) -> int:
+    """``unfrozen`` plus the cycle's new facts; the freezer is told once they are
+    enough (as if told after every cycle)."""
+    if not freezer.owned:
+        return 0
+    unfrozen += len(st.cycle_new)
+    if unfrozen < FREEZE_AFTER_FACTS:
+        return unfrozen
+    freezer.promoted(unfrozen)
+    return 0
+
+
 PlainRun = Callable[[], RunResult | None]
 """Cycles a run: its result when it stops; None when a cycle needs the async path."""
 
@@ -236,28 +265,8 @@ def plain_cycles(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) ->
     facts_append = ctx._facts.append
     tuple_new = tuple.__new__
     no_parents: tuple[str, ...] = ()
+    min_int = -MAX_INT  # negating MAX_INT copies 1.7 kB: once, not per proposal
     owned = freezer.owned
-
-    def general() -> RunResult | None:
-        step = prelude(eng, st)
-        if isinstance(step, RunResult):
-            return step
-        return collected(step, execute_sync(eng, st, step))
-
-    def collected(eligible: list[int], outcomes: list[Any]) -> RunResult | None:
-        collect(eng, st, eligible, outcomes)
-        return finish_merge(eng, st)
-
-    def counted(unfrozen: int) -> int:
-        """``unfrozen`` plus the cycle's new facts; the freezer is told once they are
-        enough (as if told after every cycle)."""
-        if not owned:
-            return 0
-        unfrozen += len(st.cycle_new)
-        if unfrozen < FREEZE_AFTER_FACTS:
-            return unfrozen
-        freezer.promoted(unfrozen)
-        return 0
 
     def run() -> RunResult | None:
         unfrozen = 0
@@ -272,7 +281,7 @@ def plain_cycles(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) ->
             budget = st.budget
             if budget is not seen:  # a frozen model: read once, until on_stop replaces it
                 seen = budget
-                fast = not (budget.max_seconds or budget.max_invocations)
+                fast = not (budget.max_seconds or budget.max_invocations or budget.per_suggestor)
                 max_cycles = budget.max_cycles or 0
                 max_facts = budget.max_facts or 0
                 other_limits = bool(budget.max_tokens or budget.max_cost_usd)
@@ -283,7 +292,6 @@ def plain_cycles(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) ->
             if (
                 fast
                 and not (max_cycles and cycle >= max_cycles)
-                and not budget.per_suggestor
                 and not st.pending_signals
                 and run_id not in cancelled
             ):
@@ -297,16 +305,20 @@ def plain_cycles(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) ->
                         if s is not None:
                             candidates.update(s)
                     eligible = sorted(candidates)
-                if eligible and reg.any_accepts:
+                if not eligible:  # a fixed point, as prelude finds it
+                    dirty.clear()
+                    ctx.cycle = cycle + 1
+                    return fixed_point(eng, st, [])
+                if reg.any_accepts:
                     for i in eligible:
                         if accepts[i] is not None:
                             eligible = None
                             break
-            if not eligible:
-                done = general()
+            if eligible is None:
+                done = _general(eng, st)
                 if done is not None:
                     return done
-                unfrozen = counted(unfrozen)
+                unfrozen = _counted(st, freezer, unfrozen)
                 continue
             dirty.clear()
             cycle += 1
@@ -379,15 +391,14 @@ def plain_cycles(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) ->
                     st.invocations += len(outcomes)
                     st.last_suggestors = tuple(last)
             if not plain:
-                done = collected(eligible, outcomes)
+                done = _collected(eng, st, eligible, outcomes)
                 if done is not None:
                     return done
-                unfrozen = counted(unfrozen)
+                unfrozen = _counted(st, freezer, unfrozen)
                 continue
             # as merge (and after_merge's dirty keys), for plain proposals
             new: list[Fact] = []
             st.cycle_new = new
-            st.merge_pos = (0, 0)
             other: tuple[int, int] | None = None
             for ei, (name, proposals) in enumerate(effects):
                 prefix = f"{name}/{cycle}/{ei}."
@@ -402,7 +413,7 @@ def plain_cycles(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) ->
                         or parents is not no_parents
                         or not (
                             (c is str and content.isascii())
-                            or (c is int and -MAX_INT < content < MAX_INT)
+                            or (c is int and min_int < content < MAX_INT)
                             or (c is float and isfinite(content))
                         )
                         or (given_id is not None and (type(given_id) is not str or not given_id))
@@ -449,6 +460,6 @@ def plain_cycles(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) ->
                 continue
             if done is not None:
                 return done
-            unfrozen = counted(unfrozen)
+            unfrozen = _counted(st, freezer, unfrozen)
 
     return run
