@@ -46,6 +46,9 @@ from engine.stop import (
 )
 from engine.store import AuditEvent
 
+CONVERGED = Converged()
+"""The fixed point's stop (a frozen model with no field: one instance serves every run)."""
+
 OVERRIDABLE = (StopCategory.BUDGET, StopCategory.POLICY)
 """The categories ``on_stop`` may continue."""
 
@@ -124,7 +127,7 @@ def fixed_point(eng: EngineSettings, st: RunState, signals: list[StopReason]) ->
         results = evaluate_criteria(eng, st)
         required = [(c, r) for c, r in results if getattr(c, "required", True)]
         if not required:
-            signals.append(Converged())
+            signals.append(CONVERGED)
         elif all(isinstance(r, Met) for _, r in required):
             signals.append(CriteriaMet(criteria=[c.id for c, _ in required]))
         else:
@@ -140,7 +143,7 @@ def fixed_point(eng: EngineSettings, st: RunState, signals: list[StopReason]) ->
                     )
                 )
     else:
-        signals.append(Converged())
+        signals.append(CONVERGED)
     return stop(eng, st, signals)
 
 
