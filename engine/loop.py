@@ -4,8 +4,10 @@ One cycle is :func:`engine.scheduling.prelude` (checks, eligible suggestors),
 :mod:`engine.execution` (run them), :func:`engine.collection.collect` (outcomes
 into effects), :func:`engine.merge.merge` (proposals into facts) and
 :func:`engine.judgement.after_merge` (the stop, or go on). A run paused at a gate
-first finishes its interrupted merge. The sync driver is W1's hot path; the async
-driver awaits async suggestors in the caller's event loop.
+first finishes its interrupted merge. The sync driver is W1's hot path: on an
+engine with no executor, store, gate or HITL policy it runs :func:`run_plain`,
+those same steps fused into one loop for plain outcomes (docs/performance.md); the
+async driver awaits async suggestors in the caller's event loop.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from functools import partial
 from math import isfinite
 from typing import Any
@@ -104,18 +106,17 @@ def drive_sync(eng: EngineSettings, st: RunState) -> RunResult:
     reg = eng.registry
     st.context._remaining = partial(remaining_budget, eng, st)
     elsewhere = eng.executor is not None
-    plain = plain_cycles(eng, st, freezer)
+    plain = plain_engine(eng)
     owned = freezer.owned
     try:
-        # inlines begin_cycle/end_cycle: this is W1's hot path
         while True:
             if st.pending_gate is not None or st.merge_effects:
                 done = finish_merge(eng, st)
                 if done is not None:
                     return done
                 continue
-            if plain is not None and not reg.any_async:
-                done = plain()
+            if plain and not reg.any_async:  # W1's hot path
+                done = run_plain(eng, st, freezer)
                 if done is not None:
                     return done
                 continue
@@ -217,26 +218,29 @@ def _counted(st: RunState, freezer: CollectorFreeze, unfrozen: int) -> int:
     return 0
 
 
-PlainRun = Callable[[], RunResult | None]
-"""Cycles a run: its result when it stops; None when a cycle needs the async path."""
+def plain_engine(eng: EngineSettings) -> bool:
+    """True when :func:`run_plain` may cycle the engine's runs: no executor, store,
+    promotion gate or HITL policy."""
+    return (
+        eng.executor is None
+        and eng.store is None
+        and not (eng.promotion_gates or eng.hitl_policies)
+    )
 
 
-def plain_cycles(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) -> PlainRun | None:
-    """The sync in-process cycles of ``st`` on an engine with no executor, store,
-    promotion gate or HITL policy, specialised for the common case; None for other
-    engines. The engine's configuration is read once, when the run (re)starts.
+def run_plain(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) -> RunResult | None:
+    """Cycle ``st`` on this thread until it stops (its result), specialised for the
+    common case; None when an async suggestor was registered since (the driver's
+    async path takes over). Only for a :func:`plain_engine`, whose configuration is
+    read once here.
 
     A cycle it does not specialise (a cancel, a time or invocation budget, pending
-    signals, an ``accepts``, no eligible suggestor, the cycle budget) is the general
-    one: :func:`engine.scheduling.prelude`, ``execute_sync``, ``collect`` and
+    signals, an ``accepts``, the cycle budget) is the general one:
+    :func:`engine.scheduling.prelude`, ``execute_sync``, ``collect`` and
     :func:`finish_merge`. So is any outcome other than a list of proposals or
     ``None``; and :func:`engine.merge.merge` takes the merge over from the first
     proposal that is not plain. ``tests/test_plain_cycle.py`` pins it to them.
     """
-    if eng.executor is not None or eng.store is not None:
-        return None
-    if eng.promotion_gates or eng.hitl_policies:
-        return None
     ctx = st.context
     reg = eng.registry
     subscribers = reg.subscribers
@@ -267,74 +271,104 @@ def plain_cycles(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) ->
     no_parents: tuple[str, ...] = ()
     min_int = -MAX_INT  # negating MAX_INT copies 1.7 kB: once, not per proposal
     owned = freezer.owned
-
-    def run() -> RunResult | None:
-        unfrozen = 0
-        seen: Budget | None = None
-        fast = other_limits = False
-        max_cycles = max_facts = 0
-        while True:
-            if reg.any_async:  # registered since the run started
-                if unfrozen:
-                    freezer.promoted(unfrozen)
-                return None
-            budget = st.budget
-            if budget is not seen:  # a frozen model: read once, until on_stop replaces it
-                seen = budget
-                fast = not (budget.max_seconds or budget.max_invocations or budget.per_suggestor)
-                max_cycles = budget.max_cycles or 0
-                max_facts = budget.max_facts or 0
-                other_limits = bool(budget.max_tokens or budget.max_cost_usd)
-            # as prelude: the eligible suggestors, no side effect before the cycle starts
-            eligible: list[int] | None = None
-            cycle = st.cycle
-            dirty = st.dirty
-            if (
-                fast
-                and not (max_cycles and cycle >= max_cycles)
-                and not st.pending_signals
-                and run_id not in cancelled
-            ):
-                if len(dirty) == 1 and not dependency_free:
-                    for key in dirty:
-                        eligible = subscribers.get(key)
-                else:
-                    candidates = set(dependency_free)
-                    for key in dirty:
-                        s = subscribers.get(key)
-                        if s is not None:
-                            candidates.update(s)
-                    eligible = sorted(candidates)
-                if not eligible:  # a fixed point, as prelude finds it
-                    dirty.clear()
-                    ctx.cycle = cycle + 1
-                    return fixed_point(eng, st, [])
-                if reg.any_accepts:
-                    for i in eligible:
-                        if accepts[i] is not None:
-                            eligible = None
-                            break
-            if eligible is None:
-                done = _general(eng, st)
-                if done is not None:
-                    return done
-                unfrozen = _counted(st, freezer, unfrozen)
-                continue
-            dirty.clear()
-            cycle += 1
-            st.cycle = cycle
-            ctx.cycle = cycle
-            # as execute_sync and collect, for outcomes that are lists of proposals or None
-            outcomes: list[Any]
-            plain = True
-            if len(eligible) == 1:
-                i = eligible[0]
+    unfrozen = 0
+    seen: Budget | None = None
+    fast = other_limits = False
+    max_cycles = max_facts = 0
+    while True:
+        if reg.any_async:  # registered since the run started
+            if unfrozen:
+                freezer.promoted(unfrozen)
+            return None
+        budget = st.budget
+        if budget is not seen:  # a frozen model: read once, until on_stop replaces it
+            seen = budget
+            fast = not (budget.max_seconds or budget.max_invocations or budget.per_suggestor)
+            max_cycles = budget.max_cycles or 0
+            max_facts = budget.max_facts or 0
+            other_limits = bool(budget.max_tokens or budget.max_cost_usd)
+        # as prelude: the eligible suggestors, no side effect before the cycle starts
+        eligible: list[int] | None = None
+        cycle = st.cycle
+        dirty = st.dirty
+        if (
+            fast
+            and not (max_cycles and cycle >= max_cycles)
+            and not st.pending_signals
+            and run_id not in cancelled
+        ):
+            if len(dirty) == 1 and not dependency_free:
+                for key in dirty:
+                    eligible = subscribers.get(key)
+            else:
+                candidates = set(dependency_free)
+                for key in dirty:
+                    s = subscribers.get(key)
+                    if s is not None:
+                        candidates.update(s)
+                eligible = sorted(candidates)
+            if not eligible:  # a fixed point, as prelude finds it
+                dirty.clear()
+                ctx.cycle = cycle + 1
+                return fixed_point(eng, st, [])
+            if reg.any_accepts:
+                for i in eligible:
+                    if accepts[i] is not None:
+                        eligible = None
+                        break
+        if eligible is None:
+            done = _general(eng, st)
+            if done is not None:
+                return done
+            unfrozen = _counted(st, freezer, unfrozen)
+            continue
+        dirty.clear()
+        cycle += 1
+        st.cycle = cycle
+        ctx.cycle = cycle
+        # as execute_sync and collect, for outcomes that are lists of proposals or None
+        outcomes: list[Any]
+        plain = True
+        if len(eligible) == 1:
+            i = eligible[0]
+            try:
+                out = execute[i](ctx)
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt | SystemExit):
+                    raise
+                out = exc
+            if type(out) is list:
+                for p in out:
+                    if type(p) is not Proposal:
+                        plain = False
+                        break
+            elif out is not None:
+                plain = False
+            if plain:
+                name = names[i]
+                invocations_by[name] = invocations_by.get(name, 0) + 1
+                history.append(name)
+                st.invocations += 1
+                st.last_suggestors = (name,)
+                if streaks:
+                    streaks.pop(name, None)
+                effects = [(name, out)] if out else []
+            else:
+                outcomes = [out]
+        else:
+            outcomes = []
+            for i in eligible:
                 try:
                     out = execute[i](ctx)
                 except BaseException as exc:
                     if isinstance(exc, KeyboardInterrupt | SystemExit):
                         raise
-                    out = exc
+                    outcomes.append(exc)
+                    plain = False
+                    if stop_on_error or isinstance(exc, StopRun):
+                        break
+                    continue
+                outcomes.append(out)
                 if type(out) is list:
                     for p in out:
                         if type(p) is not Proposal:
@@ -342,124 +376,88 @@ def plain_cycles(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) ->
                             break
                 elif out is not None:
                     plain = False
-                if plain:
+                    if type(out) is Effect and out.refusal is not None:
+                        break
+            if plain:
+                effects = []
+                last: list[str] = []
+                for i, out in zip(eligible, outcomes, strict=False):
                     name = names[i]
+                    last.append(name)
                     invocations_by[name] = invocations_by.get(name, 0) + 1
                     history.append(name)
-                    st.invocations += 1
-                    st.last_suggestors = (name,)
                     if streaks:
                         streaks.pop(name, None)
-                    effects = [(name, out)] if out else []
-                else:
-                    outcomes = [out]
-            else:
-                outcomes = []
-                for i in eligible:
-                    try:
-                        out = execute[i](ctx)
-                    except BaseException as exc:
-                        if isinstance(exc, KeyboardInterrupt | SystemExit):
-                            raise
-                        outcomes.append(exc)
-                        plain = False
-                        if stop_on_error or isinstance(exc, StopRun):
-                            break
-                        continue
-                    outcomes.append(out)
-                    if type(out) is list:
-                        for p in out:
-                            if type(p) is not Proposal:
-                                plain = False
-                                break
-                    elif out is not None:
-                        plain = False
-                        if type(out) is Effect and out.refusal is not None:
-                            break
-                if plain:
-                    effects = []
-                    last: list[str] = []
-                    for i, out in zip(eligible, outcomes, strict=False):
-                        name = names[i]
-                        last.append(name)
-                        invocations_by[name] = invocations_by.get(name, 0) + 1
-                        history.append(name)
-                        if streaks:
-                            streaks.pop(name, None)
-                        if out:
-                            effects.append((name, out))
-                    st.invocations += len(outcomes)
-                    st.last_suggestors = tuple(last)
-            if not plain:
-                done = _collected(eng, st, eligible, outcomes)
-                if done is not None:
-                    return done
-                unfrozen = _counted(st, freezer, unfrozen)
-                continue
-            # as merge (and after_merge's dirty keys), for plain proposals
-            new: list[Fact] = []
-            st.cycle_new = new
-            other: tuple[int, int] | None = None
-            for ei, (name, proposals) in enumerate(effects):
-                prefix = f"{name}/{cycle}/{ei}."
-                for pj, p in enumerate(proposals):
-                    key, content, confidence, parents, given_id = p
-                    c = type(content)
-                    if (
-                        type(key) is not str
-                        or not key
-                        or type(confidence) is not float
-                        or not 0.0 <= confidence <= 1.0
-                        or parents is not no_parents
-                        or not (
-                            (c is str and content.isascii())
-                            or (c is int and min_int < content < MAX_INT)
-                            or (c is float and isfinite(content))
-                        )
-                        or (given_id is not None and (type(given_id) is not str or not given_id))
-                    ):
-                        other = (ei, pj)
-                        break
-                    identity = (key, content)
-                    if identity in has or (rejected and identity in rejected):
-                        continue
-                    pid = given_id or f"{prefix}{pj}"
-                    prov = tuple_new(Provenance, (name, cycle, pid, parents))
-                    bucket = by_key.get(key)
-                    if bucket is None:
-                        fact = tuple_new(Fact, (f"{key}#0", key, content, confidence, prov))
-                        by_key[key] = [fact]
-                    else:
-                        fact = tuple_new(
-                            Fact, (f"{key}#{len(bucket)}", key, content, confidence, prov)
-                        )
-                        bucket.append(fact)
-                    facts_append(fact)
-                    add_identity(identity)
-                    new.append(fact)
-                    dirty.add(key)
-                if other is not None:
-                    break
-            if other is not None:  # merge() goes on from that proposal
-                st.merge_effects = effects
-                st.merge_pos = other
-                done = finish_merge(eng, st)
-            # as after_merge, when only the budget can stop the run
-            elif judged:
-                done = after_merge(eng, st)
-            elif not new:
-                done = fixed_point(eng, st, [])
-            elif (max_facts and len(ctx) > max_facts) or other_limits:
-                done = judge_budgets(eng, st, [])
-            else:
-                if owned:
-                    unfrozen += len(new)
-                    if unfrozen >= FREEZE_AFTER_FACTS:
-                        freezer.promoted(unfrozen)
-                        unfrozen = 0
-                continue
+                    if out:
+                        effects.append((name, out))
+                st.invocations += len(outcomes)
+                st.last_suggestors = tuple(last)
+        if not plain:
+            done = _collected(eng, st, eligible, outcomes)
             if done is not None:
                 return done
             unfrozen = _counted(st, freezer, unfrozen)
-
-    return run
+            continue
+        # as merge (and after_merge's dirty keys), for plain proposals
+        new: list[Fact] = []
+        st.cycle_new = new
+        other: tuple[int, int] | None = None
+        for ei, (name, proposals) in enumerate(effects):
+            prefix = f"{name}/{cycle}/{ei}."
+            for pj, p in enumerate(proposals):
+                key, content, confidence, parents, given_id = p
+                c = type(content)
+                if (
+                    type(key) is not str
+                    or not key
+                    or type(confidence) is not float
+                    or not 0.0 <= confidence <= 1.0
+                    or parents is not no_parents
+                    or not (
+                        (c is str and content.isascii())
+                        or (c is int and min_int < content < MAX_INT)
+                        or (c is float and isfinite(content))
+                    )
+                    or (given_id is not None and (type(given_id) is not str or not given_id))
+                ):
+                    other = (ei, pj)
+                    break
+                identity = (key, content)
+                if identity in has or (rejected and identity in rejected):
+                    continue
+                pid = given_id or f"{prefix}{pj}"
+                prov = tuple_new(Provenance, (name, cycle, pid, parents))
+                bucket = by_key.get(key)
+                if bucket is None:
+                    fact = tuple_new(Fact, (f"{key}#0", key, content, confidence, prov))
+                    by_key[key] = [fact]
+                else:
+                    fact = tuple_new(Fact, (f"{key}#{len(bucket)}", key, content, confidence, prov))
+                    bucket.append(fact)
+                facts_append(fact)
+                add_identity(identity)
+                new.append(fact)
+                dirty.add(key)
+            if other is not None:
+                break
+        if other is not None:  # merge() goes on from that proposal
+            st.merge_effects = effects
+            st.merge_pos = other
+            done = finish_merge(eng, st)
+        # as after_merge, when only the budget can stop the run
+        elif judged:
+            done = after_merge(eng, st)
+        elif not new:
+            done = fixed_point(eng, st, [])
+        elif (max_facts and len(ctx) > max_facts) or other_limits:
+            done = judge_budgets(eng, st, [])
+        else:
+            if owned:
+                unfrozen += len(new)
+                if unfrozen >= FREEZE_AFTER_FACTS:
+                    freezer.promoted(unfrozen)
+                    unfrozen = 0
+            continue
+        if done is not None:
+            return done
+        unfrozen = _counted(st, freezer, unfrozen)

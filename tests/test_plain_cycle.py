@@ -1,4 +1,4 @@
-"""The sync driver's plain cycles (engine.loop.plain_cycles) change nothing but speed.
+"""The sync driver's plain cycles (engine.loop.run_plain) change nothing but speed.
 
 An engine with no store, gate or HITL policy runs its cycles through the plain
 cycle; the same engine with a promotion gate that passes everything runs the
@@ -31,7 +31,7 @@ from engine import (
     suggestor,
 )
 from engine.collector import CollectorFreeze
-from engine.loop import plain_cycles, start
+from engine.loop import plain_engine
 from engine.promotion import Rejection
 from engine.suggestor import FunctionSuggestor
 
@@ -123,9 +123,8 @@ def chain(k: int) -> Callable[[], list[FunctionSuggestor]]:
 
 def test_an_engine_with_a_store_gate_or_executor_has_no_plain_cycle() -> None:
     eng = Engine(budget=Budget(max_cycles=3))
-    assert plain_cycles(eng, start(eng, None, None), CollectorFreeze()) is not None
-    gated = Engine(gates=[PassAll()])
-    assert plain_cycles(gated, start(gated, None, None), CollectorFreeze()) is None
+    assert plain_engine(eng)
+    assert not plain_engine(Engine(gates=[PassAll()]))
 
 
 def test_a_chain_gives_the_same_run_both_ways() -> None:
