@@ -424,3 +424,25 @@ def test_an_async_suggestor_registered_during_a_run_runs_as_before() -> None:
 
     snap = both_ways(build, {"k0": [0]}, budget=Budget(max_cycles=20))
     assert ("late#0", "late") in [(f[0], f[1]) for f in snap["facts"]]
+
+
+def test_a_suggestor_registered_during_a_cycle_runs_from_the_next_one() -> None:
+    def build() -> list[FunctionSuggestor]:
+        def late(ctx: Context) -> list[Proposal]:
+            return [Proposal("late", ctx.cycle)]
+
+        def registering(ctx: Context) -> list[Proposal]:
+            if "late" not in RUNNING[0].suggestor_names:
+                RUNNING[0].register(FunctionSuggestor(late, "late", ("a",)))
+            return [Proposal("a", ctx.cycle)]
+
+        def other(ctx: Context) -> list[Proposal]:
+            return [Proposal("b", ctx.cycle)]
+
+        return [
+            FunctionSuggestor(registering, "registering", ("a",)),
+            FunctionSuggestor(other, "other", ("a",)),
+        ]
+
+    snap = both_ways(build, {"a": [0]}, budget=Budget(max_cycles=4))
+    assert [f[4].cycle for f in snap["facts"] if f[1] == "late"] == [2, 3, 4]
