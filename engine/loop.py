@@ -357,7 +357,9 @@ def run_plain(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) -> Ru
                 outcomes = [out]
         else:
             outcomes = []
-            for i in eligible:
+            # a copy: a key's subscribers are the registry's own list, which a
+            # suggestor registered during this cycle would join (it runs from the next)
+            for i in eligible[:]:
                 try:
                     out = execute[i](ctx)
                 except BaseException as exc:

@@ -65,10 +65,8 @@ class SuggestorRegistry:
             self.any_async = self.any_async or self.is_async[-1]
             self.any_accepts = self.any_accepts or self.accepts[-1] is not None
             if deps:
-                # replaced, never appended to: a cycle iterating a key's subscribers
-                # (engine.loop.run_plain) never sees one registered meanwhile
                 for key in deps:
-                    self.subscribers[key] = [*self.subscribers.get(key, ()), i]
+                    self.subscribers.setdefault(key, []).append(i)
             else:
                 self.dependency_free.append(i)
 
