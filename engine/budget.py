@@ -81,20 +81,23 @@ class BudgetStatus(BaseModel):
     ) -> BudgetStatus:
         """Build the status from the amounts used, keyed like ``dimensions``."""
         limits: dict[str, float | None] = {
-            "cycles": budget.limit("max_cycles"),
-            "facts": budget.limit("max_facts"),
-            "tokens": budget.limit("max_tokens"),
-            "seconds": budget.limit("max_seconds"),
-            "cost_usd": budget.limit("max_cost_usd"),
-            "invocations": budget.limit("max_invocations"),
+            "cycles": budget.max_cycles or None,
+            "facts": budget.max_facts or None,
+            "tokens": budget.max_tokens or None,
+            "seconds": budget.max_seconds or None,
+            "cost_usd": budget.max_cost_usd or None,
+            "invocations": budget.max_invocations or None,
         }
-        dims: dict[str, DimensionStatus] = {}
+        dims: dict[str, dict[str, float | None]] = {}
         for name, lim in limits.items():
             dims[name] = _status(used.get(name, 0), lim)
         for name, lim_int in budget.per_suggestor.items():
             dims[f"suggestor:{name}"] = _status(per_suggestor.get(name, 0), lim_int or None)
-        percents = [d.percent for d in dims.values() if d.percent is not None]
-        return BudgetStatus(dimensions=dims, percent=max(percents, default=0.0))
+        percents = [p for d in dims.values() if (p := d["percent"]) is not None]
+        # one validation of the whole tree: a run pays it at each stop
+        return BudgetStatus.model_validate(
+            {"dimensions": dims, "percent": max(percents, default=0.0)}
+        )
 
     def summary(self) -> str:
         """One line per limited dimension: ``cycles 3/20 (15.0%)``."""
@@ -105,9 +108,9 @@ class BudgetStatus(BaseModel):
         return ", ".join(parts) if parts else "no limits"
 
 
-def _status(used: float, limit: float | None) -> DimensionStatus:
+def _status(used: float, limit: float | None) -> dict[str, float | None]:
     percent = None if not limit else round(100.0 * used / limit, 2)
-    return DimensionStatus(used=used, limit=limit, percent=percent)
+    return {"used": used, "limit": limit, "percent": percent}
 
 
 def _fmt(value: float) -> str:

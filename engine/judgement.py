@@ -46,6 +46,9 @@ from engine.stop import (
 )
 from engine.store import AuditEvent
 
+CONVERGED = Converged()
+"""The fixed point's stop (a frozen model with no field: one instance serves every run)."""
+
 OVERRIDABLE = (StopCategory.BUDGET, StopCategory.POLICY)
 """The categories ``on_stop`` may continue."""
 
@@ -62,12 +65,15 @@ BUDGET_FIELDS: dict[str, str] = {
 
 def after_merge(eng: EngineSettings, st: RunState) -> RunResult | None:
     """Judge the cycle just merged: the run's result if it stops, None to go on."""
-    ctx = st.context
-    signals: list[StopReason] = list(st.pending_signals)
-    st.pending_signals = []
+    pending = st.pending_signals
+    signals: list[StopReason] = []
+    if pending:
+        signals.extend(pending)
+        st.pending_signals = []
     new = st.cycle_new
+    dirty = st.dirty
     for fact in new:
-        st.dirty.add(fact.key)
+        dirty.add(fact.key)
     if eng.structural:
         signals.extend(check_invariants(eng, st, eng.structural))
     if not new:
@@ -76,7 +82,14 @@ def after_merge(eng: EngineSettings, st: RunState) -> RunResult | None:
         return fixed_point(eng, st, signals)
     if eng.semantic:
         signals.extend(check_invariants(eng, st, eng.semantic))
+    return judge_budgets(eng, st, signals)
+
+
+def judge_budgets(eng: EngineSettings, st: RunState, signals: list[StopReason]) -> RunResult | None:
+    """The rest of :func:`after_merge` once a cycle promoted facts: the fact, token
+    and cost budgets, stop policies, early criteria; then the store and progress."""
     budget = st.budget
+    ctx = st.context
     if budget.max_facts and len(ctx) > budget.max_facts:
         signals.append(FactBudgetExhausted(facts_count=len(ctx), limit=budget.max_facts))
     if budget.max_tokens:
@@ -114,7 +127,7 @@ def fixed_point(eng: EngineSettings, st: RunState, signals: list[StopReason]) ->
         results = evaluate_criteria(eng, st)
         required = [(c, r) for c, r in results if getattr(c, "required", True)]
         if not required:
-            signals.append(Converged())
+            signals.append(CONVERGED)
         elif all(isinstance(r, Met) for _, r in required):
             signals.append(CriteriaMet(criteria=[c.id for c, _ in required]))
         else:
@@ -130,7 +143,7 @@ def fixed_point(eng: EngineSettings, st: RunState, signals: list[StopReason]) ->
                     )
                 )
     else:
-        signals.append(Converged())
+        signals.append(CONVERGED)
     return stop(eng, st, signals)
 
 
@@ -213,6 +226,8 @@ def pause(eng: EngineSettings, st: RunState, reason: HitlGatePending) -> RunResu
 
 def order(signals: list[StopReason]) -> list[StopReason]:
     """Most urgent first: priority, then evaluation order (sort is stable); no repeats."""
+    if len(signals) == 1:  # the usual stop: nothing to compare or sort
+        return list(signals)
     seen: set[str] = set()
     unique: list[StopReason] = []
     for s in signals:

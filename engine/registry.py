@@ -32,6 +32,7 @@ class SuggestorRegistry:
         self.execute: list[Callable[[Context], Any]] = []
         self.accepts: list[Callable[[Context], bool] | None] = []
         self.any_async = False
+        self.any_accepts = False
         self.subscribers: dict[str, list[int]] = {}
         self.dependency_free: list[int] = []
 
@@ -62,6 +63,7 @@ class SuggestorRegistry:
             self.execute.append(s._fn if plain else s.execute)  # type: ignore[attr-defined]
             self.accepts.append(None if plain and s._accepts is None else s.accepts)  # type: ignore[attr-defined]
             self.any_async = self.any_async or self.is_async[-1]
+            self.any_accepts = self.any_accepts or self.accepts[-1] is not None
             if deps:
                 for key in deps:
                     self.subscribers.setdefault(key, []).append(i)
