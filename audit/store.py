@@ -140,7 +140,7 @@ class SqlRunStore:
         self._chain = KEYED if key is not None else PLAIN
         self._pg = self._engine.dialect.name == "postgresql"
         self._inserter = BulkInserter(self._engine)
-        self._writer = BackgroundWriter("converge-audit")
+        self._writer = BackgroundWriter("converge-audit", self._commit)
         # the chain head (hash, seq) each batch in flight leaves, per run: a
         # prediction the writer checks under the run's lock
         self._heads: dict[str, tuple[str, int]] = {}
@@ -173,17 +173,11 @@ class SqlRunStore:
         self._writer.close()
         self._engine.dispose()
 
-    def _written(self, run_id: str, *, forget: bool = True) -> None:
-        """Wait for the batch in flight; raise the failure of a batch of ``run_id``
-        (``StoreError``). With ``forget``, the run's next write reads its chain head
-        from the database."""
-        try:
-            self._writer.wait(run_id)
-        except StoreError:
-            self._heads.pop(run_id, None)
-            raise
-        if forget:
-            self._heads.pop(run_id, None)
+    def _written(self, run_id: str) -> None:
+        """Wait for the queued batches; raise the failure of a batch of ``run_id``
+        (``StoreError``). The run's next write reads its chain head from the database."""
+        self._heads.pop(run_id, None)
+        self._writer.wait(run_id)
 
     def ensure_schema(self) -> None:
         """Create the tables on first use; refuse a foreign or newer schema.
@@ -312,22 +306,21 @@ class SqlRunStore:
             return
         batch = chain_batch(run_id, events, head, seq, self._key)
         self._inserter.insert(conn, batch, facts)
-        self._record_head(conn, batch, cycles, facts)
+        self._move_head(
+            conn, run_id, batch.head, batch.seq, max(cycles, batch.top), facts + batch.promoted
+        )
 
-    def _record_head(self, conn: Connection, batch: ChainedBatch, cycles: int, facts: int) -> None:
-        """The run's new head, and what the committed events prove (so that a crashed
+    def _move_head(
+        self, conn: Connection, run_id: str, head: str, seq: int, cycles: int, facts: int
+    ) -> None:
+        """The run's new head, and what its committed events prove (so that a crashed
         run's row tells the truth); the ledger entry of the commit."""
         conn.execute(
             update(runs)
-            .where(runs.c.run_id == batch.run_id)
-            .values(
-                head_hash=batch.head,
-                last_seq=batch.seq,
-                cycles=max(cycles, batch.top),
-                facts_count=facts + batch.promoted,
-            )
+            .where(runs.c.run_id == run_id)
+            .values(head_hash=head, last_seq=seq, cycles=cycles, facts_count=facts)
         )
-        ledger_log.append(conn, self._hash, batch.run_id, batch.seq, batch.head)
+        ledger_log.append(conn, self._hash, run_id, seq, head)
 
     def _outcome_values(self, outcome: RunOutcome) -> dict[str, Any]:
         """The outcome columns of a stopped or paused run. ``cycles`` and
@@ -547,23 +540,24 @@ class SqlRunStore:
         """Append one cycle's events to the run's chain, in one transaction.
 
         A batch of :attr:`write_behind_events` events or more is chained here and
-        committed by the writer thread while the engine computes the next cycle: a
-        failure is raised by the next call that writes (``StoreError``), every
-        method waits for the batch in flight first, and a crash can lose that one
-        batch (crash recovery replays its cycle). A smaller batch is committed
-        before this returns.
+        queued for the writer thread, which commits it while the engine computes the
+        next cycles (:class:`audit.writer.BackgroundWriter`): a failure is raised by
+        the run's next call that writes (``StoreError``), every other method waits
+        for the queue first, and a crash can lose the batches still queued (crash
+        recovery replays their cycles). A smaller batch is committed before this
+        returns.
         """
         if not events:
             return
-        self._written(run_id, forget=False)
         limit = self.write_behind_events
         if limit is None or sum(len(e) if type(e) is PromotedFacts else 1 for e in events) < limit:
+            self._written(run_id)
             with self._tx() as conn:
                 self._append(conn, run_id, events)
-            self._heads.pop(run_id, None)
             return
         known = self._heads.get(run_id)
         if known is None:
+            self._written(run_id)
             with self._tx(write=False) as conn:
                 row = conn.execute(
                     select(runs.c.head_hash, runs.c.last_seq).where(runs.c.run_id == run_id)
@@ -572,25 +566,30 @@ class SqlRunStore:
                 raise RunNotFound(f"no run {run_id!r} in audit store {self.shown}")
             known = (row[0], row[1])
         batch = chain_batch(run_id, events, known[0], known[1], self._key)
+        try:
+            self._writer.submit(run_id, (events, batch, known))
+        except StoreError:
+            self._heads.pop(run_id, None)
+            raise
         self._heads[run_id] = (batch.head, batch.seq)
-        self._writer.submit(run_id, lambda: self._commit(run_id, events, batch, known))
 
-    def _commit(
-        self,
-        run_id: str,
-        events: Sequence[BatchItem],
-        batch: ChainedBatch,
-        known: tuple[str, int],
-    ) -> None:
-        """(writer thread) Insert ``batch`` chained after ``known``; chain it again
-        if another writer moved the run's head meanwhile."""
+    def _commit(self, run_id: str, items: list[tuple[Any, ChainedBatch, tuple[str, int]]]) -> None:
+        """(writer thread) Insert queued batches of ``run_id`` in one transaction,
+        each chained after the one before; chain them again if another writer moved
+        the run's head meanwhile."""
         with self._tx(settle=False) as conn:
             head, seq, cycles, facts = self._lock_run(conn, run_id)
-            if (head, seq) != known:
+            again = (head, seq) != items[0][2]
+            if again:
                 self._heads.pop(run_id, None)
-                batch = chain_batch(run_id, events, head, seq, self._key)
-            self._inserter.insert(conn, batch, facts)
-            self._record_head(conn, batch, cycles, facts)
+            for events, batch, _known in items:
+                if again:
+                    batch = chain_batch(run_id, events, head, seq, self._key)
+                self._inserter.insert(conn, batch, facts)
+                head, seq = batch.head, batch.seq
+                cycles = max(cycles, batch.top)
+                facts += batch.promoted
+            self._move_head(conn, run_id, head, seq, cycles, facts)
 
     def finish_run(
         self,

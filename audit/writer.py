@@ -19,7 +19,6 @@ import json
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -321,77 +320,101 @@ def _fact_tuples(batch: ChainedBatch) -> list[tuple[Any, ...]]:
 
 
 SWITCH_INTERVAL_S = 0.001
-"""The interpreter's switch interval (seconds) while a batch is in flight."""
+"""The interpreter's switch interval (seconds) while batches are being committed."""
+
+MAX_QUEUED = 4
+"""Batches waiting for the writer thread before a new one waits for room."""
 
 
 class BackgroundWriter:
-    """One thread that commits event batches while the engine goes on.
+    """A thread that commits queued event batches while the engine goes on.
 
     SQLite and PostgreSQL do the work of a batch (the bulk insert, the commit) with
-    the GIL released, so on a second core it overlaps the engine's next cycle. At
-    most one batch is in flight: :meth:`submit` first waits for the previous one.
-    A batch that failed is reported to its run: the next :meth:`wait` for that run
-    (its write path's next call) raises the ``StoreError`` it raised; :meth:`settle`
-    only waits. Safe to share between threads driving different runs.
+    the GIL released, so on a second core it overlaps the engine's next cycles.
+    Batches queue up to :data:`MAX_QUEUED`; the thread takes every queued batch of
+    one run at once and hands them to ``commit(run_id, items)`` as one transaction
+    (a group commit: when the database is the slower side, each commit carries more
+    events). A group that failed is reported to its run: its next :meth:`submit`
+    or :meth:`wait` raises the ``StoreError`` (the batches queued after it are
+    dropped: they were chained onto it). Safe to share between threads driving
+    different runs.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, commit: Callable[[str, list[Any]], None]) -> None:
         self._name = name
-        self._pool: ThreadPoolExecutor | None = None
-        self._pending: Future[None] | None = None
-        self._pending_run = ""
+        self._commit = commit
+        self._queue: list[tuple[str, Any]] = []
+        self._busy = False
         self._failures: dict[str, BaseException] = {}
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
         self._interval: float | None = None
 
-    def submit(self, run_id: str, write: Callable[[], None]) -> None:
-        """Run ``write`` (a batch of run ``run_id``) on the writer thread, after the
-        batch in flight; raises an earlier failure of that run instead (``StoreError``).
+    def submit(self, run_id: str, item: Any) -> None:
+        """Queue ``item`` (a batch of run ``run_id``), waiting only while the queue is
+        full; raises an earlier failure of that run instead (``StoreError``).
 
-        While the batch is in flight the interpreter's switch interval is at most
-        :data:`SWITCH_INTERVAL_S`: after each database call the writer waits for the
-        GIL, and at the default 5 ms those waits made the writer the bottleneck.
+        While batches are being committed the interpreter's switch interval is at
+        most :data:`SWITCH_INTERVAL_S`: after each database call the writer waits for
+        the GIL, and at the default 5 ms those waits made the writer the bottleneck.
         """
-        self.wait(run_id)
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix=self._name)
-            if self._interval is None:
-                self._interval = sys.getswitchinterval()
-                sys.setswitchinterval(min(self._interval, SWITCH_INTERVAL_S))
-            self._pending = self._pool.submit(write)
-            self._pending_run = run_id
+        with self._cond:
+            self._raise_failure(run_id)
+            while len(self._queue) >= MAX_QUEUED:
+                self._cond.wait()
+                self._raise_failure(run_id)
+            self._queue.append((run_id, item))
+            if not self._busy:
+                self._busy = True
+                if self._interval is None:
+                    self._interval = sys.getswitchinterval()
+                    sys.setswitchinterval(min(self._interval, SWITCH_INTERVAL_S))
+                threading.Thread(target=self._drain, name=self._name).start()
+
+    def _drain(self) -> None:
+        while True:
+            with self._cond:
+                if not self._queue:
+                    self._busy = False
+                    if self._interval is not None:
+                        sys.setswitchinterval(self._interval)
+                        self._interval = None
+                    self._cond.notify_all()
+                    return
+                run_id = self._queue[0][0]
+                group: list[Any] = []
+                while self._queue and self._queue[0][0] == run_id:
+                    group.append(self._queue.pop(0)[1])
+                self._cond.notify_all()
+            try:
+                self._commit(run_id, group)
+            except BaseException as exc:  # kept for the run's next call, never lost
+                with self._cond:
+                    self._failures[run_id] = exc
+                    self._queue = [q for q in self._queue if q[0] != run_id]
+                    self._cond.notify_all()
+
+    def _raise_failure(self, run_id: str) -> None:
+        failure = self._failures.pop(run_id, None)
+        if failure is None:
+            return
+        if isinstance(failure, StoreError):
+            raise failure
+        raise StoreError(f"audit write failed: {type(failure).__name__}: {failure}")
 
     def wait(self, run_id: str) -> None:
-        """Wait for the batch in flight; raise what a batch of ``run_id`` failed with."""
-        self.settle()
-        with self._lock:
-            failure = self._failures.pop(run_id, None)
-        if failure is not None:
-            if isinstance(failure, StoreError):
-                raise failure
-            raise StoreError(f"audit write failed: {type(failure).__name__}: {failure}")
+        """Wait until every queued batch is committed; raise what a batch of
+        ``run_id`` failed with."""
+        with self._cond:
+            while self._busy:
+                self._cond.wait()
+            self._raise_failure(run_id)
 
     def settle(self) -> None:
-        """Wait for the batch in flight, keeping a failure for its run's next :meth:`wait`."""
-        pending = self._pending
-        if pending is None:
-            return
-        exc = pending.exception()
-        with self._lock:
-            if self._pending is not pending:
-                return  # another thread settled it
-            self._pending = None
-            if self._interval is not None:
-                sys.setswitchinterval(self._interval)
-                self._interval = None
-            if exc is not None:
-                self._failures[self._pending_run] = exc
+        """Wait until every queued batch is committed (failures kept for their runs)."""
+        with self._cond:
+            while self._busy:
+                self._cond.wait()
 
     def close(self) -> None:
-        """Wait for the batch in flight and stop the thread."""
+        """Wait for the queued batches (the thread ends when the queue is empty)."""
         self.settle()
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
