@@ -319,10 +319,11 @@ def _fact_tuples(batch: ChainedBatch) -> list[tuple[Any, ...]]:
     ]
 
 
-SWITCH_INTERVAL_S = 0.001
-"""The interpreter's switch interval (seconds) while batches are being committed."""
+SWITCH_INTERVAL_S = 0.0003
+"""The interpreter's switch interval (seconds) while batches are being committed
+(measured on W2: 0.3 ms beat 1 ms by ~6 %, and the default 5 ms by more)."""
 
-MAX_QUEUED = 4
+MAX_QUEUED = 2
 """Batches waiting for the writer thread before a new one waits for room."""
 
 
