@@ -75,7 +75,15 @@ from audit.tables import (
     runs,
 )
 from audit.url import WRITE, display_url, make_engine, read_only_sqlite, resolve_url
-from audit.writer import BackgroundWriter, BulkInserter, ChainedBatch, chain_batch
+from audit.writer import (
+    BackgroundWriter,
+    BulkInserter,
+    ChainedBatch,
+    Prediction,
+    QueuedBatch,
+    chain_batch,
+    fold_digest,
+)
 from engine.errors import (
     ConvergeError,
     GateAlreadyDecided,
@@ -141,9 +149,10 @@ class SqlRunStore:
         self._pg = self._engine.dialect.name == "postgresql"
         self._inserter = BulkInserter(self._engine)
         self._writer = BackgroundWriter("converge-audit", self._commit)
-        # the chain head (hash, seq) each batch in flight leaves, per run: a
-        # prediction the writer checks under the run's lock
-        self._heads: dict[str, tuple[str, int]] = {}
+        # per run, what the queued batches will leave: chain head, seq, facts and the
+        # digest chain of its fact chunks (None: they do not tile); a prediction the
+        # writer checks under the run's lock
+        self._heads: dict[str, Prediction] = {}
         self._fingerprint: str | None = None
 
     # -- plumbing ----------------------------------------------------------------
@@ -376,12 +385,18 @@ class SqlRunStore:
         terminal = isinstance(last, AuditEvent) and last.kind in TERMINAL
         self._append(conn, run_id, events[:-1] if terminal else events)
         count = int(checkpoint.get("facts_count", 0))
-        chunks = self._chunks_digest(conn, run_id, count)
+        blob = self._checkpoint_blob(run_id, checkpoint, self._chunks_digest(conn, run_id, count))
+        if terminal:
+            self._append(conn, run_id, _with_digest([last], blob))  # type: ignore[list-item]
+        return blob
+
+    def _checkpoint_blob(self, run_id: str, checkpoint: dict[str, Any], chunks: str) -> str:
+        """The text of a checkpoint that refers to the run's fact chunks."""
+        count = int(checkpoint.get("facts_count", 0))
         blob = self._checkpoint_text(
             run_id, {**checkpoint, "facts": {"count": count, "chunks": chunks}}
         )
-        if terminal:
-            self._append(conn, run_id, _with_digest([last], blob))  # type: ignore[list-item]
+        assert blob is not None
         return blob
 
     def _chunks_digest(self, conn: Connection, run_id: str, count: int) -> str:
@@ -396,7 +411,7 @@ class SqlRunStore:
         for first, n, chunk_digest in rows:
             if first != at:
                 break
-            digest = hashlib.sha256(f"{digest}{chunk_digest}".encode()).hexdigest()
+            digest = fold_digest(digest, chunk_digest)
             at += n
         if at != count:
             raise StoreError(
@@ -421,8 +436,7 @@ class SqlRunStore:
         for first, data in rows:
             if first != at:
                 break
-            chunk_digest = hashlib.sha256(data.encode()).hexdigest()
-            digest = hashlib.sha256(f"{digest}{chunk_digest}".encode()).hexdigest()
+            digest = fold_digest(digest, hashlib.sha256(data.encode()).hexdigest())
             out.extend(_loads(data))
             at = len(out)
         if at != count or digest != facts.get("chunks"):
@@ -528,7 +542,8 @@ class SqlRunStore:
                 if len(batch):
                     self._inserter.insert(conn, batch, 0)
                 ledger_log.append(conn, self._hash, header.run_id, seq, head)
-            self._heads[header.run_id] = (head, seq)
+            chunks = GENESIS if not batch.chunk else fold_digest(GENESIS, batch.chunk_row()[1])
+            self._heads[header.run_id] = (head, seq, len(batch.chunk), chunks)
         except StoreError as exc:
             if isinstance(exc.__cause__, IntegrityError):
                 raise StoreError(
@@ -555,40 +570,69 @@ class SqlRunStore:
             with self._tx() as conn:
                 self._append(conn, run_id, events)
             return
+        known = self._predict(run_id)
+        batch = chain_batch(run_id, events, known[0], known[1], self._key)
+        self._queue(run_id, QueuedBatch(events, batch, known[:3]), _after(known, batch))
+
+    def _predict(self, run_id: str) -> Prediction:
+        """What the run's queued batches will leave (read after they are committed
+        when this process has no prediction yet)."""
         known = self._heads.get(run_id)
-        if known is None:
-            self._written(run_id)
-            with self._tx(write=False) as conn:
-                row = conn.execute(
-                    select(runs.c.head_hash, runs.c.last_seq).where(runs.c.run_id == run_id)
-                ).one_or_none()
+        if known is not None:
+            return known
+        self._written(run_id)
+        with self._tx(write=False) as conn:
+            row = conn.execute(
+                select(runs.c.head_hash, runs.c.last_seq, runs.c.facts_count).where(
+                    runs.c.run_id == run_id
+                )
+            ).one_or_none()
             if row is None:
                 raise RunNotFound(f"no run {run_id!r} in audit store {self.shown}")
-            known = (row[0], row[1])
-        batch = chain_batch(run_id, events, known[0], known[1], self._key)
+            try:
+                chunks: str | None = self._chunks_digest(conn, run_id, row[2])
+            except StoreError:
+                chunks = None  # written before fact chunks, or replayed out of order
+        return (row[0], row[1], row[2], chunks)
+
+    def _queue(self, run_id: str, item: QueuedBatch, after: Prediction) -> None:
         try:
-            self._writer.submit(run_id, (events, batch, known))
+            self._writer.submit(run_id, item)
         except StoreError:
             self._heads.pop(run_id, None)
             raise
-        self._heads[run_id] = (batch.head, batch.seq)
+        self._heads[run_id] = after
 
-    def _commit(self, run_id: str, items: list[tuple[Any, ChainedBatch, tuple[str, int]]]) -> None:
-        """(writer thread) Insert queued batches of ``run_id`` in one transaction,
-        each chained after the one before; chain them again if another writer moved
-        the run's head meanwhile."""
+    def _commit(self, run_id: str, items: list[QueuedBatch]) -> None:
+        """(writer thread) Insert queued batches of ``run_id`` in one transaction, each
+        chained after the one before (with a checkpoint, its ``checkpoint_saved``
+        event and blob); chain them again if another writer moved the run meanwhile."""
         with self._tx(settle=False) as conn:
             head, seq, cycles, facts = self._lock_run(conn, run_id)
-            again = (head, seq) != items[0][2]
+            again = (head, seq, facts) != items[0].known
             if again:
                 self._heads.pop(run_id, None)
-            for events, batch, _known in items:
+            for item in items:
+                batch = item.batch
                 if again:
-                    batch = chain_batch(run_id, events, head, seq, self._key)
+                    batch = chain_batch(run_id, item.events, head, seq, self._key)
                 self._inserter.insert(conn, batch, facts)
                 head, seq = batch.head, batch.seq
                 cycles = max(cycles, batch.top)
                 facts += batch.promoted
+                if item.checkpoint is None:
+                    continue
+                blob, saved = item.blob, item.saved
+                if again or blob is None or saved is None:
+                    count = int(item.checkpoint.get("facts_count", 0))
+                    chunks = self._chunks_digest(conn, run_id, count)
+                    blob = self._checkpoint_blob(run_id, item.checkpoint, chunks)
+                    saved = chain_batch(
+                        run_id, [_saved_event(item.checkpoint, blob)], head, seq, self._key
+                    )
+                self._inserter.insert(conn, saved, facts)
+                head, seq = saved.head, saved.seq
+                self._put_checkpoint(conn, run_id, item.checkpoint, blob)
             self._move_head(conn, run_id, head, seq, cycles, facts)
 
     def finish_run(
@@ -617,19 +661,32 @@ class SqlRunStore:
         self, run_id: str, events: Sequence[BatchItem], checkpoint: dict[str, Any]
     ) -> None:
         """Append a cycle's events and a periodic checkpoint of a running run, in one
-        transaction; its sha256 is chained by a ``checkpoint_saved`` event."""
+        transaction; its sha256 is chained by a ``checkpoint_saved`` event.
+
+        A checkpoint that refers to the fact chunks goes through the writer thread
+        with its cycle's events (the engine does not wait for it: a crash before it
+        is committed resumes from the checkpoint before); any other is written
+        before this returns.
+        """
+        known = self._predict(run_id) if self.write_behind_events is not None else None
+        if known is not None and known[3] is not None and checkpoint.get("facts") is None:
+            batch = chain_batch(run_id, events, known[0], known[1], self._key)
+            after = _after(known, batch)
+            chunks = after[3]
+            if int(checkpoint.get("facts_count", -1)) == after[2] and chunks is not None:
+                blob = self._checkpoint_blob(run_id, checkpoint, chunks)
+                saved = chain_batch(
+                    run_id, [_saved_event(checkpoint, blob)], batch.head, batch.seq, self._key
+                )
+                item = QueuedBatch(events, batch, known[:3], checkpoint, blob, saved)
+                self._queue(run_id, item, (saved.head, saved.seq, after[2], chunks))
+                return
         self._written(run_id)
         with self._tx() as conn:
-            blob = self._append_checkpointed(conn, run_id, events, checkpoint)
-            assert blob is not None
-            saved = AuditEvent(
-                "checkpoint_saved",
-                int(checkpoint.get("cycle", 0)),
-                {"cycle": checkpoint.get("cycle", 0), "checkpoint_sha256": checkpoint_digest(blob)},
-                time.time(),
-            )
-            self._append(conn, run_id, [saved])
-            self._put_checkpoint(conn, run_id, checkpoint, blob)
+            written = self._append_checkpointed(conn, run_id, events, checkpoint)
+            assert written is not None
+            self._append(conn, run_id, [_saved_event(checkpoint, written)])
+            self._put_checkpoint(conn, run_id, checkpoint, written)
 
     def pause_run(
         self,
@@ -1000,6 +1057,25 @@ class SqlRunStore:
             )
             reports.append(VerifyReport(LEDGER_ID, False, len(state.hashes), seq, why))
         return reports
+
+
+def _saved_event(checkpoint: dict[str, Any], blob: str) -> AuditEvent:
+    """The ``checkpoint_saved`` event that chains a periodic checkpoint's sha256."""
+    cycle = checkpoint.get("cycle", 0)
+    return AuditEvent(
+        "checkpoint_saved",
+        int(cycle),
+        {"cycle": cycle, "checkpoint_sha256": checkpoint_digest(blob)},
+        time.time(),
+    )
+
+
+def _after(known: Prediction, batch: ChainedBatch) -> Prediction:
+    """The prediction once ``batch`` is committed after ``known``."""
+    chunks = known[3]
+    if batch.chunk and chunks is not None:
+        chunks = fold_digest(chunks, batch.chunk_row()[1])
+    return (batch.head, batch.seq, known[2] + len(batch.chunk), chunks)
 
 
 def _initial_facts(events: Sequence[BatchItem]) -> int:

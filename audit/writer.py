@@ -84,8 +84,41 @@ class ChainedBatch:
     promoted: int = 0
     top: int = 0
 
+    _chunk_row: tuple[str, str] | None = None
+
     def __len__(self) -> int:
         return len(self.rows) + sum(len(f.texts) for f in self.facts)
+
+    def chunk_row(self) -> tuple[str, str]:
+        """The ``fact_chunks`` data of the batch and its sha256 (hex), built once."""
+        if self._chunk_row is None:
+            data = "[" + ",".join(self.chunk) + "]"
+            self._chunk_row = (data, hashlib.sha256(data.encode()).hexdigest())
+        return self._chunk_row
+
+
+Prediction = tuple[str, int, int, str | None]
+"""What a run's queued batches leave: chain head, seq, facts, and the digest chain of
+its fact chunks (None when they do not tile the facts)."""
+
+
+@dataclass(slots=True)
+class QueuedBatch:
+    """A batch waiting for the writer thread: its ``events`` and their rows chained
+    after ``known`` (head, seq, facts); with a periodic ``checkpoint``, its text
+    ``blob`` and its chained ``checkpoint_saved`` event (``saved``)."""
+
+    events: Sequence[BatchItem]
+    batch: ChainedBatch
+    known: tuple[str, int, int]
+    checkpoint: dict[str, Any] | None = None
+    blob: str | None = None
+    saved: ChainedBatch | None = None
+
+
+def fold_digest(digest: str, chunk_digest: str) -> str:
+    """The chain of fact-chunk digests a checkpoint refers to, one chunk further."""
+    return hashlib.sha256(f"{digest}{chunk_digest}".encode()).hexdigest()
 
 
 def chain_batch(
@@ -207,14 +240,14 @@ class BulkInserter:
         """Insert every row of ``batch``, and its fact chunk from fact number ``first``,
         in the caller's transaction."""
         if batch.chunk:
-            data = "[" + ",".join(batch.chunk) + "]"
+            data, digest = batch.chunk_row()
             conn.execute(
                 insert(fact_chunks).values(
                     run_id=batch.run_id,
                     first=first,
                     count=len(batch.chunk),
                     data=data,
-                    digest=hashlib.sha256(data.encode()).hexdigest(),
+                    digest=digest,
                 )
             )
         if self._pg and len(batch) > 1:
