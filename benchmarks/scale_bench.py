@@ -12,9 +12,12 @@ it grows. Also reported: peak RSS per fact and the longest cyclic-GC pause.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from typing import Any
@@ -98,8 +101,8 @@ def resident_bytes() -> int:
 
 
 RUNS = 3
-"""W6 runs per variant: one 100k-fact window lasts under a second on this VM, so the
-figures are the medians of three runs (each run's ratio, then the median ratio)."""
+"""W6 runs per variant, each in a fresh process: one 100k-fact window lasts under a
+second on this VM, so the figures are the medians of three runs."""
 
 
 def run_w6(suite: Any) -> None:
@@ -107,7 +110,7 @@ def run_w6(suite: Any) -> None:
     from benchmarks.suite import _log
 
     for every in (100, None):
-        runs = [scale_run(suite.workdir, checkpoint_every=every) for _ in range(RUNS)]
+        runs = [_scale_run_in_a_fresh_process(suite.workdir, every) for _ in range(RUNS)]
         for figures in runs:
             _log(f"  W6 ({every}): {figures}")
         _rows(
@@ -115,6 +118,20 @@ def run_w6(suite: Any) -> None:
             _median_figures(runs),
             "checkpoint_every=100" if every else "no checkpoints in flight",
         )
+
+
+def _scale_run_in_a_fresh_process(directory: str | None, every: int | None) -> dict[str, Any]:
+    """:func:`scale_run` in a new interpreter (no heap left by earlier runs)."""
+    code = (
+        "import json, sys; from benchmarks.scale_bench import scale_run; "
+        f"print(json.dumps(scale_run({directory!r}, checkpoint_every={every!r})))"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
+    )
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
 
 
 def _median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
