@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, insert
 
+from audit.chain import event_message, hasher
 from audit.tables import audit_events, fact_chunks
 from engine.errors import StoreError
 from engine.facts import canonical_json, fact_from_dict, fact_json
@@ -132,8 +133,7 @@ def chain_batch(
     under ``key``; raises ``StoreError`` for a payload that is not JSON."""
     out = ChainedBatch(run_id)
     rid = _quote(run_id)
-    h = _hash_function(key)
-    kinds: dict[str, str] = {}
+    h = hasher(key)
     append = out.rows.append
     top = 0
     try:
@@ -154,17 +154,10 @@ def chain_batch(
                 continue
             seq += 1
             kind = ev.kind
-            qk = kinds.get(kind)
-            if qk is None:
-                qk = kinds[kind] = _quote(kind)
             fact = ev.fact
             payload = canonical_json(ev.payload) if fact is None else ev.text or fact_json(fact)
             ts = float(ev.ts)
-            prev = h(
-                prev,
-                f'{{"cycle":{cycle},"kind":{qk},"payload":{payload},'
-                f'"run_id":{rid},"seq":{seq},"ts":{ts!r}}}',
-            )
+            prev = h(prev, event_message(rid, seq, kind, cycle, ts, payload))
             append((run_id, seq, cycle, kind, ts, payload, prev))
             if fact is not None:
                 out.promoted += 1
@@ -178,28 +171,11 @@ def chain_batch(
     return out
 
 
-def _hash_function(key: bytes | None) -> Callable[[str, str], str]:
-    if key is None:
-        sha = hashlib.sha256
-
-        def plain(prev: str, message: str) -> str:
-            return sha((prev + message).encode()).hexdigest()
-
-        return plain
-    base = hmac.new(key, digestmod=hashlib.sha256)
-
-    def keyed(prev: str, message: str) -> str:
-        h = base.copy()
-        h.update((prev + message).encode())
-        return h.hexdigest()
-
-    return keyed
-
-
 def _chain_facts(
     ev: PromotedFacts, rid: str, prev: str, seq: int, key: bytes | None
 ) -> tuple[FactRows, str]:
-    """The hashes of ``ev``'s facts: ``event_message`` with its constant parts built once."""
+    """The hashes of ``ev``'s facts: :func:`audit.chain.event_message`'s bytes, with
+    its constant parts built once per batch (the hot loop of an audited run)."""
     cycle, ts = ev.cycle, float(ev.ts)
     pre = f'{{"cycle":{cycle},"kind":"fact_promoted","payload":'
     mid = f',"run_id":{rid},"seq":'
