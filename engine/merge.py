@@ -168,8 +168,7 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
         if len(st.leaves) >= FOLD_LEAVES:
             # fold the leaves into the Merkle frontier as the run goes: a checkpoint
             # or the stop then costs O(log n), not a pass over every fact since
-            st.frontier.extend(st.leaves)
-            st.leaves.clear()
+            st.fold_leaves()
     st.merge_effects = []
     st.merge_pos = (0, 0)
     return None

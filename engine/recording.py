@@ -221,8 +221,7 @@ def facts_root_of(st: RunState) -> str:
     """The Merkle root of the run's facts, kept incrementally: each stop or pause
     hashes only the facts promoted since the previous one."""
     catch_up_leaves(st)
-    st.frontier.extend(st.leaves)
-    st.leaves.clear()
+    st.fold_leaves()
     return st.frontier.root()
 
 

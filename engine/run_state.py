@@ -139,9 +139,13 @@ class RunState:
         a resume recomputes it)."""
         if self.frontier.count + len(self.leaves) != len(self.context):
             return None
+        self.fold_leaves()
+        return self.frontier.to_json()
+
+    def fold_leaves(self) -> None:
+        """Fold the leaves gathered so far into the Merkle frontier."""
         self.frontier.extend(self.leaves)
         self.leaves.clear()
-        return self.frontier.to_json()
 
     def rejected_contents(self) -> list[tuple[str, Any]]:
         """The (key, content) pairs a human rejected in this run."""
