@@ -16,7 +16,6 @@ from sqlalchemy import create_engine, text
 
 import audit.store
 from audit import SqlRunStore, open_store
-from audit.testing import pg_schema
 from engine import (
     Budget,
     Context,
@@ -33,7 +32,7 @@ from engine import (
 )
 from engine.facts import fact_json
 from gates import require_approval
-from tests.pgfixtures import require_pg
+from tests.hitlfixtures import STORES, store_url_for
 
 JSON_LEAF = (
     st.none()
@@ -52,13 +51,9 @@ JSON = st.recursive(
 KEYS = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=8)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=STORES)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "audit.db")
-        return
-    require_pg()
-    with pg_schema() as url:
+    with store_url_for(request.param, tmp_path) as url:
         yield url
 
 
