@@ -148,7 +148,14 @@ class SqlRunStore:
         self._chain = KEYED if key is not None else PLAIN
         self._pg = self._engine.dialect.name == "postgresql"
         self._inserter = BulkInserter(self._engine)
-        self._writer = BackgroundWriter("converge-audit", self._commit)
+        file_sqlite = self._engine.dialect.name == "sqlite" and self._engine.url.database not in (
+            None,
+            "",
+            ":memory:",
+        )
+        self._writer = BackgroundWriter(
+            "converge-audit", self._commit, self._checkpoint_wal if file_sqlite else None
+        )
         # per run, what the queued batches will leave: chain head, seq, facts and the
         # digest chain of its fact chunks (None: they do not tile); a prediction the
         # writer checks under the run's lock
@@ -181,6 +188,18 @@ class SqlRunStore:
         """Finish the batch in flight and release the database connections."""
         self._writer.close()
         self._engine.dispose()
+
+    def _checkpoint_wal(self) -> None:
+        """(writer thread, once its queue is empty) Copy the SQLite WAL into the
+        database file with a passive checkpoint, which runs beside other writers: the
+        commit that crosses ``wal_autocheckpoint`` would otherwise do it while a run
+        waits (~35 ms per 100k facts, measured on W2's last commit)."""
+        raw = self._engine.raw_connection()
+        try:
+            # on the DBAPI connection: autocommit, so no transaction pins the snapshot
+            raw.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)")  # type: ignore[union-attr]
+        finally:
+            raw.close()
 
     def _written(self, run_id: str) -> None:
         """Wait for the queued batches; raise the failure of a batch of ``run_id``

@@ -348,13 +348,25 @@ class BackgroundWriter:
     or :meth:`wait` raises the ``StoreError`` (the batches queued after it are
     dropped: they were chained onto it). Safe to share between threads driving
     different runs.
+
+    ``idle`` (optional) is work the thread does once its queue is empty, after it
+    has released the waiters: the SQLite store checkpoints its WAL there, off the
+    path of the run's next commit. :meth:`close` waits for it; :meth:`settle` and
+    :meth:`wait` do not.
     """
 
-    def __init__(self, name: str, commit: Callable[[str, list[Any]], None]) -> None:
+    def __init__(
+        self,
+        name: str,
+        commit: Callable[[str, list[Any]], None],
+        idle: Callable[[], None] | None = None,
+    ) -> None:
         self._name = name
         self._commit = commit
+        self._idle = idle
         self._queue: list[tuple[str, Any]] = []
         self._busy = False
+        self._tidying = False
         self._failures: dict[str, BaseException] = {}
         self._cond = threading.Condition()
         self._interval: float | None = None
@@ -388,8 +400,10 @@ class BackgroundWriter:
                     if self._interval is not None:
                         sys.setswitchinterval(self._interval)
                         self._interval = None
+                    tidy = self._idle is not None and not self._tidying
+                    self._tidying = self._tidying or tidy
                     self._cond.notify_all()
-                    return
+                    break
                 run_id = self._queue[0][0]
                 group: list[Any] = []
                 while self._queue and self._queue[0][0] == run_id:
@@ -401,6 +415,18 @@ class BackgroundWriter:
                 with self._cond:
                     self._failures[run_id] = exc
                     self._queue = [q for q in self._queue if q[0] != run_id]
+                    self._cond.notify_all()
+        if tidy:
+            # after the waiters are released: the engine goes on (a new batch starts
+            # another thread) while this one does the idle work
+            try:
+                assert self._idle is not None
+                self._idle()
+            except Exception:  # housekeeping only: never a run's failure
+                pass
+            finally:
+                with self._cond:
+                    self._tidying = False
                     self._cond.notify_all()
 
     def _raise_failure(self, run_id: str) -> None:
@@ -426,5 +452,8 @@ class BackgroundWriter:
                 self._cond.wait()
 
     def close(self) -> None:
-        """Wait for the queued batches (the thread ends when the queue is empty)."""
-        self.settle()
+        """Wait for the queued batches and the idle work (the thread ends when the
+        queue is empty)."""
+        with self._cond:
+            while self._busy or self._tidying:
+                self._cond.wait()

@@ -56,7 +56,7 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
         batch = PromotedFacts(cycle, time.time())
         events.append(batch)
         batch_fact, batch_text, batch_row = _appenders(batch)
-        quoted: dict[str, str] = {}  # keys as JSON strings, quoted once per merge
+        quoted: dict[str, tuple[str, str]] = {}  # keys as JSON, quoted once per merge
         cyc = str(cycle)
     for ei in range(start_i, len(effects)):
         name, proposals = effects[ei]
@@ -134,9 +134,11 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
             new_append(fact)
             if store:
                 # fact_json(fact) from parts quoted once: the event's payload and its leaf
-                qkey = quoted.get(key)
-                if qkey is None:
-                    qkey = quoted[key] = _quote(key)
+                q = quoted.get(key)
+                if q is None:
+                    qkey = _quote(key)
+                    q = quoted[key] = (qkey, qkey[:-1] + "#")  # and its ids' opening
+                qkey, qopen = q
                 if c is str:
                     cs = _quote(content)
                 elif c is int:
@@ -146,12 +148,12 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
                 else:
                     cs = canonical_json(content)
                 if type(confidence) is float:
-                    confs = repr(confidence)
+                    confs = "1.0" if confidence == 1.0 else repr(confidence)
                 else:
                     confs = canonical_json(confidence)
                 ps = "[" + ",".join([_quote(x) for x in parents]) + "]" if parents else "[]"
                 qpid = _quote(given_id) if given_id else f'{qprefix}{pj}"'
-                qid = f'{qkey[:-1]}#{n}"'
+                qid = f'{qopen}{n}"'
                 text = (
                     f'{{"confidence":{confs},"content":{cs},"id":{qid},"key":{qkey},'
                     f'"provenance":{{"cycle":{cyc},"parents":{ps},"proposal_id":{qpid},'

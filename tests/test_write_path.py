@@ -5,6 +5,7 @@ every fact."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -312,3 +313,71 @@ def test_a_failed_batch_is_reported_to_its_own_run_only(tmp_path: Path) -> None:
     assert store.verify("good").ok and store.verify("bad").ok
     assert len(store.facts("good")) == len(results["good"].context)
     store.close()
+
+
+def test_the_writer_checkpoints_the_wal_once_idle_so_the_database_file_holds_the_run(
+    tmp_path: Path,
+) -> None:
+    # 9,000 events stay far below wal_autocheckpoint: only the writer's idle checkpoint
+    # copies them into the database file, which a backup of that file alone then holds
+    db = tmp_path / "wal.db"
+    store = open_store(str(db))
+    engine = Engine(budget=Budget(max_cycles=6), store=store).register(_burst(1500))
+    result = engine.run({"tick": [0]}, run_id="wal")
+    store._writer.close()  # the queue and the idle work
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(db.read_bytes())  # the file without its -wal
+    backup = create_engine(f"sqlite:///{copy}")
+    try:
+        with backup.connect() as conn:
+            promoted = conn.execute(
+                text("SELECT count(*) FROM audit_events WHERE kind = 'fact_promoted'")
+            ).scalar()
+    finally:
+        backup.dispose()
+    assert promoted is not None and promoted >= len(result.context) - 1500
+    store.close()
+
+
+def test_the_idle_work_runs_after_the_waiters_are_released_and_close_waits_for_it() -> None:
+    from audit.writer import BackgroundWriter
+
+    release, done = threading.Event(), threading.Event()
+    seen: dict[str, bool] = {}
+
+    def idle() -> None:
+        seen["released"] = release.wait(timeout=30)  # False: the test never let it go
+        done.set()
+
+    committed: list[Any] = []
+    writer = BackgroundWriter("test-writer", lambda run_id, items: committed.extend(items), idle)
+    writer.submit("r", "batch")
+    writer.wait("r")  # returns while the idle work is still blocked
+    assert committed == ["batch"]
+    release.set()
+    writer.close()
+    assert done.is_set() and seen["released"]
+
+
+def test_failing_idle_work_fails_no_run() -> None:
+    from audit.writer import BackgroundWriter
+
+    def idle() -> None:
+        raise OSError("checkpoint failed")
+
+    committed: list[Any] = []
+    writer = BackgroundWriter("test-writer", lambda run_id, items: committed.extend(items), idle)
+    writer.submit("r", 1)
+    writer.close()
+    writer.submit("r", 2)
+    writer.wait("r")
+    writer.close()
+    assert committed == [1, 2]
+
+
+def test_only_a_sqlite_file_store_checkpoints_when_idle(tmp_path: Path) -> None:
+    file_store, memory_store = open_store(str(tmp_path / "f.db")), open_store(":memory:")
+    assert file_store._writer._idle is not None
+    assert memory_store._writer._idle is None  # one shared connection: no second user
+    file_store.close()
+    memory_store.close()
