@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -76,6 +77,8 @@ def scale_run(directory: str | None = None, checkpoint_every: int | None = 100) 
     first = WINDOW / (ticks[window_cycles] - ticks[0])
     last = WINDOW / (ticks[CYCLES] - ticks[CYCLES - window_cycles])
     store.close()
+    # its ~300 MB would otherwise be written back to disk during the next run's windows
+    shutil.rmtree(tmp, ignore_errors=True)
     return {
         "facts": facts,
         "seconds": ended - started,
