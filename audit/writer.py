@@ -13,6 +13,7 @@ to ``executemany``); on PostgreSQL one ``COPY`` fed one text buffer.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -351,8 +352,9 @@ class BackgroundWriter:
 
     ``idle`` (optional) is work the thread does once its queue is empty, after it
     has released the waiters: the SQLite store checkpoints its WAL there, off the
-    path of the run's next commit. :meth:`close` waits for it; :meth:`settle` and
-    :meth:`wait` do not.
+    path of the run's next commit. One thread at a time does it, once more when
+    batches were committed meanwhile. :meth:`close` waits for it; :meth:`settle`
+    and :meth:`wait` do not.
     """
 
     def __init__(
@@ -367,6 +369,7 @@ class BackgroundWriter:
         self._queue: list[tuple[str, Any]] = []
         self._busy = False
         self._tidying = False
+        self._again = False
         self._failures: dict[str, BaseException] = {}
         self._cond = threading.Condition()
         self._interval: float | None = None
@@ -400,7 +403,10 @@ class BackgroundWriter:
                     if self._interval is not None:
                         sys.setswitchinterval(self._interval)
                         self._interval = None
+                    # one thread at a time does the idle work; one busy with it does
+                    # it again for what was committed since it began
                     tidy = self._idle is not None and not self._tidying
+                    self._again = self._tidying
                     self._tidying = self._tidying or tidy
                     self._cond.notify_all()
                     break
@@ -417,17 +423,21 @@ class BackgroundWriter:
                     self._queue = [q for q in self._queue if q[0] != run_id]
                     self._cond.notify_all()
         if tidy:
-            # after the waiters are released: the engine goes on (a new batch starts
-            # another thread) while this one does the idle work
-            try:
-                assert self._idle is not None
+            self._tidy()
+
+    def _tidy(self) -> None:
+        """The idle work, after the waiters are released: the engine goes on (a new
+        batch starts another thread) while this one does it."""
+        assert self._idle is not None
+        while True:
+            with contextlib.suppress(Exception):  # housekeeping: never a run's failure
                 self._idle()
-            except Exception:  # housekeeping only: never a run's failure
-                pass
-            finally:
-                with self._cond:
+            with self._cond:
+                if not self._again:
                     self._tidying = False
                     self._cond.notify_all()
+                    return
+                self._again = False
 
     def _raise_failure(self, run_id: str) -> None:
         failure = self._failures.pop(run_id, None)
