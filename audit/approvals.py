@@ -4,7 +4,8 @@ A gate with ``approvals_required=N`` (``gates.hitl.require_approval``) is decide
 the vote that makes it decisive: the N-th distinct approval, or the first
 rejection. Votes are cast in one transaction that locks the gate row, so of
 racing voters exactly one casts the deciding vote; a vote on a gate whose votes
-are already decisive is refused as ``GateAlreadyDecided``, a second vote by the
+are already decisive is refused as ``GateAlreadyDecided`` (unless it repeats the
+deciding vote of a gate still pending: see :func:`cast_vote`), a second vote by the
 same person as :class:`DuplicateVote`. Each vote that does not decide is a
 ``gate_vote`` event in the run's hash chain; the deciding one becomes the
 engine's ``gate_decided`` (``by`` = every approver, in order) when the caller
@@ -68,15 +69,15 @@ class VoteOutcome:
         return 0 if self.decision is not None else max(self.required - self.approvals, 0)
 
 
-def _decision(votes: list[Vote], required: int) -> GateDecision | None:
+def _decision(votes: list[Vote], required: int) -> tuple[GateDecision, Vote] | None:
+    """The decision ``votes`` make and the vote that made it (None: not decisive yet)."""
     rejection = next((v for v in votes if not v.approved), None)
     if rejection is not None:
-        return GateDecision.reject(by=rejection.voter, reason=rejection.reason)
+        return GateDecision.reject(by=rejection.voter, reason=rejection.reason), rejection
     approvers = [v for v in votes if v.approved]
     if len(approvers) >= required:
-        return GateDecision.approve(
-            by=", ".join(v.voter for v in approvers), reason=approvers[-1].reason
-        )
+        by = ", ".join(v.voter for v in approvers)
+        return GateDecision.approve(by=by, reason=approvers[-1].reason), approvers[-1]
     return None
 
 
@@ -107,6 +108,10 @@ def cast_vote(
     votes already decisive), ``GateExpired`` (past its deadline: nothing
     recorded), :class:`DuplicateVote`, ``ValueError`` for a ``required`` < 1, or
     ``StoreError``.
+
+    The person whose vote decided a gate that is still pending (their process died
+    before it resumed the run) may repeat that vote: nothing new is recorded, and
+    the outcome carries the recorded decision for the caller to apply.
     """
     if required < 1:
         raise ValueError(f"required must be >= 1, got {required}")
@@ -133,8 +138,14 @@ def cast_vote(
         ]
         done = _decision(cast, required)
         if done is not None:
-            status = "approved" if done.approved else "rejected"
-            raise GateAlreadyDecided(gate_id, status, done.by, _iso(cast[-1].ts))
+            decided, deciding = done
+            if deciding.voter == decision.by and deciding.approved == decision.approved:
+                # this person's deciding vote is recorded but the gate is still
+                # pending: the process that cast it died before resuming the run;
+                # repeating the vote lets the caller apply the decision
+                return VoteOutcome(gate_id, tuple(cast), required, decided)
+            status = "approved" if decided.approved else "rejected"
+            raise GateAlreadyDecided(gate_id, status, decided.by, _iso(cast[-1].ts))
         if any(v.voter == decision.by for v in cast):
             raise DuplicateVote(gate_id, decision.by)
         vote = Vote(decision.by, decision.approved, decision.reason, at)
@@ -148,7 +159,8 @@ def cast_vote(
             )
         )
         cast.append(vote)
-        final = _decision(cast, required)
+        done = _decision(cast, required)
+        final = None if done is None else done[0]
         if final is None:
             payload = {
                 "gate_id": gate_id,

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from audit import open_store
-from audit.approvals import DuplicateVote
+from audit.approvals import DuplicateVote, cast_vote
 from audit.store import SqlRunStore
 from audit.tokens import add_token
 from converge.cli import app
@@ -110,6 +110,57 @@ def test_the_same_person_approving_twice_is_refused_and_counts_once(store: SqlRu
     gate = store.get_gate(gate_id)
     assert gate.status == "pending"
     assert len(store.events(gate.run_id, kinds=["gate_vote"])) == 1
+
+
+def _deciding_vote_cast_then_process_died(store: SqlRunStore, last: GateDecision) -> str:
+    # what a process leaves when it dies between recording the deciding vote and
+    # resuming the run: decisive votes on a gate that is still pending
+    gate_id = _gate(store)
+    cast_vote(store, gate_id, GateDecision.approve(by="alice"), 2)
+    assert cast_vote(store, gate_id, last, 2).decision is not None
+    assert store.get_gate(gate_id).status == "pending"
+    return gate_id
+
+
+def test_the_deciding_voter_repeating_the_vote_applies_it_when_its_process_died(
+    store: SqlRunStore,
+) -> None:
+    gate_id = _deciding_vote_cast_then_process_died(store, GateDecision.approve(by="bob"))
+
+    report = decide(store, gate_id, GateDecision.approve(by="bob", reason="again"))
+
+    assert report.result is not None and report.result.stop_reason.kind_code() == "converged"
+    gate = store.get_gate(gate_id)
+    assert (gate.status, gate.decided_by) == ("approved", "alice, bob")
+    assert len(store.events(gate.run_id, kinds=["gate_vote"])) == 1  # alice's; none added
+    assert store.verify(gate.run_id).ok
+    with pytest.raises(GateAlreadyDecided):  # applied once
+        decide(store, gate_id, GateDecision.approve(by="bob"))
+
+
+def test_a_repeated_deciding_rejection_rejects_the_gate(store: SqlRunStore) -> None:
+    gate_id = _deciding_vote_cast_then_process_died(
+        store, GateDecision.reject(by="carol", reason="no")
+    )
+
+    decide(store, gate_id, GateDecision.reject(by="carol", reason="no"))
+
+    gate = store.get_gate(gate_id)
+    assert (gate.status, gate.decided_by) == ("rejected", "carol")
+    assert [f.key for f in store.facts(gate.run_id)].count("hitl.rejected") == 1
+
+
+def test_only_the_deciding_voter_with_the_same_verdict_may_repeat_it(store: SqlRunStore) -> None:
+    gate_id = _deciding_vote_cast_then_process_died(store, GateDecision.approve(by="bob"))
+
+    for other in (
+        GateDecision.approve(by="carol"),  # a new voter: the votes already decided
+        GateDecision.approve(by="alice"),  # an earlier voter, not the deciding one
+        GateDecision.reject(by="bob"),  # the deciding voter changing their verdict
+    ):
+        with pytest.raises(GateAlreadyDecided, match="approved by alice, bob"):
+            decide(store, gate_id, other)
+    assert store.get_gate(gate_id).status == "pending"
 
 
 def test_two_of_three_through_the_api_the_same_token_twice_is_409(store: SqlRunStore) -> None:
