@@ -15,6 +15,7 @@ resumes the run with :attr:`VoteOutcome.decision`.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import insert, select
@@ -79,6 +80,13 @@ def _decision(votes: list[Vote], required: int) -> tuple[GateDecision, Vote] | N
         by = ", ".join(v.voter for v in approvers)
         return GateDecision.approve(by=by, reason=approvers[-1].reason), approvers[-1]
     return None
+
+
+def deciding_vote(cast: Sequence[Vote], required: int) -> Vote | None:
+    """The vote among ``cast`` (oldest first) that decided a gate needing ``required``
+    approvals: the ``required``-th approval or the first rejection (None: undecided)."""
+    done = _decision(list(cast), required)
+    return None if done is None else done[1]
 
 
 def votes(store: SqlRunStore, gate_id: str) -> list[Vote]:

@@ -236,3 +236,42 @@ def test_eight_racing_voters_on_a_two_of_eight_gate_decide_it_once(
 
 def _bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+def test_the_inbox_offers_the_deciding_voter_to_apply_a_vote_its_process_did_not(
+    store: SqlRunStore,
+) -> None:
+    import re
+
+    from fastapi.testclient import TestClient
+
+    from converge.web import create_app
+
+    gate_id = _deciding_vote_cast_then_process_died(store, GateDecision.approve(by="bob"))
+    pages: dict[str, tuple[TestClient, str]] = {}
+    for name in ("alice", "bob"):
+        client = TestClient(create_app(store))
+        login = client.get("/login")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', login.text)
+        assert csrf is not None
+        token = add_token(store, name)
+        client.post("/login", data={"csrf": csrf.group(1), "token": token, "next": "/"})
+        page = client.get(f"/gates/{gate_id}")
+        assert page.status_code == 200 and f'id="who">{name}<' in page.text
+        pages[name] = (client, page.text)
+    # alice voted but did not decide: nothing to apply; bob cast the deciding vote
+    assert 'id="apply-vote"' not in pages["alice"][1] and 'id="voted"' in pages["alice"][1]
+    client, text = pages["bob"]
+    form = re.search(r'id="apply">.*?name="csrf" value="([^"]+)"', text, re.S)
+    assert form is not None
+    done = client.post(
+        f"/gates/{gate_id}/decision",
+        data={"csrf": form.group(1), "decision": "approve", "reason": "", "value": "MIT"},
+        follow_redirects=False,
+    )
+    assert done.status_code == 303, done.text
+    gate = store.get_gate(gate_id)
+    assert (gate.status, gate.decided_by) == ("approved", "alice, bob")
+    assert store.run(gate.run_id).status == "stopped"
+    # the answer given when applying goes with the approval
+    assert [f.content for f in store.facts(gate.run_id) if f.key == "license.unknown"] == ["MIT"]

@@ -12,7 +12,7 @@ from typing import Any
 import networkx as nx
 from markupsafe import Markup
 
-from audit.approvals import Vote, votes
+from audit.approvals import Vote, deciding_vote, votes
 from audit.lineage import lineage_graph
 from audit.store import SqlRunStore
 from audit.timeline import last_budget_status, timeline
@@ -51,6 +51,7 @@ def gate_dict(store: SqlRunStore, g: GateRecord, *, clock: Clock = time.time) ->
     cast = votes(store, g.gate_id)
     required = approvals_required(recorded, g)
     approvals = sum(1 for v in cast if v.approved)
+    deciding = deciding_vote(cast, required) if required > 1 else None
     return {
         "gate_id": g.gate_id,
         "run_id": g.run_id,
@@ -72,6 +73,9 @@ def gate_dict(store: SqlRunStore, g: GateRecord, *, clock: Clock = time.time) ->
         "approvals_required": required,
         "approvals": [vote_dict(v) for v in cast],
         "still_needed": max(required - approvals, 0) if g.status == "pending" else 0,
+        # decisive votes on a gate still pending: the process that recorded the
+        # deciding vote stopped before resuming the run; its voter may apply it
+        "deciding_vote": None if g.status != "pending" or deciding is None else vote_dict(deciding),
     }
 
 
