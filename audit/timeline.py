@@ -68,6 +68,10 @@ def timeline(events: Iterable[StoredEvent]) -> list[CycleSummary]:
                 s.executed.append(name)
             case "suggestor_failed":
                 s.failed.append(f"{p.get('suggestor')}: {p.get('error')}")
+            case "usage_recorded":
+                i, o, c = [*(p.get("usage") or []), 0, 0, 0.0][:3]
+                who = p.get("suggestor")
+                s.notes.append(f"{who} recorded {i}+{o} tokens, ${c} it did not return")
             case "fact_promoted":
                 s.promoted += 1
                 s.promoted_keys[str(p.get("key"))] += 1

@@ -13,6 +13,9 @@ audit see it the same way:
 - Budgets reach inside the call: each agent run gets ``UsageLimits`` from
   ``ctx.remaining_budget()``; ``UsageLimitExceeded`` becomes the matching budget
   stop, with the usage spent and the messages so far in the audit trail.
+- An agent run that fails (a model or tool error) or is cut (``Engine.cancel()``,
+  the time budget) records what its responses so far cost with
+  ``ctx.record_usage``: it still counts toward the run's budgets.
 - Tool calls inside the agent are invocations ``NAME.TOOL``
   (:attr:`engine.Effect.tool_calls`): ``per_suggestor`` limits of a tool and the
   invocation budget are enforced before the tool runs.
@@ -304,7 +307,9 @@ async def call_agent(
     unpriceable model under a cost budget comes back as
     ``Error(error_category="configuration")`` without calling it. Raises
     :class:`ConfigurationError` when the agent has no model; other errors of the
-    model or of a tool propagate (the engine records them as a failed execution).
+    model or of a tool propagate (the engine records them as a failed execution),
+    as does a cut (``asyncio.CancelledError``), once the usage of the responses so
+    far is recorded with ``ctx.record_usage``.
     """
     model = _model_of(agent, name)
     left = ctx.remaining_budget()
@@ -366,6 +371,11 @@ async def _run(
             limit_hit = exc
         except _ToolBudgetHit as hit:
             signal = hit.reason
+        except BaseException:
+            # a model or tool error, or a cut (cancel, time budget): what the
+            # responses so far cost still counts toward the run's budgets
+            ctx.record_usage(name, usage_of(messages, price)[0])
+            raise
     usage, cost_known = usage_of(messages, price)
     ledger.report(usage.total_tokens, usage.cost_usd)
     if limit_hit is not None:
@@ -524,7 +534,8 @@ class AgentSuggestor:
         signal: StopReason | None = None
         audit: dict[str, Any] = {}
         runs = 0
-        with cycle_spend(ctx):  # so each run sees what the previous ones spent
+        with cycle_spend(ctx), _recorded_on_failure(ctx, self.name, lambda: spent):
+            # cycle_spend: each run sees what the previous ones spent
             for value_key, group in groups.items():
                 if any(f.id in answered for f in group):
                     continue
@@ -554,6 +565,17 @@ class AgentSuggestor:
 
     def __repr__(self) -> str:
         return f"<agent {self.name} reads={list(self.reads)} writes={self.writes}>"
+
+
+@contextmanager
+def _recorded_on_failure(ctx: Context, name: str, spent: Callable[[], Usage]) -> Iterator[None]:
+    """Record ``spent()`` with ``ctx.record_usage`` when the block raises or is cut:
+    the usage of the agent runs that finished before (the failing run records its own)."""
+    try:
+        yield
+    except BaseException:
+        ctx.record_usage(name, spent())
+        raise
 
 
 def to_proposals(output: Any, key: str, parents: tuple[str, ...]) -> list[Proposal]:

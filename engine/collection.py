@@ -9,12 +9,11 @@ become signals, and what is left is the cycle's list of effects for the merge.
 from __future__ import annotations
 
 import time
-from math import isfinite
 from traceback import format_exception
 from typing import Any
 
 from engine.accounting import elapsed_ms, ms
-from engine.effect import NO_USAGE, Effect, Usage
+from engine.effect import NO_USAGE, Effect, Usage, usage_problem
 from engine.execution import CANCELLED, NOT_DONE, TIMED_OUT
 from engine.facts import Proposal
 from engine.run_state import RunState
@@ -128,6 +127,24 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
             break
         if proposals:
             effects.append((name, proposals))
+    recorded = st.context._recorded
+    if recorded:
+        # spent by executions that raised or were cut (Context.record_usage)
+        taken = recorded[:]
+        recorded.clear()
+        for name, u in taken:
+            usage_in += u.input_tokens
+            usage_out += u.output_tokens
+            cost += u.cost_usd
+            if store:
+                events.append(
+                    AuditEvent(
+                        "usage_recorded",
+                        st.cycle,
+                        {"suggestor": name, "usage": [u.input_tokens, u.output_tokens, u.cost_usd]},
+                        time.time(),
+                    )
+                )
     if usage_in or usage_out or cost:
         st.usage = Usage(
             st.usage.input_tokens + usage_in,
@@ -172,15 +189,9 @@ def _inner_activity(st: RunState, name: str, effect: Effect, last: list[str]) ->
 
 def _invalid_effect(effect: Effect) -> str | None:
     """What is wrong with an effect a suggestor returned, or None."""
-    u = effect.usage
-    if type(u) is not Usage:
-        return f"returned usage of type {type(u).__name__}, expected a Usage"
-    if u is not NO_USAGE:
-        i, o, c = u.input_tokens, u.output_tokens, u.cost_usd
-        if type(i) is not int or type(o) is not int or i < 0 or o < 0:
-            return f"returned usage with bad token counts {i!r}, {o!r} (non-negative integers)"
-        if type(c) not in (int, float) or not isfinite(c) or c < 0:
-            return f"returned usage with a bad cost {c!r} (a finite, non-negative USD amount)"
+    problem = usage_problem(effect.usage)
+    if problem is not None:
+        return f"returned {problem}"
     if type(effect.proposals) not in (list, tuple):
         got = type(effect.proposals).__name__
         return f"returned an Effect whose proposals are a {got}, expected a list of Proposal"

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from engine.budget import RemainingBudget
+from engine.effect import Usage, usage_problem
 from engine.facts import Fact, content_key
 
 _EMPTY: tuple[Fact, ...] = ()
@@ -17,10 +18,20 @@ class Context:
     ``ctx.get(key)`` gives the facts of a key (an empty tuple when none),
     ``ctx.has(key)``, ``ctx.keys()``, ``len(ctx)``, iteration over every fact,
     ``ctx.cycle`` (the cycle being executed; 0 before the first), ``ctx.fact(id)``,
-    ``ctx.remaining_budget()``. Only the engine adds facts (through :meth:`_promote`).
+    ``ctx.remaining_budget()``; ``ctx.record_usage(...)`` counts what a failed or
+    cut execution spent. Only the engine adds facts (through :meth:`_promote`).
     """
 
-    __slots__ = ("_by_id", "_by_key", "_facts", "_identities", "_remaining", "_tuples", "cycle")
+    __slots__ = (
+        "_by_id",
+        "_by_key",
+        "_facts",
+        "_identities",
+        "_recorded",
+        "_remaining",
+        "_tuples",
+        "cycle",
+    )
 
     def __init__(self) -> None:
         self._facts: list[Fact] = []
@@ -29,6 +40,9 @@ class Context:
         self._by_id: dict[str, Fact] = {}
         self._identities: set[tuple[str, Any]] = set()
         self._remaining: Callable[[], RemainingBudget] | None = None
+        # usage recorded by executions that will not return it (record_usage);
+        # the engine takes it when it collects the cycle (never replaced: cleared)
+        self._recorded: list[tuple[str, Usage]] = []
         self.cycle = 0
 
     @classmethod
@@ -95,6 +109,30 @@ class Context:
         built by hand, or rebuilt on a worker)."""
         source = self._remaining
         return None if source is None else source()
+
+    def record_usage(self, suggestor: str, usage: Usage) -> None:
+        """Record what an execution of ``suggestor`` spent (tokens, USD) but will not
+        return in an :class:`~engine.effect.Effect`: one that raises, or that
+        ``Engine.cancel()`` or the time budget cuts (record it, then re-raise the
+        ``asyncio.CancelledError``).
+
+        When the engine collects the cycle it adds the usage to the run's, so that it
+        counts toward the token and cost budgets, and writes a ``usage_recorded``
+        audit event. Usage an execution returns in its ``Effect`` must not be
+        recorded too. Raises ``TypeError`` for a ``usage`` that is not a valid
+        :class:`~engine.effect.Usage` (negative or non-integer token counts, a cost
+        that is not a finite, non-negative USD amount).
+        """
+        problem = usage_problem(usage)
+        if problem is not None:
+            raise TypeError(f"record_usage({suggestor!r}): {problem}")
+        if usage.input_tokens or usage.output_tokens or usage.cost_usd:
+            self._recorded.append((str(suggestor), usage))
+
+    def recorded_usage(self) -> list[tuple[str, Usage]]:
+        """What :meth:`record_usage` recorded and the engine has not collected yet:
+        ``(suggestor, usage)`` pairs, oldest first (a copy)."""
+        return list(self._recorded)
 
     def __len__(self) -> int:
         return len(self._facts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import isfinite
 from typing import Any
 
 from engine.facts import Proposal
@@ -31,6 +32,20 @@ class Usage:
 
 
 NO_USAGE = Usage()
+
+
+def usage_problem(usage: object) -> str | None:
+    """What is wrong with ``usage`` as a :class:`Usage` (non-negative integer token
+    counts, a finite non-negative USD cost), or None."""
+    if type(usage) is not Usage:
+        return f"usage of type {type(usage).__name__}, expected a Usage"
+    if usage is not NO_USAGE:
+        i, o, c = usage.input_tokens, usage.output_tokens, usage.cost_usd
+        if type(i) is not int or type(o) is not int or i < 0 or o < 0:
+            return f"usage with bad token counts {i!r}, {o!r} (non-negative integers)"
+        if type(c) not in (int, float) or not isfinite(c) or c < 0:
+            return f"usage with a bad cost {c!r} (a finite, non-negative USD amount)"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

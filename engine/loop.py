@@ -271,6 +271,7 @@ def run_plain(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) -> Ru
     no_parents: tuple[str, ...] = ()
     min_int = -MAX_INT  # negating MAX_INT copies 1.7 kB: once, not per proposal
     owned = freezer.owned
+    recorded = ctx._recorded  # usage recorded by executions: collect() takes it
     unfrozen = 0
     seen: Budget | None = None
     fast = other_limits = False
@@ -344,7 +345,7 @@ def run_plain(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) -> Ru
                         break
             elif out is not None:
                 plain = False
-            if plain:
+            if plain and not recorded:
                 name = names[i]
                 invocations_by[name] = invocations_by.get(name, 0) + 1
                 history.append(name)
@@ -354,6 +355,7 @@ def run_plain(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) -> Ru
                     streaks.pop(name, None)
                 effects = [(name, out)] if out else []
             else:
+                plain = False  # collect() takes it, and any usage it recorded
                 outcomes = [out]
         else:
             outcomes = []
@@ -380,6 +382,8 @@ def run_plain(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) -> Ru
                     plain = False
                     if type(out) is Effect and out.refusal is not None:
                         break
+            if plain and recorded:
+                plain = False
             if plain:
                 effects = []
                 last: list[str] = []

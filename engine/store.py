@@ -20,6 +20,7 @@ EVENT_KINDS = (
     "cycle_started",
     "suggestor_executed",
     "suggestor_failed",
+    "usage_recorded",
     "fact_promoted",
     "proposal_rejected",
     "invariant_violated",

@@ -8,6 +8,7 @@ Redis, on a queue of their own. Without those services the tests skip, unless
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,10 +20,17 @@ import yaml
 from audit import open_store
 from converge.jobs import load_job, parse_job
 from converge.workers import CeleryExecutor, RemoteSuggestorError, reference_of
-from converge.workers.wire import encode_exception, encode_output, outcome_of
+from converge.workers.wire import (
+    encode_exception,
+    encode_output,
+    outcome_of,
+    record_replied_usage,
+    with_recorded_usage,
+)
 from engine import (
     Budget,
     ConfigurationError,
+    Context,
     CycleWork,
     Effect,
     Engine,
@@ -194,6 +202,18 @@ def test_a_stop_run_raised_on_a_worker_stops_the_run_as_in_process(
     assert _facts(remote) == _facts(local)
 
 
+def test_usage_a_failing_suggestor_recorded_on_a_worker_counts_as_in_process(
+    workers: wf.Workers,
+) -> None:
+    def run(executor: CeleryExecutor | None) -> RunResult:
+        engine = Engine(executor=executor, on_error="continue")
+        return engine.register(wf.first, wf.costly, wf.second).run({"input": ["a"]})
+
+    local, remote = run(None), run(workers.executor())
+    assert local.usage == remote.usage == Usage(120, 30, 0.5)
+    assert _facts(remote) == _facts(local)
+
+
 @pytest.mark.parametrize("ship", ["context", "dependencies", "backend"])
 def test_every_way_of_shipping_the_context_gives_the_same_facts(
     workers: wf.Workers, ship: str
@@ -309,6 +329,16 @@ def test_a_worker_reply_rebuilds_the_outcome_an_in_process_execution_gives() -> 
     assert isinstance(stop, StopRun) and stop.context == {"n": 1}
     with pytest.raises(ConfigurationError, match="cannot run suggestor 's'"):
         outcome_of({"unusable": "ImportReferenceError: no module"}, "s")
+
+
+def test_usage_recorded_on_a_worker_travels_with_its_reply_to_the_runs_context() -> None:
+    worker_ctx, run_ctx = Context(), Context()
+    worker_ctx.record_usage("s", Usage(3, 4, 0.5))
+    reply = with_recorded_usage(encode_exception(ValueError("boom")), worker_ctx)
+    record_replied_usage(json.loads(json.dumps(reply)), run_ctx)
+    assert run_ctx.recorded_usage() == [("s", Usage(3, 4, 0.5))]
+    with pytest.raises(ConfigurationError, match="bad recorded usage"):
+        record_replied_usage({"recorded": [["s", -1, 0, 0.0]]}, run_ctx)
 
 
 def test_a_job_file_executor_naming_an_unset_variable_is_an_error_naming_the_field() -> None:

@@ -61,6 +61,13 @@ def explode(ctx: Context) -> list[Proposal]:
     raise ValueError(f"cannot handle {len(ctx.get('step'))} steps")
 
 
+@suggestor(name="costly", dependencies=["step"])
+def costly(ctx: Context) -> list[Proposal]:
+    """Cycle 2: pays for a model call, records it, then raises."""
+    ctx.record_usage("costly", Usage(120, 30, 0.5))
+    raise ValueError("the answer could not be parsed")
+
+
 @suggestor(name="stopper", dependencies=["step"])
 def stopper(ctx: Context) -> list[Proposal]:
     """Cycle 2: stops the run on purpose."""

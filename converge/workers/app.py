@@ -13,7 +13,7 @@ import inspect
 import json
 from typing import Any
 
-from converge.workers.wire import encode_exception, encode_output
+from converge.workers.wire import encode_exception, encode_output, with_recorded_usage
 from engine import Context, ConvergeError, Fact, fact_from_dict, resolve_reference
 from engine.errors import ImportReferenceError
 
@@ -115,8 +115,8 @@ def run_execution(
         if inspect.isawaitable(out):
             out = asyncio.run(_awaited(out))
     except Exception as exc:
-        return encode_exception(exc)
-    return encode_output(out)
+        return with_recorded_usage(encode_exception(exc), ctx)
+    return with_recorded_usage(encode_output(out), ctx)
 
 
 async def _awaited(awaitable: Any) -> Any:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from converge.workers.app import DEFAULT_QUEUE, TASK_NAME, CeleryTimeout, celery_app
 from converge.workers.references import reference_of
-from converge.workers.wire import outcome_of
+from converge.workers.wire import outcome_of, record_replied_usage
 from engine import (
     ConfigurationError,
     Effect,
@@ -270,6 +270,7 @@ class CeleryExecutor:
                     slot = pending.pop(task_id)
                     read.append(task_id)
                     out = outcomes[slot] = self._outcome(meta, names[slot])
+                    record_replied_usage(meta.get("result"), work.context)
                     if slot < first_stop and _stops(out, work.stop_on_error):
                         first_stop = slot
             except (TimeoutError, CeleryTimeout):  # nothing new within the window

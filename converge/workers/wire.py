@@ -6,7 +6,9 @@ returns one *reply*: ``{"effect": {proposals, usage, refusal}}``,
 ``{"raised": {type, message}}`` for an exception of the suggestor's own code,
 ``{"stop_run": {message, context}}`` for :class:`StopRun`, ``{"returned": type}``
 for a value that is neither an ``Effect`` nor proposals, or ``{"unusable":
-message}`` when the worker cannot import or run the reference at all.
+message}`` when the worker cannot import or run the reference at all. Any reply
+may also carry ``recorded``: ``[[suggestor, input_tokens, output_tokens,
+cost_usd], ...]``, the usage the execution recorded with ``ctx.record_usage``.
 :func:`outcome_of` turns a reply back into the outcome an in-process execution
 would have produced, so collection, merge and the audit trail are the same.
 """
@@ -16,9 +18,15 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
-from engine import ConfigurationError, Effect, Proposal, StopRun, Usage
+from engine import ConfigurationError, Context, Effect, Proposal, StopRun, Usage
 
-__all__ = ["RemoteSuggestorError", "encode_output", "outcome_of"]
+__all__ = [
+    "RemoteSuggestorError",
+    "encode_output",
+    "outcome_of",
+    "record_replied_usage",
+    "with_recorded_usage",
+]
 
 
 class RemoteSuggestorError(Exception):
@@ -82,6 +90,29 @@ def encode_exception(exc: BaseException) -> dict[str, Any]:
             "traceback": "".join(traceback.format_exception(exc)),
         }
     }
+
+
+def with_recorded_usage(reply: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """``reply`` with the usage the execution recorded on the worker's context
+    (``ctx.record_usage``: it raised or stopped after spending), as ``recorded``."""
+    recorded = ctx.recorded_usage()
+    if recorded:
+        reply["recorded"] = [
+            [name, u.input_tokens, u.output_tokens, u.cost_usd] for name, u in recorded
+        ]
+    return reply
+
+
+def record_replied_usage(reply: Any, ctx: Context) -> None:
+    """Record on the run's ``ctx`` the usage a worker's ``reply`` carries (see
+    :func:`with_recorded_usage`); raises ``ConfigurationError`` when it is malformed."""
+    recorded = reply.get("recorded") if isinstance(reply, dict) else None
+    for entry in recorded or ():
+        try:
+            name, i, o, c = entry
+            ctx.record_usage(str(name), Usage(i, o, c))
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"worker reply with bad recorded usage {entry!r}") from exc
 
 
 class _Returned:
