@@ -46,9 +46,13 @@ class Context:
         self.cycle = 0
 
     @classmethod
-    def of(cls, facts: Iterable[Fact], cycle: int = 0) -> Context:
+    def of(
+        cls, facts: Iterable[Fact], cycle: int = 0, remaining: RemainingBudget | None = None
+    ) -> Context:
         """A context holding ``facts`` (in that order) at ``cycle``: a snapshot of a
         run's context rebuilt elsewhere, e.g. on a worker (docs/scale-out.md).
+        ``remaining`` is what was left of the run's budgets when the snapshot was
+        taken: :meth:`remaining_budget` returns it (None: unknown).
 
         Raises ``TypeError``/``ValueError`` for content that is not JSON-serialisable.
         """
@@ -56,6 +60,8 @@ class Context:
         for fact in facts:
             ctx._promote(fact, (fact.key, content_key(fact.content)))
         ctx.cycle = cycle
+        if remaining is not None:
+            ctx._remaining = lambda: remaining
         return ctx
 
     # -- reading ---------------------------------------------------------------

@@ -21,8 +21,10 @@ from audit import open_store
 from converge.jobs import load_job, parse_job
 from converge.workers import CeleryExecutor, RemoteSuggestorError, reference_of
 from converge.workers.wire import (
+    decode_remaining,
     encode_exception,
     encode_output,
+    encode_remaining,
     outcome_of,
     record_replied_usage,
     with_recorded_usage,
@@ -39,8 +41,10 @@ from engine import (
     GateDecision,
     JobFileError,
     Proposal,
+    RemainingBudget,
     RunResult,
     StopRun,
+    TokenBudgetExhausted,
     Usage,
     suggestor,
 )
@@ -214,6 +218,41 @@ def test_usage_a_failing_suggestor_recorded_on_a_worker_counts_as_in_process(
     assert _facts(remote) == _facts(local)
 
 
+def test_an_agent_on_a_worker_caps_its_call_with_what_is_left_of_the_budget(
+    workers: wf.Workers,
+) -> None:
+    from tests.workeragents import researcher
+
+    def run(executor: CeleryExecutor | None) -> RunResult:
+        engine = Engine(executor=executor, budget=Budget(max_cycles=5, max_tokens=2000))
+        return engine.register(researcher).run({"input": ["licenses"]})
+
+    # an agent object is not a module-level function: its reference is given
+    executor = workers.executor(references={"researcher": "tests.workeragents:researcher"})
+    local, remote = run(None), run(executor)
+    # stopped inside the call after the response that crossed 2,000 tokens
+    assert local.usage.total_tokens == 2250
+    assert remote.stop_reason == local.stop_reason
+    assert remote.usage == local.usage
+    assert remote.facts_root == local.facts_root
+
+
+def test_the_remaining_budget_travels_to_the_worker_context() -> None:
+    left = RemainingBudget(
+        tokens=100,
+        cost_usd=0.5,
+        invocations=None,
+        seconds=2.5,
+        per_suggestor={"agent.lookup": 3},
+        budget=Budget(max_tokens=900, per_suggestor={"agent.lookup": 4}),
+    )
+    sent = json.loads(json.dumps(encode_remaining(left)))
+    assert Context.of([], 1, decode_remaining(sent)).remaining_budget() == left
+    assert Context.of([], 1).remaining_budget() is None
+    with pytest.raises(TypeError):
+        decode_remaining({"tokens": "many"})
+
+
 @pytest.mark.parametrize("ship", ["context", "dependencies", "backend"])
 def test_every_way_of_shipping_the_context_gives_the_same_facts(
     workers: wf.Workers, ship: str
@@ -322,6 +361,15 @@ def test_a_worker_reply_rebuilds_the_outcome_an_in_process_execution_gives() -> 
     plain = outcome_of(encode_output([Proposal("k", 1)]), "s")
     assert plain == Effect([Proposal("k", 1)])
     assert outcome_of(encode_output(Effect.refuse("no")), "s").refusal == "no"
+    # what an agent reports of its own loop travels too
+    inner = Effect(
+        [],
+        Usage(5, 6, 0.1),
+        tool_calls=("a.lookup", "a.lookup"),
+        signal=TokenBudgetExhausted(tokens_consumed=11, limit=10),
+        audit={"model": "function", "stopped_inside": "token_budget_exhausted"},
+    )
+    assert outcome_of(json.loads(json.dumps(encode_output(inner))), "s") == inner
     raised = outcome_of(encode_exception(ValueError("boom")), "s")
     assert isinstance(raised, RemoteSuggestorError)
     assert f"{type(raised).__name__}: {raised}" == "ValueError: boom"

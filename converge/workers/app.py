@@ -13,7 +13,12 @@ import inspect
 import json
 from typing import Any
 
-from converge.workers.wire import encode_exception, encode_output, with_recorded_usage
+from converge.workers.wire import (
+    decode_remaining,
+    encode_exception,
+    encode_output,
+    with_recorded_usage,
+)
 from engine import Context, ConvergeError, Fact, fact_from_dict, resolve_reference
 from engine.errors import ImportReferenceError
 
@@ -96,18 +101,22 @@ def run_execution(
     cycle: int,
     facts: list[dict[str, Any]] | dict[str, Any],
     remaining_s: float | None,
+    remaining: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run suggestor ``name`` (found at ``ref``) over ``facts`` at ``cycle``; the
     reply of :mod:`converge.workers.wire`. ``facts`` is the list of facts
     (``fact_to_dict`` form) or ``{"key", "count"}`` naming them in the result
     backend (``ship="backend"``). ``remaining_s`` is the run's time budget left
-    when the task was sent (seconds; None = unlimited)."""
+    when the task was sent (seconds; None = unlimited); ``remaining`` what was
+    left of all its budgets (:func:`converge.workers.wire.encode_remaining`), the
+    worker context's ``remaining_budget()``."""
     try:
         s = _suggestor(ref, name)
+        left = decode_remaining(remaining)
         if isinstance(facts, dict):
-            ctx = Context.of(_backend_facts(current_app, facts), cycle)
+            ctx = Context.of(_backend_facts(current_app, facts), cycle, left)
         else:
-            ctx = Context.of([fact_from_dict(f) for f in facts], cycle)
+            ctx = Context.of([fact_from_dict(f) for f in facts], cycle, left)
     except (ConvergeError, KeyError, TypeError, ValueError) as exc:
         return {"unusable": f"{type(exc).__name__}: {exc}"}
     try:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from converge.workers.app import DEFAULT_QUEUE, TASK_NAME, CeleryTimeout, celery_app
 from converge.workers.references import reference_of
-from converge.workers.wire import outcome_of, record_replied_usage
+from converge.workers.wire import encode_remaining, outcome_of, record_replied_usage
 from engine import (
     ConfigurationError,
     Effect,
@@ -155,12 +155,14 @@ class CeleryExecutor:
         if work.remaining_s is not None:
             deadline = time.monotonic() + work.remaining_s
         facts = self._facts(work)
+        # what is left of the run's budgets, as the suggestors would see in-process
+        left = encode_remaining(work.context.remaining_budget())
         outcomes: list[Any] = [NOT_DONE] * len(refs)
         pending: dict[str, int] = {}
         try:
             with self.app.producer_or_acquire() as producer:
                 for slot, (s, ref) in enumerate(zip(work.suggestors, refs, strict=True)):
-                    args = [ref, s.name, work.cycle, facts(s), work.remaining_s]
+                    args = [ref, s.name, work.cycle, facts(s), work.remaining_s, left]
                     result = self._task.apply_async(
                         args,
                         queue=self.queue,

@@ -1,8 +1,11 @@
 """What travels between the engine and a worker, as JSON (docs/scale-out.md).
 
 A task carries the suggestor's ``module:attr`` reference, its name, the cycle,
-the facts it may read (``fact_to_dict`` form) and the remaining time budget. It
-returns one *reply*: ``{"effect": {proposals, usage, refusal}}``,
+the facts it may read (``fact_to_dict`` form), the remaining time budget and what
+is left of the run's budgets (:func:`encode_remaining`, the worker context's
+``remaining_budget()``, so agents cap their calls there too). It
+returns one *reply*: ``{"effect": {proposals, usage, refusal}}`` (with
+``tool_calls``, ``signal`` and ``audit`` when the effect has them),
 ``{"raised": {type, message}}`` for an exception of the suggestor's own code,
 ``{"stop_run": {message, context}}`` for :class:`StopRun`, ``{"returned": type}``
 for a value that is neither an ``Effect`` nor proposals, or ``{"unusable":
@@ -18,11 +21,25 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
-from engine import ConfigurationError, Context, Effect, Proposal, StopRun, Usage
+from engine import (
+    Budget,
+    ConfigurationError,
+    Context,
+    Effect,
+    Proposal,
+    RemainingBudget,
+    StopRun,
+    Usage,
+    parse_stop_reason,
+)
+from engine.safe_json import json_safe
+from engine.stop import stop_reason_to_dict
 
 __all__ = [
     "RemoteSuggestorError",
+    "decode_remaining",
     "encode_output",
+    "encode_remaining",
     "outcome_of",
     "record_replied_usage",
     "with_recorded_usage",
@@ -68,15 +85,20 @@ def encode_output(out: Any) -> dict[str, Any]:
         return {"returned": type(out).__name__}
     if not isinstance(usage, Usage):
         return {"returned_usage": type(usage).__name__}
-    return {
-        "effect": {
-            "proposals": [
-                [p.key, p.content, p.confidence, list(p.parents), p.id] for p in proposals
-            ],
-            "usage": [usage.input_tokens, usage.output_tokens, usage.cost_usd],
-            "refusal": refusal,
-        }
+    encoded: dict[str, Any] = {
+        "proposals": [[p.key, p.content, p.confidence, list(p.parents), p.id] for p in proposals],
+        "usage": [usage.input_tokens, usage.output_tokens, usage.cost_usd],
+        "refusal": refusal,
     }
+    if isinstance(out, Effect):
+        # what an agent reports of its own loop: tools it called, a stop inside
+        if out.tool_calls:
+            encoded["tool_calls"] = list(out.tool_calls)
+        if out.signal is not None:
+            encoded["signal"] = stop_reason_to_dict(out.signal)
+        if out.audit:
+            encoded["audit"] = json_safe(dict(out.audit))
+    return {"effect": encoded}
 
 
 def encode_exception(exc: BaseException) -> dict[str, Any]:
@@ -115,6 +137,46 @@ def record_replied_usage(reply: Any, ctx: Context) -> None:
             raise ConfigurationError(f"worker reply with bad recorded usage {entry!r}") from exc
 
 
+def encode_remaining(left: RemainingBudget | None) -> dict[str, Any] | None:
+    """What is left of the run's budgets, for a task (None: nothing to send)."""
+    if left is None:
+        return None
+    return {
+        "tokens": left.tokens,
+        "cost_usd": left.cost_usd,
+        "invocations": left.invocations,
+        "seconds": left.seconds,
+        "per_suggestor": dict(left.per_suggestor),
+        "budget": None if left.budget is None else left.budget.model_dump(mode="json"),
+    }
+
+
+def decode_remaining(data: Any) -> RemainingBudget | None:
+    """The :class:`RemainingBudget` :func:`encode_remaining` sent; raises
+    ``ValueError`` or ``TypeError`` when ``data`` is not one."""
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise TypeError(f"remaining budget must be an object, got {type(data).__name__}")
+    budget = data.get("budget")
+    return RemainingBudget(
+        tokens=_optional(data.get("tokens"), int),
+        cost_usd=_optional(data.get("cost_usd"), float),
+        invocations=_optional(data.get("invocations"), int),
+        seconds=_optional(data.get("seconds"), float),
+        per_suggestor={str(k): int(v) for k, v in (data.get("per_suggestor") or {}).items()},
+        budget=None if budget is None else Budget.model_validate(budget),
+    )
+
+
+def _optional(value: Any, kind: type[int] | type[float]) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected a number or null, got {value!r}")
+    return kind(value)
+
+
 class _Returned:
     """Stands for a value of the wrong type a suggestor returned on a worker."""
 
@@ -134,7 +196,15 @@ def outcome_of(reply: Any, name: str) -> Any:
             Proposal(key, content, confidence, tuple(parents), pid)
             for key, content, confidence, parents, pid in effect["proposals"]
         ]
-        return Effect(proposals, Usage(int(i), int(o), float(c)), effect["refusal"])
+        signal = effect.get("signal")
+        return Effect(
+            proposals,
+            Usage(int(i), int(o), float(c)),
+            effect["refusal"],
+            tool_calls=tuple(str(t) for t in effect.get("tool_calls") or ()),
+            signal=None if signal is None else parse_stop_reason(signal),
+            audit=effect.get("audit") or None,
+        )
     raised = reply.get("raised")
     if raised is not None:
         exc = _remote_type(str(raised["type"]))(str(raised["message"]))
