@@ -28,6 +28,7 @@ for suggestors that call an agent several times (see
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -463,6 +464,9 @@ class AgentSuggestor:
 
     is_async = True
     gen_ai_operation = "invoke_agent"
+    defined_in: str | None = None
+    """The module that built it (:func:`agent_suggestor`'s caller), where a worker
+    looks for its module-level name."""
 
     def __init__(
         self,
@@ -623,9 +627,13 @@ def agent_suggestor(
     Raises :class:`ConfigurationError` for empty ``reads``, a bad ``price``, or a
     callable ``prompt`` with ``per``.
     """
-    return AgentSuggestor(
+    made = AgentSuggestor(
         agent, name=name, reads=reads, writes=writes, prompt=prompt, price=price, per=per
     )
+    # the caller's module: where a module-level agent is bound, for the module:attr
+    # reference a Celery worker imports (converge.workers.reference_of)
+    made.defined_in = sys._getframe(1).f_globals.get("__name__")
+    return made
 
 
 def build_agent(

@@ -227,9 +227,9 @@ def test_an_agent_on_a_worker_caps_its_call_with_what_is_left_of_the_budget(
         engine = Engine(executor=executor, budget=Budget(max_cycles=5, max_tokens=2000))
         return engine.register(researcher).run({"input": ["licenses"]})
 
-    # an agent object is not a module-level function: its reference is given
-    executor = workers.executor(references={"researcher": "tests.workeragents:researcher"})
-    local, remote = run(None), run(executor)
+    # found at the module-level name agent_suggestor's caller bound it to
+    assert reference_of(researcher) == "tests.workeragents:researcher"
+    local, remote = run(None), run(workers.executor())
     # stopped inside the call after the response that crossed 2,000 tokens
     assert local.usage.total_tokens == 2250
     assert remote.stop_reason == local.stop_reason

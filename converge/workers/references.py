@@ -20,7 +20,8 @@ __all__ = ["reference_of"]
 def reference_of(s: Suggestor, given: Mapping[str, str] | None = None) -> str:
     """``module:attr`` naming suggestor ``s``: ``given[s.name]`` when there, else the
     module-level attribute that *is* ``s`` (or a list or tuple holding it: the worker
-    picks it by name) in the module defining it.
+    picks it by name) in the module defining it (its ``defined_in`` when it has one,
+    as agents do, else its function's or class's module).
 
     Raises :class:`ConfigurationError` when there is none (a suggestor built
     inside a function, in ``__main__``, or a lambda), naming the suggestor.
@@ -28,7 +29,10 @@ def reference_of(s: Suggestor, given: Mapping[str, str] | None = None) -> str:
     if given and s.name in given:
         return given[s.name]
     fn = s._fn if type(s) is FunctionSuggestor else None
-    module_name = getattr(fn if fn is not None else type(s), "__module__", None)
+    # a suggestor object may say which module built it (an agent: defined_in)
+    module_name = getattr(s, "defined_in", None) or getattr(
+        fn if fn is not None else type(s), "__module__", None
+    )
     module = sys.modules.get(module_name or "")
     if module is not None and module_name != "__main__":
         for attr, value in vars(module).items():
