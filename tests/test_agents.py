@@ -36,7 +36,6 @@ from engine import (
     LoopDetected,
     Met,
     Proposal,
-    RunResult,
     TimeBudgetExhausted,
     TokenBudgetExhausted,
     Unmet,
@@ -44,6 +43,7 @@ from engine import (
     suggestor,
 )
 from gates.policies import policies_from_specs
+from tests.agentfixtures import cancelled_once_started, never_answers
 
 PRICE = (10.0, 30.0)  # USD per million input / output tokens
 RESPONSE = RequestUsage(input_tokens=500, output_tokens=250)
@@ -365,9 +365,7 @@ def test_loop_detection_catches_an_agent_repeating_itself() -> None:
 # -- cancellation ----------------------------------------------------------------------------------
 def hanging_engine(started: asyncio.Event, **kwargs: Any) -> Engine:
     async def hang(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        started.set()
-        await asyncio.Event().wait()  # a model that never answers
-        raise AssertionError("unreachable")
+        return await never_answers(started)
 
     @suggestor(name="quick", dependencies=["topic"])
     def quick(ctx: Context) -> list[Proposal]:
@@ -380,15 +378,8 @@ def hanging_engine(started: asyncio.Event, **kwargs: Any) -> Engine:
 
 
 def test_a_cancel_cuts_an_agent_in_flight_and_keeps_the_facts() -> None:
-    async def scenario() -> RunResult:
-        started = asyncio.Event()
-        eng = hanging_engine(started)
-        task = asyncio.ensure_future(eng.arun({"topic": ["t"]}, run_id="cancel-me"))
-        await started.wait()
-        eng.cancel("cancel-me")
-        return await task
-
-    result = asyncio.run(scenario())
+    started = asyncio.Event()
+    result = cancelled_once_started(hanging_engine(started), started, {"topic": ["t"]}, "cancel-me")
     assert isinstance(result.stop_reason, UserCancelled)
     assert [f.content for f in result.context.get("note")] == ["written before the agent was cut"]
 

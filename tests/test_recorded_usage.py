@@ -23,12 +23,12 @@ from engine import (
     Context,
     Engine,
     Proposal,
-    RunResult,
     TokenBudgetExhausted,
     Usage,
     UserCancelled,
     suggestor,
 )
+from tests.agentfixtures import cancelled_once_started, never_answers
 
 SPENT = Usage(input_tokens=300, output_tokens=100, cost_usd=0.25)
 
@@ -179,25 +179,17 @@ def test_an_agent_per_group_counts_the_runs_before_the_one_that_failed() -> None
 
 
 def test_a_cancel_cuts_an_agent_and_its_responses_so_far_still_count() -> None:
-    async def scenario() -> RunResult:
-        started = asyncio.Event()
+    started = asyncio.Event()
 
-        async def hang(messages: list[ModelMessage]) -> ModelResponse:
-            started.set()
-            await asyncio.Event().wait()  # never answers
-            raise AssertionError("unreachable")
+    async def hang(messages: list[ModelMessage]) -> ModelResponse:
+        return await never_answers(started)
 
-        engine = Engine(budget=Budget(max_cycles=3))
-        engine.register(
-            agent_suggestor(
-                _agent(_tool_then(hang)), name="w", reads=["topic"], writes="out", price=PRICE
-            )
+    engine = Engine(budget=Budget(max_cycles=3))
+    engine.register(
+        agent_suggestor(
+            _agent(_tool_then(hang)), name="w", reads=["topic"], writes="out", price=PRICE
         )
-        task = asyncio.ensure_future(engine.arun({"topic": ["t"]}, run_id="cut"))
-        await started.wait()
-        engine.cancel("cut")
-        return await task
-
-    result = asyncio.run(scenario())
+    )
+    result = cancelled_once_started(engine, started, {"topic": ["t"]}, "cut")
     assert isinstance(result.stop_reason, UserCancelled)
     assert result.usage == Usage(500, 250, RESPONSE_USD)

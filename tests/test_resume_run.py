@@ -249,14 +249,21 @@ initial: {n: [0, 1]}
 """
 
 
-def test_converge_resume_goes_on_with_a_larger_cycle_budget(tmp_path: Path) -> None:
+def _cli_run_out_of_cycles(tmp_path: Path) -> tuple[CliRunner, str, dict[str, Any]]:
+    """``converge run`` of ``JOB`` until its cycle budget stops it: the runner, the
+    store's path and the run's JSON."""
     job = tmp_path / "job.yaml"
     job.write_text(JOB, encoding="utf-8")
     db = str(tmp_path / "cli.db")
     runner = CliRunner()
     first = runner.invoke(app, ["run", str(job), "--db", db, "--json"])
     assert first.exit_code == 3, first.output
-    run_id = json.loads(first.stdout)["run_id"]
+    return runner, db, json.loads(first.stdout)
+
+
+def test_converge_resume_goes_on_with_a_larger_cycle_budget(tmp_path: Path) -> None:
+    runner, db, first = _cli_run_out_of_cycles(tmp_path)
+    run_id = first["run_id"]
     second = runner.invoke(app, ["resume", run_id, "--max-cycles", "50", "--db", db, "--json"])
     assert second.exit_code == 0, second.output
     out = json.loads(second.stdout)
@@ -266,13 +273,8 @@ def test_converge_resume_goes_on_with_a_larger_cycle_budget(tmp_path: Path) -> N
 
 
 def test_converge_resume_refuses_a_budget_below_what_is_already_used(tmp_path: Path) -> None:
-    job = tmp_path / "job.yaml"
-    job.write_text(JOB, encoding="utf-8")
-    db = str(tmp_path / "cli.db")
-    runner = CliRunner()
-    first = runner.invoke(app, ["run", str(job), "--db", db, "--json"])
-    run_id = json.loads(first.stdout)["run_id"]
-    done = json.loads(first.stdout)["cycles"]
+    runner, db, first = _cli_run_out_of_cycles(tmp_path)
+    run_id, done = first["run_id"], first["cycles"]
     low = runner.invoke(app, ["resume", run_id, "--max-cycles", str(done), "--db", db])
     assert low.exit_code == 2
     message = " ".join(low.output.split())
