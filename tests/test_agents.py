@@ -5,7 +5,6 @@ with pydantic-ai's FunctionModel and exact RequestUsage; nothing reaches a netwo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import genai_prices
 import pytest
 from pydantic import BaseModel
-from pydantic_ai import Agent, models
+from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
@@ -50,12 +49,7 @@ RESPONSE = RequestUsage(input_tokens=500, output_tokens=250)
 RESPONSE_USD = 500 * 10.0 / 1e6 + 250 * 30.0 / 1e6  # 0.0125
 
 
-@pytest.fixture(autouse=True)
-def no_network() -> Iterator[None]:
-    before = models.ALLOW_MODEL_REQUESTS
-    models.ALLOW_MODEL_REQUESTS = False
-    yield
-    models.ALLOW_MODEL_REQUESTS = before
+pytestmark = pytest.mark.usefixtures("no_model_requests")
 
 
 class Writer:

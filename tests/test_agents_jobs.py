@@ -3,11 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from pydantic import BaseModel
-from pydantic_ai import models
 
 from converge.agents import AgentSuggestor
 from converge.jobs import parse_job
@@ -29,11 +26,7 @@ def spdx_lookup(text: str) -> str:
     return "MIT"
 
 
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(models, "ALLOW_MODEL_REQUESTS", False)
-    monkeypatch.delenv("CONVERGE_MODEL", raising=False)
-    yield
+pytestmark = pytest.mark.usefixtures("no_model_requests")
 
 
 JOB = """\

@@ -8,12 +8,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import models
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
@@ -43,11 +41,7 @@ VENDORED_MIT = ROOT / "examples" / "dependency_audit" / "vendor" / "legacy-left-
 APP = Distribution("app", "1.0", license_expression="Apache-2.0")
 
 
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(models, "ALLOW_MODEL_REQUESTS", False)
-    monkeypatch.delenv("CONVERGE_MODEL", raising=False)
-    yield
+pytestmark = pytest.mark.usefixtures("no_model_requests")
 
 
 def scripted_reviewer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

@@ -5,12 +5,11 @@ and the ``usage_recorded`` audit event."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent, models
+from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
@@ -33,12 +32,7 @@ from tests.agentfixtures import cancelled_once_started, never_answers
 SPENT = Usage(input_tokens=300, output_tokens=100, cost_usd=0.25)
 
 
-@pytest.fixture(autouse=True)
-def no_network() -> Iterator[None]:
-    before = models.ALLOW_MODEL_REQUESTS
-    models.ALLOW_MODEL_REQUESTS = False
-    yield
-    models.ALLOW_MODEL_REQUESTS = before
+pytestmark = pytest.mark.usefixtures("no_model_requests")
 
 
 def _failing(calls: list[int]) -> Any:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from pydantic_ai import Agent, models
+from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
@@ -21,10 +21,7 @@ from converge.cli import app
 from converge.telemetry import Tracing, requested
 from engine import Budget, Context, Engine, Proposal, suggestor
 
-
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(models, "ALLOW_MODEL_REQUESTS", False)
+pytestmark = pytest.mark.usefixtures("no_model_requests")
 
 
 def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
