@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 FREEZE_AFTER_FACTS = 4096
 """Freeze once this many facts were promoted since the last freeze."""
@@ -64,6 +65,26 @@ class BulkLoad:
 
     def __init__(self) -> None:
         self.froze = False
+
+
+def pause_for_merge(effects: list[tuple[str, list[Any]]]) -> bool:
+    """Turn automatic collection off for a merge of at least :data:`FREEZE_AFTER_FACTS`
+    proposals; True when it did (the caller turns it back on with ``gc.enable()``
+    once the merge is done, and :meth:`CollectorFreeze.promoted` freezes the new facts).
+
+    The facts a merge builds all survive it, so a full collection in the middle of
+    it walks the growing context to free nothing: R1's run promoting 100k facts in
+    one cycle paused 60-230 ms three times inside its merge.
+    """
+    if not gc.isenabled() or len(effects) == 0:
+        return False
+    total = 0
+    for _name, proposals in effects:
+        total += len(proposals)
+    if total < FREEZE_AFTER_FACTS:
+        return False
+    gc.disable()
+    return True
 
 
 @contextmanager

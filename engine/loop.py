@@ -13,6 +13,7 @@ async driver awaits async suggestors in the caller's event loop.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -23,7 +24,7 @@ from typing import Any
 from engine.accounting import remaining_budget
 from engine.budget import Budget
 from engine.collection import collect
-from engine.collector import FREEZE_AFTER_FACTS, CollectorFreeze
+from engine.collector import FREEZE_AFTER_FACTS, CollectorFreeze, pause_for_merge
 from engine.effect import Effect
 from engine.errors import ConfigurationError, ResumeError
 from engine.execution import execute_async, execute_elsewhere, execute_sync
@@ -183,7 +184,12 @@ def finish_merge(eng: EngineSettings, st: RunState) -> RunResult | None:
         if pg.decision is None:
             raise ResumeError(f"run {st.run_id} waits on gate {pg.record.gate_id}")
         apply_decision(eng, st)
-    stopped = merge(eng, st)
+    paused = pause_for_merge(st.merge_effects)
+    try:
+        stopped = merge(eng, st)
+    finally:
+        if paused:
+            gc.enable()
     if stopped is not None:
         if isinstance(stopped, HitlGatePending):
             return pause(eng, st, stopped)

@@ -26,10 +26,11 @@ import typer
 
 from converge import __version__
 from converge.cli import audit, gates, report, run, schema, serve, tokens, worker
+from converge.cli.commands import CommandGroup
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(
+app = CommandGroup(
     name="converge",
     help="Run convergence jobs whose every stop is typed, audited and explainable.",
     no_args_is_help=True,

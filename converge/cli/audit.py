@@ -19,11 +19,12 @@ from rich.tree import Tree
 
 from audit import SqlRunStore, parse_since
 from audit.timeline import last_budget_status, timeline
+from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, JsonOption, fail, open_run_store, out, print_table
 from engine import ConvergeError, Fact, StopCategory, fact_to_dict
 from engine.stop import ALL_VARIANTS
 
-app = typer.Typer()
+app = CommandGroup()
 
 
 def _store(db: str | None) -> SqlRunStore:

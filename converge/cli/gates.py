@@ -22,6 +22,7 @@ from rich.table import Table
 
 from audit.approvals import DuplicateVote
 from audit.store import SqlRunStore
+from converge.cli.commands import CommandGroup
 from converge.cli.render import (
     DbOption,
     JsonOption,
@@ -43,7 +44,7 @@ from engine import (
     RunResult,
 )
 
-app = typer.Typer()
+app = CommandGroup()
 
 
 def _gate_dict(g: GateRecord) -> dict[str, Any]:

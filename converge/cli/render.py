@@ -103,9 +103,11 @@ def print_table(table: Table) -> None:
 
 
 def report_table(report: Report) -> Table:
-    """A report as a rich table: every row, cells folded (never cut), the first
-    column (the report's main field) kept on one line."""
-    table = Table(title=escape(f"{report.title} ({len(report.rows)})"), title_justify="left")
+    """A report's rows as a rich table: every row, cells folded (never cut), the
+    first column (the report's main field) kept on one line. The title is printed
+    apart by :func:`print_reports`: as a table title, rich wraps it to the table's
+    width (a two-column count table broke "Counts by license" over two lines)."""
+    table = Table(title_justify="left")
     for i, col in enumerate(report.columns):
         numeric = report.rows and all(r[i].isdigit() for r in report.rows)
         table.add_column(
@@ -120,9 +122,15 @@ def report_table(report: Report) -> Table:
 
 
 def print_reports(reports: Iterable[Report]) -> None:
-    """Each report as a table (see :func:`report_table`)."""
+    """Each report: its title and row count on one line, then its table
+    (:func:`report_table`), or, when it has no rows (a run that stopped before
+    producing such facts), one line saying so instead of an empty table."""
     for report in reports:
-        print_table(report_table(report))
+        out.print(f"[bold]{escape(report.title)}[/] ({len(report.rows)})", soft_wrap=True)
+        if report.rows:
+            print_table(report_table(report))
+        else:
+            out.print(f"no {escape(report.key)} facts in this run", soft_wrap=True)
 
 
 def render_result(

@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from audit import SqlRunStore
+from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store, print_reports
 from converge.jobs import job_from_record
 from converge.reports import (
@@ -28,7 +29,7 @@ from converge.reports import (
 )
 from engine import ConvergeError, Fact
 
-app = typer.Typer()
+app = CommandGroup()
 
 
 def run_reports(store: SqlRunStore, run_id: str, key: str | None = None) -> list[ReportSpec]:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from converge.cli.commands import CommandGroup
 from converge.cli.render import (
     BAD_INPUT,
     DbOption,
@@ -21,7 +22,7 @@ from converge.jobs import Job, load_job
 from engine import ConvergeError, RunResult, RunStore
 from engine.stop_categories import EXIT_CODES as STOP_EXIT_CODES
 
-app = typer.Typer()
+app = CommandGroup()
 
 EXIT_CODES = (
     "Exit codes (the category of the stop, docs/stop-reasons.md): "

@@ -9,9 +9,10 @@ from typing import Annotated, Any
 
 import typer
 
+from converge.cli.commands import CommandGroup
 from converge.jobs import JobSpec
 
-app = typer.Typer()
+app = CommandGroup()
 
 SCHEMA_ID = "https://converge.invalid/job-file.schema.json"
 

@@ -7,9 +7,10 @@ from typing import Annotated
 import typer
 
 from audit.store import SqlRunStore
+from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store
 
-app = typer.Typer()
+app = CommandGroup()
 
 
 @app.command("serve")

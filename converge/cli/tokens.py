@@ -12,11 +12,12 @@ import typer
 
 from audit.store import SqlRunStore
 from audit.tokens import ROLES, add_token
+from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store, out
 from engine import ConvergeError
 
-app = typer.Typer()
-token_app = typer.Typer(help="API tokens of the people who decide gates in the inbox.")
+app = CommandGroup()
+token_app = CommandGroup(help="API tokens of the people who decide gates in the inbox.")
 app.add_typer(token_app, name="token")
 
 

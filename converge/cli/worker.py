@@ -6,9 +6,10 @@ from typing import Annotated
 
 import typer
 
+from converge.cli.commands import CommandGroup
 from converge.cli.render import fail
 
-app = typer.Typer()
+app = CommandGroup()
 
 
 @app.command()

@@ -16,6 +16,7 @@ from examples.dependency_audit.distributions import (
     parse_requirement,
     requirement_targets,
 )
+from examples.dependency_audit.extra import require_examples_extra
 from examples.dependency_audit.findings import Finding, scan
 from examples.dependency_audit.policy import Policy, policies
 from examples.dependency_audit.rules import (
@@ -38,6 +39,10 @@ from examples.dependency_audit.suggestors import (
     inventory,
     licenses,
 )
+
+# license-expression and packaging are imported where used; check them now, so a
+# job fails as it loads with a hint naming the extra, not mid-run
+require_examples_extra()
 
 __all__ = [
     "AllClassified",

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from examples.dependency_audit.extra import EXTRA_HINT
+
 LICENSE_TEXT_LIMIT = 2000
 """Characters of a ``License`` field kept in a ``package`` fact (enough for its heuristics)."""
 
@@ -129,9 +131,7 @@ def parse_requirement(line: str) -> Requirement | None:
         from packaging.requirements import InvalidRequirement
         from packaging.requirements import Requirement as PackagingRequirement
     except ImportError as exc:  # pragma: no cover - the extra is installed by make setup
-        raise ImportError(
-            "the dependency audit needs the 'examples' extra: pip install -e '.[examples]'"
-        ) from exc
+        raise ImportError(EXTRA_HINT) from exc
     try:
         req = PackagingRequirement(line)
     except InvalidRequirement:

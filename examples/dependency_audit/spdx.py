@@ -24,6 +24,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
+from examples.dependency_audit.extra import EXTRA_HINT
+
 if TYPE_CHECKING:
     from license_expression import LicenseExpression, Licensing
 
@@ -119,9 +121,7 @@ def _licensing() -> Licensing:
     try:
         from license_expression import get_spdx_licensing
     except ImportError as exc:  # pragma: no cover - the extra is installed by make setup
-        raise ImportError(
-            "the dependency audit needs the 'examples' extra: pip install -e '.[examples]'"
-        ) from exc
+        raise ImportError(EXTRA_HINT) from exc
     return get_spdx_licensing()
 
 

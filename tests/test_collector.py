@@ -1,0 +1,103 @@
+"""The garbage collector stays out of a large merge (engine/collector.py).
+
+The facts a merge builds all survive it, so a collection in the middle of one walks
+the growing context to free nothing: R1 (benchmarks/resume_bench.py) paused up to
+228 ms inside the merge that promotes its 100k facts. A merge of many proposals
+runs with automatic collection off, and turns it back on after, also when it stops.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import Budget, Engine, Proposal
+from engine.collector import FREEZE_AFTER_FACTS
+from engine.context import Context
+from engine.suggestor import FunctionSuggestor
+from gates.hitl import require_approval
+from gates.promotion import promotion_gate
+
+MERGE_FILE = str(Path(__file__).resolve().parent.parent / "engine" / "merge.py")
+
+
+@pytest.fixture
+def collections_in_merge() -> Iterator[list[int]]:
+    """The generations of the automatic collections that start inside ``merge``,
+    with thresholds low enough that a merge of thousands of facts would see many."""
+    seen: list[int] = []
+
+    def callback(phase: str, info: dict[str, Any]) -> None:
+        if phase != "start":
+            return
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_name == "merge" and frame.f_code.co_filename == MERGE_FILE:
+                seen.append(int(info["generation"]))
+                return
+            frame = frame.f_back  # type: ignore[assignment]
+
+    thresholds = gc.get_threshold()
+    was_enabled = gc.isenabled()
+    gc.enable()
+    gc.set_threshold(100, 2, 2)
+    gc.callbacks.append(callback)
+    try:
+        yield seen
+    finally:
+        gc.callbacks.remove(callback)
+        gc.set_threshold(*thresholds)
+        if not was_enabled:
+            gc.disable()
+
+
+def _engine(n: int, reject: int | None = None) -> Engine:
+    def bulk(ctx: Context) -> list[Proposal]:
+        return [] if ctx.has("data") else [Proposal("data", i) for i in range(n)]
+
+    @promotion_gate(name="not-this-one")
+    def refuse(proposal: Proposal, suggestor: str, ctx: Context) -> str | None:
+        return "refused" if proposal.content == reject else None
+
+    # a HITL policy on another key keeps the run on the general cycle (finish_merge)
+    engine = Engine(
+        budget=Budget(max_cycles=5, max_facts=0),
+        gates=[refuse, require_approval(keys=["other"])],
+    )
+    engine.register(FunctionSuggestor(bulk, "bulk", ()))
+    return engine
+
+
+def test_a_merge_of_many_proposals_sees_no_automatic_collection(
+    collections_in_merge: list[int],
+) -> None:
+    result = _engine(4 * FREEZE_AFTER_FACTS).run()
+    assert result.stop_reason.is_success(), result.stop_reason
+    assert len(result.context) == 4 * FREEZE_AFTER_FACTS
+    assert collections_in_merge == []
+    assert gc.isenabled()
+
+
+def test_a_small_merge_leaves_the_collector_as_it_is(collections_in_merge: list[int]) -> None:
+    # a few hundred container objects per fact would be needed to trigger one here, so
+    # make small merges allocate: 1,000 facts of dict content
+    def small(ctx: Context) -> list[Proposal]:
+        return [] if ctx.has("d") else [Proposal("d", {"i": i, "l": [i]}) for i in range(1000)]
+
+    engine = Engine(budget=Budget(max_cycles=5), gates=[require_approval(keys=["other"])])
+    engine.register(FunctionSuggestor(small, "small", ()))
+    engine.run()
+    # below the threshold the merge runs with the collector on, as before
+    assert collections_in_merge != []
+
+
+def test_the_collector_is_back_on_after_a_large_merge_that_stops_the_run() -> None:
+    result = _engine(2 * FREEZE_AFTER_FACTS, reject=FREEZE_AFTER_FACTS).run()
+    assert result.stop_reason.kind == "promotion_rejected", result.stop_reason
+    assert len(result.context) == FREEZE_AFTER_FACTS  # partial results are kept
+    assert gc.isenabled()
