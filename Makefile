@@ -4,9 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench setup browser clean
+.PHONY: demo test lint bench setup browser clean docs
 
-EXTRAS := dev,bench,agents,otel,web,workers,examples
+EXTRAS := dev,bench,agents,otel,web,workers,examples,docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,16 +30,21 @@ demo: $(STAMP)
 	$(BIN)/converge run examples/dependency_audit/job.yaml; status=$$?; \
 	if [ $$status -ne 0 ] && [ $$status -ne 10 ]; then exit $$status; fi
 
-## Set up, then run lint, type checks, the import contracts and the whole test suite.
+## Set up, then build the documentation site into site/ (fails on any warning).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+## Set up, then run lint, type checks, the import contracts, the docs build and the whole test suite.
 test: $(STAMP) browser
-	$(BIN)/ruff check engine criteria gates audit converge examples benchmarks tests
-	$(BIN)/ruff format --check engine criteria gates audit converge examples benchmarks tests
+	$(BIN)/ruff check engine criteria gates audit converge examples benchmarks tests docs/hooks
+	$(BIN)/ruff format --check engine criteria gates audit converge examples benchmarks tests docs/hooks
 	$(BIN)/mypy --strict engine criteria gates audit converge
 	$(BIN)/lint-imports
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 	$(BIN)/pytest -q
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) converge.db converge.db-wal converge.db-shm .import_linter_cache
+	rm -rf $(VENV) converge.db converge.db-wal converge.db-shm .import_linter_cache site

@@ -20,8 +20,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import insert, select
 
+from audit.events import append
+from audit.gates import gate_record
 from audit.inbox_schema import ensure_inbox_tables
-from audit.store import SqlRunStore, _gate_record
+from audit.store import SqlRunStore
 from audit.tables import gate_votes, gates
 from engine.errors import ConvergeError, GateAlreadyDecided, GateExpired, GateNotFound
 from engine.hitl import GateDecision
@@ -131,7 +133,7 @@ def cast_vote(
         ).one_or_none()
         if row is None:
             raise GateNotFound(f"no gate {gate_id!r} in audit store {store.shown}")
-        gate = _gate_record(row._mapping)
+        gate = gate_record(row._mapping)
         if gate.status != "pending":
             raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, _iso(gate.decided_at))
         if gate.expires_at is not None and at > gate.expires_at:
@@ -180,7 +182,7 @@ def cast_vote(
             }
             if vote.approved and decision.value is not None:
                 payload["value"] = decision.value
-            store._append(conn, gate.run_id, [AuditEvent("gate_vote", gate.cycle, payload, at)])
+            append(store, conn, gate.run_id, [AuditEvent("gate_vote", gate.cycle, payload, at)])
     return VoteOutcome(gate_id, tuple(cast), required, final)
 
 

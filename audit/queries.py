@@ -1,8 +1,10 @@
 """What the audit store answers: recorded runs and events, as frozen values.
 
 :class:`RunRow` is one ``runs`` row with its parsed ``StopReason``;
-:class:`StoredEvent` one numbered, chained event. :func:`parse_since` reads the
-``--since`` of ``converge runs`` (an ISO date/time or a relative age like ``1h``).
+:class:`StoredEvent` one numbered, chained event; :func:`list_runs`,
+:func:`get_run`, :func:`read_events` and :func:`read_facts` read them (the queries
+of :class:`audit.store.SqlRunStore`). :func:`parse_since` reads the ``--since`` of
+``converge runs`` (an ISO date/time or a relative age like ``1h``).
 """
 
 from __future__ import annotations
@@ -12,14 +14,18 @@ import os
 import re
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Row, Select, select
 
-from audit.tables import runs
+from audit.core import StoreCore
+from audit.tables import audit_events, runs
 from engine.effect import Usage
+from engine.errors import RunNotFound
+from engine.facts import Fact, fact_from_dict
 from engine.stop import StopReason, parse_stop_reason, stop_reason_to_dict
 
 CRASHED = "crashed"
@@ -202,6 +208,74 @@ def runs_query(
     if limit is not None and limit > 0:
         q = q.limit(limit)
     return q
+
+
+def list_runs(
+    store: StoreCore,
+    *,
+    category: str | None = None,
+    kind: str | None = None,
+    since: float | None = None,
+    job: str | None = None,
+    status: str | None = None,
+    limit: int | None = DEFAULT_LIMIT,
+) -> list[RunRow]:
+    """Recorded runs, newest first, filtered (see :meth:`audit.store.SqlRunStore.runs`)."""
+    live = status in (CRASHED, "running")  # whether the writer lives is not a column
+    q = runs_query(
+        category=category,
+        kind=kind,
+        since=since,
+        job=job,
+        status=status,
+        limit=None if live else limit,
+    )
+    with store._tx(write=False) as conn:
+        rows = [run_row(r) for r in conn.execute(q)]
+    if live:
+        rows = [r for r in rows if r.status == status]
+        if limit:
+            rows = rows[:limit]
+    return rows
+
+
+def get_run(store: StoreCore, run_id: str) -> RunRow:
+    """One recorded run (raises ``RunNotFound``)."""
+    with store._tx(write=False) as conn:
+        row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one_or_none()
+    if row is None:
+        raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+    return run_row(row)
+
+
+def read_events(
+    store: StoreCore, run_id: str, kinds: Sequence[str] | None = None
+) -> list[StoredEvent]:
+    """The run's events in ``seq`` order (only ``kinds`` when given)."""
+    q = select(audit_events).where(audit_events.c.run_id == run_id)
+    if kinds is not None:
+        q = q.where(audit_events.c.kind.in_(list(kinds)))
+    q = q.order_by(audit_events.c.seq)
+    with store._tx(write=False) as conn:
+        result = conn.execute(q)
+        return [
+            StoredEvent(r.run_id, r.seq, r.kind, r.cycle, r.ts, json.loads(r.payload), r.hash)
+            for r in result
+        ]
+
+
+def read_facts(store: StoreCore, run_id: str, key: str | None = None) -> list[Fact]:
+    """The run's facts in promotion order: the initial ones, then every
+    ``fact_promoted`` (only those of ``key`` when given); raises ``RunNotFound``."""
+    get_run(store, run_id)
+    out: list[Fact] = []
+    for ev in read_events(store, run_id, kinds=("run_started", "fact_promoted")):
+        if ev.kind == "run_started":
+            found = [fact_from_dict(d) for d in ev.payload.get("initial_facts", [])]
+        else:
+            found = [fact_from_dict(ev.payload)]
+        out.extend(f for f in found if key is None or f.key == key)
+    return out
 
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)

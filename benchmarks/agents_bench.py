@@ -24,7 +24,8 @@ import operator
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
-from benchmarks.harness import Prepare
+from benchmarks.harness import Prepare, Row, Stat
+from benchmarks.session import Suite, log
 
 N_AGENTS = 200
 CYCLES = 5
@@ -147,11 +148,8 @@ def build_langgraph_fanout(
     return prepare
 
 
-def run_w4(suite: Any) -> None:
-    """The W4 row of ``python -m benchmarks`` (``suite`` is a ``benchmarks.suite.Suite``)."""
-    from benchmarks.harness import Row, Stat
-    from benchmarks.suite import _add, _log
-
+def run_w4(suite: Suite) -> None:
+    """The W4 row of ``python -m benchmarks``."""
     calls = N_AGENTS * CYCLES
     ideal = CYCLES * LATENCY_S
     label = "W4 agent fan-out"
@@ -160,7 +158,7 @@ def run_w4(suite: Any) -> None:
         series = suite.time(build_agent_fanout())
     except ImportError as exc:
         suite.rows.append(Row(label, size, "µs/call", False, None, note=f"skipped: {exc}"))
-        _log(f"  W4: skipped: {exc}")
+        log(f"  W4: skipped: {exc}")
         return
 
     def overhead(t: float) -> float:
@@ -172,7 +170,7 @@ def run_w4(suite: Any) -> None:
         try:
             lg = suite.time(build_langgraph_fanout())
         except Exception as exc:  # a LangGraph API change must not lose our own figures
-            _log(f"  LangGraph failed: {type(exc).__name__}: {exc}")
+            log(f"  LangGraph failed: {type(exc).__name__}: {exc}")
     ours = Stat.of(series, overhead)
     percent = 100 * (series.median - ideal) / ideal
     raw_percent = 100 * (raw.median - ideal) / ideal
@@ -192,4 +190,4 @@ def run_w4(suite: Any) -> None:
             + ("" if lg is None else f"; LangGraph wall {lg.median * 1000:.0f} ms")
         ),
     )
-    _add(suite, row, series)
+    suite.add(row, series)

@@ -9,7 +9,8 @@
 - Q1 ``runs(category="budget")`` over 100k runs inserted in bulk;
 - C1 ``load_checkpoint`` + ``RunState.from_checkpoint`` of a 10k-fact run.
 
-``build_runs_query(n, directory)`` is the hook the benchmark harness calls.
+In ``python -m benchmarks``, :func:`run_q1` adds the Q1 rows, measured with
+``build_runs_query(n, directory)``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from sqlalchemy import insert
 
 from audit import SqlRunStore, open_store
 from audit.tables import runs as runs_table
+from benchmarks.harness import Row, Stat
+from benchmarks.session import Suite
 from engine import AuditEvent, Budget, Fact, Provenance, RunHeader, fact_to_dict
 
 REPEATS = 5
@@ -138,6 +141,21 @@ def build_runs_query(n: int, directory: str | Path) -> Prepare:
         return query
 
     return prepare
+
+
+def run_q1(suite: Suite) -> None:
+    """Q1 ``runs(category="budget")`` over N recorded runs (:func:`build_runs_query`), ms."""
+    for n in suite.sizes.query_runs:
+        series = suite.time(build_runs_query(n, suite.workdir))
+        row = Row(
+            "Q1 runs --category budget",
+            f"{n:,} runs",
+            "ms",
+            False,
+            Stat.of(series, lambda t: t * 1000),
+            target=("<=", 50.0) if n == 100_000 else None,
+        )
+        suite.add(row, series)
 
 
 # -- E1 ---------------------------------------------------------------------------------

@@ -4,6 +4,8 @@ Our figures are reported as a multiple of these: a plain loop appending frozen
 dataclass facts to a dict of lists (the floor of promotion), ``sqlite3``
 ``executemany`` into an equivalent event table (the floor of an audited fact),
 and sha256 chaining of N events (the floor of the tamper-evident trail).
+:func:`run_limits` measures the three (``--only limits``) and keeps each one's
+cost per item in the suite, for the rows of the other workloads.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ import sqlite3
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from benchmarks.harness import Prepare, Row, Stat
+from benchmarks.session import Suite
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +100,24 @@ def build_sha256_chain(n: int) -> Callable[[], Callable[[], object]]:
         return run
 
     return prepare
+
+
+def run_limits(suite: Suite) -> None:
+    """The raw limits: plain loop, sqlite3 executemany, sha256 chain (per item)."""
+    n = suite.sizes.limit_n
+    cases: list[tuple[str, str, Prepare]] = [
+        ("plain loop", "facts/s", build_plain_loop(n)),
+        ("sqlite3 executemany", "rows/s", build_sqlite_executemany(n, suite.workdir)),
+        ("sha256 chain", "events/s", build_sha256_chain(n)),
+    ]
+    for name, unit, prepare in cases:
+        series = suite.time(prepare)
+        suite.limit_cost[name] = series.median / n
+        row = Row(
+            f"limit: {name}",
+            f"{n:,} items",
+            unit,
+            True,
+            Stat.of(series, lambda t: n / t),
+        )
+        suite.add(row, series)

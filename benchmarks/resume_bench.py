@@ -7,17 +7,20 @@ of that database (``sqlite3`` backup API) with a fresh :class:`engine.Engine`:
 ``engine.resume(gate_id, GateDecision.approve(by="bench"))`` until the run stops.
 The load part is the time until the first cycle after the resume executes
 (``after``, reading ``decision``); the total includes the final stop (facts root,
-last events).
+last events). :func:`run_r1` adds the R1 rows of ``python -m benchmarks``.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
 
+from benchmarks.harness import GcMonitor, Row, Stat
+from benchmarks.session import Suite, gc_note
 from engine import Budget, Engine, GateDecision, Proposal, RunStore
 from engine.context import Context
 from engine.suggestor import FunctionSuggestor
@@ -99,3 +102,37 @@ def _close(store: RunStore) -> None:
     close = getattr(store, "close", None)
     if callable(close):
         close()
+
+
+def run_r1(suite: Suite) -> None:
+    """R1 resume from a HITL gate with N facts stored in SQLite: load part and total, ms."""
+    try:
+        from audit import open_store
+    except ImportError as exc:
+        suite.rows.append(Row("R1 resume", "—", "ms", False, None, note=f"skipped: {exc}"))
+        return
+    for n in suite.sizes.resume:
+        with GcMonitor() as mon:
+            series = suite.time(build_resume(n, open_store, suite.workdir))
+        load = [p * 1000 for p in series.parts]
+        # the design's targets: <= 60 ms at 10k facts stored, <= 300 ms at 100k
+        target = {10_000: ("<=", 60.0), 100_000: ("<=", 300.0)}.get(n)
+        load_row = Row(
+            "R1 resume: load to first cycle",
+            f"{n:,} facts",
+            "ms",
+            False,
+            Stat(statistics.median(load), min(load), max(load)) if load else None,
+        )
+        load_row.runs = len(load)
+        suite.rows.append(load_row)
+        row = Row(
+            "R1 resume: total to stop",
+            f"{n:,} facts",
+            "ms",
+            False,
+            Stat.of(series, lambda t: t * 1000),
+            target=target,
+            note=gc_note(mon),
+        )
+        suite.add(row, series)

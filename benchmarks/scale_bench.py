@@ -23,7 +23,8 @@ import tempfile
 import time
 from typing import Any
 
-from benchmarks.harness import GcMonitor
+from benchmarks.harness import GcMonitor, Row, Stat
+from benchmarks.session import Suite, log
 
 SUGGESTORS = 100
 FACTS_PER_EXECUTION = 100
@@ -108,14 +109,12 @@ RUNS = 3
 second on this VM, so the figures are the medians of three runs."""
 
 
-def run_w6(suite: Any) -> None:
-    """The W6 rows of ``python -m benchmarks`` (``suite`` is a ``benchmarks.suite.Suite``)."""
-    from benchmarks.suite import _log
-
+def run_w6(suite: Suite) -> None:
+    """The W6 rows of ``python -m benchmarks``."""
     for every in (100, None):
         runs = [_scale_run_in_a_fresh_process(suite.workdir, every) for _ in range(RUNS)]
         for figures in runs:
-            _log(f"  W6 ({every}): {figures}")
+            log(f"  W6 ({every}): {figures}")
         _rows(
             suite,
             _median_figures(runs),
@@ -152,9 +151,7 @@ def _median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _rows(suite: Any, figures: dict[str, Any], how: str) -> None:
-    from benchmarks.harness import Row, Stat
-
+def _rows(suite: Suite, figures: dict[str, Any], how: str) -> None:
     size = f"{figures['facts']:,} facts, {how}"
     note = (
         f"{figures['seconds']:.1f} s; RSS {figures['resident_bytes_per_fact']:.0f} B per fact "

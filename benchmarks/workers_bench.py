@@ -22,12 +22,11 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from benchmarks.harness import Row, Series, Stat, measure
+from benchmarks.session import Suite
 from engine import Budget, Context, Engine, Proposal, RunResult, suggestor
-
-if TYPE_CHECKING:
-    from benchmarks.suite import Suite
 
 W5_SUGGESTORS = 64
 W5_BLOCK_S = 0.050  # seconds of blocking work per execution
@@ -133,9 +132,6 @@ def unreachable() -> str | None:
 
 def run_w5(suite: Suite) -> None:
     """The W5 rows: wall time on 1, 2, 4 processes; per-task overhead of the Celery path."""
-    from benchmarks.harness import Row, Series, Stat, measure
-    from benchmarks.suite import _add
-
     tasks = W5_SUGGESTORS * W5_CYCLES
     size = f"{W5_SUGGESTORS}x{W5_BLOCK_S * 1000:.0f} ms x{W5_CYCLES}"
     skip = unreachable()
@@ -176,7 +172,7 @@ def run_w5(suite: Suite) -> None:
             limit_name=f"ideal {tasks} x 50 ms / {n}",
             note=note,
         )
-        _add(suite, row, series)
+        suite.add(row, series)
     local = measure(build_run(EMPTY, None), runs=suite.sizes.runs)
     in_process = local.median / tasks * 1000
     for ship, overhead in overheads.items():
@@ -192,4 +188,4 @@ def run_w5(suite: Suite) -> None:
             note=f"the Celery path adds {per_task.median - in_process:.2f} ms a task "
             f"({overhead.median * 1000 / W5_CYCLES:.0f} ms a cycle of {W5_SUGGESTORS} tasks)",
         )
-        _add(suite, row, overhead)
+        suite.add(row, overhead)

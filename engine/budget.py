@@ -25,13 +25,31 @@ class Budget(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    max_cycles: int | None = Field(default=100, ge=0)
-    max_facts: int | None = Field(default=10_000, ge=0)
-    max_tokens: int | None = Field(default=None, ge=0)
-    max_seconds: float | None = Field(default=None, ge=0)
-    max_cost_usd: float | None = Field(default=None, ge=0)
-    max_invocations: int | None = Field(default=None, ge=0)
-    per_suggestor: dict[str, int] = Field(default_factory=dict)
+    max_cycles: int | None = Field(
+        default=100, ge=0, description="Cycles (never exceeded); null or 0: unlimited."
+    )
+    max_facts: int | None = Field(
+        default=10_000,
+        ge=0,
+        description="Facts in the context; the run stops once it holds more.",
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=0, description="Input + output tokens of LLM suggestors."
+    )
+    max_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="Seconds of wall-clock time, pauses at gates excluded.",
+    )
+    max_cost_usd: float | None = Field(
+        default=None, ge=0, description="USD spent by LLM suggestors."
+    )
+    max_invocations: int | None = Field(
+        default=None, ge=0, description="Suggestor executions in total (never exceeded)."
+    )
+    per_suggestor: dict[str, int] = Field(
+        default_factory=dict, description="Executions per suggestor, by name (never exceeded)."
+    )
 
     @field_validator("per_suggestor")
     @classmethod

@@ -1,6 +1,7 @@
 """docs/getting-started.md, executed from top to bottom in an empty directory.
 
-Blocks tagged ``python file=PATH`` or ``yaml file=PATH`` are written to PATH;
+Blocks tagged ``python title="PATH"`` or ``yaml title="PATH"`` (the site shows the
+title above the block) are written to PATH;
 ``bash`` blocks run with ``bash -euo pipefail`` (``converge`` on PATH), other
 ``python`` blocks with this interpreter; each from the working directory, in the
 page's order, and each must succeed.
@@ -25,7 +26,7 @@ def blocks(path: Path) -> list[tuple[str, dict[str, str], str]]:
     """``(language, {attribute: value}, code)`` of every fenced block of ``path``."""
     out = []
     for lang, info, code in BLOCK.findall(path.read_text(encoding="utf-8")):
-        attrs = dict(a.split("=", 1) for a in info.split() if "=" in a)
+        attrs = {k: v.strip("\"'") for k, v in (a.split("=", 1) for a in info.split() if "=" in a)}
         out.append((lang, attrs, code))
     return out
 
@@ -38,8 +39,8 @@ def test_the_getting_started_guide_runs_end_to_end(tmp_path: Path) -> None:
     env["PYTHONPATH"] = str(ROOT)
     ran = {"bash": 0, "python": 0, "file": 0}
     for lang, attrs, code in blocks(GUIDE):
-        if "file" in attrs:
-            target = tmp_path / attrs["file"]
+        if "title" in attrs:
+            target = tmp_path / attrs["title"]
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(code, encoding="utf-8")
             ran["file"] += 1
@@ -87,5 +88,5 @@ def test_every_python_snippet_of_the_docs_runs(
     monkeypatch.delenv("CONVERGE_DB", raising=False)
     namespace: dict[str, object] = {"__name__": f"docs_{path.stem.replace('-', '_')}"}
     for lang, attrs, code in blocks(path):
-        if lang == "python" and "file" not in attrs:
+        if lang == "python" and "title" not in attrs:
             exec(compile(code, f"{path.name}:snippet", "exec"), namespace)

@@ -1,0 +1,113 @@
+"""What the parts of the audit store share: the database, the chain's key, the
+writer thread and the chain heads its queued batches will leave.
+
+:class:`StoreCore` holds that state, and runs one transaction at a time
+(``_tx``). :class:`audit.store.SqlRunStore` is built on it; the functions of the
+concept modules (``audit.schema``, ``audit.checkpoints``, ``audit.events``,
+``audit.runs``, ``audit.gates``, ``audit.queries``, ``audit.verify``) take it as
+their first argument, so none of them imports the façade.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from audit.chain import KEYED, PLAIN, hasher
+from audit.url import WRITE, display_url, make_engine
+from audit.writer import BackgroundWriter, BulkInserter, Prediction, QueuedBatch
+from engine.errors import ConvergeError, StoreError
+
+json_compact: Callable[[Any], str] = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False
+).encode
+"""Compact JSON text (no spaces, non-ASCII kept) of the values the store keeps as text."""
+
+
+class StoreCore:
+    """The state of one audit store on a SQLAlchemy engine (see :class:`audit.store.SqlRunStore`).
+
+    ``url`` is shown (password hidden) in every error; ``key`` is the HMAC key of
+    the chain (None = plain sha256); ``commit(run_id, batches)`` is what the writer
+    thread runs for the batches queued by ``append_events`` / ``save_checkpoint``;
+    ``part_chars`` the size of one stored part of a checkpoint's text.
+    """
+
+    write_behind_events: int | None
+    """Batches of this many events or more are committed by the writer thread (None: never)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        key: bytes | None,
+        engine: Engine | None,
+        commit: Callable[[str, list[QueuedBatch]], None],
+        part_chars: int,
+    ) -> None:
+        self.url = url
+        self.shown = display_url(url)
+        self._engine = engine if engine is not None else make_engine(url)
+        self._key = key
+        self._hash = hasher(key)
+        self._chain = KEYED if key is not None else PLAIN
+        self._pg = self._engine.dialect.name == "postgresql"
+        self._part_chars = part_chars
+        self._inserter = BulkInserter(self._engine)
+        file_sqlite = self._engine.dialect.name == "sqlite" and self._engine.url.database not in (
+            None,
+            "",
+            ":memory:",
+        )
+        self._writer = BackgroundWriter(
+            "converge-audit", commit, self._checkpoint_wal if file_sqlite else None
+        )
+        # per run, what the queued batches will leave: chain head, seq, facts and the
+        # digest chain of its fact chunks (None: they do not tile); a prediction the
+        # writer checks under the run's lock
+        self._heads: dict[str, Prediction] = {}
+        self._fingerprint: str | None = None
+
+    @contextmanager
+    def _tx(self, *, write: bool = True, settle: bool = True) -> Iterator[Connection]:
+        """One transaction, after the batch in flight (unless ``settle`` is false: the
+        writer thread's own); database failures become ``StoreError``."""
+        if settle:
+            self._writer.settle()
+        try:
+            with self._engine.connect() as conn:
+                if write:
+                    conn.execution_options(**{WRITE: True})
+                elif self._pg:
+                    # a consistent snapshot across the statements of a read
+                    conn.execution_options(isolation_level="REPEATABLE READ")
+                with conn.begin():
+                    yield conn
+        except ConvergeError:
+            raise
+        except SQLAlchemyError as exc:
+            cause = getattr(exc, "orig", None) or exc
+            raise StoreError(f"audit store {self.shown}: {cause}".strip()) from exc
+
+    def _checkpoint_wal(self) -> None:
+        """(writer thread, once its queue is empty) Copy the SQLite WAL into the
+        database file with a passive checkpoint, which runs beside other writers: the
+        commit that crosses ``wal_autocheckpoint`` would otherwise do it while a run
+        waits (~35 ms per 100k facts, measured on W2's last commit)."""
+        raw = self._engine.raw_connection()
+        try:
+            # on the DBAPI connection: autocommit, so no transaction pins the snapshot
+            raw.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)")  # type: ignore[union-attr]
+        finally:
+            raw.close()
+
+    def _written(self, run_id: str) -> None:
+        """Wait for the queued batches; raise the failure of a batch of ``run_id``
+        (``StoreError``). The run's next write reads its chain head from the database."""
+        self._heads.pop(run_id, None)
+        self._writer.wait(run_id)

@@ -1,0 +1,149 @@
+"""Runs: start one (its ``runs`` row and first events), finish it with its outcome,
+read back the header it was started with."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from audit import ledger as ledger_log
+from audit.chain import GENESIS
+from audit.checkpoints import put_checkpoint
+from audit.core import StoreCore, json_compact
+from audit.events import append_checkpointed
+from audit.ledger import key_fingerprint
+from audit.queries import this_writer
+from audit.tables import fact_chunks, runs
+from audit.writer import chain_batch, fold_digest
+from engine.errors import RunNotFound, StoreError
+from engine.facts import canonical_json
+from engine.stop import stop_reason_to_dict
+from engine.store import AuditEvent, BatchItem, RunHeader, RunOutcome
+
+
+def start_run(store: StoreCore, header: RunHeader, events: Sequence[BatchItem]) -> None:
+    """Insert the run's row (``running``, this pid/host) with its first events and
+    their ledger entry; ``StoreError`` when the run exists or the key is wrong."""
+    if store._key is not None and store._fingerprint not in (None, key_fingerprint(store._key)):
+        raise StoreError(
+            f"audit store {store.shown}: wrong key (CONVERGE_AUDIT_KEY is not the key "
+            "this store was written with)"
+        )
+    store._written(header.run_id)
+    batch = chain_batch(header.run_id, events, GENESIS, 0, store._key)
+    head, seq = batch.head, batch.seq
+    pid, host = this_writer()
+    try:
+        spec = None if header.job_spec is None else json_compact(header.job_spec)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"job spec of run {header.run_id} is not JSON: {exc}") from exc
+    try:
+        with store._tx() as conn:
+            conn.execute(
+                insert(runs).values(
+                    run_id=header.run_id,
+                    job=header.job,
+                    job_spec=spec,
+                    suggestors=json_compact(list(header.suggestors)),
+                    status="running",
+                    pid=pid,
+                    hostname=host,
+                    started_at=header.started_at,
+                    cycles=0,
+                    facts_count=_initial_facts(events),
+                    chain=store._chain,
+                    head_hash=head,
+                    last_seq=seq,
+                    parent_run_id=header.parent_run_id,
+                )
+            )
+            if len(batch):
+                store._inserter.insert(conn, batch, 0)
+            ledger_log.append(conn, store._hash, header.run_id, seq, head)
+        chunks = GENESIS if not batch.chunk else fold_digest(GENESIS, batch.chunk_row()[1])
+        store._heads[header.run_id] = (head, seq, len(batch.chunk), chunks)
+    except StoreError as exc:
+        if isinstance(exc.__cause__, IntegrityError):
+            raise StoreError(
+                f"run {header.run_id!r} already exists in audit store {store.shown}"
+            ) from exc
+        raise
+
+
+def _initial_facts(events: Sequence[BatchItem]) -> int:
+    for ev in events:
+        if isinstance(ev, AuditEvent) and ev.kind == "run_started":
+            return len(ev.payload.get("initial_facts", ()))
+    return 0
+
+
+def finish_run(
+    store: StoreCore,
+    run_id: str,
+    events: Sequence[BatchItem],
+    outcome: RunOutcome,
+    checkpoint: dict[str, Any] | None = None,
+) -> None:
+    """Write the last events (the checkpoint's sha256 on the terminal one), the
+    outcome and ``checkpoint``, in one transaction; without a checkpoint, drop the
+    stale one and the run's fact chunks."""
+    store._written(run_id)
+    with store._tx() as conn:
+        blob = append_checkpointed(store, conn, run_id, events, checkpoint)
+        conn.execute(update(runs).where(runs.c.run_id == run_id).values(**outcome_values(outcome)))
+        put_checkpoint(store, conn, run_id, checkpoint, blob)
+        if checkpoint is None:  # nothing will resume from the chunks
+            conn.execute(delete(fact_chunks).where(fact_chunks.c.run_id == run_id))
+
+
+def outcome_values(outcome: RunOutcome) -> dict[str, Any]:
+    """The outcome columns of a stopped or paused run. ``cycles`` and
+    ``facts_count`` are left as the committed events prove them (equal to the
+    outcome's, unless a failed write lost events: then the row still verifies)."""
+    reason = outcome.stop_reason
+    u = outcome.usage
+    return {
+        "status": outcome.status,
+        "ended_at": outcome.ended_at,
+        "stop_kind": reason.kind_code(),
+        "category": reason.category.value,
+        "reason": canonical_json(stop_reason_to_dict(reason)),
+        "facts_root": outcome.facts_root,
+        "usage": canonical_json(
+            {
+                "input_tokens": u.input_tokens,
+                "output_tokens": u.output_tokens,
+                "cost_usd": u.cost_usd,
+            }
+        ),
+        "duration_ms": outcome.duration_ms,
+    }
+
+
+def get_run_header(store: StoreCore, run_id: str) -> RunHeader:
+    """The header the run was started with (raises ``RunNotFound``)."""
+    with store._tx(write=False) as conn:
+        row = conn.execute(
+            select(
+                runs.c.run_id,
+                runs.c.job,
+                runs.c.job_spec,
+                runs.c.suggestors,
+                runs.c.started_at,
+                runs.c.parent_run_id,
+            ).where(runs.c.run_id == run_id)
+        ).one_or_none()
+    if row is None:
+        raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+    return RunHeader(
+        run_id=row.run_id,
+        job=row.job,
+        job_spec=None if row.job_spec is None else json.loads(row.job_spec),
+        suggestors=tuple(json.loads(row.suggestors)),
+        started_at=row.started_at,
+        parent_run_id=row.parent_run_id,
+    )

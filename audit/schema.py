@@ -1,0 +1,92 @@
+"""The store's schema: create the tables on first use, upgrade an older schema in
+place, refuse a newer one or tables of another application (docs/audit.md)."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, insert, inspect, select, text, update
+
+from audit.chain import GENESIS
+from audit.core import StoreCore
+from audit.ledger import LEDGER_HEAD, LEDGER_SINCE
+from audit.tables import SCHEMA_VERSION, TABLES, checkpoint_parts, ledger, meta
+from engine.errors import SchemaVersionError, StoreError
+
+
+def ensure_schema(store: StoreCore) -> None:
+    """Create the tables on first use; refuse a foreign or newer schema.
+
+    Raises ``SchemaVersionError`` (another schema version) or ``StoreError``
+    (tables of another application, database unreachable).
+    """
+    try:
+        # fast path: an up-to-date store answers one query (no inspection, no lock)
+        with store._tx(write=False) as conn:
+            if conn.execute(
+                select(meta.c.value).where(meta.c.key == "schema_version")
+            ).scalar() == str(SCHEMA_VERSION):
+                return
+    except StoreError:
+        pass
+    try:
+        with store._tx() as conn:
+            if store._pg:
+                conn.execute(text("SELECT pg_advisory_xact_lock(714522)"))
+            _check_and_create(conn, store.shown)
+    except StoreError as exc:
+        if isinstance(exc, SchemaVersionError) or str(exc).startswith("cannot open"):
+            raise
+        msg = str(exc).removeprefix(f"audit store {store.shown}: ")
+        raise StoreError(f"cannot open audit store {store.shown}: {msg}") from exc
+
+
+def _check_and_create(conn: Connection, shown: str) -> None:
+    insp = inspect(conn)
+    existing = set(insp.get_table_names())
+    version: str | None = None
+    if meta.name in existing:
+        version = conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalar()
+        if version == "1":
+            version = _upgrade_from_1(conn, existing)
+        if version == "2":
+            # version 3 adds fact_chunks (created below); checkpoints written by
+            # version 2 carry their facts inline and still load
+            conn.execute(
+                update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION))
+            )
+            version = str(SCHEMA_VERSION)
+        if version is not None and version != str(SCHEMA_VERSION):
+            raise SchemaVersionError(
+                f"audit store {shown} has schema version {version}; "
+                f"this converge understands version {SCHEMA_VERSION}"
+            )
+    for table in TABLES:
+        if table.name not in existing:
+            continue
+        have = {c["name"] for c in insp.get_columns(table.name)}
+        want = {c.name for c in table.columns}
+        if have != want:
+            missing = sorted(want - have)
+            extra = sorted(have - want)
+            raise StoreError(
+                f"cannot open audit store {shown}: its table {table.name!r} belongs "
+                f"to another schema (missing columns {missing or 'none'}, "
+                f"unknown columns {extra or 'none'})"
+            )
+    for table in TABLES:
+        if table.name not in existing:
+            table.create(conn)
+    if version is None:
+        conn.execute(insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+        conn.execute(insert(meta).values(key=LEDGER_HEAD, value=f"0:{GENESIS}"))
+
+
+def _upgrade_from_1(conn: Connection, existing: set[str]) -> str:
+    """Version 1 had no ledger: add it; runs recorded before are not checked against it."""
+    for table in (ledger, checkpoint_parts):
+        if table.name not in existing:
+            table.create(conn)
+            existing.add(table.name)
+    conn.execute(insert(meta).values(key=LEDGER_HEAD, value=f"0:{GENESIS}"))
+    conn.execute(insert(meta).values(key=LEDGER_SINCE, value="1"))
+    conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="2"))
+    return "2"

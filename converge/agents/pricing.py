@@ -1,0 +1,66 @@
+"""What an agent's model costs: a fixed price per million tokens, or genai-prices.
+
+A ``price`` given to an agent (``(usd_per_million_input, usd_per_million_output)``)
+overrides genai-prices; :class:`PricedModel` makes pydantic-ai's own ``cost_limit``
+see it. :func:`priceable` says whether genai-prices knows a model at all.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import genai_prices
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+
+__all__ = ["Price", "PricedModel", "cost_usd", "model_label", "priceable"]
+
+Price = tuple[float, float]
+"""``(usd_per_million_input_tokens, usd_per_million_output_tokens)``."""
+
+
+class PricedModel(WrapperModel):
+    """A model whose responses carry the cost of ``price`` (per million tokens), so
+    pydantic-ai's ``cost_limit`` applies to models genai-prices does not know."""
+
+    def __init__(self, wrapped: Model, price: Price) -> None:
+        super().__init__(wrapped)
+        self.price = price
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """The wrapped model's response, its usage priced at ``price``."""
+        response = await super().request(messages, model_settings, model_request_parameters)
+        response.usage.cost = cost_usd(
+            response.usage.input_tokens, response.usage.output_tokens, self.price
+        )
+        return response
+
+
+def cost_usd(input_tokens: int, output_tokens: int, price: Price) -> Decimal:
+    """USD of ``input_tokens`` and ``output_tokens`` at ``price`` (per million tokens)."""
+    usd_in, usd_out = (Decimal(str(p)) for p in price)
+    return (input_tokens * usd_in + output_tokens * usd_out) / Decimal(1_000_000)
+
+
+def model_label(model: Model) -> str:
+    """``system:model_name`` of a pydantic-ai model, as error messages name it."""
+    return f"{model.system}:{model.model_name}"
+
+
+def priceable(model: Model) -> bool:
+    """True when genai-prices knows this model's price (by provider, else by name)."""
+    probe = genai_prices.Usage(input_tokens=1, output_tokens=1)
+    for provider in (model.system, None):
+        try:
+            genai_prices.calc_price(probe, model.model_name, provider_id=provider)
+            return True
+        except (LookupError, ValueError):
+            continue
+    return False

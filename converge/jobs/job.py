@@ -1,0 +1,239 @@
+"""A loaded job file: :class:`Job`, which builds the engine its spec describes.
+
+The spec's ``module:attribute`` references are imported when the engine is
+built, each error a :class:`JobFileError` naming the file, the line and the
+field; the ``agents`` and ``workers`` extras are imported only when the job uses
+them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from converge.jobs.references import add_import_root
+from converge.jobs.source import line_at, validation_error
+from converge.jobs.spec import MODEL_ENV, JobSpec
+from engine import (
+    Budget,
+    ConfigurationError,
+    Criterion,
+    Engine,
+    ImportReferenceError,
+    Invariant,
+    JobFileError,
+    OnStop,
+    RunStore,
+)
+from engine.references import resolve_reference
+from gates.hitl import DEFAULT_SUMMARY, require_approval
+from gates.policies import apply_stop_conditions
+from gates.promotion import ContentSchema, MinConfidence
+
+__all__ = ["Job"]
+
+
+@dataclass
+class Job:
+    """A loaded job: its spec, where it came from, and its raw data (recorded with runs)."""
+
+    spec: JobSpec
+    path: str
+    raw: dict[str, Any]
+    lines: dict[tuple[str | int, ...], int]
+
+    @property
+    def name(self) -> str:
+        """The job's name."""
+        return self.spec.name
+
+    def record(self) -> dict[str, Any]:
+        """What a store keeps so another process can rebuild this job's engine."""
+        return {"path": os.path.abspath(self.path) if self.path else "", "spec": self.raw}
+
+    def build_engine(
+        self,
+        store: RunStore | None = None,
+        *,
+        on_stop: OnStop | None = None,
+        progress: Callable[[int, float], None] | None = None,
+    ) -> Engine:
+        """An engine with the job's suggestors, budget, criteria, invariants, gates
+        and stop conditions. Raises :class:`JobFileError` for a bad reference."""
+        spec = self.spec
+        budget = spec.budget
+        policies: list[Any] = []
+        if spec.stop_conditions:
+            budget, policies = self._stop_conditions(budget)
+        suggestors: list[Any] = []
+        references: dict[str, str] = {}
+        for i, ref in enumerate(spec.suggestors):
+            obj = self._ref(ref, ("suggestors", i), many=True)
+            found = obj if isinstance(obj, list | tuple) else [obj]
+            suggestors.extend(found)
+            for s in found:
+                references.setdefault(str(getattr(s, "name", "")), ref)
+        engine = Engine(
+            budget=budget,
+            criteria=self._typed_refs(
+                "criteria", Criterion, "a criterion (id, required, evaluate)"
+            ),
+            invariants=self._typed_refs(
+                "invariants", Invariant, "an invariant (name, invariant_class, check)"
+            ),
+            gates=self._gates(),
+            stop_policies=policies,
+            store=store,
+            on_error=spec.on_error,
+            on_stop=on_stop,
+            max_concurrency=spec.max_concurrency,
+            job_name=spec.name,
+            job_spec=self.record(),
+            progress=progress,
+            executor=self._executor(references),
+        )
+        if spec.agents:
+            suggestors.extend(self._agents())
+        try:
+            engine.register(*suggestors)
+        except ConfigurationError as exc:
+            raise self._error(str(exc), ("suggestors",)) from exc
+        return engine
+
+    # -- helpers ---------------------------------------------------------------------
+    def _executor(self, references: dict[str, str]) -> Any:
+        """The job's ``executor:`` (None = in-process); the Celery extra is imported
+        only when a job asks for it."""
+        if self.spec.executor is None:
+            return None
+        c = self.spec.executor.celery
+        try:
+            from converge.workers import CeleryExecutor
+        except ImportError as exc:
+            raise self._error(str(exc), ("executor", "celery")) from exc
+        broker = self._from_env(c.broker, ("executor", "celery", "broker"))
+        backend = self._from_env(c.backend, ("executor", "celery", "backend"))
+        return CeleryExecutor(broker, backend, queue=c.queue, references=references, ship=c.ship)
+
+    def _from_env(self, value: str, loc: tuple[str | int, ...]) -> str:
+        """``$NAME`` / ``${NAME}`` → the environment variable (so that credentials in
+        a URL stay out of the job file and of the job recorded with each run)."""
+        m = re.fullmatch(r"\$\{?(\w+)\}?", value)
+        if m is None:
+            return value
+        found = os.environ.get(m.group(1))
+        if not found:
+            raise self._error(f"environment variable {m.group(1)} is not set", loc)
+        return found
+
+    def _stop_conditions(self, budget: Budget) -> tuple[Budget, list[Any]]:
+        try:
+            new_budget, policies = apply_stop_conditions(budget, self.spec.stop_conditions)
+            return new_budget, list(policies)
+        except ValidationError as exc:
+            raise validation_error(exc, self.path, self.lines, prefix=("stop_conditions",)) from exc
+        except (ConfigurationError, ValueError, TypeError) as exc:
+            raise self._error(str(exc), ("stop_conditions",)) from exc
+
+    def _gates(self) -> list[Any]:
+        out: list[Any] = []
+        for i, g in enumerate(self.spec.gates):
+            if g.hitl is not None:
+                h = g.hitl
+                when = self._ref(h.when, ("gates", i, "hitl", "when")) if h.when else None
+                check = (
+                    self._ref(h.validate_value, ("gates", i, "hitl", "validate_value"), call=False)
+                    if h.validate_value
+                    else None
+                )
+                out.append(
+                    require_approval(
+                        keys=h.keys,
+                        suggestors=h.suggestors,
+                        confidence_at_most=h.confidence_at_most,
+                        when=when,
+                        summary=h.summary or DEFAULT_SUMMARY,
+                        timeout_s=h.timeout_s,
+                        on_timeout=h.on_timeout,
+                        name=h.name,
+                        approvals_required=h.approvals_required,
+                        validate_value=check,
+                    )
+                )
+            elif g.schema_ is not None:
+                model = self._ref(g.schema_.model, ("gates", i, "schema", "model"), call=False)
+                try:
+                    gate = ContentSchema(g.schema_.key, model, on_reject=g.schema_.on_reject)
+                except ConfigurationError as exc:
+                    raise self._error(str(exc), ("gates", i, "schema", "model")) from exc
+                out.append(gate)
+            elif g.min_confidence is not None:
+                m = g.min_confidence
+                out.append(MinConfidence(m.threshold, m.keys, on_reject=m.on_reject))
+            elif g.promotion is not None:
+                out.append(self._ref(g.promotion, ("gates", i, "promotion")))
+        return out
+
+    def _agents(self) -> list[Any]:
+        """The ``agents:`` entries as suggestors (imports the ``agents`` extra only now)."""
+        try:
+            from converge.agents import build_agent
+        except ConfigurationError as exc:
+            raise self._error(str(exc), ("agents",)) from exc
+        out: list[Any] = []
+        for i, a in enumerate(self.spec.agents):
+            model = a.model or os.environ.get(MODEL_ENV, "").strip() or None
+            if model is None:
+                if a.if_no_model == "skip":
+                    continue
+                raise self._error(f"no model: give model or set ${MODEL_ENV}", ("agents", i))
+            output = self._ref(a.output, ("agents", i, "output"), call=False) if a.output else str
+            tools = [
+                self._ref(t, ("agents", i, "tools", j), call=False) for j, t in enumerate(a.tools)
+            ]
+            try:
+                out.append(
+                    build_agent(
+                        name=a.name,
+                        model=model,
+                        instructions=a.instructions,
+                        reads=a.reads,
+                        writes=a.writes,
+                        output=output,
+                        tools=tools,
+                        price=a.price,
+                        prompt=a.prompt,
+                        per=a.per,
+                    )
+                )
+            except ConfigurationError as exc:
+                raise self._error(str(exc), ("agents", i, "model")) from exc
+        return out
+
+    def _typed_refs(self, field: str, kind: type, what: str) -> list[Any]:
+        """The objects of ``criteria:`` or ``invariants:``, each checked to be ``kind``."""
+        out: list[Any] = []
+        for i, ref in enumerate(getattr(self.spec, field)):
+            obj = self._ref(ref, (field, i))
+            if not isinstance(obj, kind):
+                raise self._error(f"{ref} is {type(obj).__name__}, not {what}", (field, i))
+            out.append(obj)
+        return out
+
+    def _ref(
+        self, ref: str, loc: tuple[str | int, ...], *, many: bool = False, call: bool = True
+    ) -> Any:
+        add_import_root(self.path)
+        try:
+            return resolve_reference(ref, call=call)
+        except ImportReferenceError as exc:
+            raise self._error(str(exc), loc) from exc
+
+    def _error(self, message: str, loc: tuple[str | int, ...]) -> JobFileError:
+        field = ".".join(str(p) for p in loc)
+        return JobFileError(f"{field}: {message}", path=self.path, line=line_at(self.lines, loc))

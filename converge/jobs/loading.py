@@ -1,0 +1,66 @@
+"""Reading a job: from a file (:func:`load_job`), from text (:func:`parse_job`) or
+from the record a run kept of it (:func:`job_from_record`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from converge.jobs.job import Job
+from converge.jobs.source import read_yaml, validation_error
+from converge.jobs.spec import JobSpec
+from engine import ConfigurationError, JobFileError
+
+__all__ = ["job_from_record", "load_job", "parse_job"]
+
+
+def load_job(path: str | os.PathLike[str]) -> Job:
+    """Read and validate a job file. Raises :class:`JobFileError` (file, line, field)."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise JobFileError(f"cannot read job file: {exc.strerror or exc}", path=str(p)) from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise JobFileError(
+            f"not UTF-8 text: byte 0x{raw[exc.start]:02X} cannot be decoded", path=str(p), line=line
+        ) from None
+    return parse_job(text, str(p))
+
+
+def parse_job(text: str, path: str = "<job>") -> Job:
+    """Validate job text (YAML). Raises :class:`JobFileError` (file, line, field).
+
+    Hostile input is refused with one line, not a traceback: YAML errors, nesting
+    deeper than :data:`MAX_DEPTH`, more than :data:`MAX_NODES` nodes once aliases
+    are expanded ("billion laughs"), values YAML cannot construct.
+    """
+    data, lines = read_yaml(text, path)
+    if not isinstance(data, dict):
+        raise JobFileError(
+            "a job file must be a mapping (name, suggestors, ...)", path=path, line=1
+        )
+    try:
+        spec = JobSpec.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(exc, path, lines) from exc
+    return Job(spec, path, data, lines)
+
+
+def job_from_record(record: dict[str, Any]) -> Job:
+    """Rebuild a job from :meth:`Job.record` (as stored with a run)."""
+    raw = record.get("spec")
+    if not isinstance(raw, dict):
+        raise ConfigurationError("the run recorded no job spec")
+    path = str(record.get("path") or "<recorded job>")
+    try:
+        spec = JobSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise validation_error(exc, path, {}) from exc
+    return Job(spec, path, raw, {})

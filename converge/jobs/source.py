@@ -1,0 +1,161 @@
+"""The YAML text of a job file: read safely, with the line of every field.
+
+:func:`read_yaml` refuses hostile input with one line, not a traceback (YAML
+errors, nesting deeper than :data:`MAX_DEPTH`, more than :data:`MAX_NODES` nodes
+once aliases are expanded, values YAML cannot construct) and maps each field's
+location (``("gates", 0, "hitl")``) to its line, so that :func:`line_at` and
+:func:`validation_error` can name the line of a bad field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from engine import JobFileError
+
+__all__ = ["MAX_DEPTH", "MAX_NODES", "Lines", "line_at", "read_yaml", "validation_error"]
+
+Lines = dict[tuple[str | int, ...], int]
+"""The line (1-based) of each field's location in a job file."""
+
+MAX_NODES = 50_000
+"""Most YAML nodes a job file may hold once its aliases are expanded (alias bombs)."""
+
+MAX_DEPTH = 64
+"""Deepest nesting of a job file."""
+
+
+def read_yaml(text: str, path: str) -> tuple[Any, Lines]:
+    """The data of YAML ``text`` and the line of each of its locations.
+
+    Raises :class:`JobFileError` (``path``, line) for invalid YAML, a document
+    nested deeper than :data:`MAX_DEPTH` or larger than :data:`MAX_NODES` once its
+    aliases are expanded, and a value YAML cannot construct.
+    """
+    node = _compose(text, path)
+    if node is not None:
+        _check_size(node, path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, path) from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        # e.g. a timestamp with month 13: PyYAML's constructor raises plain errors
+        raise JobFileError(f"invalid YAML value: {exc}", path=path) from None
+    lines: Lines = {}
+    if node is not None:
+        _index_lines(node, (), lines)
+    return data, lines
+
+
+def _compose(text: str, path: str) -> yaml.Node | None:
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, path) from None
+    except RecursionError:
+        message = f"nested deeper than {MAX_DEPTH} levels"
+        raise JobFileError(message, path=path, line=_deep_line(text)) from None
+
+
+def _deep_line(text: str) -> int | None:
+    """The line where flow brackets first nest deeper than :data:`MAX_DEPTH`."""
+    depth = 0
+    for number, line in enumerate(text.splitlines(), 1):
+        for ch in line:
+            depth += ch in "[{"
+            depth -= ch in "]}"
+            if depth > MAX_DEPTH:
+                return number
+    return None
+
+
+def _yaml_error(exc: yaml.YAMLError, path: str) -> JobFileError:
+    """PyYAML's error (often two lines: context and problem) as one line."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    line = mark.line + 1 if mark is not None else None
+    problem = getattr(exc, "problem", None)
+    context = getattr(exc, "context", None)
+    message = str(exc)
+    if problem:
+        message = f"{problem} ({context})" if context else str(problem)
+    return JobFileError(f"invalid YAML: {' '.join(message.split())}", path=path, line=line)
+
+
+def _check_size(root: yaml.Node, path: str) -> None:
+    """Refuse documents too deep, or too large once aliases are expanded.
+
+    Sizes are memoised per node, so a shared (aliased) node is measured once: the
+    check costs the document's size, not its expansion's.
+    """
+    size: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, children_done = stack.pop()
+        if id(node) in size:
+            continue
+        if depth > MAX_DEPTH:
+            line = node.start_mark.line + 1
+            raise JobFileError(f"nested deeper than {MAX_DEPTH} levels", path=path, line=line)
+        children = _children(node)
+        if children_done:
+            total = 1 + sum(size[id(c)] for c in children)
+            if total > MAX_NODES:
+                raise JobFileError(
+                    f"more than {MAX_NODES} values once its aliases are expanded (an alias bomb?)",
+                    path=path,
+                    line=node.start_mark.line + 1,
+                )
+            size[id(node)] = total
+            continue
+        stack.append((node, depth, True))
+        stack.extend((c, depth + 1, False) for c in children if id(c) not in size)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _index_lines(node: yaml.Node, loc: tuple[str | int, ...], out: Lines) -> None:
+    out[loc] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            key = k.value
+            out[(*loc, key)] = k.start_mark.line + 1
+            _index_lines(v, (*loc, key), out)
+            out[(*loc, key)] = k.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            _index_lines(v, (*loc, i), out)
+
+
+def line_at(lines: Lines, loc: tuple[str | int, ...]) -> int | None:
+    """The line of ``loc``, else of its nearest enclosing location (None when unknown)."""
+    for n in range(len(loc), -1, -1):
+        line = lines.get(tuple(loc[:n]))
+        if line is not None:
+            return line
+    return None
+
+
+def validation_error(
+    exc: ValidationError,
+    path: str,
+    lines: Lines,
+    prefix: tuple[str | int, ...] = (),
+) -> JobFileError:
+    """Pydantic's first error as one :class:`JobFileError` naming the field (under
+    ``prefix``, as written in YAML), its line, and how many more errors there are."""
+    err = exc.errors()[0]
+    loc = (*prefix, *(p for p in err["loc"] if not (isinstance(p, str) and "[" in p)))
+    loc = tuple("schema" if p == "schema_" else p for p in loc)
+    field = ".".join(str(p) for p in loc) or "(top level)"
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return JobFileError(f"{field}: {err['msg']}{more}", path=path, line=line_at(lines, loc))
