@@ -22,7 +22,7 @@ from sqlalchemy import Connection, delete, insert, select
 from audit.chain import GENESIS
 from audit.core import StoreCore, json_compact
 from audit.crosscheck import CHECKPOINTED, TERMINAL, checkpoint_digest
-from audit.tables import audit_events, checkpoint_parts, checkpoints, fact_chunks
+from audit.tables import audit_events, checkpoint_parts, checkpoints, fact_chunks, runs
 from audit.writer import fold_digest
 from engine.errors import ResumeError, StoreError
 from engine.store import AuditEvent, BatchItem
@@ -178,8 +178,10 @@ def with_digest(events: Sequence[BatchItem], blob: str | None) -> Sequence[Batch
 def load_checkpoint(store: StoreCore, run_id: str) -> dict[str, Any]:
     """The latest checkpoint of the run, checked against the sha256 its chain
     recorded (and its fact chunks against their digest); ``ResumeError`` when
-    missing or corrupted."""
+    missing or corrupted. ``run_epoch`` is the run's fencing epoch read with it: a
+    claim that expects it fails if anyone claimed the run since."""
     with store._tx(write=False) as conn:
+        epoch = conn.execute(select(runs.c.epoch).where(runs.c.run_id == run_id)).scalar()
         blob = read_checkpoint(conn, run_id)
         chained = conn.execute(
             select(audit_events.c.payload)
@@ -205,4 +207,5 @@ def load_checkpoint(store: StoreCore, run_id: str) -> dict[str, Any]:
         with store._tx(write=False) as conn:
             data["facts"] = read_chunks(conn, run_id, data["facts"])
         data["facts_from_chunks"] = True
+    data["run_epoch"] = epoch
     return data

@@ -19,9 +19,15 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from audit.chain import KEYED, PLAIN, hasher
+from audit.faults import after_write_commit
 from audit.url import WRITE, display_url, make_engine
 from audit.writer import BackgroundWriter, BulkInserter, Prediction, QueuedBatch
 from engine.errors import ConvergeError, StoreError
+
+FACT_ID_INDEX = "ux_audit_events_fact_id"
+"""The unique index on (run_id, the fact id of a ``fact_promoted`` event): a fact id
+is promoted at most once per run, whatever crashes where; a second write of it
+fails loudly (``StoreError``) instead of duplicating the fact."""
 
 json_compact: Callable[[Any], str] = json.JSONEncoder(
     separators=(",", ":"), ensure_ascii=False
@@ -72,6 +78,9 @@ class StoreCore:
         # writer checks under the run's lock
         self._heads: dict[str, Prediction] = {}
         self._fingerprint: str | None = None
+        # per run this process writes, the fencing epoch of its claim (start_run: 0);
+        # a write finding another epoch in the run's row is refused (RunSuperseded)
+        self._epochs: dict[str, int] = {}
 
     @contextmanager
     def _tx(self, *, write: bool = True, settle: bool = True) -> Iterator[Connection]:
@@ -88,10 +97,17 @@ class StoreCore:
                     conn.execution_options(isolation_level="REPEATABLE READ")
                 with conn.begin():
                     yield conn
+            if write:
+                after_write_commit()
         except ConvergeError:
             raise
         except SQLAlchemyError as exc:
             cause = getattr(exc, "orig", None) or exc
+            if FACT_ID_INDEX in str(cause) or "audit_events.fact_id" in str(cause):
+                raise StoreError(
+                    f"audit store {self.shown}: refused to record a fact id a second time "
+                    f"in one run (unique {FACT_ID_INDEX}): {cause}".strip()
+                ) from exc
             raise StoreError(f"audit store {self.shown}: {cause}".strip()) from exc
 
     def _checkpoint_wal(self) -> None:

@@ -33,20 +33,36 @@ from audit.core import StoreCore
 from audit.crosscheck import TERMINAL
 from audit.tables import runs
 from audit.writer import ChainedBatch, Prediction, QueuedBatch, chain_batch, fold_digest
-from engine.errors import RunNotFound, StoreError
+from engine.errors import RunNotFound, RunSuperseded, StoreError
 from engine.store import AuditEvent, BatchItem, PromotedFacts
 
 
 def lock_run(store: StoreCore, conn: Connection, run_id: str) -> tuple[str, int, int, int]:
     """Lock the run's row for this transaction: its head hash, last seq, cycles and
-    facts (``RunNotFound`` when there is none)."""
+    facts (``RunNotFound`` when there is none).
+
+    The fence: when this process holds a claim on the run (``store._epochs``), the
+    row's epoch must still be that claim's, else ``RunSuperseded`` and nothing of
+    the transaction is written. Every write of a run's events goes through here.
+    """
     row = conn.execute(
-        select(runs.c.head_hash, runs.c.last_seq, runs.c.cycles, runs.c.facts_count)
+        select(runs.c.head_hash, runs.c.last_seq, runs.c.cycles, runs.c.facts_count, runs.c.epoch)
         .where(runs.c.run_id == run_id)
         .with_for_update()
     ).one_or_none()
     if row is None:
         raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+    held = store._epochs.get(run_id)
+    if held == -1:
+        raise RunSuperseded(
+            f"run {run_id!r} already exists in audit store {store.shown} (another run "
+            "holds this id): this run's writes to it are refused"
+        )
+    if held is not None and row[4] != held:
+        raise RunSuperseded(
+            f"run {run_id} was claimed by another process (epoch {row[4]}, this process "
+            f"holds {held}): this process's writes to it are refused"
+        )
     return row[0], row[1], row[2], row[3]
 
 

@@ -17,11 +17,20 @@ from audit.events import append, append_checkpointed
 from audit.queries import this_writer, writer_alive
 from audit.runs import outcome_values
 from audit.tables import gates, runs
-from engine.errors import GateAlreadyDecided, GateNotFound, RunBusy, RunNotFound, StoreError
+from engine.errors import (
+    GateAlreadyDecided,
+    GateNotFound,
+    RunBusy,
+    RunFinished,
+    RunNotFound,
+    StoreError,
+)
 from engine.hitl import GateDecision
-from engine.store import AuditEvent, BatchItem, GateRecord, RunOutcome
+from engine.stop_categories import RESUMABLE
+from engine.store import AuditEvent, BatchItem, Claim, GateRecord, RunOutcome
 
 _DECIDED = ("approved", "rejected", "expired")
+_GOES_ON = frozenset(c.value for c in RESUMABLE)  # categories a stopped run can resume from
 
 
 def _iso(ts: float | None) -> str | None:
@@ -123,37 +132,72 @@ def decide_gate(store: StoreCore, gate_id: str, decision: GateDecision, status: 
     return rec
 
 
-def claim_resume(store: StoreCore, run_id: str) -> None:
-    """Compare-and-set the run from paused/stopped (or dead-writer running) to
-    ``running`` by this process; ``RunBusy`` / ``RunNotFound`` if not."""
+def claim_resume(store: StoreCore, run_id: str, expected_epoch: int | None = None) -> Claim:
+    """Claim the run for this process: one compare-and-set of its row from
+    ``paused`` / ``stopped`` (resumably) / ``running`` with a dead writer (crashed)
+    to ``running`` by this process, bumping its fencing epoch.
+
+    Idempotent by design: the update matches only the epoch and status just read,
+    so of racing claimers exactly one changes the row and the others (rowcount 0)
+    get ``RunBusy``; with ``expected_epoch`` (the epoch seen when the caller read
+    the checkpoint) a claim after anyone else's fails the same way. Raises
+    ``RunFinished`` for a stop that leaves nothing to do, ``RunNotFound``.
+    """
     pid, host = this_writer()
     with store._tx() as conn:
+        row = conn.execute(
+            select(
+                runs.c.status,
+                runs.c.epoch,
+                runs.c.pid,
+                runs.c.hostname,
+                runs.c.stop_kind,
+                runs.c.category,
+            )
+            .where(runs.c.run_id == run_id)
+            .with_for_update()
+        ).one_or_none()
+        if row is None:
+            raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+        was = row.status
+        if was == "running":
+            if writer_alive(row.pid, row.hostname):
+                raise RunBusy(f"run {run_id} is running: another process is resuming it")
+            was = "crashed"  # its writer died (kill -9): take the run over
+        elif was == "stopped" and row.category is not None and row.category not in _GOES_ON:
+            raise RunFinished(f"run {run_id} already finished ({row.stop_kind})")
+        elif was not in ("paused", "stopped"):
+            raise RunBusy(f"run {run_id} is {was}: it cannot be claimed")
+        if expected_epoch is not None and row.epoch != expected_epoch:
+            raise RunBusy(f"run {run_id} was claimed by another process first")
+        epoch = row.epoch + 1
         done = conn.execute(
             update(runs)
-            .where(runs.c.run_id == run_id, runs.c.status.in_(("paused", "stopped")))
-            .values(status="running", pid=pid, hostname=host)
+            .where(
+                runs.c.run_id == run_id,
+                runs.c.epoch == row.epoch,
+                runs.c.status == row.status,
+            )
+            .values(status="running", pid=pid, hostname=host, epoch=epoch)
         )
-        if done.rowcount == 0:
-            row = conn.execute(
-                select(runs.c.status, runs.c.pid, runs.c.hostname).where(runs.c.run_id == run_id)
-            ).one_or_none()
-            if row is None:
-                raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
-            if row.status == "running" and not writer_alive(row.pid, row.hostname):
-                # its writer died (kill -9): take the run over, compare-and-set on the pid
-                taken = conn.execute(
-                    update(runs)
-                    .where(
-                        runs.c.run_id == run_id,
-                        runs.c.status == "running",
-                        runs.c.pid == row.pid,
-                        runs.c.hostname == row.hostname,
-                    )
-                    .values(pid=pid, hostname=host)
-                )
-                if taken.rowcount == 1:
-                    return
-            raise RunBusy(f"run {run_id} is {row.status}: another process is resuming it")
+        if done.rowcount != 1:
+            raise RunBusy(f"run {run_id} was claimed by another process first")
+    store._epochs[run_id] = epoch
+    store._heads.pop(run_id, None)  # the next write reads the chain head after the claim
+    return Claim(run_id, epoch, was, row.pid, row.hostname)
+
+
+def release_claim(store: StoreCore, claim: Claim) -> None:
+    """Give the run back as the claim found it (status and writer; the epoch stays
+    bumped) when the resume cannot start; a superseded claim changes nothing."""
+    status = "running" if claim.was == "crashed" else claim.was
+    with store._tx() as conn:
+        conn.execute(
+            update(runs)
+            .where(runs.c.run_id == claim.run_id, runs.c.epoch == claim.epoch)
+            .values(status=status, pid=claim.pid, hostname=claim.hostname)
+        )
+    store._epochs.pop(claim.run_id, None)
 
 
 def gate_record(m: Any) -> GateRecord:

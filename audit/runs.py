@@ -66,8 +66,11 @@ def start_run(store: StoreCore, header: RunHeader, events: Sequence[BatchItem]) 
             ledger_log.append(conn, store._hash, header.run_id, seq, head)
         chunks = GENESIS if not batch.chunk else fold_digest(GENESIS, batch.chunk_row()[1])
         store._heads[header.run_id] = (head, seq, len(batch.chunk), chunks)
+        store._epochs[header.run_id] = 0
     except StoreError as exc:
         if isinstance(exc.__cause__, IntegrityError):
+            # another run holds this id: refuse every later write of this one to it
+            store._epochs[header.run_id] = -1
             raise StoreError(
                 f"run {header.run_id!r} already exists in audit store {store.shown}"
             ) from exc

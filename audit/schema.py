@@ -8,7 +8,15 @@ from sqlalchemy import Connection, insert, inspect, select, text, update
 from audit.chain import GENESIS
 from audit.core import StoreCore
 from audit.ledger import LEDGER_HEAD, LEDGER_SINCE
-from audit.tables import SCHEMA_VERSION, TABLES, checkpoint_parts, ledger, meta
+from audit.tables import (
+    SCHEMA_VERSION,
+    TABLES,
+    audit_events,
+    checkpoint_parts,
+    ledger,
+    meta,
+    runs,
+)
 from engine.errors import SchemaVersionError, StoreError
 
 
@@ -50,10 +58,10 @@ def _check_and_create(conn: Connection, shown: str) -> None:
         if version == "2":
             # version 3 adds fact_chunks (created below); checkpoints written by
             # version 2 carry their facts inline and still load
-            conn.execute(
-                update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION))
-            )
-            version = str(SCHEMA_VERSION)
+            conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="3"))
+            version = "3"
+        if version == "3":
+            version = _upgrade_from_3(conn, existing, shown)
         if version is not None and version != str(SCHEMA_VERSION):
             raise SchemaVersionError(
                 f"audit store {shown} has schema version {version}; "
@@ -90,3 +98,44 @@ def _upgrade_from_1(conn: Connection, existing: set[str]) -> str:
     conn.execute(insert(meta).values(key=LEDGER_SINCE, value="1"))
     conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="2"))
     return "2"
+
+
+def _upgrade_from_3(conn: Connection, existing: set[str], shown: str) -> str:
+    """Version 4 adds the runs' fencing epoch and the fact id of each
+    ``fact_promoted`` event, unique per run. A store that already holds a fact id
+    twice in a run cannot take that index: say which run and fact."""
+    if runs.name in existing:
+        have = {c["name"] for c in inspect(conn).get_columns(runs.name)}
+        if "epoch" not in have:
+            conn.execute(text("ALTER TABLE runs ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0"))
+    if audit_events.name in existing:
+        have = {c["name"] for c in inspect(conn).get_columns(audit_events.name)}
+        if "fact_id" not in have:
+            conn.execute(text("ALTER TABLE audit_events ADD COLUMN fact_id TEXT"))
+        payload_id = (
+            "((payload::jsonb) -> 'id')::text"
+            if conn.dialect.name == "postgresql"
+            else "json_quote(json_extract(payload, '$.id'))"
+        )
+        conn.execute(
+            text(f"UPDATE audit_events SET fact_id = {payload_id} WHERE kind = 'fact_promoted'")
+        )
+        twice = conn.execute(
+            text(
+                "SELECT run_id, fact_id FROM audit_events WHERE fact_id IS NOT NULL "
+                "GROUP BY run_id, fact_id HAVING count(*) > 1 LIMIT 1"
+            )
+        ).first()
+        if twice is not None:
+            raise StoreError(
+                f"cannot upgrade audit store {shown} to schema version {SCHEMA_VERSION}: "
+                f"run {twice[0]} holds fact {twice[1]} twice (an older converge recorded it "
+                "again after a crash); open the store with that older converge to export "
+                "or delete the run"
+            )
+        for index in audit_events.indexes:
+            index.create(conn, checkfirst=True)
+    conn.execute(
+        update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION))
+    )
+    return str(SCHEMA_VERSION)

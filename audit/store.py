@@ -40,7 +40,7 @@ from audit.url import read_only_sqlite, resolve_url
 from engine.errors import StoreError
 from engine.facts import Fact
 from engine.hitl import GateDecision
-from engine.store import BatchItem, GateRecord, RunHeader, RunOutcome
+from engine.store import BatchItem, Claim, GateRecord, RunHeader, RunOutcome
 
 __all__ = [
     "CHECKPOINT_PART_CHARS",
@@ -203,12 +203,21 @@ class SqlRunStore(StoreCore):
         """
         return _gates.decide_gate(self, gate_id, decision, status)
 
-    def claim_resume(self, run_id: str) -> None:
-        """Compare-and-set the run from paused/stopped (or dead-writer running) to ``running``.
+    def claim_resume(self, run_id: str, expected_epoch: int | None = None) -> Claim:
+        """Compare-and-set the run from paused/stopped (or dead-writer running) to
+        ``running`` by this process with a new fencing epoch (see
+        :func:`audit.gates.claim_resume`); from then on this process's writes to the
+        run are refused once another claim supersedes it (``RunSuperseded``).
 
-        Raises ``RunBusy`` when another process holds it, ``RunNotFound`` when unknown.
+        Raises ``RunBusy`` (another process holds it, or claimed it first),
+        ``RunFinished`` (a stop that leaves nothing to do), ``RunNotFound``.
         """
-        _gates.claim_resume(self, run_id)
+        return _gates.claim_resume(self, run_id, expected_epoch)
+
+    def release_claim(self, claim: Claim) -> None:
+        """Give back a claim whose resume could not start (see
+        :func:`audit.gates.release_claim`)."""
+        _gates.release_claim(self, claim)
 
     def load_checkpoint(self, run_id: str) -> dict[str, Any]:
         """The latest checkpoint of the run; ``ResumeError`` when missing or corrupted."""

@@ -13,12 +13,13 @@ Times are unix seconds (double precision).
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Double, Index, Table, Text
+from sqlalchemy import Column, Double, Index, Table, Text, text
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The version of these tables; a database with another version is refused
-(version 1, before the ledger, and 2, before the fact chunks, are upgraded in place)."""
+(version 1, before the ledger, 2, before the fact chunks, and 3, before fencing
+epochs and unique fact ids, are upgraded in place)."""
 
 
 class RunTable(SQLModel, table=True):
@@ -54,14 +55,27 @@ class RunTable(SQLModel, table=True):
     head_hash: str = Field(max_length=64)
     last_seq: int = 0
     parent_run_id: str | None = Field(default=None, max_length=200)
+    # the fencing epoch: bumped by each claim; a write of an older claim is refused
+    epoch: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
 
 class AuditEventTable(SQLModel, table=True):
     """One audit event: numbered per run (``seq`` from 1) and hash-chained."""
 
     __tablename__ = "audit_events"
-    # one B-tree keyed by (run_id, seq) on SQLite: no rowid table beside the key index
-    __table_args__ = {"sqlite_with_rowid": False}
+    # one B-tree keyed by (run_id, seq) on SQLite: no rowid table beside the key index;
+    # a fact id is promoted at most once per run: a second write fails loudly
+    __table_args__ = (
+        Index(
+            "ux_audit_events_fact_id",
+            "run_id",
+            "fact_id",
+            unique=True,
+            sqlite_where=text("fact_id IS NOT NULL"),
+            postgresql_where=text("fact_id IS NOT NULL"),
+        ),
+        {"sqlite_with_rowid": False},
+    )
 
     run_id: str = Field(primary_key=True, max_length=200)
     seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
@@ -70,6 +84,9 @@ class AuditEventTable(SQLModel, table=True):
     ts: float = Field(sa_column=Column(Double, nullable=False))
     payload: str = Field(sa_column=Column(Text, nullable=False))
     hash: str = Field(max_length=64)
+    # the id of the fact a ``fact_promoted`` event promotes, as a JSON string (its
+    # payload's, unhashed: only the unique index reads it; verify reads the payload)
+    fact_id: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
 class GateTable(SQLModel, table=True):

@@ -11,6 +11,7 @@ from audit.chain import KEYED, ChainRow, VerifyReport, verify_chain
 from audit.checkpoints import chunks_problem, read_checkpoint
 from audit.core import StoreCore
 from audit.crosscheck import check_checkpoint, check_gates, check_outcome
+from audit.exactly_once import check_exactly_once
 from audit.ledger import LEDGER_ID, key_fingerprint, parse_anchor, verify_ledger
 from audit.tables import audit_events, gates, runs
 from engine.errors import RunNotFound
@@ -73,6 +74,7 @@ def verify_run(store: StoreCore, run_id: str) -> VerifyReport:
         check_outcome(run, rows),
         check_gates(gate_rows, rows),
         check_checkpoint(blob, rows),
+        check_exactly_once(rows),
         None if chunks is None else (run.last_seq or 1, chunks),
         None if in_ledger is None else (run.last_seq or 1, in_ledger),
     ):

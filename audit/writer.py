@@ -32,7 +32,7 @@ from engine.facts import canonical_json, fact_from_dict, fact_json
 from engine.run_state import fact_row
 from engine.store import BatchItem, PromotedFacts
 
-EVENT_COLUMNS = ("run_id", "seq", "cycle", "kind", "ts", "payload", "hash")
+EVENT_COLUMNS = ("run_id", "seq", "cycle", "kind", "ts", "payload", "hash", "fact_id")
 """The ``audit_events`` columns, in the order the write path builds its rows."""
 _IDENTITY = tuple(range(len(EVENT_COLUMNS)))
 _COPY_EVENTS = f"COPY audit_events ({', '.join(EVENT_COLUMNS)}) FROM STDIN"
@@ -40,10 +40,13 @@ _quote: Callable[[str], str] = json.encoder.encode_basestring
 _HEX = 64  # characters of one hex sha256
 
 # key 0 of json_each is the first element: seq0 is the segment's first seq
+# fact ids (JSON-quoted, so control characters are escaped and none ends in a space)
+# come padded to one width per segment: each row takes its own with substr, as its hash
 _SQLITE_FACTS = (
-    "INSERT INTO audit_events (run_id, seq, cycle, kind, ts, payload, hash) "
-    "SELECT ?, ? + key, ?, 'fact_promoted', ?, value, "
-    f"CAST(substr(?, key * {_HEX} + 1, {_HEX}) AS TEXT) FROM json_each(?)"
+    "INSERT INTO audit_events (run_id, seq, cycle, kind, ts, payload, hash, fact_id) "
+    "SELECT ?1, ?2 + key, ?3, 'fact_promoted', ?4, value, "
+    f"CAST(substr(?5, key * {_HEX} + 1, {_HEX}) AS TEXT), "
+    "rtrim(CAST(substr(?7, key * ?8 + 1, ?8) AS TEXT)) FROM json_each(?6)"
 )
 # what json_each must give back unchanged: escapes, exponents, big and negative
 # numbers, non-ASCII and astral characters, nesting, empty containers
@@ -57,13 +60,15 @@ _PROBE = [
 
 @dataclass(slots=True)
 class FactRows:
-    """The chained rows of one :class:`PromotedFacts` item: ``seq0`` is the first seq."""
+    """The chained rows of one :class:`PromotedFacts` item: ``seq0`` is the first seq;
+    ``ids`` the facts' ids as JSON strings (the ``fact_id`` column)."""
 
     seq0: int
     cycle: int
     ts: float
     texts: list[str]
     hashes: list[str]
+    ids: list[str]
 
 
 @dataclass(slots=True)
@@ -159,7 +164,8 @@ def chain_batch(
             payload = canonical_json(ev.payload) if fact is None else ev.text or fact_json(fact)
             ts = float(ev.ts)
             prev = h(prev, event_message(rid, seq, kind, cycle, ts, payload))
-            append((run_id, seq, cycle, kind, ts, payload, prev))
+            fid = None if fact is None else _quote(fact.id)
+            append((run_id, seq, cycle, kind, ts, payload, prev, fid))
             if fact is not None:
                 out.promoted += 1
                 out.chunk.append(canonical_json(fact_row(fact)))
@@ -199,7 +205,7 @@ def _chain_facts(
             m.update(f"{prev}{pre}{text}{mid}{s}{tail}".encode())
             prev = m.hexdigest()
             push(prev)
-    return FactRows(seq + 1, cycle, ts, texts, hashes), prev
+    return FactRows(seq + 1, cycle, ts, texts, hashes, [_quote(f.id) for f in ev.facts]), prev
 
 
 class BulkInserter:
@@ -232,6 +238,9 @@ class BulkInserter:
             return
         if batch.facts and self._sqlite and self.verbatim(conn):
             for seg in batch.facts:
+                # bytes, as the hashes: substr on a blob is O(1), on text O(n)
+                ids = [i.encode() for i in seg.ids]
+                width = max(map(len, ids))
                 conn.exec_driver_sql(
                     _SQLITE_FACTS,
                     (
@@ -241,6 +250,8 @@ class BulkInserter:
                         seg.ts,
                         "".join(seg.hashes).encode(),
                         "[" + ",".join(seg.texts) + "]",
+                        b"".join([i.ljust(width) for i in ids]),
+                        width,
                     ),
                 )
             rows = batch.rows
@@ -298,11 +309,12 @@ class BulkInserter:
                 copy.write(
                     "".join(
                         [
-                            f"{head}{seq}{body}{_copy_text(text)}\t{digest}\n"
-                            for seq, text, digest in zip(
+                            f"{head}{seq}{body}{_copy_text(text)}\t{digest}\t{_copy_text(fid)}\n"
+                            for seq, text, digest, fid in zip(
                                 range(seg.seq0, seg.seq0 + len(seg.texts)),
                                 seg.texts,
                                 seg.hashes,
+                                seg.ids,
                                 strict=True,
                             )
                         ]
@@ -323,9 +335,9 @@ def _copy_text(value: str) -> str:
 def _fact_tuples(batch: ChainedBatch) -> list[tuple[Any, ...]]:
     rid = batch.run_id
     return [
-        (rid, seg.seq0 + i, seg.cycle, "fact_promoted", seg.ts, text, digest)
+        (rid, seg.seq0 + i, seg.cycle, "fact_promoted", seg.ts, text, digest, fid)
         for seg in batch.facts
-        for i, (text, digest) in enumerate(zip(seg.texts, seg.hashes, strict=True))
+        for i, (text, digest, fid) in enumerate(zip(seg.texts, seg.hashes, seg.ids, strict=True))
     ]
 
 

@@ -4,6 +4,10 @@ Each outcome (a list of proposals, an :class:`Effect`, an exception, a marker)
 is paired with its suggestor in registration order: usage is added up,
 invocations counted, failures recorded (``on_error``), ``StopRun`` and refusals
 become signals, and what is left is the cycle's list of effects for the merge.
+The eligible suggestors whose execution was cut (timed out, cancelled, not
+admitted by the invocation budget) go to ``RunState.cut``: the cycle is then no
+fixed point (:func:`engine.judgement.after_merge`) and they are eligible again in
+the next cycle, after a resume too.
 """
 
 from __future__ import annotations
@@ -44,12 +48,15 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
     cost = 0.0
     timed_out = cancelled = False
     names = eng.registry.names
+    cut: list[str] = []  # eligible but not run to the end: eligible again next cycle
     for slot, out in enumerate(outcomes):
         name = names[admitted[slot]]
         if out is TIMED_OUT:
             timed_out = True
+            cut.append(name)
             continue
         if out is CANCELLED:  # cut by cancel(): what was merged so far is kept
+            cut.append(name)
             if not cancelled:
                 cancelled = True
                 st.pending_signals.append(UserCancelled())
@@ -156,6 +163,9 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
         # the event loop's timer may fire a hair before our clock reads the deadline
         elapsed = max(elapsed_ms(eng, st), limit_ms)
         st.pending_signals.append(TimeBudgetExhausted(duration_ms=elapsed, limit_ms=limit_ms))
+    if len(admitted) < len(eligible):  # the invocation budget admitted a prefix
+        cut.extend(names[i] for i in eligible[len(admitted) :])
+    st.cut = cut
     st.last_suggestors = tuple(last)
     st.merge_effects = effects
     st.merge_pos = (0, 0)

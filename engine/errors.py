@@ -67,7 +67,12 @@ class GateExpired(ResumeError):
 
 
 class RunBusy(ResumeError):
-    """Another process is resuming this run right now."""
+    """Another process is resuming this run right now, or claimed it first."""
+
+
+class RunFinished(ResumeError):
+    """The run already finished with a stop that leaves nothing to continue
+    (success, validation, error or human intervention): it is not claimable."""
 
 
 # --- storage -------------------------------------------------------------------
@@ -75,6 +80,11 @@ class RunBusy(ResumeError):
 
 class StoreError(ConvergeError):
     """The audit store cannot be opened, read or written."""
+
+
+class RunSuperseded(StoreError):
+    """This process's claim on a run was superseded by a later claim (a higher
+    fencing epoch): its writes to that run are refused, nothing is written."""
 
 
 class SchemaVersionError(StoreError):

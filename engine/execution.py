@@ -78,7 +78,8 @@ def execute_sync(eng: EngineSettings, st: RunState, eligible: list[int]) -> list
     execute = eng.registry.execute
     budget = st.budget
     if budget.max_invocations or budget.per_suggestor:
-        eligible = admit(eng, st, eligible)  # a prefix: outcomes still pair by slot
+        # a prefix: outcomes still pair by slot; collection keeps the rest as cut
+        eligible = st.admitted = admit(eng, st, eligible)
     for i in eligible:
         try:
             out = execute[i](ctx)

@@ -3,8 +3,12 @@
 After each merge (docs/concepts.md (step 6)): structural invariants; no new fact is a
 fixed point (acceptance invariants, then criteria decide the stop); otherwise
 semantic invariants, the fact, token and cost budgets, stop policies and early
-criteria. Every condition that fired is a *signal*; the most urgent (lowest
-priority, then evaluation order) is the stop reason (Cognesy's stop signals).
+criteria. A cycle whose eligible executions did not all complete (cut by the time
+budget, a cancel or the invocation budget: ``RunState.cut``) is never a fixed
+point and judges no criterion: it ends with the stop that cut it (or goes on
+under ``on_stop``), and the cut suggestors run again in the next cycle. Every
+condition that fired is a *signal*; the most urgent (lowest priority, then
+evaluation order) is the stop reason (Cognesy's stop signals).
 ``on_stop`` may continue a budget or policy stop (Cognesy's continuation
 override); a continuation is recorded.
 """
@@ -76,6 +80,12 @@ def after_merge(eng: EngineSettings, st: RunState) -> RunResult | None:
         dirty.add(fact.key)
     if eng.structural:
         signals.extend(check_invariants(eng, st, eng.structural))
+    if st.cut:
+        # some eligible execution was cut (its signal is pending): the cycle is not
+        # complete, so it is no fixed point and no criterion is judged on it
+        if new and eng.semantic:
+            signals.extend(check_invariants(eng, st, eng.semantic))
+        return judge_budgets(eng, st, signals, cut=True)
     if not new:
         if signals and not all(s.category in OVERRIDABLE for s in signals):
             return stop(eng, st, signals)
@@ -85,9 +95,13 @@ def after_merge(eng: EngineSettings, st: RunState) -> RunResult | None:
     return judge_budgets(eng, st, signals)
 
 
-def judge_budgets(eng: EngineSettings, st: RunState, signals: list[StopReason]) -> RunResult | None:
+def judge_budgets(
+    eng: EngineSettings, st: RunState, signals: list[StopReason], *, cut: bool = False
+) -> RunResult | None:
     """The rest of :func:`after_merge` once a cycle promoted facts: the fact, token
-    and cost budgets, stop policies, early criteria; then the store and progress."""
+    and cost budgets, stop policies, early criteria; then the store and progress.
+    A ``cut`` cycle (some eligible execution did not complete) judges no criterion,
+    and no stop policy unless it promoted facts."""
     budget = st.budget
     ctx = st.context
     if budget.max_facts and len(ctx) > budget.max_facts:
@@ -100,9 +114,9 @@ def judge_budgets(eng: EngineSettings, st: RunState, signals: list[StopReason]) 
         signals.append(
             CostBudgetExhausted(cost_usd=st.usage.cost_usd, limit_usd=budget.max_cost_usd)
         )
-    if eng.stop_policies:
+    if eng.stop_policies and (not cut or st.cycle_new):
         signals.extend(evaluate_policies(eng, st))
-    if eng.criteria and not any(s.category is StopCategory.VALIDATION for s in signals):
+    if eng.criteria and not cut and not any(s.category is StopCategory.VALIDATION for s in signals):
         signals.extend(criteria_met_early(eng, st))
     if signals:
         stopped = stop_or_continue(eng, st, signals)

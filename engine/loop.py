@@ -116,7 +116,7 @@ def drive_sync(eng: EngineSettings, st: RunState) -> RunResult:
                 if done is not None:
                     return done
                 continue
-            if plain and not reg.any_async:  # W1's hot path
+            if plain and not reg.any_async and not st.cut:  # W1's hot path
                 done = run_plain(eng, st, freezer)
                 if done is not None:
                     return done
@@ -237,8 +237,9 @@ def plain_engine(eng: EngineSettings) -> bool:
 def run_plain(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) -> RunResult | None:
     """Cycle ``st`` on this thread until it stops (its result), specialised for the
     common case; None when an async suggestor was registered since (the driver's
-    async path takes over). Only for a :func:`plain_engine`, whose configuration is
-    read once here.
+    async path takes over) or a cycle's work was cut (the next cycle, which runs it
+    again, is the driver's general one). Only for a :func:`plain_engine`, whose
+    configuration is read once here.
 
     A cycle it does not specialise (a cancel, a time or invocation budget, pending
     signals, an ``accepts``, the cycle budget) is the general one:
@@ -328,6 +329,10 @@ def run_plain(eng: EngineSettings, st: RunState, freezer: CollectorFreeze) -> Ru
             if done is not None:
                 return done
             unfrozen = _counted(st, freezer, unfrozen)
+            if st.cut:  # the invocation budget cut work that on_stop continued
+                if unfrozen:
+                    freezer.promoted(unfrozen)
+                return None
             continue
         dirty.clear()
         cycle += 1

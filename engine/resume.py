@@ -73,7 +73,15 @@ def load_stopped(eng: EngineSettings, run_id: str, budget: Budget | None) -> Run
     Raises ``RunNotFound``, ``ResumeError`` or ``RunBusy``.
     """
     st = eng.runs.stopped.pop(run_id, None)
-    if st is None and eng.store is not None:
+    if st is not None and eng.store is not None:
+        # stopped in this process: still claim it, so a resume racing in another
+        # process cannot continue it too (the epoch is the one this process wrote)
+        try:
+            st.epoch = eng.store.claim_resume(run_id, st.epoch).epoch
+        except ResumeError:
+            eng.runs.stopped[run_id] = st
+            raise
+    elif st is None and eng.store is not None:
         with bulk_load() as load:
             st = load_stopped_from_store(eng, run_id)
         st.frozen_on_load = load.froze
@@ -138,9 +146,11 @@ def load_paused_from_store(
         raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, _iso(gate.decided_at))
     if in_memory is not None:
         st = in_memory
+        expected: int | None = st.epoch
     else:
         try:
             checkpoint = store.load_checkpoint(gate.run_id)
+            expected = checkpoint.get("run_epoch")
             check_suggestors(engine, list(checkpoint.get("suggestors", [])))
             st = RunState.from_checkpoint(checkpoint, gate)
         except ResumeError:
@@ -164,32 +174,65 @@ def load_paused_from_store(
         )
     status = "approved" if decision.approved else "rejected"
     store.decide_gate(gate_id, decision, status)
-    store.claim_resume(gate.run_id)
+    # the claim expects the epoch the checkpoint was read at: if another process
+    # claimed the run since (a resume after this decision), it continues and this
+    # one gets RunBusy; the recorded decision (value included) is what it applies
+    st.epoch = store.claim_resume(gate.run_id, expected).epoch
     # decide_gate chained gate_decided; the engine records run_resumed when it applies it
     return st
 
 
-def recorded_decision(gate: GateRecord) -> GateDecision:
-    """The decision stored on a decided gate (an expired one: its ``on_timeout``)."""
+def recorded_decision(gate: GateRecord, value: Any = None) -> GateDecision:
+    """The decision stored on a decided gate (an expired one: its ``on_timeout``),
+    with ``value``, the human answer its chained ``gate_decided`` event carries."""
     if gate.status == "expired":
         return GateDecision(
             approved=gate.on_timeout == "approve", by=gate.decided_by or "timeout", reason=None
         )
     return GateDecision(
-        approved=gate.status == "approved", by=gate.decided_by or "?", reason=gate.reason
+        approved=gate.status == "approved",
+        by=gate.decided_by or "?",
+        reason=gate.reason,
+        value=value if gate.status == "approved" else None,
     )
 
 
-def load_stopped_from_store(engine: EngineSettings, run_id: str) -> RunState:
-    """Load a run to continue, and claim it for this process.
+def recorded_value(store: Any, gate: GateRecord) -> Any:
+    """The ``value`` of the gate's chained ``gate_decided`` event (None when it has none)."""
+    events = getattr(store, "events", None)
+    if events is None or gate.status != "approved":
+        return None
+    for ev in reversed(events(gate.run_id, kinds=("gate_decided",))):
+        if ev.payload.get("gate_id") == gate.gate_id:
+            return ev.payload.get("value")
+    return None
 
-    The run is stopped (budget, policy, cancel), paused on a gate decided without
-    a resume (expired gate, decider gone), or ``crashed`` (left ``running`` by a
-    dead process). Raises ``RunNotFound``, ``ResumeError`` (still waiting on a
-    pending gate, other suggestors, corrupted checkpoint) or ``RunBusy``.
+
+def load_stopped_from_store(engine: EngineSettings, run_id: str) -> RunState:
+    """Claim the run for this process, then load it to continue.
+
+    The claim comes first (a compare-and-set on the run's fencing epoch), so the
+    checkpoint read is the one the claim covers: two resumes racing on one run
+    cannot both continue it. The run is stopped (budget, policy, cancel), paused on
+    a gate decided without a resume (expired gate, decider gone: the recorded
+    decision is applied, its value included), or ``crashed`` (left ``running`` by
+    a dead process). When loading fails the claim is given back. Raises
+    ``RunNotFound``, ``RunFinished``, ``RunBusy`` or ``ResumeError`` (still waiting
+    on a pending gate, other suggestors, corrupted checkpoint).
     """
     store = engine.store
     assert store is not None
+    claim = store.claim_resume(run_id)
+    try:
+        st = _load_claimed(engine, store, run_id, claim.was == "crashed")
+    except BaseException:
+        store.release_claim(claim)
+        raise
+    st.epoch = claim.epoch
+    return st
+
+
+def _load_claimed(engine: EngineSettings, store: Any, run_id: str, crashed: bool) -> RunState:
     checkpoint = store.load_checkpoint(run_id)
     check_suggestors(engine, list(checkpoint.get("suggestors", [])))
     pending = checkpoint.get("pending_gate")
@@ -206,22 +249,15 @@ def load_stopped_from_store(engine: EngineSettings, run_id: str) -> RunState:
             )
     st = RunState.from_checkpoint(checkpoint, gate)
     if st.pending_gate is not None and gate is not None:
-        st.pending_gate.decision = recorded_decision(gate)
-    crashed = _status(store, run_id) == "crashed"
-    store.claim_resume(run_id)
+        decision = recorded_decision(gate, recorded_value(store, gate))
+        st.pending_gate.decision = decision
+        if decision.approved and decision.value is not None:
+            _take_value(st, decision.value)
     if crashed:
         st.resumed_from = "crash"
         st.facts_inline = True  # the replayed cycles' facts are chunked out of order
         _load_replayed(store, st)
     return st
-
-
-def _status(store: Any, run_id: str) -> str | None:
-    run = getattr(store, "run", None)
-    if run is None:
-        return None
-    status: str = run(run_id).status
-    return status
 
 
 def _load_replayed(store: Any, st: RunState) -> None:

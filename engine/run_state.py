@@ -1,8 +1,9 @@
 """The mutable state of one run, and its checkpoint (a JSON-ready snapshot).
 
 A checkpoint holds everything needed to go on from a pause or a resumable stop
-in another process: the facts, counters, usage, dirty keys, the rest of the
-cycle's merge and the pending gate.
+in another process: the facts, counters, usage, dirty keys, the suggestors whose
+execution was cut (eligible again in the next cycle), the rest of the cycle's
+merge and the pending gate.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ class RunState:
         self.last_error: str | None = None
         self.last_suggestors: tuple[str, ...] = ()
         self.dirty: set[str] = set()
+        # eligible suggestors whose execution was cut (time budget, cancel, revoked
+        # task, invocation budget): eligible again in the next cycle, after a resume too
+        self.cut: list[str] = []
         self.rejected: set[tuple[str, Any]] = set()
         self.rejected_items: list[tuple[str, Any]] = []
         self.pending_signals: list[StopReason] = []
@@ -83,6 +87,7 @@ class RunState:
         self.replayed_gates: set[str] = set()
         self.resumed_from = "stop"
         self.frozen_on_load = False  # its checkpoint's objects were frozen (engine.collector)
+        self.epoch = 0  # the store's fencing epoch of this process's claim on the run
         # checkpoints carry every fact (not a reference to the store's fact chunks):
         # after a crash replay, or from a checkpoint that carried them
         self.facts_inline = False
@@ -111,6 +116,7 @@ class RunState:
             "last_error": self.last_error,
             "last_suggestors": list(self.last_suggestors),
             "dirty": sorted(self.dirty),
+            "cut": list(self.cut),
             "rejected": [[k, c] for k, c in self.rejected_contents()],
             "pending_signals": [stop_reason_to_dict(s) for s in self.pending_signals],
             "merge_effects": [
@@ -181,6 +187,10 @@ class RunState:
             st.last_error = data["last_error"]
             st.last_suggestors = tuple(data["last_suggestors"])
             st.dirty = set(data["dirty"])
+            cut = data.get("cut", [])  # absent from checkpoints written before it was kept
+            if type(cut) is not list:
+                raise ValueError(f"cut is a {type(cut).__name__}, not a list")
+            st.cut = [str(n) for n in cut]
             for key, content in data.get("rejected", []):
                 st.remember_rejected(key, content)
             st.pending_signals = [parse_stop_reason(s) for s in data["pending_signals"]]

@@ -4,8 +4,9 @@ steps 2 and 3).
 Before a cycle: a cancel → ``UserCancelled``; the time budget used up →
 ``TimeBudgetExhausted``; ``max_cycles`` done → ``CycleBudgetExhausted``. The
 eligible suggestors are the subscribers of the keys that changed in the previous
-cycle (every key present in cycle 1) plus the dependency-free ones, in
-registration order, filtered by ``accepts(ctx)``; none is a fixed point.
+cycle (every key present in cycle 1), the dependency-free ones and those whose
+execution was cut in the previous cycle (before a resume too), in registration
+order, filtered by ``accepts(ctx)``; none is a fixed point.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def prelude(eng: EngineSettings, st: RunState) -> list[int] | RunResult:
     ctx = st.context
     ctx.cycle = st.cycle + 1
     dirty = st.dirty
+    cut = st.cut
     eligible = eligible_suggestors(eng, st)
     if eligible is None:  # accepts() raised and on_error="stop"
         signals = st.pending_signals
@@ -50,6 +52,7 @@ def prelude(eng: EngineSettings, st: RunState) -> list[int] | RunResult:
         return fixed_point(eng, st, list(st.pending_signals))
     if budget.max_cycles and st.cycle >= budget.max_cycles:
         st.dirty = dirty  # kept: a resumed run wakes the same subscribers
+        st.cut = cut  # and runs the work cut before
         r = stop_or_continue(
             eng, st, [CycleBudgetExhausted(cycles_executed=st.cycle, limit=budget.max_cycles)]
         )
@@ -57,6 +60,7 @@ def prelude(eng: EngineSettings, st: RunState) -> list[int] | RunResult:
             ctx.cycle = st.cycle
             return r
         st.dirty = set()
+        st.cut = []
     st.cycle += 1
     if eng.store is not None:
         names = eng.registry.names
@@ -71,14 +75,16 @@ def prelude(eng: EngineSettings, st: RunState) -> list[int] | RunResult:
 def eligible_suggestors(eng: EngineSettings, st: RunState) -> list[int] | None:
     """Eligible suggestors in registration order; None when ``accepts`` raised and
     ``on_error="stop"`` (the ``Error`` is in ``st.pending_signals``). Costs
-    O(subscribers of the dirty keys + dependency-free suggestors)."""
+    O(subscribers of the dirty keys + dependency-free suggestors + cut ones): the
+    suggestors whose execution was cut (``st.cut``) are eligible again."""
     ctx = st.context
     dirty = st.dirty
     reg = eng.registry
     subs = reg.subscribers
     st.dirty = set()
+    cut = st.cut
     ordered: list[int]
-    if len(dirty) == 1 and not reg.dependency_free:
+    if len(dirty) == 1 and not reg.dependency_free and not cut:
         # one changed key: its subscribers are already in registration order
         for key in dirty:
             ordered = subs.get(key) or []
@@ -88,6 +94,10 @@ def eligible_suggestors(eng: EngineSettings, st: RunState) -> list[int] | None:
             s = subs.get(key)
             if s is not None:
                 candidates.update(s)
+        if cut:  # executions cut last cycle (or before a resume) run again
+            st.cut = []
+            index = reg.index
+            candidates.update(index[name] for name in cut if name in index)
         ordered = sorted(candidates)
     if not ordered:
         return []

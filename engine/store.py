@@ -207,6 +207,24 @@ class GateRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What a won claim on a run returns (``RunStore.claim_resume``).
+
+    ``epoch`` is the run's new fencing epoch (its generation, bumped at each
+    claim): the store refuses every later write of this process to the run once
+    another claim has superseded it (``RunSuperseded``). ``was`` is the status
+    the claim took the run from: ``paused``, ``stopped`` or ``crashed`` (left
+    ``running`` by a dead writer); ``pid`` and ``hostname`` its writer then.
+    """
+
+    run_id: str
+    epoch: int
+    was: str
+    pid: int | None = None
+    hostname: str | None = None
+
+
 @runtime_checkable
 class RunStore(Protocol):
     """Durable runs: events in per-cycle batches, gates, checkpoints.
@@ -255,8 +273,20 @@ class RunStore(Protocol):
         """Compare-and-set ``pending`` → ``status``; raises ``GateAlreadyDecided``."""
         ...
 
-    def claim_resume(self, run_id: str) -> None:
-        """Compare-and-set the run from paused/stopped to ``running``; raises ``RunBusy``."""
+    def claim_resume(self, run_id: str, expected_epoch: int | None = None) -> Claim:
+        """Compare-and-set the run from paused/stopped (or crashed) to ``running``
+        with a new fencing epoch, before its checkpoint is read.
+
+        With ``expected_epoch``, the claim succeeds only if the run's epoch is still
+        that one (the epoch seen when its checkpoint was read). Raises ``RunBusy``
+        (another process holds or claimed it first), ``RunFinished`` (a stop that
+        leaves nothing to do) or ``RunNotFound``.
+        """
+        ...
+
+    def release_claim(self, claim: Claim) -> None:
+        """Give back a claim whose resume could not start (its status, writer as
+        before; the epoch stays bumped). A superseded claim changes nothing."""
         ...
 
     def load_checkpoint(self, run_id: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from converge.cli import app
 from engine import (
     AuditEvent,
     Budget,
+    Claim,
     Context,
     Converged,
     CycleBudgetExhausted,
@@ -48,6 +49,7 @@ class MemoryStore:
         self.events: dict[str, list[AuditEvent]] = {}
         self.outcomes: dict[str, RunOutcome] = {}
         self.status: dict[str, str] = {}
+        self.epochs: dict[str, int] = {}
         self.checkpoints: dict[str, str] = {}
         self.gates: dict[str, GateRecord] = {}
 
@@ -98,10 +100,20 @@ class MemoryStore:
             raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by)
         return gate
 
-    def claim_resume(self, run_id: str) -> None:
-        if self.status.get(run_id) not in ("paused", "stopped"):
+    def claim_resume(self, run_id: str, expected_epoch: int | None = None) -> Claim:
+        was = self.status.get(run_id)
+        if was not in ("paused", "stopped"):
+            raise RunBusy(run_id)
+        epoch = self.epochs.get(run_id, 0)
+        if expected_epoch is not None and expected_epoch != epoch:
             raise RunBusy(run_id)
         self.status[run_id] = "running"
+        self.epochs[run_id] = epoch + 1
+        return Claim(run_id, epoch + 1, was)
+
+    def release_claim(self, claim: Claim) -> None:
+        if self.epochs.get(claim.run_id) == claim.epoch:
+            self.status[claim.run_id] = claim.was
 
     def load_checkpoint(self, run_id: str) -> dict[str, Any]:
         try:

@@ -97,7 +97,10 @@ class CeleryExecutor:
     or that a worker cannot import, raises :class:`engine.ConfigurationError`
     (``Error(error_category="configuration")``). Tasks past the run's remaining
     time budget or of a cancelled run are revoked (the worker process running one
-    is terminated).
+    is terminated) and their outcome is the ``TIMED_OUT`` / ``CANCELLED`` marker,
+    as is a task revoked on its worker (expired there: ``TIMED_OUT``): cut work,
+    which the engine never takes for a fixed point and runs again in the next
+    cycle, after a resume too.
     """
 
     def __init__(
@@ -289,8 +292,15 @@ class CeleryExecutor:
 
     @staticmethod
     def _outcome(meta: Mapping[str, Any], name: str) -> Any:
-        if meta.get("status") == "SUCCESS":
+        status = meta.get("status")
+        if status == "SUCCESS":
             return outcome_of(meta.get("result"), name)
+        if status == "REVOKED":
+            # revoked on its worker before the engine cut it: it expired there (its
+            # expiry is the run's deadline, read on the worker's clock) or someone
+            # revoked it. Work cut, as at the deadline or a cancel: the engine runs
+            # it again in the next cycle, after a resume too
+            return TIMED_OUT if "expired" in str(meta.get("result")) else CANCELLED
         raise ExecutorUnavailable(
             f"the task of suggestor {name!r} ended {meta.get('status')} on its worker: "
             f"{meta.get('result')!r}"

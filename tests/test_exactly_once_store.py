@@ -1,0 +1,208 @@
+"""Exactly once, in the store (issue 28): one claim protocol with a fencing epoch,
+a decision whose value any later resume applies, and fact ids unique per run.
+
+Every test runs on SQLite and on PostgreSQL (``CONVERGE_TEST_PG_URL``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from audit import SqlRunStore, open_store
+from engine import (
+    AuditEvent,
+    Budget,
+    Converged,
+    CycleBudgetExhausted,
+    Engine,
+    Fact,
+    GateDecision,
+    HitlGatePending,
+    Provenance,
+    RunBusy,
+    RunFinished,
+    StoreError,
+)
+from engine.facts import fact_json
+from engine.store import PromotedFacts
+from tests.hitlfixtures import INITIAL, STORES, make_engine, store_url_for
+from tests.jobfixtures import tick
+
+
+@pytest.fixture(params=STORES)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with store_url_for(request.param, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[SqlRunStore]:
+    s = open_store(store_url)
+    yield s
+    s.close()
+
+
+def _budget_stopped(store: SqlRunStore, cycles: int = 3) -> str:
+    engine = Engine(budget=Budget(max_cycles=cycles), store=store).register(tick)
+    result = engine.run(run_id=f"tick-{uuid.uuid4().hex[:10]}")
+    assert isinstance(result.stop_reason, CycleBudgetExhausted)
+    return result.run_id
+
+
+def _paused(store: SqlRunStore) -> tuple[str, str]:
+    result = make_engine(store).run(INITIAL, run_id=f"hitl-{uuid.uuid4().hex[:10]}")
+    assert isinstance(result.stop_reason, HitlGatePending)
+    return result.run_id, result.stop_reason.gate_id
+
+
+def test_a_claim_bumps_the_epoch_and_a_second_claim_of_the_same_epoch_loses(
+    store: SqlRunStore,
+) -> None:
+    run_id = _budget_stopped(store)
+    other = open_store(store.url)  # another process's store
+    try:
+        claim = store.claim_resume(run_id, expected_epoch=0)
+        assert (claim.epoch, claim.was) == (1, "stopped")
+        with pytest.raises(RunBusy):
+            other.claim_resume(run_id, expected_epoch=0)
+        with pytest.raises(RunBusy):  # it is running now, by a live process
+            other.claim_resume(run_id)
+    finally:
+        other.close()
+
+
+def test_a_superseded_process_writes_nothing_more_to_the_run(store: SqlRunStore) -> None:
+    run_id = _budget_stopped(store)
+    first = open_store(store.url)
+    second = open_store(store.url)
+    try:
+        claim = first.claim_resume(run_id)
+        # its writer looks gone (another host's pid, say): the second takes the run over
+        second.release_claim(claim)  # as if the first had died without a trace
+        second.claim_resume(run_id)
+        before = len(store.events(run_id))
+        event = AuditEvent("cycle_started", 9, {"suggestors": []}, 1.0)
+        with pytest.raises(StoreError, match="claimed by another process"):
+            first.append_events(run_id, [event])
+        assert len(store.events(run_id)) == before
+        second.append_events(run_id, [event])  # the holder of the claim still writes
+        assert len(store.events(run_id)) == before + 1
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_run_that_finished_with_nothing_left_to_do_is_not_claimable(
+    store: SqlRunStore,
+) -> None:
+    run_id = _budget_stopped(store)
+    result = Engine(store=store).register(tick).resume_run(run_id, Budget(max_cycles=4))
+    assert isinstance(result.stop_reason, CycleBudgetExhausted)
+    gated, gate_id = _paused(store)
+    done = make_engine(store).resume(gate_id, GateDecision.approve(by="alice"))
+    assert done.stop_reason == Converged()
+    with pytest.raises(RunFinished, match=r"already finished \(converged\)"):
+        store.claim_resume(gated)
+
+
+def test_a_resume_that_cannot_start_gives_its_claim_back(store: SqlRunStore) -> None:
+    run_id = _budget_stopped(store)
+    # other suggestors: the resume is refused after its claim, which it gives back
+    with pytest.raises(Exception, match="suggestors differ"):
+        make_engine(store).resume_run(run_id)
+    assert store.run(run_id).status == "stopped"
+    result = Engine(store=store).register(tick).resume_run(run_id, Budget(max_cycles=5))
+    assert isinstance(result.stop_reason, CycleBudgetExhausted)
+    assert store.verify(run_id).ok
+
+
+def test_the_value_of_a_decision_whose_decider_died_before_the_claim_is_applied(
+    store: SqlRunStore,
+) -> None:
+    # the window between decide_gate and the claim: the decision (with the human's
+    # value) is recorded, no process continued the run; `converge resume RUN` does
+    run_id, gate_id = _paused(store)
+    decision = GateDecision.approve(by="alice").model_copy(update={"value": {"spdx": "MIT"}})
+    store.decide_gate(gate_id, decision, "approved")
+    result = make_engine(store).resume_run(run_id)
+    assert result.stop_reason == Converged()
+    [unknown] = result.context.get("license.unknown")
+    assert unknown.content == {"spdx": "MIT"}
+    assert [f.content for f in store.facts(run_id, "license.unknown")] == [{"spdx": "MIT"}]
+    assert store.verify(run_id).ok
+
+
+def _promote(store: SqlRunStore, run_id: str, fact: Fact) -> None:
+    batch = PromotedFacts(5, 2.0)
+    batch.facts.append(fact)
+    batch.texts.append(fact_json(fact))
+    batch.rows.append(fact_json(fact))
+    store.append_events(run_id, [batch])
+
+
+def test_a_fact_id_written_twice_in_a_run_fails_loudly_and_writes_nothing(
+    store: SqlRunStore,
+) -> None:
+    run_id = _budget_stopped(store)
+    [first] = store.facts(run_id, "n")[:1]
+    again = Fact(first.id, first.key, "other content", 1.0, Provenance("tick", 5, "x/5/0", ()))
+    before = len(store.events(run_id))
+    with pytest.raises(StoreError, match="fact id a second time"):
+        _promote(store, run_id, again)
+    assert len(store.events(run_id)) == before
+    assert store.verify(run_id).ok
+    # the same id in another run is another fact
+    other = _budget_stopped(store)
+    assert store.facts(other, "n")[0].id == first.id
+
+
+def test_a_version_3_store_is_upgraded_with_its_fact_ids_indexed(tmp_path: Path) -> None:
+    db = tmp_path / "v3.db"
+    store = open_store(str(db))
+    run_id = _budget_stopped(store)
+    store.close()
+    engine = create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:  # what version 3 had: no epoch, no fact ids
+        conn.execute(text("DROP INDEX ux_audit_events_fact_id"))
+        conn.execute(text("ALTER TABLE audit_events DROP COLUMN fact_id"))
+        conn.execute(text("ALTER TABLE runs DROP COLUMN epoch"))
+        conn.execute(text("UPDATE converge_meta SET value = '3' WHERE key = 'schema_version'"))
+    engine.dispose()
+    store = open_store(str(db))
+    assert store.verify(run_id).ok
+    [first] = store.facts(run_id, "n")[:1]
+    with pytest.raises(StoreError, match="fact id a second time"):
+        _promote(store, run_id, first)
+    result = Engine(store=store).register(tick).resume_run(run_id, Budget(max_cycles=5))
+    assert isinstance(result.stop_reason, CycleBudgetExhausted)
+    assert store.verify(run_id).ok
+    store.close()
+
+
+def test_a_version_3_store_holding_a_fact_twice_is_refused_naming_it(tmp_path: Path) -> None:
+    db = tmp_path / "v3dup.db"
+    store = open_store(str(db))
+    run_id = _budget_stopped(store)
+    store.close()
+    engine = create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        conn.execute(text("DROP INDEX ux_audit_events_fact_id"))
+        conn.execute(text("ALTER TABLE audit_events DROP COLUMN fact_id"))
+        conn.execute(text("ALTER TABLE runs DROP COLUMN epoch"))
+        conn.execute(text("UPDATE converge_meta SET value = '3' WHERE key = 'schema_version'"))
+        conn.execute(
+            text(
+                "INSERT INTO audit_events (run_id, seq, cycle, kind, ts, payload, hash) "
+                "SELECT run_id, 1000, cycle, kind, ts, payload, hash FROM audit_events "
+                "WHERE run_id = :r AND kind = 'fact_promoted' ORDER BY seq LIMIT 1"
+            ),
+            {"r": run_id},
+        )
+    engine.dispose()
+    with pytest.raises(StoreError, match=rf"run {run_id} holds fact .n#0. twice"):
+        open_store(str(db))
