@@ -24,8 +24,11 @@ from audit.core import StoreCore, json_compact
 from audit.crosscheck import CHECKPOINTED, TERMINAL, checkpoint_digest
 from audit.tables import audit_events, checkpoint_parts, checkpoints, fact_chunks, runs
 from audit.writer import fold_digest
-from engine.errors import ResumeError, StoreError
+from engine.errors import ResumeError, RunFinished, StoreError
+from engine.stop_categories import RESUMABLE
 from engine.store import AuditEvent, BatchItem
+
+_GOES_ON = frozenset(c.value for c in RESUMABLE)  # stops a run can resume from
 
 
 def checkpoint_text(run_id: str, data: dict[str, Any] | None) -> str | None:
@@ -178,10 +181,17 @@ def with_digest(events: Sequence[BatchItem], blob: str | None) -> Sequence[Batch
 def load_checkpoint(store: StoreCore, run_id: str) -> dict[str, Any]:
     """The latest checkpoint of the run, checked against the sha256 its chain
     recorded (and its fact chunks against their digest); ``ResumeError`` when
-    missing or corrupted. ``run_epoch`` is the run's fencing epoch read with it: a
-    claim that expects it fails if anyone claimed the run since."""
+    missing or corrupted, ``RunFinished`` when the run finished with nothing left
+    to do. Everything is read in one transaction (one snapshot), so a run moving on
+    meanwhile is never taken for tampering. ``run_epoch`` and ``run_seq`` are the
+    run's fencing epoch and last seq in that snapshot: a claim that expects them
+    fails if anyone claimed the run, or anything was recorded, since."""
     with store._tx(write=False) as conn:
-        epoch = conn.execute(select(runs.c.epoch).where(runs.c.run_id == run_id)).scalar()
+        row = conn.execute(
+            select(
+                runs.c.epoch, runs.c.last_seq, runs.c.status, runs.c.stop_kind, runs.c.category
+            ).where(runs.c.run_id == run_id)
+        ).one_or_none()
         blob = read_checkpoint(conn, run_id)
         chained = conn.execute(
             select(audit_events.c.payload)
@@ -189,8 +199,23 @@ def load_checkpoint(store: StoreCore, run_id: str) -> dict[str, Any]:
             .order_by(audit_events.c.seq.desc())
             .limit(1)
         ).scalar()
-    if blob is None:
-        raise ResumeError(f"run {run_id} has no checkpoint in audit store {store.shown}")
+        if blob is None:
+            # a run that stopped with nothing left to do keeps no checkpoint: say so
+            if row is not None and row.status == "stopped" and row.category not in _GOES_ON:
+                raise RunFinished(f"run {run_id} already finished ({row.stop_kind})")
+            raise ResumeError(f"run {run_id} has no checkpoint in audit store {store.shown}")
+        data = _checked(run_id, blob, chained)
+        if isinstance(data.get("facts"), dict):
+            data["facts"] = read_chunks(conn, run_id, data["facts"])
+            data["facts_from_chunks"] = True
+    data["run_epoch"] = None if row is None else row.epoch
+    data["run_seq"] = None if row is None else row.last_seq
+    data["run_status"] = None if row is None else row.status
+    return data
+
+
+def _checked(run_id: str, blob: str, chained: str | None) -> dict[str, Any]:
+    """The checkpoint's JSON object, once its text matches the digest its chain holds."""
     try:
         data = json.loads(blob)
     except ValueError as exc:
@@ -203,9 +228,4 @@ def load_checkpoint(store: StoreCore, run_id: str) -> dict[str, Any]:
         )
     if not isinstance(data, dict):
         raise ResumeError(f"checkpoint of run {run_id} is not a JSON object")
-    if isinstance(data.get("facts"), dict):
-        with store._tx(write=False) as conn:
-            data["facts"] = read_chunks(conn, run_id, data["facts"])
-        data["facts_from_chunks"] = True
-    data["run_epoch"] = epoch
     return data

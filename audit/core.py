@@ -81,6 +81,8 @@ class StoreCore:
         # per run this process writes, the fencing epoch of its claim (start_run: 0);
         # a write finding another epoch in the run's row is refused (RunSuperseded)
         self._epochs: dict[str, int] = {}
+        # queued runs this process took (audit.run_queue): start_run fills their row
+        self._taken: set[str] = set()
 
     @contextmanager
     def _tx(self, *, write: bool = True, settle: bool = True) -> Iterator[Connection]:

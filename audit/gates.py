@@ -132,16 +132,24 @@ def decide_gate(store: StoreCore, gate_id: str, decision: GateDecision, status: 
     return rec
 
 
-def claim_resume(store: StoreCore, run_id: str, expected_epoch: int | None = None) -> Claim:
+def claim_resume(
+    store: StoreCore,
+    run_id: str,
+    expected_epoch: int | None = None,
+    expected_seq: int | None = None,
+    events: Sequence[BatchItem] = (),
+) -> Claim:
     """Claim the run for this process: one compare-and-set of its row from
     ``paused`` / ``stopped`` (resumably) / ``running`` with a dead writer (crashed)
     to ``running`` by this process, bumping its fencing epoch.
 
     Idempotent by design: the update matches only the epoch and status just read,
     so of racing claimers exactly one changes the row and the others (rowcount 0)
-    get ``RunBusy``; with ``expected_epoch`` (the epoch seen when the caller read
-    the checkpoint) a claim after anyone else's fails the same way. Raises
+    get ``RunBusy``; with ``expected_epoch`` and ``expected_seq`` (the epoch and
+    last seq seen when the caller read the checkpoint) a claim after anyone else's,
+    or after anything was recorded since, fails the same way. Raises
     ``RunFinished`` for a stop that leaves nothing to do, ``RunNotFound``.
+    ``events`` are appended after the claim in the same transaction.
     """
     pid, host = this_writer()
     with store._tx() as conn:
@@ -149,6 +157,7 @@ def claim_resume(store: StoreCore, run_id: str, expected_epoch: int | None = Non
             select(
                 runs.c.status,
                 runs.c.epoch,
+                runs.c.last_seq,
                 runs.c.pid,
                 runs.c.hostname,
                 runs.c.stop_kind,
@@ -168,7 +177,9 @@ def claim_resume(store: StoreCore, run_id: str, expected_epoch: int | None = Non
             raise RunFinished(f"run {run_id} already finished ({row.stop_kind})")
         elif was not in ("paused", "stopped"):
             raise RunBusy(f"run {run_id} is {was}: it cannot be claimed")
-        if expected_epoch is not None and row.epoch != expected_epoch:
+        if (expected_epoch is not None and row.epoch != expected_epoch) or (
+            expected_seq is not None and row.last_seq != expected_seq
+        ):
             raise RunBusy(f"run {run_id} was claimed by another process first")
         epoch = row.epoch + 1
         done = conn.execute(
@@ -177,25 +188,31 @@ def claim_resume(store: StoreCore, run_id: str, expected_epoch: int | None = Non
                 runs.c.run_id == run_id,
                 runs.c.epoch == row.epoch,
                 runs.c.status == row.status,
+                runs.c.last_seq == row.last_seq,
             )
             .values(status="running", pid=pid, hostname=host, epoch=epoch)
         )
         if done.rowcount != 1:
             raise RunBusy(f"run {run_id} was claimed by another process first")
+        store._epochs[run_id] = epoch
+        store._heads.pop(run_id, None)
+        if events:  # the leg's first events go with its claim: one unit of recovery
+            append(store, conn, run_id, events)
     store._epochs[run_id] = epoch
     store._heads.pop(run_id, None)  # the next write reads the chain head after the claim
     return Claim(run_id, epoch, was, row.pid, row.hostname)
 
 
 def release_claim(store: StoreCore, claim: Claim) -> None:
-    """Give the run back as the claim found it (status and writer; the epoch stays
-    bumped) when the resume cannot start; a superseded claim changes nothing."""
+    """Give the run back as the claim found it (status, writer and epoch) when the
+    resume cannot start: it wrote nothing, so a process that read the run before
+    this claim may still claim it; a superseded claim changes nothing."""
     status = "running" if claim.was == "crashed" else claim.was
     with store._tx() as conn:
         conn.execute(
             update(runs)
             .where(runs.c.run_id == claim.run_id, runs.c.epoch == claim.epoch)
-            .values(status=status, pid=claim.pid, hostname=claim.hostname)
+            .values(status=status, pid=claim.pid, hostname=claim.hostname, epoch=claim.epoch - 1)
         )
     store._epochs.pop(claim.run_id, None)
 

@@ -3,7 +3,8 @@
 :class:`RunRow` is one ``runs`` row with its parsed ``StopReason``;
 :class:`StoredEvent` one numbered, chained event; :func:`list_runs`,
 :func:`get_run`, :func:`read_events` and :func:`read_facts` read them (the queries
-of :class:`audit.store.SqlRunStore`). :func:`parse_since` reads the ``--since`` of
+of :class:`audit.store.SqlRunStore`); :func:`resolve_run_id` finds a run by a
+unique prefix of its id. :func:`parse_since` reads the ``--since`` of
 ``converge runs`` (an ISO date/time or a relative age like ``1h``).
 """
 
@@ -136,7 +137,20 @@ def writer_alive(pid: int | None, hostname: str | None) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """True when ``pid`` exited and is not reaped yet (Linux ``/proc``; False elsewhere):
+    a worker killed with its parent stays a zombie until init reaps it, while its
+    run's message is already redelivered."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    end = stat.rfind(b")")  # the command name, in parentheses, may hold anything
+    return stat[end + 2 : end + 3] == b"Z"
 
 
 def this_writer() -> tuple[int, str]:
@@ -246,6 +260,53 @@ def get_run(store: StoreCore, run_id: str) -> RunRow:
     if row is None:
         raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
     return run_row(row)
+
+
+class AmbiguousRunId(RunNotFound):
+    """A run id prefix that starts the ids of several runs; ``candidates`` holds
+    them, sorted (at most :data:`CANDIDATES`)."""
+
+    def __init__(self, message: str, candidates: Sequence[str]) -> None:
+        super().__init__(message)
+        self.candidates = tuple(candidates)
+
+
+CANDIDATES = 10
+"""How many run ids an ambiguous prefix's error lists at most."""
+
+
+def resolve_run_id(store: StoreCore, text: str) -> str:
+    """The id of the run ``text`` names: ``text`` itself when a run has that id,
+    else the one run whose id starts with it (case-sensitive, as ids are).
+
+    Raises ``RunNotFound`` ("no run 'x' in audit store ...") when none does, and
+    :class:`AmbiguousRunId` listing the candidates when several do.
+    """
+    text = text.strip()
+    with store._tx(write=False) as conn:
+        exact = conn.execute(select(runs.c.run_id).where(runs.c.run_id == text)).scalar()
+        if exact is not None:
+            return str(exact)
+        if not text:
+            raise RunNotFound(f"no run {text!r} in audit store {store.shown}")
+        # LIKE 'text%' (its % and _ escaped); SQLite's LIKE ignores case, so the
+        # matches are checked again here
+        q = (
+            select(runs.c.run_id)
+            .where(runs.c.run_id.startswith(text, autoescape=True))
+            .order_by(runs.c.run_id)
+            .limit(CANDIDATES * 4)
+        )
+        found = [str(r) for r in conn.execute(q).scalars() if str(r).startswith(text)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise RunNotFound(f"no run {text!r} in audit store {store.shown}")
+    shown = found[:CANDIDATES]
+    more = ", ..." if len(found) > len(shown) else ""
+    raise AmbiguousRunId(
+        f"run id {text!r} is ambiguous: {', '.join(shown)}{more} (type more of the id)", shown
+    )
 
 
 def read_events(

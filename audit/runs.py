@@ -7,27 +7,34 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from audit import ledger as ledger_log
 from audit.chain import GENESIS
-from audit.checkpoints import put_checkpoint
+from audit.checkpoints import put_checkpoint, saved_event
 from audit.core import StoreCore, json_compact
-from audit.events import append_checkpointed
+from audit.events import append, append_checkpointed
 from audit.ledger import key_fingerprint
 from audit.queries import this_writer
 from audit.tables import fact_chunks, runs
 from audit.writer import chain_batch, fold_digest
-from engine.errors import RunNotFound, StoreError
+from engine.errors import RunNotFound, RunSuperseded, StoreError
 from engine.facts import canonical_json
 from engine.stop import stop_reason_to_dict
 from engine.store import AuditEvent, BatchItem, RunHeader, RunOutcome
 
 
-def start_run(store: StoreCore, header: RunHeader, events: Sequence[BatchItem]) -> None:
+def start_run(
+    store: StoreCore,
+    header: RunHeader,
+    events: Sequence[BatchItem],
+    checkpoint: dict[str, Any] | None = None,
+) -> None:
     """Insert the run's row (``running``, this pid/host) with its first events and
-    their ledger entry; ``StoreError`` when the run exists or the key is wrong."""
+    their ledger entry, and ``checkpoint`` when given; the row of a queued run this
+    process took is filled instead. ``StoreError`` when the run exists or the key
+    is wrong."""
     if store._key is not None and store._fingerprint not in (None, key_fingerprint(store._key)):
         raise StoreError(
             f"audit store {store.shown}: wrong key (CONVERGE_AUDIT_KEY is not the key "
@@ -41,31 +48,40 @@ def start_run(store: StoreCore, header: RunHeader, events: Sequence[BatchItem]) 
         spec = None if header.job_spec is None else json_compact(header.job_spec)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"job spec of run {header.run_id} is not JSON: {exc}") from exc
+    values = {
+        "job": header.job,
+        "job_spec": spec,
+        "suggestors": json_compact(list(header.suggestors)),
+        "status": "running",
+        "pid": pid,
+        "hostname": host,
+        "cycles": 0,
+        "facts_count": _initial_facts(events),
+        "chain": store._chain,
+        "head_hash": head,
+        "last_seq": seq,
+        "parent_run_id": header.parent_run_id,
+    }
+    taken = header.run_id in store._taken
     try:
         with store._tx() as conn:
-            conn.execute(
-                insert(runs).values(
-                    run_id=header.run_id,
-                    job=header.job,
-                    job_spec=spec,
-                    suggestors=json_compact(list(header.suggestors)),
-                    status="running",
-                    pid=pid,
-                    hostname=host,
-                    started_at=header.started_at,
-                    cycles=0,
-                    facts_count=_initial_facts(events),
-                    chain=store._chain,
-                    head_hash=head,
-                    last_seq=seq,
-                    parent_run_id=header.parent_run_id,
+            if taken:
+                _fill_taken(store, conn, header.run_id, values)
+            else:
+                conn.execute(
+                    insert(runs).values(
+                        run_id=header.run_id, started_at=header.started_at, **values
+                    )
                 )
-            )
             if len(batch):
                 store._inserter.insert(conn, batch, 0)
             ledger_log.append(conn, store._hash, header.run_id, seq, head)
+            if checkpoint is not None:
+                _first_checkpoint(store, conn, header.run_id, checkpoint)
+        store._taken.discard(header.run_id)
         chunks = GENESIS if not batch.chunk else fold_digest(GENESIS, batch.chunk_row()[1])
-        store._heads[header.run_id] = (head, seq, len(batch.chunk), chunks)
+        if checkpoint is None:
+            store._heads[header.run_id] = (head, seq, len(batch.chunk), chunks)
         store._epochs[header.run_id] = 0
     except StoreError as exc:
         if isinstance(exc.__cause__, IntegrityError):
@@ -75,6 +91,36 @@ def start_run(store: StoreCore, header: RunHeader, events: Sequence[BatchItem]) 
                 f"run {header.run_id!r} already exists in audit store {store.shown}"
             ) from exc
         raise
+
+
+def _fill_taken(store: StoreCore, conn: Connection, run_id: str, values: dict[str, Any]) -> None:
+    """The row of a queued run this process took: still this process's, no event yet."""
+    pid, host = this_writer()
+    done = conn.execute(
+        update(runs)
+        .where(
+            runs.c.run_id == run_id,
+            runs.c.status == "running",
+            runs.c.pid == pid,
+            runs.c.hostname == host,
+            runs.c.last_seq == 0,
+        )
+        .values(**values)
+    )
+    if done.rowcount != 1:
+        store._taken.discard(run_id)
+        store._epochs[run_id] = -1
+        raise RunSuperseded(f"run {run_id} was taken over by another process")
+
+
+def _first_checkpoint(
+    store: StoreCore, conn: Connection, run_id: str, checkpoint: dict[str, Any]
+) -> None:
+    """A checkpoint of cycle 0, chained by its ``checkpoint_saved`` event."""
+    written = append_checkpointed(store, conn, run_id, [], checkpoint)
+    assert written is not None
+    append(store, conn, run_id, [saved_event(checkpoint, written)])
+    put_checkpoint(store, conn, run_id, checkpoint, written)
 
 
 def _initial_facts(events: Sequence[BatchItem]) -> int:

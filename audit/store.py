@@ -133,12 +133,20 @@ class SqlRunStore(StoreCore):
         _checkpoints.put_checkpoint(self, conn, run_id, data, blob)
 
     # -- RunStore --------------------------------------------------------------------
-    def start_run(self, header: RunHeader, events: Sequence[BatchItem]) -> None:
-        """Create the ``runs`` row (status ``running``, this pid/host) and write the first events.
+    def start_run(
+        self,
+        header: RunHeader,
+        events: Sequence[BatchItem],
+        checkpoint: dict[str, Any] | None = None,
+    ) -> None:
+        """Create the ``runs`` row (status ``running``, this pid/host) and write the
+        first events, with ``checkpoint`` (cycle 0) in the same transaction when
+        given; a queued run this process took (``audit.run_queue.take_queued``)
+        keeps its row.
 
         Raises ``StoreError`` when the run id exists already or the database fails.
         """
-        _runs.start_run(self, header, events)
+        _runs.start_run(self, header, events, checkpoint)
 
     def append_events(self, run_id: str, events: Sequence[BatchItem]) -> None:
         """Append one cycle's events to the run's chain, in one transaction.
@@ -203,7 +211,13 @@ class SqlRunStore(StoreCore):
         """
         return _gates.decide_gate(self, gate_id, decision, status)
 
-    def claim_resume(self, run_id: str, expected_epoch: int | None = None) -> Claim:
+    def claim_resume(
+        self,
+        run_id: str,
+        expected_epoch: int | None = None,
+        expected_seq: int | None = None,
+        events: Sequence[BatchItem] = (),
+    ) -> Claim:
         """Compare-and-set the run from paused/stopped (or dead-writer running) to
         ``running`` by this process with a new fencing epoch (see
         :func:`audit.gates.claim_resume`); from then on this process's writes to the
@@ -212,7 +226,7 @@ class SqlRunStore(StoreCore):
         Raises ``RunBusy`` (another process holds it, or claimed it first),
         ``RunFinished`` (a stop that leaves nothing to do), ``RunNotFound``.
         """
-        return _gates.claim_resume(self, run_id, expected_epoch)
+        return _gates.claim_resume(self, run_id, expected_epoch, expected_seq, events)
 
     def release_claim(self, claim: Claim) -> None:
         """Give back a claim whose resume could not start (see
@@ -254,6 +268,14 @@ class SqlRunStore(StoreCore):
     def run(self, run_id: str) -> RunRow:
         """One recorded run (raises ``RunNotFound``)."""
         return _queries.get_run(self, run_id)
+
+    def resolve_run_id(self, text: str) -> str:
+        """The full id of the run ``text`` names, in full or by a unique prefix.
+
+        Raises ``RunNotFound`` (no such run) or ``audit.queries.AmbiguousRunId``
+        (a prefix of several runs' ids; the message lists them).
+        """
+        return _queries.resolve_run_id(self, text)
 
     def events(self, run_id: str, kinds: Sequence[str] | None = None) -> list[StoredEvent]:
         """The run's events in ``seq`` order (only ``kinds`` when given)."""

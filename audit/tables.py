@@ -249,3 +249,23 @@ gate_votes: Table = _table(GateVoteTable)
 
 INBOX_TABLES: tuple[Table, ...] = (api_tokens, gate_votes)
 """The tables of the approval inbox, created when first needed (``checkfirst``)."""
+
+
+# -- the run service (converge submit / worker / cancel): created on first use by
+# audit.run_queue, like the inbox's tables
+
+
+class RunCancelTable(SQLModel, table=True):
+    """A request to cancel a queued or running run, read by whichever process runs it."""
+
+    __tablename__ = "run_cancels"
+
+    run_id: str = Field(primary_key=True, max_length=200)
+    requested_by: str = Field(max_length=200)
+    requested_at: float = Field(sa_column=Column(Double, nullable=False))
+
+
+run_cancels: Table = _table(RunCancelTable)
+
+SERVICE_TABLES: tuple[Table, ...] = (run_cancels,)
+"""The tables of the run service, created when first needed (``checkfirst``)."""

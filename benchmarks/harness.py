@@ -209,13 +209,14 @@ def _version(dist: str) -> str:
 
 def environment(argv: Sequence[str]) -> dict[str, str]:
     """The exact command, Python, platform and library versions of this run."""
-    libs = ("converge", "langgraph", "pydantic", "sqlalchemy", "sqlmodel", "psycopg")
+    libs = ("langgraph", "pydantic", "sqlalchemy", "sqlmodel", "psycopg")
     return {
         "command": " ".join([os.path.basename(sys.executable), "-m", "benchmarks", *argv]),
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "platform": f"{platform.system()} {platform.release()} {platform.machine()}",
         "cpus": str(os.cpu_count()),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+        "converge": _version("converge-engine"),
         **{lib: _version(lib) for lib in libs},
     }
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 try:
-    __version__ = version("converge")
+    __version__ = version("converge-engine")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.1.0"
 

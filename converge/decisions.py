@@ -9,10 +9,14 @@ its JSON API), so a decision is recorded the same way whoever makes it:
   a vote that does not decide is a ``gate_vote`` event in the run's chain; the
   N-th distinct approval or the first rejection becomes the engine's decision;
 - a pending gate past its deadline is decided ``expired`` (compare-and-set) with
-  its ``on_timeout`` decision and its run resumed, the first time anyone lists,
-  decides or resumes it, so the decision is in the chain once.
+  its ``on_timeout`` decision and its run resumed, by whatever process applies the
+  deadlines on time (``converge serve``, a worker, ``converge gates --expire`` run
+  by cron) or the first time anyone decides or resumes it, so the decision is in
+  the chain once. Listing gates only lists.
 
-The run resumes in this process from the job it recorded (``converge.jobs``).
+The run resumes in this process from the job it recorded (``converge.jobs``), or,
+given a ``queue`` (:class:`converge.run_queue.RunQueue`), on a worker: the decision
+is recorded and the resume sent, and the decider gets its answer at once.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 from audit.approvals import Vote, cast_vote, votes
 from audit.store import SqlRunStore
 from converge.jobs import HitlSpec, Job, job_from_record
+from converge.run_queue import RunQueue
 from engine import (
     ConvergeError,
     Engine,
@@ -35,7 +40,6 @@ from engine import (
     GateRecord,
     RunResult,
 )
-from engine.references import resolve_reference
 from gates.hitl import ApprovalPolicy
 
 Clock = Callable[[], float]
@@ -115,7 +119,8 @@ def checked_value(job: Job | None, gate: GateRecord, decision: GateDecision) -> 
     spec = policy_spec(job, gate)
     if spec is None or spec.validate_value is None:
         return decision.value
-    hook = resolve_reference(spec.validate_value, call=False)
+    assert job is not None  # a spec comes from a job
+    hook = job.resolve(spec.validate_value, call=False)
     try:
         return hook(decision.value, gate.proposal.get("content"))
     except (ValueError, TypeError) as exc:
@@ -131,13 +136,21 @@ def is_expired(gate: GateRecord, now: float | None = None) -> bool:
 
 
 def apply_expiry(
-    store: SqlRunStore, gate: GateRecord, execute: Execute | None = None
+    store: SqlRunStore,
+    gate: GateRecord,
+    execute: Execute | None = None,
+    *,
+    resume: bool = True,
+    queue: RunQueue | None = None,
 ) -> RunResult | None:
     """Decide an expired gate by its ``on_timeout`` and resume its run, exactly once.
 
     Returns the run's next stop when this caller won the compare-and-set and the
-    run recorded a job; None when another caller expired it first or the run
-    cannot be resumed here (the gate is expired all the same).
+    run recorded a job; None when another caller expired it first, the run cannot
+    be resumed here, or another process claimed it first (the gate is expired all
+    the same). With ``resume=False`` only the gate is decided: the caller resumes
+    the run itself (``converge resume RUN``, with its own budget); with ``queue``
+    the resume is sent there.
     """
     timeout = GateDecision(
         approved=gate.on_timeout == "approve", by="timeout", reason="gate expired"
@@ -145,6 +158,11 @@ def apply_expiry(
     try:
         store.decide_gate(gate.gate_id, timeout, "expired")
     except GateAlreadyDecided:
+        return None
+    if not resume:
+        return None
+    if queue is not None:
+        queue.send(gate.run_id, "resume")
         return None
     try:
         job = job_of_run(store, gate.run_id)
@@ -156,28 +174,23 @@ def apply_expiry(
 
 
 def expire_due(
-    store: SqlRunStore, execute: Execute | None = None, clock: Clock = time.time
+    store: SqlRunStore,
+    execute: Execute | None = None,
+    clock: Clock = time.time,
+    *,
+    defer: str | None = None,
+    queue: RunQueue | None = None,
 ) -> list[str]:
-    """Apply every pending gate's deadline that passed; the ids of the gates expired now."""
+    """Apply every pending gate's deadline that passed; the ids of the gates expired
+    now. The gates of run ``defer`` are decided but its run is not resumed here;
+    with ``queue`` the runs are resumed there (see :func:`apply_expiry`)."""
     now = clock()
     done: list[str] = []
     for gate in store.gates(pending=True):
         if is_expired(gate, now):
-            apply_expiry(store, gate, execute)
+            apply_expiry(store, gate, execute, resume=gate.run_id != defer, queue=queue)
             done.append(gate.gate_id)
     return done
-
-
-def list_gates(
-    store: SqlRunStore,
-    *,
-    pending: bool = False,
-    execute: Execute | None = None,
-    clock: Clock = time.time,
-) -> list[GateRecord]:
-    """Gates newest first, after applying the deadlines that passed (see :func:`expire_due`)."""
-    expire_due(store, execute, clock)
-    return store.gates(pending=pending)
 
 
 def decide(
@@ -187,8 +200,11 @@ def decide(
     *,
     execute: Execute | None = None,
     clock: Clock = time.time,
+    queue: RunQueue | None = None,
 ) -> DecisionReport:
-    """Record ``decision`` on a gate and, when it decides the gate, resume the run.
+    """Record ``decision`` on a gate and, when it decides the gate, resume the run:
+    here, or with ``queue`` on a worker (the decision recorded first, then the
+    resume sent; ``DecisionReport.result`` is then None and this returns at once).
 
     Raises ``GateNotFound``, ``GateAlreadyDecided`` (decided, or its quorum already
     reached), ``GateExpired`` (past its deadline: its ``on_timeout`` decision is
@@ -201,7 +217,7 @@ def decide(
     run = execute or executor_for(store)
     gate = store.get_gate(gate_id)
     if is_expired(gate, clock()):
-        apply_expiry(store, gate, run)
+        apply_expiry(store, gate, run, queue=queue)
         raise GateExpired(f"gate {gate_id} expired; decided by on_timeout={gate.on_timeout!r}")
     if gate.status != "pending":
         raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, _iso(gate.decided_at))
@@ -216,7 +232,7 @@ def decide(
         try:
             outcome = cast_vote(store, gate_id, decision, required, now=clock())
         except GateExpired:
-            apply_expiry(store, gate, run)
+            apply_expiry(store, gate, run, queue=queue)
             raise
         cast = outcome.votes
         if outcome.decision is None:
@@ -226,6 +242,10 @@ def decide(
         if final.approved and decision.value is not None:
             # the deciding approver's answer is the one the proposal takes
             final = final.model_copy(update={"value": decision.value})
+    if queue is not None:
+        recorded = store.decide_gate(gate_id, final, "approved" if final.approved else "rejected")
+        queue.send(gate.run_id, "resume")
+        return DecisionReport(recorded, cast, required, 0, None)
     try:
         result = run(job, lambda engine: engine.resume(gate_id, final))
     except GateExpired:

@@ -46,7 +46,7 @@ try:
     from opentelemetry.trace import Span, Status, StatusCode, Tracer
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ConfigurationError(
-        f"traces need the 'otel' extra: pip install 'converge[otel]' ({exc.name} is missing)"
+        f"traces need the 'otel' extra: pip install 'converge-engine[otel]' ({exc.name} is missing)"
     ) from exc
 
 __all__ = ["ENDPOINT_VARIABLES", "TracedSuggestor", "Tracing", "requested"]

@@ -41,7 +41,12 @@ def record_start(eng: EngineSettings, st: RunState) -> None:
         )
     )
     header = RunHeader(st.run_id, eng.job_name, eng.job_spec, eng.suggestor_names, st.wall_started)
-    store_call(eng, st, lambda s: s.start_run(header, take_events(eng, st)))
+    events = take_events(eng, st)
+    if eng.checkpoint_at_start and getattr(eng.store, "save_checkpoint", None) is not None:
+        data = checkpoint_of(eng, st)
+        store_call(eng, st, lambda s: s.start_run(header, events, data))
+    else:
+        store_call(eng, st, lambda s: s.start_run(header, events))
 
 
 def record_stop(

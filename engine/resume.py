@@ -70,20 +70,25 @@ def load_paused(eng: EngineSettings, gate_id: str, decision: GateDecision) -> Ru
 def load_stopped(eng: EngineSettings, run_id: str, budget: Budget | None) -> RunState:
     """A run stopped resumably (or crashed), to go on with ``budget`` (None: its own).
 
-    Raises ``RunNotFound``, ``ResumeError`` or ``RunBusy``.
+    With a store, the ``run_resumed`` event (the leg's budget) is written in the
+    claim's own transaction: a process killed right after its claim leaves the
+    budget it was resuming with for the recovery. Raises ``RunNotFound``,
+    ``RunFinished``, ``ResumeError`` or ``RunBusy``.
     """
     st = eng.runs.stopped.pop(run_id, None)
     if st is not None and eng.store is not None:
         # stopped in this process: still claim it, so a resume racing in another
         # process cannot continue it too (the epoch is the one this process wrote)
+        if budget is not None:
+            st.budget = budget
         try:
-            st.epoch = eng.store.claim_resume(run_id, st.epoch).epoch
+            st.epoch = eng.store.claim_resume(run_id, st.epoch, None, [_resumed(st)]).epoch
         except ResumeError:
             eng.runs.stopped[run_id] = st
             raise
     elif st is None and eng.store is not None:
         with bulk_load() as load:
-            st = load_stopped_from_store(eng, run_id)
+            st = load_stopped_from_store(eng, run_id, budget)
         st.frozen_on_load = load.froze
     if st is None:
         raise RunNotFound(f"no resumable run {run_id!r} in this engine or its store")
@@ -93,16 +98,17 @@ def load_stopped(eng: EngineSettings, run_id: str, budget: Budget | None) -> Run
     st.criteria_reports = ()
     st.leg_started = eng.clock()
     eng.runs.enter(run_id, clear_cancel=True)
-    if eng.store is not None:
-        st.events.append(
-            AuditEvent(
-                "run_resumed",
-                st.cycle,
-                {"budget": st.budget.model_dump(mode="json"), "from": st.resumed_from},
-                time.time(),
-            )
-        )
     return st
+
+
+def _resumed(st: RunState) -> AuditEvent:
+    """The ``run_resumed`` event of a leg that goes on with ``st.budget``."""
+    return AuditEvent(
+        "run_resumed",
+        st.cycle,
+        {"budget": st.budget.model_dump(mode="json"), "from": st.resumed_from},
+        time.time(),
+    )
 
 
 def _take_value(st: RunState, value: Any) -> None:
@@ -208,31 +214,25 @@ def recorded_value(store: Any, gate: GateRecord) -> Any:
     return None
 
 
-def load_stopped_from_store(engine: EngineSettings, run_id: str) -> RunState:
-    """Claim the run for this process, then load it to continue.
+def load_stopped_from_store(
+    engine: EngineSettings, run_id: str, budget: Budget | None = None
+) -> RunState:
+    """Load a run to continue, and claim it for this process.
 
-    The claim comes first (a compare-and-set on the run's fencing epoch), so the
-    checkpoint read is the one the claim covers: two resumes racing on one run
-    cannot both continue it. The run is stopped (budget, policy, cancel), paused on
-    a gate decided without a resume (expired gate, decider gone: the recorded
-    decision is applied, its value included), or ``crashed`` (left ``running`` by
-    a dead process). When loading fails the claim is given back. Raises
-    ``RunNotFound``, ``RunFinished``, ``RunBusy`` or ``ResumeError`` (still waiting
-    on a pending gate, other suggestors, corrupted checkpoint).
+    The run is stopped (budget, policy, cancel), paused on a gate decided without
+    a resume (expired gate, decider gone: the recorded decision is applied, its
+    value included), or ``crashed`` (left ``running`` by a dead process). Its
+    checkpoint is read and checked first, then the run is claimed with a
+    compare-and-set expecting the fencing epoch the checkpoint was read at: if any
+    process claimed the run since, this one gets ``RunBusy`` and the state it read
+    is dropped, so two resumes racing on one run cannot both continue it, and a
+    resume that cannot start (other suggestors, a gate still pending) claims
+    nothing. Raises ``RunNotFound``, ``RunFinished``, ``RunBusy`` or
+    ``ResumeError`` (still waiting on a pending gate, other suggestors, corrupted
+    checkpoint).
     """
     store = engine.store
     assert store is not None
-    claim = store.claim_resume(run_id)
-    try:
-        st = _load_claimed(engine, store, run_id, claim.was == "crashed")
-    except BaseException:
-        store.release_claim(claim)
-        raise
-    st.epoch = claim.epoch
-    return st
-
-
-def _load_claimed(engine: EngineSettings, store: Any, run_id: str, crashed: bool) -> RunState:
     checkpoint = store.load_checkpoint(run_id)
     check_suggestors(engine, list(checkpoint.get("suggestors", [])))
     pending = checkpoint.get("pending_gate")
@@ -245,7 +245,8 @@ def _load_claimed(engine: EngineSettings, store: Any, run_id: str, crashed: bool
         if gate.status == "pending":
             raise ResumeError(
                 f"run {run_id} waits on gate {gate_id}; decide it with "
-                f"`converge approve {gate_id}` or `converge reject {gate_id}`"
+                f"`converge approve {gate_id} --by NAME` or "
+                f"`converge reject {gate_id} --by NAME --reason WHY`"
             )
     st = RunState.from_checkpoint(checkpoint, gate)
     if st.pending_gate is not None and gate is not None:
@@ -253,15 +254,23 @@ def _load_claimed(engine: EngineSettings, store: Any, run_id: str, crashed: bool
         st.pending_gate.decision = decision
         if decision.approved and decision.value is not None:
             _take_value(st, decision.value)
-    if crashed:
+    if checkpoint.get("run_status") == "running":
+        # left running: crashed if its writer is gone (else the claim says RunBusy)
         st.resumed_from = "crash"
         st.facts_inline = True  # the replayed cycles' facts are chunked out of order
         _load_replayed(store, st)
+    if budget is not None:
+        st.budget = budget
+    expected = (checkpoint.get("run_epoch"), checkpoint.get("run_seq"))
+    st.epoch = store.claim_resume(run_id, *expected, [_resumed(st)]).epoch
     return st
 
 
 def _load_replayed(store: Any, st: RunState) -> None:
-    """What the dead process recorded after the checkpoint: facts and decisions."""
+    """What the dead process recorded after the checkpoint: facts, decisions, and
+    the budget its leg ran with (the last ``run_resumed``'s), which the recovery
+    goes on with unless its caller gives another: a leg resumed with more budget
+    and killed is recovered to where it would have stopped."""
     events = getattr(store, "events", None)
     if events is None:
         return
@@ -272,3 +281,5 @@ def _load_replayed(store: Any, st: RunState) -> None:
                 st.replayed[ev.payload["id"]] = ev.payload
         elif "gate_id" in ev.payload:
             st.replayed_gates.add(ev.payload["gate_id"])
+        elif isinstance(ev.payload.get("budget"), dict):
+            st.budget = Budget.model_validate(ev.payload["budget"])

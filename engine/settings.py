@@ -48,6 +48,9 @@ class EngineSettings:
     ``progress(cycle, budget_percent)`` (called after each cycle that goes on),
     ``checkpoint_every`` (cycles between the checkpoints of a run in flight, with a
     store, so that crash recovery replays at most that many; None = only at stops),
+    ``checkpoint_at_start`` (also write a checkpoint of cycle 0 with the run's first
+    events, in one transaction, so that a run killed before its first checkpoint is
+    recovered like any other: what a run service sets for the runs it executes),
     ``executor`` (an :class:`engine.executor.Executor` running each cycle's
     executions elsewhere, e.g. ``converge.workers.CeleryExecutor``; None = in-process).
 
@@ -71,6 +74,7 @@ class EngineSettings:
         job_spec: dict[str, Any] | None = None,
         progress: Callable[[int, float], None] | None = None,
         checkpoint_every: int | None = CHECKPOINT_EVERY,
+        checkpoint_at_start: bool = False,
         executor: Executor | None = None,
     ) -> None:
         if on_error not in ("stop", "continue"):
@@ -104,6 +108,7 @@ class EngineSettings:
         self.job_spec = job_spec
         self.progress = progress
         self.checkpoint_every = checkpoint_every
+        self.checkpoint_at_start = checkpoint_at_start
         if executor is not None and not callable(getattr(executor, "execute", None)):
             raise ConfigurationError(f"executor {executor!r} has no execute(work) method")
         self.executor = executor

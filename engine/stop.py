@@ -202,7 +202,9 @@ class CycleBudgetExhausted(_StopBase):
     cycles_executed: int
     limit: int
     category_ = StopCategory.BUDGET
-    advice = "The job may not converge, or needs more cycles: resume it with a larger budget."
+    advice = (
+        "No fixed point. Oscillating suggestors need changing (or loop_detection), not more cycles."
+    )
 
     def __str__(self) -> str:
         return f"cycle budget exhausted: {self.cycles_executed}/{self.limit} cycles"

@@ -236,8 +236,17 @@ class RunStore(Protocol):
     promoted facts come as :class:`PromotedFacts` items (one per stretch of a merge).
     """
 
-    def start_run(self, header: RunHeader, events: Sequence[BatchItem]) -> None:
-        """Create the ``runs`` row (status ``running``) and write the first events."""
+    def start_run(
+        self,
+        header: RunHeader,
+        events: Sequence[BatchItem],
+        checkpoint: dict[str, Any] | None = None,
+    ) -> None:
+        """Create the ``runs`` row (status ``running``) and write the first events,
+        with ``checkpoint`` (cycle 0) in the same transaction when given (only
+        with ``Engine(checkpoint_at_start=True)``). A run submitted to a queue has
+        its row already (``queued``), taken by this process: the row becomes
+        ``running``."""
         ...
 
     def append_events(self, run_id: str, events: Sequence[BatchItem]) -> None:
@@ -273,12 +282,23 @@ class RunStore(Protocol):
         """Compare-and-set ``pending`` → ``status``; raises ``GateAlreadyDecided``."""
         ...
 
-    def claim_resume(self, run_id: str, expected_epoch: int | None = None) -> Claim:
+    def claim_resume(
+        self,
+        run_id: str,
+        expected_epoch: int | None = None,
+        expected_seq: int | None = None,
+        events: Sequence[BatchItem] = (),
+    ) -> Claim:
         """Compare-and-set the run from paused/stopped (or crashed) to ``running``
-        with a new fencing epoch, before its checkpoint is read.
+        with a new fencing epoch.
 
-        With ``expected_epoch``, the claim succeeds only if the run's epoch is still
-        that one (the epoch seen when its checkpoint was read). Raises ``RunBusy``
+        With ``expected_epoch`` (the ``run_epoch`` that :meth:`load_checkpoint`
+        returned), the claim succeeds only if nobody claimed the run since its
+        checkpoint was read; with ``expected_seq`` (its ``run_seq``, the chain's last
+        seq then), only if nothing was recorded since either (a leg that was running
+        then has since moved on). So the state read is the state claimed. Raises
+        ``RunBusy``; ``events`` (the leg's ``run_resumed``) are appended in the
+        claim's own transaction.
         (another process holds or claimed it first), ``RunFinished`` (a stop that
         leaves nothing to do) or ``RunNotFound``.
         """
@@ -290,7 +310,11 @@ class RunStore(Protocol):
         ...
 
     def load_checkpoint(self, run_id: str) -> dict[str, Any]:
-        """The latest checkpoint of the run (raises ``ResumeError`` when missing)."""
+        """The latest checkpoint of the run, with ``run_epoch``, ``run_seq`` and
+        ``run_status``: the run's fencing epoch, last seq and status when it was read.
+
+        Raises ``ResumeError`` when missing, ``RunFinished`` when the run finished
+        with nothing left to do."""
         ...
 
     def get_run_header(self, run_id: str) -> RunHeader:

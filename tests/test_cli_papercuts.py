@@ -255,7 +255,7 @@ def test_resume_of_a_run_waiting_on_a_gate_names_the_commands_to_decide_it(
     gate = data["stop_reason"]["gate_id"]
     res = runner.invoke(app, ["resume", data["run_id"], "--db", db])
     assert res.exit_code == 2
-    assert f"`converge approve {gate}`" in res.stderr and "resume(" not in res.stderr
+    assert f"`converge approve {gate} --by NAME`" in res.stderr and "resume(" not in res.stderr
 
 
 def test_a_rejected_fact_keeps_the_parents_of_the_rejected_proposal(tmp_path: Path) -> None:

@@ -110,7 +110,7 @@ def test_a_run_stopped_before_any_fact_prints_no_empty_report_tables(tmp_path: P
 
 
 def test_the_readme_example_without_its_extra_is_a_one_line_hint_naming_the_extra() -> None:
-    # as if `pip install converge` without the examples extra: license_expression absent
+    # as if `pip install converge-engine` without the examples extra: license_expression absent
     script = (
         "import sys\n"
         "sys.modules['license_expression'] = None\n"

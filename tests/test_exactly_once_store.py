@@ -81,10 +81,12 @@ def test_a_superseded_process_writes_nothing_more_to_the_run(store: SqlRunStore)
     first = open_store(store.url)
     second = open_store(store.url)
     try:
-        claim = first.claim_resume(run_id)
-        # its writer looks gone (another host's pid, say): the second takes the run over
-        second.release_claim(claim)  # as if the first had died without a trace
-        second.claim_resume(run_id)
+        assert first.claim_resume(run_id).epoch == 1
+        # its writer looks gone (a pid no process has): the second takes the run over
+        with second._tx() as conn:
+            conn.execute(text("UPDATE runs SET pid = 2147483646 WHERE run_id = :r"), {"r": run_id})
+        taken = second.claim_resume(run_id)
+        assert (taken.epoch, taken.was) == (2, "crashed")
         before = len(store.events(run_id))
         event = AuditEvent("cycle_started", 9, {"suggestors": []}, 1.0)
         with pytest.raises(StoreError, match="claimed by another process"):

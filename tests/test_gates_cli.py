@@ -80,13 +80,14 @@ def test_the_gate_table_shows_the_proposal_the_status_expired_and_the_reason(
 ) -> None:
     db, gate_id = _paused(tmp_path, ", timeout_s: 0.000001, on_timeout: reject")
 
-    res = runner.invoke(app, ["gates", "--db", db], env={"COLUMNS": "200"})
+    res = runner.invoke(app, ["gates", "--expire", "--db", db], env={"COLUMNS": "200"})
 
     assert res.exit_code == 0, res.output
+    assert f"gate {gate_id} expired" in res.output
     header = next(line for line in res.output.splitlines() if "status" in line)
     for column in ("proposal", "summary", "decided", "reason"):
         assert column in header
-    row = next(line for line in res.output.splitlines() if gate_id in line)
+    row = next(line for line in res.output.splitlines() if gate_id in line and "│" in line)
     assert "expired" in row
     assert 'license.unknown: {"name": "b"}' in row
     assert "gate expired" in row

@@ -69,7 +69,7 @@ def test_the_demo_job_names_each_package_with_its_spdx_id_and_each_copyleft_path
         assert row(lic["name"], lic["version"], lic["spdx"], lic["source"]), lic
     for risk in risks:
         path = " -> ".join(risk["path"])
-        assert risk["path"][0] == "converge"
+        assert risk["path"][0] == "converge-engine"
         assert row(risk["name"], risk["version"], risk["spdx"], risk["copyleft"], path), risk
     counts = {c["spdx"] for c in licenses}
     assert all(row(spdx) for spdx in counts)  # the count per license
@@ -155,6 +155,7 @@ def test_report_key_without_a_report_entry_shows_every_field(tmp_path: Path) -> 
 
 def test_a_bad_format_or_run_is_a_one_line_error(tmp_path: Path) -> None:
     db = str(tmp_path / "c.db")
+    open_store(db).close()  # a store without that run (a missing store is refused)
     res = runner.invoke(app, ["report", "nope", "--db", db, "--format", "pdf"])
     assert res.exit_code == 2 and "table, markdown, csv, json" in res.stderr
     res = runner.invoke(app, ["report", "nope", "--db", db])
@@ -207,7 +208,7 @@ def test_the_allow_list_job_reports_every_violation_with_its_path_in_one_run(
     violations = data["facts"]["policy.violation"]
     assert violations  # psycopg (LGPL) and certifi (MPL) are in converge's closure
     for v in violations:
-        assert v["rule"] == "not allowed" and v["path"][0] == "converge"
+        assert v["rule"] == "not allowed" and v["path"][0] == "converge-engine"
         described = f"{v['name']} ({v['spdx']}, not allowed): {' -> '.join(v['path'])}"
         assert described in data["stop_reason"]["reason"]
     assert f"{len(violations)} license policy violation(s)" in data["stop_reason"]["reason"]

@@ -100,7 +100,13 @@ class MemoryStore:
             raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by)
         return gate
 
-    def claim_resume(self, run_id: str, expected_epoch: int | None = None) -> Claim:
+    def claim_resume(
+        self,
+        run_id: str,
+        expected_epoch: int | None = None,
+        expected_seq: int | None = None,
+        events: Sequence[AuditEvent] = (),
+    ) -> Claim:
         was = self.status.get(run_id)
         if was not in ("paused", "stopped"):
             raise RunBusy(run_id)
@@ -109,6 +115,7 @@ class MemoryStore:
             raise RunBusy(run_id)
         self.status[run_id] = "running"
         self.epochs[run_id] = epoch + 1
+        self.append_events(run_id, events)
         return Claim(run_id, epoch + 1, was)
 
     def release_claim(self, claim: Claim) -> None:

@@ -98,15 +98,18 @@ def test_an_unknown_gate_is_404_and_a_decided_one_is_409_naming_who_decided(
         )
     assert unknown.status_code == 404
     assert "nope-g1" in unknown.json()["detail"]
-    assert first.status_code == 200
+    assert first.status_code == 202
     body = first.json()
     assert (body["status"], body["decided_by"]) == ("approved", "alice")
-    assert body["run"]["status"] == "stopped" and body["run"]["kind"] == "converged"
+    assert body["run"]["url"] == f"/runs/{body['run_id']}"
     assert second.status_code == 409
     assert "already decided (approved by alice" in second.json()["detail"]
+    # the resume ran in the server's pool, not in the request
+    run = sqlite_store.run(body["run_id"])
+    assert (run.status, run.kind) == ("stopped", "converged")
 
 
-def test_eight_concurrent_decisions_on_one_gate_give_one_200_and_seven_409(
+def test_eight_concurrent_decisions_on_one_gate_give_one_202_and_seven_409(
     store: SqlRunStore,
 ) -> None:
     gate_id = _paused_gate(store)
@@ -126,8 +129,8 @@ def test_eight_concurrent_decisions_on_one_gate_give_one_200_and_seven_409(
         with ThreadPoolExecutor(8) as pool:
             answers = list(pool.map(post, tokens))
     codes = sorted(r.status_code for r in answers)
-    assert codes == [200] + [409] * 7, [r.text for r in answers]
-    [winner] = [r.json() for r in answers if r.status_code == 200]
+    assert codes == [202] + [409] * 7, [r.text for r in answers]
+    [winner] = [r.json() for r in answers if r.status_code == 202]
     gate = store.get_gate(gate_id)
     decided = store.events(gate.run_id, kinds=["gate_decided"])
     assert len(decided) == 1

@@ -151,7 +151,7 @@ def test_a_streamed_body_over_the_limit_without_a_length_is_413(
     ("path", "status", "expected"),
     [
         ("/api/gates?status=bogus", 422, "query.status: Input should be 'pending'"),
-        ("/api/runs?category=" + "c" * 201, 422, "query.category: String should have at most"),
+        ("/api/runs?job=" + "j" * 201, 422, "query.job: String should have at most"),
         ("/api/runs/no-such-run", 404, "no run 'no-such-run'"),
         ("/api/gates/no-such-gate", 404, "no gate 'no-such-gate'"),
     ],

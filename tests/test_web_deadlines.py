@@ -1,5 +1,8 @@
-"""Gate deadlines: an expired gate shows as expired and its on_timeout decision is
-applied and recorded once, the first time anyone lists, decides or resumes it."""
+"""Gate deadlines: a gate past its deadline shows as expired wherever it is listed,
+and listing records nothing; the process keeping the deadlines (``converge serve``,
+a worker, ``converge gates --expire``) applies its on_timeout decision once, on
+time, and sends the run's resume to its queue; a decider arriving late applies it
+too, still once."""
 
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ from fastapi.testclient import TestClient
 
 from audit.store import SqlRunStore
 from audit.tokens import add_token
-from converge.decisions import decide, list_gates
+from converge.decisions import decide
+from converge.service import DeadlineKeeper, LocalRunPool
 from converge.web import create_app
 from engine import GateAlreadyDecided, GateDecision, GateExpired, GateRecord
 from tests.hitlfixtures import STORES, opened_store
@@ -39,11 +43,12 @@ def _after_deadline(gate: GateRecord) -> Callable[[], float]:
     return lambda: late
 
 
-def test_a_gate_past_its_deadline_is_listed_as_expired_with_its_on_timeout_applied(
+def test_listing_a_gate_past_its_deadline_shows_it_expired_and_records_nothing(
     store: SqlRunStore,
 ) -> None:
     gate = _expiring_gate(store)
     token = add_token(store, "alice", "viewer")
+    events_before = len(store.events(gate.run_id))
 
     app = create_app(store, clock=_after_deadline(gate))
     answer = TestClient(app).get(
@@ -51,14 +56,33 @@ def test_a_gate_past_its_deadline_is_listed_as_expired_with_its_on_timeout_appli
     )
 
     [listed] = answer.json()
-    assert (listed["status"], listed["decided_by"]) == ("expired", "timeout")
+    assert listed["status"] == "expired"
+    assert store.get_gate(gate.gate_id).status == "pending"
+    assert len(store.events(gate.run_id)) == events_before
+    assert store.run(gate.run_id).status == "paused"
+
+
+def test_the_deadline_keeper_applies_on_timeout_on_time_and_resumes_the_run_in_its_pool(
+    store: SqlRunStore,
+) -> None:
+    gate = _expiring_gate(store)
+    pool = LocalRunPool(store)
+    keeper = DeadlineKeeper(store, pool, clock=_after_deadline(gate))
+
+    assert keeper.tick() == [gate.gate_id]
+    pool.wait(timeout=60)
+    pool.close()
+
+    assert keeper.tick() == []
+    expired = store.get_gate(gate.gate_id)
+    assert (expired.status, expired.decided_by) == ("expired", "timeout")
     [decided] = store.events(gate.run_id, kinds=["gate_decided"])
     assert decided.payload["by"] == "timeout" and decided.payload["approved"] is True
     assert store.run(gate.run_id).status == "stopped"
     assert store.verify(gate.run_id).ok
 
 
-def test_racing_lists_and_decisions_record_the_timeout_decision_exactly_once(
+def test_racing_keepers_and_decisions_record_the_timeout_decision_exactly_once(
     store: SqlRunStore,
 ) -> None:
     gate = _expiring_gate(store)
@@ -68,8 +92,8 @@ def test_racing_lists_and_decisions_record_the_timeout_decision_exactly_once(
     def racer(i: int) -> str:
         barrier.wait(timeout=60)
         if i % 2 == 0:
-            list_gates(store, clock=late)
-            return "listed"
+            DeadlineKeeper(store, pool, clock=late).tick()
+            return "kept"
         try:
             decide(store, gate.gate_id, GateDecision.approve(by=f"approver{i}"), clock=late)
         except GateExpired:
@@ -78,8 +102,11 @@ def test_racing_lists_and_decisions_record_the_timeout_decision_exactly_once(
             return "already"
         return "decided"
 
-    with ThreadPoolExecutor(8) as pool:
-        outcomes = list(pool.map(racer, range(8)))
+    pool = LocalRunPool(store)
+    with ThreadPoolExecutor(8) as threads:
+        outcomes = list(threads.map(racer, range(8)))
+    pool.wait(timeout=60)
+    pool.close()
 
     assert "decided" not in outcomes
     assert store.get_gate(gate.gate_id).status == "expired"
@@ -90,10 +117,11 @@ def test_racing_lists_and_decisions_record_the_timeout_decision_exactly_once(
     assert store.verify(gate.run_id).ok
 
 
-def test_a_gate_before_its_deadline_stays_pending_when_listed(store: SqlRunStore) -> None:
+def test_a_gate_before_its_deadline_stays_pending_after_a_keeper_pass(store: SqlRunStore) -> None:
     gate = _expiring_gate(store)
 
-    [listed] = list_gates(store, pending=True)
+    assert DeadlineKeeper(store, LocalRunPool(store)).tick() == []
+    [listed] = store.gates(pending=True)
 
     assert listed.gate_id == gate.gate_id and listed.status == "pending"
     assert store.events(gate.run_id, kinds=["gate_decided"]) == []

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import uvicorn
+from fastapi import FastAPI
 
 from audit.store import SqlRunStore
 from converge.jobs import Job, load_job, parse_job
@@ -35,15 +36,18 @@ initial: {seed: [1]}
 
 
 @contextmanager
-def served(store: SqlRunStore) -> Iterator[str]:
-    """Serve the inbox over ``store``; yield ``http://127.0.0.1:PORT``."""
+def served(store: SqlRunStore, app: FastAPI | None = None) -> Iterator[str]:
+    """Serve the inbox over ``store`` (or ``app``, made by ``create_app``); yield
+    ``http://127.0.0.1:PORT``. On the way out, the runs its decisions resumed in its
+    pool (``app.state.run_queue``) are waited for: after the block they have stopped."""
+    app = app or create_app(store)
     # the socket listens before the server thread starts: clients queue in its
     # backlog until uvicorn accepts, so there is nothing to wait for
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(store), log_level="warning", lifespan="off")
+    config = uvicorn.Config(app, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -53,6 +57,14 @@ def served(store: SqlRunStore) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+        settle(app)
+
+
+def settle(app: FastAPI) -> None:
+    """Wait for the runs ``app``'s decisions sent to its own pool (120 s at most)."""
+    wait = getattr(app.state.run_queue, "wait", None)
+    if wait is not None:
+        wait(timeout=120)
 
 
 def run_job(job: Job, store: SqlRunStore) -> RunResult:

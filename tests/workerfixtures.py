@@ -136,13 +136,14 @@ class Workers:
     own queue, started from the repository root; :meth:`stop` ends them and deletes
     the queue."""
 
-    def __init__(self, count: int, concurrency: int = 1) -> None:
+    def __init__(self, count: int, concurrency: int = 1, db: str | None = None) -> None:
         import uuid
 
         self.queue = f"converge-test-{uuid.uuid4().hex[:10]}"
         self.names = [f"{self.queue}-{i}@localhost" for i in range(count)]
         self.procs: list[Any] = []
         self.concurrency = concurrency
+        self.db = db  # the store whole runs are executed over (--db)
         self.executors: list[Any] = []  # closed at stop(): their Redis keys deleted
 
     def start(self) -> Workers:
@@ -158,6 +159,8 @@ class Workers:
         cmd = [sys.executable, "-m", "converge.cli", "worker", "--broker", BROKER]
         cmd += ["--backend", BACKEND, "--queue", self.queue, "--hostname", name]
         cmd += ["--concurrency", str(self.concurrency)]
+        if self.db is not None:
+            cmd += ["--db", self.db]
         return subprocess.Popen(
             cmd,
             cwd=REPO,
@@ -240,15 +243,15 @@ def slow_twin(ctx: Context) -> list[Proposal]:
     return [Proposal("slow_twin", {"steps": len(ctx.get("step"))})]
 
 
-def started_workers(count: int = 2) -> Iterator[Workers]:
-    """Workers for a module's tests: RabbitMQ and Redis required under CI (else a
-    skip naming what is unreachable); stopped afterwards."""
+def started_workers(count: int = 2, **options: Any) -> Iterator[Workers]:
+    """Workers for a module's tests (``options``: :class:`Workers`'s): RabbitMQ and
+    Redis required under CI (else a skip naming what is unreachable); stopped afterwards."""
     reason = services_unreachable()
     if reason is not None:
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
-    pool = Workers(count).start()
+    pool = Workers(count, **options).start()
     try:
         yield pool
     finally:

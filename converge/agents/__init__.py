@@ -48,7 +48,7 @@ try:
     )
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ConfigurationError(
-        "LLM agents need the 'agents' extra: pip install 'converge[agents]' "
+        "LLM agents need the 'agents' extra: pip install 'converge-engine[agents]' "
         f"({exc.name} is missing)"
     ) from exc
 

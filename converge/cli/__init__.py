@@ -6,16 +6,21 @@ reachable from Python. One module per command group, each with its own
 
 - :mod:`converge.cli.run`: ``run``;
 - :mod:`converge.cli.audit`: ``runs``, ``show``, ``facts``, ``lineage``, ``verify``;
+- :mod:`converge.cli.events`: ``events``;
 - :mod:`converge.cli.gates`: ``gates``, ``approve``, ``reject``, ``resume``;
+- :mod:`converge.cli.service`: ``submit``, ``cancel``, ``watch`` (runs as a service);
 - :mod:`converge.cli.tokens`: ``token add``;
 - :mod:`converge.cli.serve`: ``serve`` (the approval inbox);
 - :mod:`converge.cli.report`: ``report``;
 - :mod:`converge.cli.schema`: ``schema``;
 - :mod:`converge.cli.worker`: ``worker`` (a Celery worker, extra ``workers``);
-- :mod:`converge.cli.render`: the shared options, errors and rendering.
+- :mod:`converge.cli.render`: the shared options, errors and rendering;
+  :mod:`converge.cli.tables`: tables that fit the terminal;
+  :mod:`converge.cli.budgets`: the ``--max-*`` budget options.
 
 Exit codes of ``run``, ``approve`` and ``resume`` follow the stop reason
-(docs/stop-reasons.md); a bad job file or bad input exits 2.
+(docs/stop-reasons.md), also when the reader of the output closes the pipe early
+(``converge run job.yaml | head``); a bad job file or bad input exits 2.
 """
 
 from __future__ import annotations
@@ -25,8 +30,20 @@ from typing import Annotated
 import typer
 
 from converge import __version__
-from converge.cli import audit, gates, report, run, schema, serve, tokens, worker
+from converge.cli import (
+    audit,
+    events,
+    gates,
+    report,
+    run,
+    schema,
+    serve,
+    service,
+    tokens,
+    worker,
+)
 from converge.cli.commands import CommandGroup
+from converge.cli.render import drop_stdout
 
 __all__ = ["app", "main"]
 
@@ -64,7 +81,9 @@ def _group(
 # not `converge audit runs`), in this order in the help
 app.add_typer(run.app)
 app.add_typer(audit.app)
+app.add_typer(events.app)
 app.add_typer(gates.app)
+app.add_typer(service.app)
 app.add_typer(tokens.app)
 app.add_typer(serve.app)
 app.add_typer(report.app)
@@ -73,5 +92,15 @@ app.add_typer(worker.app)
 
 
 def main() -> None:  # pragma: no cover - the console script
-    """Entry point of the ``converge`` console script."""
-    app()
+    """Entry point of the ``converge`` console script.
+
+    A reader that closes the pipe (``converge runs | head -1``) ends the output,
+    quietly: the rest goes to the null device. ``run``, ``approve`` and ``resume``
+    still exit with their stop's code (:func:`converge.cli.render.render_result`);
+    any other command exits 1, as click does.
+    """
+    try:
+        app()
+    except BrokenPipeError:
+        drop_stdout()
+        raise SystemExit(1) from None

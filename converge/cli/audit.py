@@ -1,7 +1,9 @@
 """``converge runs | show | facts | lineage | verify``: read the audit trail.
 
 Thin: the queries, the timeline and the verification live in ``audit``; this module
-parses options and renders with rich (or prints JSON with ``--json``).
+parses options and renders with rich (or prints JSON with ``--json``). A run is
+named by its id or a unique prefix of it; tables fit the terminal
+(:mod:`converge.cli.tables`).
 """
 
 from __future__ import annotations
@@ -20,21 +22,35 @@ from rich.tree import Tree
 from audit import SqlRunStore, parse_since
 from audit.timeline import last_budget_status, timeline
 from converge.cli.commands import CommandGroup
-from converge.cli.render import DbOption, JsonOption, fail, open_run_store, out, print_table
+from converge.cli.render import (
+    DbOption,
+    JsonOption,
+    fail,
+    open_run_store,
+    out,
+    print_fitted,
+    print_next_commands,
+    resolve_run,
+)
+from converge.cli.tables import Column
 from engine import ConvergeError, Fact, StopCategory, fact_to_dict
 from engine.stop import ALL_VARIANTS
 
 app = CommandGroup()
 
 
-def _store(db: str | None) -> SqlRunStore:
-    # reading commands open SQLite read-only: an archived, write-protected copy works
+def read_store(db: str | None) -> SqlRunStore:
+    """The store of ``--db`` opened to read; exits 2 when it cannot be opened or is
+    a SQLite file that does not exist."""
+    # reading commands open SQLite read-only: an archived, write-protected copy works;
+    # a SQLite file that does not exist is refused, not created
     store = open_run_store(db, read_only=True)
-    assert store is not None
-    return store  # type: ignore[return-value]
+    assert isinstance(store, SqlRunStore)
+    return store
 
 
-def _json(data: Any) -> None:
+def print_json(data: Any) -> None:
+    """``data`` as indented JSON on stdout."""
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
@@ -47,12 +63,13 @@ def _content(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
-STATUSES = ("running", "paused", "stopped", "crashed")
+STATUSES = ("queued", "running", "paused", "stopped", "crashed")
 CATEGORIES = tuple(c.value for c in StopCategory)
 KINDS = tuple(sorted(v.model_fields["kind"].default for v in ALL_VARIANTS))
 
 
-def _one_of(option: str, value: str | None, valid: tuple[str, ...]) -> None:
+def one_of(option: str, value: str | None, valid: tuple[str, ...]) -> None:
+    """Exit 2 unless ``value`` (of ``option``) is None or one of ``valid``."""
     if value is not None and value not in valid:
         fail(f"{option} {value!r} is not one of: {', '.join(valid)}")
 
@@ -72,21 +89,21 @@ def runs_cmd(
     ] = None,
     job: Annotated[str | None, typer.Option("--job", help="Job name.")] = None,
     status: Annotated[
-        str | None, typer.Option("--status", help="running, paused, stopped or crashed.")
+        str | None, typer.Option("--status", help="queued, running, paused, stopped or crashed.")
     ] = None,
     limit: Annotated[int, typer.Option("--limit", help="At most N runs (0 = all).")] = 100,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List recorded runs, newest first."""
-    _one_of("--category", category, CATEGORIES)
-    _one_of("--kind", kind, KINDS)
-    _one_of("--status", status, STATUSES)
+    one_of("--category", category, CATEGORIES)
+    one_of("--kind", kind, KINDS)
+    one_of("--status", status, STATUSES)
     try:
         since_ts = None if since is None else parse_since(since)
     except ValueError as exc:
         fail(str(exc))
-    store = _store(db)
+    store = read_store(db)
     try:
         rows = store.runs(
             category=category, kind=kind, since=since_ts, job=job, status=status, limit=limit
@@ -94,31 +111,44 @@ def runs_cmd(
     except ConvergeError as exc:
         fail(str(exc))
     if as_json:
-        _json([r.to_dict() for r in rows])
+        print_json([r.to_dict() for r in rows])
         return
-    table = Table(title=f"runs ({len(rows)})", title_justify="left")
-    table.add_column("run", no_wrap=True, min_width=16)
-    for col in ("job", "status", "stop", "category", "cycles", "facts", "started"):
-        table.add_column(col)
-    table.add_column("ms", justify="right")
-    for r in rows:
-        table.add_row(
+    rows_text = [
+        (
             r.run_id,
-            escape(r.job or ""),
+            r.job or "",
             r.status,
-            r.kind or "",
+            # a run not stopped yet (running, crashed) shows its status there
+            r.kind or f"({r.status})",
             r.category or "",
             str(r.cycles),
             str(r.facts_count),
             _when(r.started_at),
             "" if r.duration_ms is None else str(r.duration_ms),
         )
-    out.print(table)
+        for r in rows
+    ]
+    print_fitted(f"runs ({len(rows)})", RUN_COLUMNS, rows_text)
+
+
+RUN_COLUMNS = (
+    Column("run", whole=True),
+    Column("job", whole=True),
+    Column("status", priority=1, whole=True),
+    Column("stop", whole=True),
+    Column("category", priority=4, whole=True),
+    Column("cycles", priority=2, justify="right", whole=True),
+    Column("facts", priority=5, justify="right", whole=True),
+    Column("started", priority=3, whole=True),
+    Column("ms", priority=6, justify="right", whole=True),
+)
+"""The columns of ``converge runs``: at 80 columns the run, its job, status and
+stop are kept whole; the others are dropped from the last (``ms``) up."""
 
 
 @app.command("show")
 def show_cmd(
-    run_id: Annotated[str, typer.Argument(help="The run.")],
+    run_id: Annotated[str, typer.Argument(help="The run (its id or a unique prefix).")],
     db: DbOption = None,
     as_json: JsonOption = False,
     verbose: Annotated[
@@ -126,7 +156,8 @@ def show_cmd(
     ] = False,
 ) -> None:
     """A run: header, timeline of cycles, stop reason with explain and budget status."""
-    store = _store(db)
+    store = read_store(db)
+    run_id = resolve_run(store, run_id)
     try:
         row = store.run(run_id)
         events = store.events(run_id)
@@ -136,7 +167,7 @@ def show_cmd(
     budget = last_budget_status(events)
     reason = row.stop_reason
     if as_json:
-        _json(
+        print_json(
             {
                 "run": row.to_dict(),
                 "explain": None if reason is None else reason.explain(),
@@ -163,25 +194,27 @@ def show_cmd(
         head.add_row("duration", f"{row.duration_ms} ms")
     head.add_row("events", f"{len(events)} (chain {row.chain}, head {row.head_hash[:16]}…)")
     out.print(head)
-    tl = Table(title="timeline", title_justify="left")
-    for col in ("cycle", "suggestors", "promoted", "rejected", "gates", "signals / notes"):
-        tl.add_column(col)
+    timeline_rows = []
     for c in cycles:
         ran = ", ".join(c.executed) + (f"; failed: {'; '.join(c.failed)}" if c.failed else "")
         keys = ", ".join(f"{k}: {n}" for k, n in c.promoted_keys.items())
-        tl.add_row(
-            str(c.cycle),
-            escape(ran),
-            f"{c.promoted}" + (f" ({escape(keys)})" if keys else ""),
-            escape("\n".join(c.rejected)),
-            escape("\n".join(c.gates)),
-            escape("\n".join([*c.signals, *c.notes])),
+        timeline_rows.append(
+            (
+                str(c.cycle),
+                ran,
+                f"{c.promoted}" + (f" ({keys})" if keys else ""),
+                "\n".join(c.rejected),
+                "\n".join(c.gates),
+                "\n".join([*c.signals, *c.notes]),
+            )
         )
-    out.print(tl)
+    print_fitted("timeline", TIMELINE_COLUMNS, timeline_rows)
     if reason is not None:
         colour = "green" if reason.is_success() else "yellow" if reason.is_hitl_pending() else "red"
         out.print(f"[bold]stop:[/] [{colour}]{escape(str(reason))}[/]")
         out.print(f"[bold]explain:[/] {escape(reason.explain())}")
+        if row.status == "paused":
+            print_next_commands(reason)
     if budget is not None:
         out.print(f"[bold]budget:[/] {escape(budget.summary())} (overall {budget.percent:.1f}%)")
     if verbose:
@@ -192,6 +225,16 @@ def show_cmd(
             )
             if f["traceback"]:
                 out.print(escape(f["traceback"].rstrip()), highlight=False, soft_wrap=True)
+
+
+TIMELINE_COLUMNS = (
+    Column("cycle", whole=True, justify="right"),
+    Column("suggestors", floor=16),
+    Column("promoted", priority=1, floor=16),
+    Column("rejected", priority=2, floor=16, optional=True),
+    Column("gates", priority=3, floor=16, optional=True),
+    Column("signals / notes", priority=4, floor=16, optional=True),
+)
 
 
 def _failures(events: list[Any]) -> list[dict[str, Any]]:
@@ -210,53 +253,65 @@ def _failures(events: list[Any]) -> list[dict[str, Any]]:
 
 @app.command("facts")
 def facts_cmd(
-    run_id: Annotated[str, typer.Argument(help="The run.")],
+    run_id: Annotated[str, typer.Argument(help="The run (its id or a unique prefix).")],
     key: Annotated[str | None, typer.Option("--key", help="Only facts of this key.")] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """The facts of a run, in promotion order, with provenance."""
-    store = _store(db)
+    store = read_store(db)
+    run_id = resolve_run(store, run_id)
     try:
         facts = store.facts(run_id, key=key)
     except ConvergeError as exc:
         fail(str(exc))
     if as_json:
-        _json([fact_to_dict(f) for f in facts])
+        print_json([fact_to_dict(f) for f in facts])
         return
-    table = Table(title=f"facts of {run_id} ({len(facts)})", title_justify="left")
-    for col in ("id", "key", "content", "conf", "suggestor", "cycle", "parents"):
-        # the content gets the room; every column folds, none is cut
-        table.add_column(col, overflow="fold", ratio=4 if col == "content" else None)
-    for f in facts:
-        p = f.provenance
-        table.add_row(
-            escape(f.id),
-            escape(f.key),
-            escape(_content(f.content)),
+    rows = [
+        (
+            f.id,
+            f.key,
+            _content(f.content),
             f"{f.confidence:g}",
-            escape(p.suggestor),
-            str(p.cycle),
-            escape(", ".join(p.parents)),
+            f.provenance.suggestor,
+            str(f.provenance.cycle),
+            ", ".join(f.provenance.parents),
         )
-    print_table(table)
+        for f in facts
+    ]
+    print_fitted(f"facts of {run_id} ({len(facts)})", FACT_COLUMNS, rows)
+
+
+FACT_COLUMNS = (
+    Column("id", whole=True),
+    # a fact's id starts with its key: the first column dropped, with conf
+    Column("key", priority=5, whole=True),
+    # the content gets the room; it folds, nothing is cut
+    Column("content", floor=24),
+    Column("conf", priority=4, justify="right", whole=True),
+    Column("suggestor", priority=1, whole=True),
+    Column("cycle", priority=2, justify="right", whole=True),
+    Column("parents", priority=3, floor=16, optional=True),
+)
 
 
 @app.command("lineage")
 def lineage_cmd(
-    run_id: Annotated[str, typer.Argument(help="The run.")],
+    run_id: Annotated[str, typer.Argument(help="The run (its id or a unique prefix).")],
     fact_id: Annotated[str, typer.Argument(help="The fact (e.g. license#3).")],
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """The facts a fact was derived from, as a tree (its parents, their parents...)."""
-    store = _store(db)
+    store = read_store(db)
+    run_id = resolve_run(store, run_id)
     try:
         graph = store.lineage(run_id, fact_id)
     except ConvergeError as exc:
         fail(str(exc))
     if as_json:
-        _json(
+        print_json(
             {
                 "fact": fact_id,
                 "nodes": [
@@ -293,7 +348,9 @@ def verify_cmd(
     """
     if run_id is not None and (all_runs or anchor):
         fail("give a RUN, or --all / --anchor, not both")
-    store = _store(db)
+    store = read_store(db)
+    if run_id is not None:
+        run_id = resolve_run(store, run_id)
     try:
         if anchor is not None:
             reports = store.verify_anchor(anchor)
@@ -303,7 +360,7 @@ def verify_cmd(
         fail(str(exc))
     ok = all(r.ok for r in reports)
     if as_json:
-        _json({"ok": ok, "runs": [r.to_dict() for r in reports]})
+        print_json({"ok": ok, "runs": [r.to_dict() for r in reports]})
     else:
         for r in reports:
             mark = "[green]ok[/]" if r.ok else "[bold red]FAILED[/]"
@@ -321,13 +378,13 @@ def verify_cmd(
 def anchor_cmd(db: DbOption = None, as_json: JsonOption = False) -> None:
     """Print the ledger head (seq:hash, HMAC-signed in a keyed store) to keep outside
     the database; `converge verify --anchor HEAD` later proves nothing before it changed."""
-    store = _store(db)
+    store = read_store(db)
     try:
         head = store.anchor()
     except ConvergeError as exc:
         fail(str(exc))
     if as_json:
-        _json({"anchor": head})
+        print_json({"anchor": head})
     else:
         out.print(head, highlight=False, soft_wrap=True)
 

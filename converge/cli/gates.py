@@ -16,12 +16,22 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from rich.markup import escape
-from rich.table import Table
 
 from audit.approvals import DuplicateVote
 from audit.store import SqlRunStore
+from converge.cli.budgets import (
+    AddCyclesOption,
+    MaxCostOption,
+    MaxCostUsdOption,
+    MaxCyclesOption,
+    MaxFactsOption,
+    MaxInvocationsOption,
+    MaxSecondsOption,
+    MaxTokensOption,
+    budget_changes,
+    resumed_budget,
+)
 from converge.cli.commands import CommandGroup
 from converge.cli.render import (
     DbOption,
@@ -30,10 +40,21 @@ from converge.cli.render import (
     execute_with_progress,
     fail,
     open_run_store,
-    out,
+    print_fitted,
     render_result,
+    resolve_run,
 )
-from converge.decisions import DecisionReport, Execute, decide, job_of_run, list_gates
+from converge.cli.service import BrokerOption, QueueOption, run_queue_for
+from converge.cli.tables import Column
+from converge.decisions import (
+    DecisionReport,
+    Execute,
+    apply_expiry,
+    decide,
+    expire_due,
+    is_expired,
+    job_of_run,
+)
 from converge.jobs import Job
 from engine import (
     Budget,
@@ -66,7 +87,8 @@ def _gate_dict(g: GateRecord) -> dict[str, Any]:
 
 
 def _store(db: str | None) -> SqlRunStore:
-    store = open_run_store(db)
+    # every command here reads a store the runs were recorded in: never create one
+    store = open_run_store(db, must_exist=True)
     assert isinstance(store, SqlRunStore)
     return store
 
@@ -90,37 +112,58 @@ def _content(g: GateRecord) -> str:
 @app.command("gates")
 def gates_cmd(
     pending: Annotated[bool, typer.Option("--pending", help="Only pending gates.")] = False,
+    expire: Annotated[
+        bool,
+        typer.Option(
+            "--expire",
+            help="First decide the gates past their deadline by their on_timeout and "
+            "resume their runs (for cron, when no converge serve or worker keeps them).",
+        ),
+    ] = False,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List HITL gates (newest first)."""
+    """List HITL gates (newest first); only lists, unless --expire."""
     store = _store(db)
     try:
-        # a gate past its deadline is decided by its on_timeout the first time it is listed
-        records = list_gates(store, pending=pending, execute=_quiet_execute(store))
+        if expire:
+            for gate_id in expire_due(store, _quiet_execute(store)):
+                err.print(escape(f"gate {gate_id} expired: decided by its on_timeout"))
+        records = store.gates(pending=pending)
     except ConvergeError as exc:
         fail(str(exc))
     if as_json:
         sys.stdout.write(json.dumps([_gate_dict(g) for g in records], indent=2) + "\n")
         return
-    table = Table(title="gates", title_justify="left")
-    # ids are what a user copies into `approve`: never wrapped or cut
-    table.add_column("gate", no_wrap=True, min_width=len(records[0].gate_id) if records else 4)
-    # a gate id starts with its run id, so the run has no column of its own
-    for col in ("status", "cycle", "proposal", "summary", "decided", "reason"):
-        table.add_column(col)
-    for g in records:
-        decided = f"{g.decided_by} {_when(g.decided_at)}" if g.decided_by else ""
-        table.add_row(
+    rows = [
+        (
             g.gate_id,
             g.status,
             str(g.cycle),
-            escape(_content(g)),
-            escape(g.summary),
-            escape(decided),
-            escape(g.reason or ""),
+            _content(g),
+            g.summary,
+            f"{g.decided_by} {_when(g.decided_at)}" if g.decided_by else "",
+            g.reason or "",
         )
-    out.print(table)
+        for g in records
+    ]
+    print_fitted("gates", GATE_COLUMNS, rows)
+
+
+GATE_COLUMNS = (
+    # ids are what a user copies into `approve`: never wrapped or cut; a gate id
+    # starts with its run id, so the run has no column of its own
+    Column("gate", whole=True),
+    Column("status", whole=True, priority=1),
+    Column("cycle", whole=True, justify="right", priority=4),
+    Column("proposal", floor=24),
+    Column("summary", floor=16, priority=2),
+    Column("decided", floor=16, priority=3, optional=True),
+    Column("reason", floor=16, priority=3, optional=True),
+)
+"""The columns of ``converge gates``: at 80 columns the gate and its proposal
+stay, the others are dropped from the lowest priority up; a column no gate has
+a value in (``decided``, ``reason`` of pending gates) is left out."""
 
 
 def _quiet_execute(store: SqlRunStore) -> Execute:
@@ -130,14 +173,45 @@ def _quiet_execute(store: SqlRunStore) -> Execute:
     return execute
 
 
-def _decide(gate_id: str, decision: GateDecision, db: str | None, as_json: bool) -> None:
+DetachOption = Annotated[
+    bool,
+    typer.Option(
+        "--detach",
+        help="Record the decision and send the run's resume to a worker (--broker, "
+        "$CONVERGE_BROKER; none: a background process); exit 0 at once.",
+    ),
+]
+
+
+def _decide(
+    gate_id: str,
+    decision: GateDecision,
+    db: str | None,
+    as_json: bool,
+    detach: tuple[str | None, str] | None = None,
+) -> None:
+    """Decide; ``detach`` = (broker, queue) sends the resume there instead of running it."""
     if not decision.by.strip():
         fail("--by must name who decides (it is recorded in the audit trail)")
     store = _store(db)
+    queue = None if detach is None else run_queue_for(detach[0], detach[1], db)
     try:
-        report = decide(store, gate_id, decision, execute=_cli_execute(store, as_json))
+        report = decide(store, gate_id, decision, execute=_cli_execute(store, as_json), queue=queue)
     except (DuplicateVote, ConvergeError) as exc:
         fail(str(exc))
+    if queue is not None and not report.still_needed:
+        run_id = report.gate.run_id
+        if as_json:
+            sys.stdout.write(json.dumps(_report_dict(report), indent=2) + "\n")
+        else:
+            verb = "approved" if decision.approved else "rejected"
+            err.print(
+                escape(
+                    f"{verb} gate {report.gate.gate_id} as {decision.by}; run {run_id} "
+                    f"resumes on a worker (follow it: converge watch {run_id})"
+                )
+            )
+        raise typer.Exit(0)
     # only now is the decision recorded: say so, then show where the run went
     verb = "approved" if decision.approved else "rejected"
     if report.result is None:
@@ -195,9 +269,13 @@ def approve_cmd(
     ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
+    detach: DetachOption = False,
+    broker: BrokerOption = None,
+    queue: QueueOption = "converge",
 ) -> None:
     """Approve a gate (with one approval of its quorum) and resume its run to the next stop."""
-    _decide(gate_id, GateDecision.approve(by=by, reason=reason, value=value), db, as_json)
+    decision = GateDecision.approve(by=by, reason=reason, value=value)
+    _decide(gate_id, decision, db, as_json, (broker, queue) if detach else None)
 
 
 @app.command("reject")
@@ -207,77 +285,57 @@ def reject_cmd(
     reason: Annotated[str, typer.Option("--reason", help="Why (recorded).")],
     db: DbOption = None,
     as_json: JsonOption = False,
+    detach: DetachOption = False,
+    broker: BrokerOption = None,
+    queue: QueueOption = "converge",
 ) -> None:
     """Reject a gate (its proposal is dropped and recorded) and resume the run."""
-    _decide(gate_id, GateDecision.reject(by=by, reason=reason), db, as_json)
+    decision = GateDecision.reject(by=by, reason=reason)
+    _decide(gate_id, decision, db, as_json, (broker, queue) if detach else None)
 
 
 @app.command("resume")
 def resume_cmd(
     run_id: Annotated[str, typer.Argument(help="A run stopped by a budget, policy or cancel.")],
-    max_cycles: Annotated[
-        int | None, typer.Option("--max-cycles", help="Cycles in total, those done included.")
-    ] = None,
-    max_facts: Annotated[
-        int | None, typer.Option("--max-facts", help="Facts in total, those kept included.")
-    ] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", help="Tokens in total, those used included.")
-    ] = None,
-    max_seconds: Annotated[
-        float | None,
-        typer.Option("--max-seconds", help="Seconds in total, those run so far included."),
-    ] = None,
-    max_cost_usd: Annotated[
-        float | None,
-        typer.Option("--max-cost-usd", help="USD in total, what was spent included."),
-    ] = None,
-    max_invocations: Annotated[
-        int | None,
-        typer.Option("--max-invocations", help="Invocations in total, those made included."),
-    ] = None,
+    max_cycles: MaxCyclesOption = None,
+    add_cycles: AddCyclesOption = None,
+    max_facts: MaxFactsOption = None,
+    max_tokens: MaxTokensOption = None,
+    max_seconds: MaxSecondsOption = None,
+    max_cost: MaxCostOption = None,
+    max_cost_usd: MaxCostUsdOption = None,
+    max_invocations: MaxInvocationsOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Continue a stopped, expired-gate or crashed run (more budget optional)."""
     store = _store(db)
+    run_id = resolve_run(store, run_id)  # a unique prefix of the id will do
     try:
-        # a pending gate of this run past its deadline: decided by on_timeout first
-        list_gates(store, pending=True, execute=_quiet_execute(store))
+        # a pending gate of this run past its deadline: decided by on_timeout first,
+        # then this command resumes the run (with its budget); others' runs go on
+        for gate in store.gates(pending=True):
+            if gate.run_id == run_id and is_expired(gate):
+                apply_expiry(store, gate, resume=False)
         job = job_of_run(store, run_id)
         checkpoint = store.load_checkpoint(run_id)
         current = Budget.model_validate(checkpoint["budget"])
     except (ConvergeError, KeyError, ValueError) as exc:
         fail(str(exc))
-    changes = {
-        k: v
-        for k, v in {
-            "max_cycles": max_cycles,
-            "max_facts": max_facts,
-            "max_tokens": max_tokens,
-            "max_seconds": max_seconds,
-            "max_cost_usd": max_cost_usd,
-            "max_invocations": max_invocations,
-        }.items()
-        if v is not None
-    }
-    try:
-        budget = Budget.model_validate({**current.model_dump(), **changes})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        fail(f"bad budget: --{where.replace('_', '-')}: {first['msg']}")
-    used = {"max_cycles": checkpoint.get("cycle"), "max_facts": len(checkpoint.get("facts", []))}
-    for name, done in used.items():
-        limit = changes.get(name)
-        if limit and isinstance(done, int) and limit <= done:
-            flag = "--" + name.replace("_", "-")
-            fail(
-                f"{flag} {limit} is not above the {done} already used: budgets are totals "
-                f"(try {flag} {done + (limit or 1)})"
-            )
+    changes = budget_changes(
+        max_cycles=max_cycles,
+        max_facts=max_facts,
+        max_tokens=max_tokens,
+        max_seconds=max_seconds,
+        max_cost=max_cost,
+        max_cost_usd=max_cost_usd,
+        max_invocations=max_invocations,
+    )
+    # no budget given: the run's own (a crashed leg's: the budget it was resumed with)
+    cost_flag = "--max-cost-usd" if max_cost is None else "--max-cost"
+    given = resumed_budget(current, checkpoint, changes, add_cycles, cost_flag=cost_flag)
     result = execute_with_progress(
-        job, store, as_json=as_json, resume=lambda engine: engine.resume_run(run_id, budget)
+        job, store, as_json=as_json, resume=lambda engine: engine.resume_run(run_id, given)
     )
     _finish(result, as_json, job)
 

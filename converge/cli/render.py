@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -14,14 +16,30 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
-from audit import open_store
+from audit import SqlRunStore, open_store, resolve_url
+from converge.cli.tables import Column, fitted_table
 from converge.interrupts import cancel_on_signals
 from converge.jobs import Job
 from converge.reports import Report, ReportSpec, build_reports, facts_by_key
-from engine import ConvergeError, RunResult, RunStore
+from engine import ConvergeError, HitlGatePending, RunResult, RunStore, StopReason
 
-out = Console()
+
+class Output(Console):
+    """The console of stdout. When its reader closes the pipe, it raises
+    ``BrokenPipeError`` (after pointing stdout at the null device) instead of rich's
+    ``SystemExit(1)``: ``run``, ``approve`` and ``resume`` then exit with their
+    stop's code (:func:`render_result`), any other command with 1."""
+
+    def on_broken_pipe(self) -> None:
+        """Drop the rest of the output and raise ``BrokenPipeError``."""
+        drop_stdout()
+        raise BrokenPipeError("the reader of stdout closed the pipe")
+
+
+out = Output()
 err = Console(stderr=True)
 
 DbOption = Annotated[
@@ -42,15 +60,52 @@ def fail(message: str, code: int = BAD_INPUT) -> NoReturn:
 
 
 def open_run_store(
-    db: str | None, *, enabled: bool = True, read_only: bool = False
+    db: str | None,
+    *,
+    enabled: bool = True,
+    read_only: bool = False,
+    must_exist: bool | None = None,
 ) -> RunStore | None:
     """The audit store for ``--db`` (None when disabled; ``read_only`` for commands
-    that only read, so a write-protected SQLite copy works). Exits 2 on a bad URL."""
+    that only read, so a write-protected SQLite copy works). Exits 2 on a bad URL,
+    and, with ``must_exist`` (default: ``read_only``), on a SQLite file that does
+    not exist: a command that reads a store never creates an empty one."""
     if not enabled:
         return None
+    if must_exist if must_exist is not None else read_only:
+        missing = missing_sqlite_file(db)
+        if missing is not None:
+            fail(f"no audit store at {missing} (use --db to point at an existing store)")
     try:
         store: RunStore = open_store(db, read_only=read_only)
         return store
+    except ConvergeError as exc:
+        fail(str(exc))
+
+
+def missing_sqlite_file(db: str | None) -> str | None:
+    """The path of the SQLite file ``db`` names (``--db``, ``$CONVERGE_DB`` or
+    ``converge.db``) when that file does not exist; None when it exists or ``db``
+    is no SQLite file (a PostgreSQL URL, ``:memory:``, a ``file:`` URI)."""
+    try:
+        url = make_url(resolve_url(db))
+    except ArgumentError:
+        return None  # open_store says what is wrong with it
+    path = url.database
+    if url.get_backend_name() != "sqlite" or not path or path == ":memory:":
+        return None
+    if path.startswith("file:") or Path(path).exists():
+        return None
+    return path
+
+
+def resolve_run(store: RunStore | None, run_id: str) -> str:
+    """The full id of the run ``run_id`` names, in full or by a unique prefix
+    (:meth:`audit.SqlRunStore.resolve_run_id`); exits 2 naming the candidates of
+    an ambiguous prefix, or saying there is no such run."""
+    assert isinstance(store, SqlRunStore)
+    try:
+        return store.resolve_run_id(run_id)
     except ConvergeError as exc:
         fail(str(exc))
 
@@ -91,14 +146,31 @@ def execute_with_progress(
     return result
 
 
+def fit_width() -> int | None:
+    """The width (characters) tables must fit: the terminal's, or ``$COLUMNS`` when
+    set; None when the output is piped or redirected without ``$COLUMNS`` (a table
+    then takes the width its cells need, so ``grep`` sees whole rows)."""
+    if out.is_terminal or os.environ.get("COLUMNS", "").strip().isdigit():
+        return out.width
+    return None
+
+
+def print_fitted(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> None:
+    """A table of plain-text ``rows`` fitted to :func:`fit_width` (low-priority
+    columns dropped, :func:`converge.cli.tables.fitted_table`), printed whole."""
+    print_table(fitted_table(title, columns, rows, fit_width()))
+
+
 def print_table(table: Table) -> None:
-    """Print ``table`` whole: on a terminal it wraps to the terminal's width; piped or
-    redirected, it takes the width its cells need, so no value is cut or broken."""
-    if out.is_terminal:
+    """Print ``table`` whole: on a terminal (or with ``$COLUMNS``) it wraps to that
+    width; piped or redirected, it takes the width its cells need, so no value is
+    cut or broken."""
+    if fit_width() is not None:
         out.print(table)
         return
     needed = Measurement.get(out, out.options.update(max_width=100_000), table).maximum
-    wide = Console(width=max(needed, out.width), no_color=out.no_color, highlight=False)
+    # an Output too: a closed pipe ends a run's output with the run's exit code
+    wide = Output(width=max(needed, out.width), no_color=out.no_color, highlight=False)
     wide.print(table, crop=False)
 
 
@@ -141,13 +213,66 @@ def render_result(
     reports: Sequence[ReportSpec] | None = None,
     all_facts: bool = False,
 ) -> None:
-    """The summary of a run of ``job``: stop reason, explain, criteria as evaluated at
-    the stop, usage, budget, facts per key, then the job's report tables.
+    """The summary of a run of ``job``: stop reason, explain, the next command (a
+    paused run's ``converge approve GATE --by NAME``), criteria as evaluated at the
+    stop, usage, budget, facts per key, then the job's report tables.
 
     With ``as_json``, one JSON object: :meth:`RunResult.to_dict` plus ``"facts"``,
     ``{key: [content, ...]}`` for the report keys (every key with ``all_facts``).
     ``reports`` default to the ``report:`` entries of ``job`` when it is a :class:`Job`.
+
+    A reader that closes the pipe early (``converge run job.yaml | head``) does not
+    change the exit code: the rest of the output is dropped and the command exits
+    with the stop's code (``typer.Exit``), as it would have after printing it all.
     """
+    try:
+        _render_result(result, as_json=as_json, job=job, reports=reports, all_facts=all_facts)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        drop_stdout()
+        raise typer.Exit(result.stop_reason.exit_code) from None
+
+
+def drop_stdout() -> None:
+    """Point stdout at the null device, once its reader closed the pipe: what is
+    still buffered, and the flush at exit, then go nowhere instead of failing (a
+    failed flush at exit would turn the exit code into 120)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (a test's capture)
+        pass
+    finally:
+        os.close(devnull)
+
+
+def next_commands(reason: StopReason) -> list[str]:
+    """The commands that continue a run paused at a gate, with their required
+    options (none for any other stop)."""
+    if not isinstance(reason, HitlGatePending):
+        return []
+    gate = reason.gate_id
+    return [
+        f"converge approve {gate} --by NAME",
+        f"converge reject {gate} --by NAME --reason WHY",
+    ]
+
+
+def print_next_commands(reason: StopReason) -> None:
+    """:func:`next_commands`, one line each (``next:``, ``or:``): never wrapped
+    inside a table cell, as they are copied and pasted."""
+    for label, command in zip(("next:", "  or:"), next_commands(reason), strict=False):
+        out.print(f"[bold]{label}[/] {escape(command)}", highlight=False, soft_wrap=True)
+
+
+def _render_result(
+    result: RunResult,
+    *,
+    as_json: bool,
+    job: str | Job | None,
+    reports: Sequence[ReportSpec] | None,
+    all_facts: bool,
+) -> None:
     if isinstance(job, Job):
         if reports is None:
             reports = job.spec.report
@@ -184,6 +309,7 @@ def render_result(
             f"criterion {escape(c.id)}", escape(c.outcome + (f" ({c.reason})" if c.reason else ""))
         )
     out.print(table)
+    print_next_commands(reason)
     counts = Counter(f.key for f in result.context)
     facts = Table(title="facts per key", title_justify="left")
     facts.add_column("key")

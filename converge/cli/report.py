@@ -17,7 +17,7 @@ import typer
 
 from audit import SqlRunStore
 from converge.cli.commands import CommandGroup
-from converge.cli.render import DbOption, fail, open_run_store, print_reports
+from converge.cli.render import DbOption, fail, open_run_store, print_reports, resolve_run
 from converge.jobs import job_from_record
 from converge.reports import (
     FORMATS,
@@ -53,7 +53,7 @@ def run_reports(store: SqlRunStore, run_id: str, key: str | None = None) -> list
 
 @app.command("report")
 def report_cmd(
-    run_id: Annotated[str, typer.Argument(help="The run.")],
+    run_id: Annotated[str, typer.Argument(help="The run (its id or a unique prefix).")],
     key: Annotated[
         str | None, typer.Option("--key", help="Only the reports of this fact key.")
     ] = None,
@@ -70,6 +70,7 @@ def report_cmd(
         fail(f"--format {fmt!r} is not one of: {', '.join(FORMATS)}")
     store = open_run_store(db, read_only=True)
     assert isinstance(store, SqlRunStore)
+    run_id = resolve_run(store, run_id)  # a unique prefix of the id will do
     try:
         specs = run_reports(store, run_id, key)
         facts: list[Fact] = store.facts(run_id)

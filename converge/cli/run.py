@@ -7,6 +7,17 @@ from typing import Annotated
 
 import typer
 
+from converge.cli.budgets import (
+    MaxCostOption,
+    MaxCostUsdOption,
+    MaxCyclesOption,
+    MaxFactsOption,
+    MaxInvocationsOption,
+    MaxSecondsOption,
+    MaxTokensOption,
+    apply_budget,
+    budget_changes,
+)
 from converge.cli.commands import CommandGroup
 from converge.cli.render import (
     BAD_INPUT,
@@ -33,7 +44,11 @@ EXIT_CODES = (
 OTLP_ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
 
-@app.command(help=f"Run a job to its stop and print its summary and reports.\n\n{EXIT_CODES}")
+@app.command(
+    help="Run a job to its stop and print its summary and reports.\n\n"
+    "--max-cycles, --max-seconds, --max-tokens, --max-cost... replace those limits "
+    f"of the job file's budget: for this run.\n\n{EXIT_CODES}"
+)
 def run(
     job_file: Annotated[str, typer.Argument(help="The job file (YAML).")],
     db: DbOption = None,
@@ -55,11 +70,33 @@ def run(
             "on by itself when OTEL_EXPORTER_OTLP_ENDPOINT is set.",
         ),
     ] = False,
+    max_cycles: MaxCyclesOption = None,
+    max_facts: MaxFactsOption = None,
+    max_tokens: MaxTokensOption = None,
+    max_seconds: MaxSecondsOption = None,
+    max_cost: MaxCostOption = None,
+    max_cost_usd: MaxCostUsdOption = None,
+    max_invocations: MaxInvocationsOption = None,
 ) -> None:
     try:
         job = load_job(job_file)
     except ConvergeError as exc:
         fail(str(exc))
+    # --max-* over the job file's budget: (recorded in the run's checkpoints, so a
+    # resume of this run goes on with it)
+    changes = budget_changes(
+        max_cycles=max_cycles,
+        max_facts=max_facts,
+        max_tokens=max_tokens,
+        max_seconds=max_seconds,
+        max_cost=max_cost,
+        max_cost_usd=max_cost_usd,
+        max_invocations=max_invocations,
+    )
+    if changes:
+        cost_flag = "--max-cost-usd" if max_cost is None else "--max-cost"
+        budget = apply_budget(job.spec.budget, changes, cost_flag=cost_flag)
+        job.spec = job.spec.model_copy(update={"budget": budget})
     store = open_run_store(db, enabled=not no_audit)
     if otel or any(os.environ.get(v) for v in OTLP_ENDPOINTS):
         result = _run_traced(job, store, as_json=as_json)

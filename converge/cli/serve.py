@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -9,6 +10,8 @@ import typer
 from audit.store import SqlRunStore
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store
+from converge.cli.service import BrokerOption, QueueOption
+from converge.service import DeadlineKeeper, LocalRunPool, RunQueue
 
 app = CommandGroup()
 
@@ -18,14 +21,40 @@ def serve_cmd(
     host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TCP port.")] = 8000,
     db: DbOption = None,
+    broker: BrokerOption = None,
+    queue: QueueOption = "converge",
+    pool: Annotated[
+        int, typer.Option("--pool", min=1, help="Without a broker: runs resumed at once here.")
+    ] = 2,
 ) -> None:
-    """Serve the approval inbox: pending gates, gate and run pages, the JSON API."""
+    """Serve the approval inbox: pending gates, gate and run pages, the JSON API.
+
+    A decision answers at once: the run's resume goes to the workers of --broker
+    ($CONVERGE_BROKER), or without one to a pool of --pool threads of this server,
+    never into the request. The server also applies the gates' deadlines on time.
+    """
     try:
         import uvicorn
 
         from converge.web import create_app
     except ImportError as exc:
-        fail(f"converge serve needs the 'web' extra: pip install 'converge[web]' ({exc})")
+        fail(f"converge serve needs the 'web' extra: pip install 'converge-engine[web]' ({exc})")
     store = open_run_store(db)
     assert isinstance(store, SqlRunStore)
-    uvicorn.run(create_app(store), host=host, port=port, log_level="info")
+    url = broker or os.environ.get("CONVERGE_BROKER")
+    runs: RunQueue
+    if url:
+        try:
+            from converge.workers import CeleryRunQueue
+        except ImportError as exc:
+            fail(f"{exc} (a broker needs the 'workers' extra)")
+        runs = CeleryRunQueue(url, queue)
+    else:
+        runs = LocalRunPool(store, pool)
+    keeper = DeadlineKeeper(store, runs).start()
+    try:
+        uvicorn.run(create_app(store, run_queue=runs), host=host, port=port, log_level="info")
+    finally:
+        keeper.stop()
+        if isinstance(runs, LocalRunPool):
+            runs.close()

@@ -1,13 +1,17 @@
-"""``converge worker``: a Celery worker running suggestors for remote runs."""
+"""``converge worker``: a Celery worker running suggestors and whole runs (docs/service.md)."""
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
 
+from audit.store import SqlRunStore
 from converge.cli.commands import CommandGroup
-from converge.cli.render import fail
+from converge.cli.render import DbOption, fail, open_run_store, out
+from converge.service import DeadlineKeeper, execute_run, recover_runs
+from engine import ConvergeError
 
 app = CommandGroup()
 
@@ -15,27 +19,90 @@ app = CommandGroup()
 @app.command()
 def worker(
     broker: Annotated[
-        str, typer.Option("--broker", help="Broker URL, e.g. amqp://guest:guest@host:5672//.")
-    ],
+        str | None,
+        typer.Option(
+            "--broker", help="Broker URL, e.g. amqp://guest:guest@host:5672// ($CONVERGE_BROKER)."
+        ),
+    ] = None,
     backend: Annotated[
-        str, typer.Option("--backend", help="Result backend URL, e.g. redis://host:6379/0.")
-    ],
+        str | None,
+        typer.Option(
+            "--backend",
+            help="Result backend URL, e.g. redis://host:6379/0 (needed for suggestor tasks).",
+        ),
+    ] = None,
     queue: Annotated[str, typer.Option("--queue", help="The queue to consume.")] = "converge",
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Worker processes.")] = 1,
     hostname: Annotated[
         str | None, typer.Option("--hostname", help="Celery node name (default from the pid).")
     ] = None,
     loglevel: Annotated[str, typer.Option("--loglevel", help="Celery log level.")] = "WARNING",
+    db: DbOption = None,
+    recover: Annotated[
+        bool,
+        typer.Option("--recover", help="Send again the runs no worker is executing, then exit."),
+    ] = False,
+    run_id: Annotated[
+        str | None,
+        typer.Option("--run", help="Execute this one run here, without a broker, then exit."),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="With --run: resume it (its gate was decided).")
+    ] = False,
 ) -> None:
-    """Run suggestors sent by `Engine(executor=CeleryExecutor(...))` until stopped.
+    """Run suggestors and whole runs sent to a queue, until stopped.
 
-    Start it where the suggestors' modules import (the job's directory, or with
-    them on PYTHONPATH). Needs the 'workers' extra.
+    Executes the suggestor tasks of `Engine(executor=CeleryExecutor(...))` and the
+    runs of `converge submit` and `approve --detach`, over the store of --db
+    ($CONVERGE_DB). At start it sends again the runs that no worker is executing
+    (queued, or crashed with their worker). Start it where the jobs' modules
+    import. Needs the 'workers' extra, except with --run.
     """
+    if db:
+        os.environ["CONVERGE_DB"] = db  # the worker processes open the store themselves
+    if run_id is not None:
+        _run_here(db, run_id, resume)
+        return
+    url = broker or os.environ.get("CONVERGE_BROKER")
+    if not url:
+        fail("converge worker needs --broker (or $CONVERGE_BROKER), or --run RUN")
     try:
-        from converge.workers import run_worker
+        from converge.workers import CeleryRunQueue, run_worker
     except ImportError as exc:
         fail(str(exc))
+    store = open_run_store(db)
+    assert isinstance(store, SqlRunStore)
+    runs = CeleryRunQueue(url, queue)
+    try:
+        sent = recover_runs(store, runs)
+    except ConvergeError as exc:
+        fail(str(exc))
+    finally:
+        runs.close()
+        store.close()  # the worker processes open their own
+    if sent:
+        out.print(f"sent again {len(sent)} run(s): {', '.join(sent)}", highlight=False)
+    if recover:
+        return
+    # this process (not its workers) keeps the gates' deadlines of the store
+    kept = open_run_store(db)
+    assert isinstance(kept, SqlRunStore)
+    keeper = DeadlineKeeper(kept, CeleryRunQueue(url, queue)).start()
     run_worker(
-        broker, backend, queue=queue, concurrency=concurrency, hostname=hostname, loglevel=loglevel
+        url, backend, queue=queue, concurrency=concurrency, hostname=hostname, loglevel=loglevel
     )
+    keeper.stop()
+
+
+def _run_here(db: str | None, run_id: str, resume: bool) -> None:
+    """``--run``: the run's next stop decides the exit code (0 when nothing was left to do)."""
+    store = open_run_store(db, must_exist=True)
+    assert isinstance(store, SqlRunStore)
+    try:
+        result = execute_run(store, run_id, "resume" if resume else "run")
+    except ConvergeError as exc:
+        fail(str(exc))
+    finally:
+        store.close()
+    if result is not None:
+        raise typer.Exit(result.stop_reason.exit_code)

@@ -22,14 +22,21 @@ The modules: :mod:`~converge.jobs.spec` (the pydantic models of the format),
 :mod:`~converge.jobs.source` (the YAML text, read safely, with its lines),
 :mod:`~converge.jobs.loading` (:func:`load_job`, :func:`parse_job`),
 :mod:`~converge.jobs.job` (:class:`Job`, which builds the engine) and
-:mod:`~converge.jobs.references` (where references import from).
+:mod:`~converge.jobs.references` (where references import from: next to the job
+file first; a job module named like one of converge's packages is loaded under a
+private name, so it cannot shadow them).
 """
 
 from __future__ import annotations
 
 from converge.jobs.job import Job
 from converge.jobs.loading import job_from_record, load_job, parse_job
-from converge.jobs.references import add_import_root, import_root
+from converge.jobs.references import (
+    FRAMEWORK_PACKAGES,
+    add_import_root,
+    import_root,
+    resolve_job_reference,
+)
 from converge.jobs.source import MAX_DEPTH, MAX_NODES
 from converge.jobs.spec import (
     MODEL_ENV,
@@ -44,6 +51,7 @@ from converge.jobs.spec import (
 )
 
 __all__ = [
+    "FRAMEWORK_PACKAGES",
     "MAX_DEPTH",
     "MAX_NODES",
     "MODEL_ENV",
@@ -61,4 +69,5 @@ __all__ = [
     "job_from_record",
     "load_job",
     "parse_job",
+    "resolve_job_reference",
 ]

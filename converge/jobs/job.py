@@ -16,8 +16,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from converge.jobs.references import add_import_root
-from converge.jobs.source import line_at, validation_error
+from converge.jobs.errors import validation_error
+from converge.jobs.references import resolve_job_reference
+from converge.jobs.source import line_at
 from converge.jobs.spec import MODEL_ENV, JobSpec
 from engine import (
     Budget,
@@ -30,10 +31,10 @@ from engine import (
     OnStop,
     RunStore,
 )
-from engine.references import resolve_reference
 from gates.hitl import DEFAULT_SUMMARY, require_approval
 from gates.policies import apply_stop_conditions
 from gates.promotion import ContentSchema, MinConfidence
+from gates.stop_specs import StopConditionSpec
 
 __all__ = ["Job"]
 
@@ -105,6 +106,13 @@ class Job:
             raise self._error(str(exc), ("suggestors",)) from exc
         return engine
 
+    def resolve(self, ref: str, *, call: bool = True) -> Any:
+        """Import one of this job's ``module:attribute`` references as its run does:
+        from the job file's directory first (see
+        :func:`converge.jobs.references.resolve_job_reference`), whichever the
+        current directory. Raises :class:`ImportReferenceError`."""
+        return resolve_job_reference(ref, self.path, call=call)
+
     # -- helpers ---------------------------------------------------------------------
     def _executor(self, references: dict[str, str]) -> Any:
         """The job's ``executor:`` (None = in-process); the Celery extra is imported
@@ -113,7 +121,7 @@ class Job:
             return None
         c = self.spec.executor.celery
         try:
-            from converge.workers import CeleryExecutor
+            from converge.workers.executor import CeleryExecutor
         except ImportError as exc:
             raise self._error(str(exc), ("executor", "celery")) from exc
         broker = self._from_env(c.broker, ("executor", "celery", "broker"))
@@ -136,7 +144,13 @@ class Job:
             new_budget, policies = apply_stop_conditions(budget, self.spec.stop_conditions)
             return new_budget, list(policies)
         except ValidationError as exc:
-            raise validation_error(exc, self.path, self.lines, prefix=("stop_conditions",)) from exc
+            raise validation_error(
+                exc,
+                self.path,
+                self.lines,
+                prefix=("stop_conditions",),
+                schema=list[StopConditionSpec],
+            ) from exc
         except (ConfigurationError, ValueError, TypeError) as exc:
             raise self._error(str(exc), ("stop_conditions",)) from exc
 
@@ -228,9 +242,8 @@ class Job:
     def _ref(
         self, ref: str, loc: tuple[str | int, ...], *, many: bool = False, call: bool = True
     ) -> Any:
-        add_import_root(self.path)
         try:
-            return resolve_reference(ref, call=call)
+            return self.resolve(ref, call=call)
         except ImportReferenceError as exc:
             raise self._error(str(exc), loc) from exc
 

@@ -9,8 +9,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from converge.jobs.errors import validation_error
 from converge.jobs.job import Job
-from converge.jobs.source import read_yaml, validation_error
+from converge.jobs.references import add_import_root
+from converge.jobs.source import read_yaml
 from converge.jobs.spec import JobSpec
 from engine import ConfigurationError, JobFileError
 
@@ -54,11 +56,16 @@ def parse_job(text: str, path: str = "<job>") -> Job:
 
 
 def job_from_record(record: dict[str, Any]) -> Job:
-    """Rebuild a job from :meth:`Job.record` (as stored with a run)."""
+    """Rebuild a job from :meth:`Job.record` (as stored with a run).
+
+    The recorded job file's :func:`~converge.jobs.references.import_root` goes on
+    ``sys.path``, so its references (a gate's ``validate_value`` hook too) import
+    from where the run found them, whichever the current directory."""
     raw = record.get("spec")
     if not isinstance(raw, dict):
         raise ConfigurationError("the run recorded no job spec")
     path = str(record.get("path") or "<recorded job>")
+    add_import_root(path)
     try:
         spec = JobSpec.model_validate(raw)
     except ValidationError as exc:

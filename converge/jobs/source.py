@@ -3,8 +3,8 @@
 :func:`read_yaml` refuses hostile input with one line, not a traceback (YAML
 errors, nesting deeper than :data:`MAX_DEPTH`, more than :data:`MAX_NODES` nodes
 once aliases are expanded, values YAML cannot construct) and maps each field's
-location (``("gates", 0, "hitl")``) to its line, so that :func:`line_at` and
-:func:`validation_error` can name the line of a bad field.
+location (``("gates", 0, "hitl")``) to its line, so that :func:`line_at` (and
+:func:`converge.jobs.errors.validation_error`) can name the line of a bad field.
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 from engine import JobFileError
 
-__all__ = ["MAX_DEPTH", "MAX_NODES", "Lines", "line_at", "read_yaml", "validation_error"]
+__all__ = ["MAX_DEPTH", "MAX_NODES", "Lines", "line_at", "read_yaml"]
 
 Lines = dict[tuple[str | int, ...], int]
 """The line (1-based) of each field's location in a job file."""
@@ -143,19 +142,3 @@ def line_at(lines: Lines, loc: tuple[str | int, ...]) -> int | None:
         if line is not None:
             return line
     return None
-
-
-def validation_error(
-    exc: ValidationError,
-    path: str,
-    lines: Lines,
-    prefix: tuple[str | int, ...] = (),
-) -> JobFileError:
-    """Pydantic's first error as one :class:`JobFileError` naming the field (under
-    ``prefix``, as written in YAML), its line, and how many more errors there are."""
-    err = exc.errors()[0]
-    loc = (*prefix, *(p for p in err["loc"] if not (isinstance(p, str) and "[" in p)))
-    loc = tuple("schema" if p == "schema_" else p for p in loc)
-    field = ".".join(str(p) for p in loc) or "(top level)"
-    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return JobFileError(f"{field}: {err['msg']}{more}", path=path, line=line_at(lines, loc))

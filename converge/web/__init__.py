@@ -14,7 +14,8 @@ try:
     import jinja2  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
-        f"converge.web needs the 'web' extra: pip install 'converge[web]' (missing {exc.name})"
+        "converge.web needs the 'web' extra: pip install 'converge-engine[web]' "
+        f"(missing {exc.name})"
     ) from exc
 
 from converge.web.app import create_app

@@ -11,18 +11,22 @@ from urllib.parse import quote
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from audit.store import SqlRunStore
+from converge.service import LocalRunPool, RunQueue
 from converge.web import gates, runs, session
 from converge.web.auth import LoginRequired, csrf_token
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_BODY_BYTES = 64 * 1024
 """The largest request body accepted (bytes); larger ones are answered 413."""
+DEFAULT_422 = "#/components/schemas/HTTPValidationError"
+"""FastAPI's default 422 body, which this app never answers (see :func:`create_app`)."""
 
 
 class BodyLimit:
@@ -81,14 +85,50 @@ def _wants_html(request: Request) -> bool:
     return not request.url.path.startswith("/api/")
 
 
+def _openapi_of(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    """The OpenAPI document of the JSON API (``/api/...``; the pages are for a browser).
+
+    Each route lists the refusals it can answer with their bodies
+    (``responses=answers(...)``, :mod:`converge.web.errors`): a 422 has the shape of
+    :class:`~converge.web.errors.InvalidRequest`. FastAPI's default 422 (an array of
+    validation errors, which this app never answers) is left out, also on routes that
+    cannot answer 422 at all (a path taking any string).
+    """
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = get_openapi(title=app.title, version=app.version, routes=app.routes)
+            doc["paths"] = {p: ops for p, ops in doc["paths"].items() if p.startswith("/api/")}
+            schemas = doc.get("components", {}).get("schemas", {})
+            for default in ("HTTPValidationError", "ValidationError"):
+                schemas.pop(default, None)
+            for operation in (op for path in doc["paths"].values() for op in path.values()):
+                responses = operation.get("responses", {})
+                body = responses.get("422", {}).get("content", {}).get("application/json", {})
+                if body.get("schema") == {"$ref": DEFAULT_422}:
+                    del responses["422"]
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    return openapi
+
+
 def create_app(
-    store: SqlRunStore, *, secret: bytes | None = None, clock: Callable[[], float] = time.time
+    store: SqlRunStore,
+    *,
+    secret: bytes | None = None,
+    clock: Callable[[], float] = time.time,
+    run_queue: RunQueue | None = None,
 ) -> FastAPI:
     """The inbox over ``store``: pages, ``/api`` and ``/login``.
 
     ``secret`` keys the CSRF tokens of the forms (default: random per app, so a
     restart invalidates open forms); ``clock`` gives unix seconds for ages and
     deadlines (tests inject one). Bodies over 64 KiB are refused with 413.
+    ``run_queue`` is where a decision sends the resume of its run (a Celery queue,
+    :class:`converge.workers.CeleryRunQueue`); default: a
+    :class:`converge.service.LocalRunPool` of two threads of this process, so a
+    request never runs a job (``app.state.run_queue``).
     """
     # no Swagger UI: it loads its assets from a CDN; the schema stays at /api/openapi.json
     app = FastAPI(
@@ -98,6 +138,7 @@ def create_app(
         openapi_url="/api/openapi.json",
     )
     app.state.store = store
+    app.state.run_queue = run_queue if run_queue is not None else LocalRunPool(store)
     app.state.secret = secret or secrets.token_bytes(32)
     app.state.clock = clock
     templates = Jinja2Templates(directory=str(TEMPLATES))
@@ -129,9 +170,10 @@ def create_app(
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         if _wants_html(request) and exc.status_code != 401:
             return _error_page(request, exc.status_code, str(exc.detail))
-        return JSONResponse(
-            {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
-        )
+        body: dict[str, Any] = {"detail": exc.detail}
+        if exc.status_code == 422:  # the shape of every 422 (converge.web.errors)
+            body["errors"] = getattr(exc, "errors", [str(exc.detail)])
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
     def _error_page(request: Request, status: int, message: str) -> Response:
         response: Response = render(
@@ -143,6 +185,7 @@ def create_app(
     app.include_router(gates.router)
     app.include_router(runs.router)
     app.add_middleware(BodyLimit)
+    app.openapi = _openapi_of(app)  # type: ignore[method-assign]
     return app
 
 

@@ -13,7 +13,8 @@ import hashlib
 import hmac
 from typing import Annotated
 
-from fastapi import Depends, Header, HTTPException, Request
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from audit.store import SqlRunStore
@@ -33,12 +34,21 @@ def store_of(request: Request) -> SqlRunStore:
     return store
 
 
+BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="token",
+    description="An API token of `converge token add NAME` (approver or viewer).",
+)
+"""The API's security scheme (in the OpenAPI document): ``Authorization: Bearer TOKEN``."""
+
+
 async def api_principal(
-    request: Request, authorization: Annotated[str | None, Header()] = None
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
 ) -> Principal:
     """The person of the bearer token; 401 when it is missing or unknown."""
-    scheme, _, token = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = "" if credentials is None else credentials.credentials
+    if not token.strip():
         raise HTTPException(
             401,
             "authentication required: send 'Authorization: Bearer TOKEN' "

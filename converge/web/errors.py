@@ -1,8 +1,17 @@
-"""Errors of the library as HTTP answers: a status and one clear message."""
+"""Errors of the library as HTTP answers: a status and one clear message.
+
+Every refusal of the JSON API has the body ``{"detail": "what is wrong"}``
+(:class:`Problem`); a 422 adds ``errors``, one ``"where: what"`` line per problem
+(:class:`InvalidRequest`), whether FastAPI's validation or a gate's value hook
+refused the request. :func:`answers` documents them in the OpenAPI document.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import HTTPException
+from pydantic import BaseModel
 
 from audit.approvals import DuplicateVote
 from converge.decisions import InvalidValue
@@ -17,6 +26,63 @@ from engine import (
 )
 
 
+class Problem(BaseModel):
+    """The body of a refused request (400, 401, 403, 404, 409, 413): one message."""
+
+    detail: str
+
+
+class InvalidRequest(BaseModel):
+    """The body of a 422: ``detail`` names every field in one line, ``errors`` has one
+    ``"location: message"`` per problem (``"query.status: Input should be ..."``)."""
+
+    detail: str
+    errors: list[str]
+
+
+class Unprocessable(HTTPException):
+    """A 422 for one field (``body.value``...) with its message."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(422, message)
+        self.errors = [f"{field}: {message}"]
+
+
+WHEN: dict[int, str] = {
+    400: "The request cannot be carried out (the message says why); nothing was recorded.",
+    401: "No bearer token, or an unknown one.",
+    403: "A viewer token deciding a gate.",
+    404: "Unknown gate or run.",
+    409: (
+        "The gate is decided already (the message names who and when), its quorum is "
+        "reached, it expired, this person voted on it already, or its run is busy."
+    ),
+    413: "A body over 64 KiB (announced or streamed); nothing was recorded.",
+    422: (
+        "A wrong type, a missing or unknown field, a bad filter value (the message names "
+        "the field), or a value the gate policy's hook refuses; nothing was recorded."
+    ),
+}
+"""When each refusal is answered: its description in the OpenAPI document."""
+
+
+def answers(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The ``responses=`` of a route that may refuse with ``statuses`` (keys of
+    :data:`WHEN`): each with its body model and when it is answered."""
+    out: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        entry: dict[str, Any] = {
+            "model": InvalidRequest if status == 422 else Problem,
+            "description": WHEN[status],
+        }
+        if status == 401:
+            entry["headers"] = {
+                "WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}
+            }
+        out[status] = entry
+    return out
+
+
 def http_error(exc: ConvergeError) -> HTTPException:
     """404 unknown gate or run; 409 decided, expired, already voted, busy; 422 a value
     the gate's hook refused; 400 otherwise."""
@@ -25,5 +91,5 @@ def http_error(exc: ConvergeError) -> HTTPException:
     if isinstance(exc, GateAlreadyDecided | GateExpired | DuplicateVote | RunBusy | ResumeError):
         return HTTPException(409, str(exc))
     if isinstance(exc, InvalidValue):
-        return HTTPException(422, str(exc))
+        return Unprocessable("body.value", str(exc))
     return HTTPException(400, str(exc))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from starlette.concurrency import run_in_threadpool
 
@@ -13,7 +13,7 @@ from audit.approvals import MAX_REASON_CHARS
 from audit.tokens import Principal
 from converge.decisions import DecisionReport, decide
 from converge.web.auth import api_decider, api_principal, check_csrf, page_principal, store_of
-from converge.web.errors import http_error
+from converge.web.errors import answers, http_error
 from converge.web.views import gate_dict, gate_page_data, gates_list
 from engine import ConvergeError, GateDecision
 
@@ -37,21 +37,35 @@ def _report(request: Request, report: DecisionReport) -> dict[str, Any]:
     store = store_of(request)
     out = gate_dict(store, report.gate, clock=request.app.state.clock)
     run = store.run(report.gate.run_id)
-    out["run"] = {"run_id": run.run_id, "status": run.status, "kind": run.kind}
+    out["run"] = {
+        "run_id": run.run_id,
+        "status": run.status,
+        "kind": run.kind,
+        "url": f"/runs/{run.run_id}",
+        "api_url": f"/api/runs/{run.run_id}",
+    }
     return out
 
 
 async def _decide(request: Request, gate_id: str, decision: GateDecision) -> DecisionReport:
+    """Record the decision; a resume it starts is sent to the app's run queue (a
+    worker, or the server's own pool), never run in this request."""
     try:
         return await run_in_threadpool(
-            lambda: decide(store_of(request), gate_id, decision, clock=request.app.state.clock)
+            lambda: decide(
+                store_of(request),
+                gate_id,
+                decision,
+                clock=request.app.state.clock,
+                queue=request.app.state.run_queue,
+            )
         )
     except ConvergeError as exc:
         raise http_error(exc) from exc
 
 
 # -- the JSON API -----------------------------------------------------------------------
-@router.get("/api/gates")
+@router.get("/api/gates", responses=answers(401, 422))
 async def api_gates(
     request: Request,
     _who: Annotated[Principal, Depends(api_principal)],
@@ -64,7 +78,7 @@ async def api_gates(
     return await run_in_threadpool(gates_list, store_of(request), wanted, request.app.state.clock)
 
 
-@router.get("/api/gates/{gate_id}")
+@router.get("/api/gates/{gate_id}", responses=answers(401, 404))
 async def api_gate(
     request: Request, gate_id: str, _who: Annotated[Principal, Depends(api_principal)]
 ) -> dict[str, Any]:
@@ -79,19 +93,31 @@ async def api_gate(
     return data
 
 
-@router.post("/api/gates/{gate_id}/decision")
+@router.post(
+    "/api/gates/{gate_id}/decision",
+    status_code=202,
+    responses={
+        200: {"description": "A vote recorded; the gate still needs more approvals."},
+        **answers(400, 401, 403, 404, 409, 413, 422),
+    },
+)
 async def api_decision(
     request: Request,
     gate_id: str,
     body: DecisionIn,
     who: Annotated[Principal, Depends(api_decider)],
-) -> dict[str, Any]:
-    """Approve or reject as the token's person: 200 with the gate and its run's state."""
+) -> Any:
+    """Approve or reject as the token's person: 202 with the gate and its run (its
+    ``url``) when the decision decided the gate and its run's resume was sent to a
+    worker; 200 when a quorum still needs approvals. Never runs the job here."""
     decision = GateDecision(
         approved=body.approved, by=who.name, reason=body.reason, value=body.value
     )
     report = await _decide(request, gate_id, decision)
-    return await run_in_threadpool(_report, request, report)
+    out = await run_in_threadpool(_report, request, report)
+    if report.still_needed:
+        return JSONResponse(out, status_code=200)
+    return out
 
 
 # -- the pages --------------------------------------------------------------------------
@@ -155,5 +181,6 @@ async def gate_form(
         value = None  # the form's value field goes with an approval only
     decision = GateDecision(approved=action == "approve", by=who.name, reason=reason, value=value)
     report = await _decide(request, gate_id, decision)
-    target = f"/runs/{report.gate.run_id}" if report.result is not None else f"/gates/{gate_id}"
+    # decided: the run's live page follows its resume; a vote short of the quorum stays
+    target = f"/runs/{report.gate.run_id}" if not report.still_needed else f"/gates/{gate_id}"
     return RedirectResponse(target, status_code=303)

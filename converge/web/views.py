@@ -16,14 +16,7 @@ from audit.approvals import Vote, deciding_vote, votes
 from audit.lineage import lineage_graph
 from audit.store import SqlRunStore
 from audit.timeline import last_budget_status, timeline
-from converge.decisions import (
-    Clock,
-    apply_expiry,
-    approvals_required,
-    is_expired,
-    job_of_run,
-    list_gates,
-)
+from converge.decisions import Clock, approvals_required, is_expired, job_of_run
 from converge.jobs import Job
 from converge.web.pictures import budget_svg, graph_svg
 from engine import Budget, BudgetStatus, ConvergeError, Fact, GateRecord
@@ -82,8 +75,9 @@ def gate_dict(store: SqlRunStore, g: GateRecord, *, clock: Clock = time.time) ->
 def gates_list(
     store: SqlRunStore, status: str | None, clock: Clock = time.time
 ) -> list[dict[str, Any]]:
-    """Gates newest first, filtered by ``status`` (None = all), deadlines applied first."""
-    records = list_gates(store, pending=status == "pending", clock=clock)
+    """Gates newest first, filtered by ``status`` (None = all); a gate past its
+    deadline shows ``expired`` (the process keeping the deadlines decides it)."""
+    records = store.gates(pending=status == "pending")
     return [
         gate_dict(store, g, clock=clock) for g in records if status is None or g.status == status
     ]
@@ -96,13 +90,9 @@ def _fact_node(graph: nx.DiGraph[str], f: Fact) -> None:
 def gate_page_data(store: SqlRunStore, gate_id: str, clock: Clock = time.time) -> dict[str, Any]:
     """The gate page: the gate, the facts its proposal derives from, its lineage picture.
 
-    A gate past its deadline has its ``on_timeout`` decision applied first.
-    Raises ``GateNotFound``.
+    A gate past its deadline shows ``expired``. Raises ``GateNotFound``.
     """
     g = store.get_gate(gate_id)
-    if is_expired(g, clock()):
-        apply_expiry(store, g)
-        g = store.get_gate(gate_id)
     data = gate_dict(store, g, clock=clock)
     facts = store.facts(g.run_id)
     by_id = {f.id: f for f in facts}
@@ -189,13 +179,17 @@ def run_page_data(store: SqlRunStore, run_id: str, clock: Clock = time.time) -> 
     status = _budget(store, run_id, events)
     reason = row.stop_reason
     facts = store.facts(run_id)
+    run_gates = [g for g in store.gates() if g.run_id == run_id]
     return {
         "run": row.to_dict(),
+        # queued, running, or paused with its gate decided (its resume on its way)
+        "live": row.status in ("queued", "running")
+        or (row.status == "paused" and not any(g.status == "pending" for g in run_gates)),
         "stop": None if reason is None else str(reason),
         "explain": None if reason is None else reason.explain(),
         "timeline": [c.to_dict() for c in timeline(events)],
         "budget_status": None if status is None else status.model_dump(mode="json"),
         "budget_svg": Markup("") if status is None else budget_svg(status),
         "lineage_svg": graph_svg(key_graph(facts), title=f"lineage of run {run_id} by key"),
-        "gates": [gate_dict(store, g, clock=clock) for g in store.gates() if g.run_id == run_id],
+        "gates": [gate_dict(store, g, clock=clock) for g in run_gates],
     }

@@ -11,16 +11,22 @@ worker (:func:`run_worker`). Requires the ``workers`` extra; see
 from converge.workers.app import DEFAULT_QUEUE, TASK_NAME, celery_app, run_execution
 from converge.workers.executor import CeleryExecutor
 from converge.workers.references import reference_of
+from converge.workers.run_queue import CeleryRunQueue
+from converge.workers.runs import RUN_TASK, register_run_task, run_message
 from converge.workers.wire import RemoteSuggestorError
 from converge.workers.worker import run_worker
 
 __all__ = [
     "DEFAULT_QUEUE",
+    "RUN_TASK",
     "TASK_NAME",
     "CeleryExecutor",
+    "CeleryRunQueue",
     "RemoteSuggestorError",
     "celery_app",
     "reference_of",
+    "register_run_task",
     "run_execution",
+    "run_message",
     "run_worker",
 ]

@@ -27,7 +27,7 @@ try:
     from celery.exceptions import TimeoutError as CeleryTimeout
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
-        "converge.workers needs the 'workers' extra: pip install 'converge[workers]'"
+        "converge.workers needs the 'workers' extra: pip install 'converge-engine[workers]'"
     ) from exc
 
 __all__ = ["DEFAULT_QUEUE", "TASK_NAME", "CeleryTimeout", "celery_app", "run_execution"]
@@ -36,9 +36,11 @@ TASK_NAME = "converge.execute"
 DEFAULT_QUEUE = "converge"
 
 
-def celery_app(broker_url: str, backend_url: str) -> Any:
+def celery_app(broker_url: str, backend_url: str | None) -> Any:
     """A Celery app over ``broker_url`` (AMQP or Redis) and ``backend_url`` (a
-    key-value result backend, e.g. Redis), with ``converge.execute`` registered."""
+    key-value result backend, e.g. Redis; None: none, enough to send whole runs),
+    with ``converge.execute`` (suggestors) registered; a worker also registers
+    ``converge.run`` (whole runs, :func:`converge.workers.runs.register_run_task`)."""
     app = Celery("converge", broker=broker_url, backend=backend_url, set_as_current=False)
     app.conf.update(
         task_serializer="json",

@@ -145,7 +145,7 @@ def requirement_targets(
     """The names ``name`` depends on directly, in ``Requires-Dist`` order, once each.
 
     With ``extras``, also what ``name`` pulls in when installed with those extras
-    (``converge[web]``).
+    (``converge-engine[web]``).
 
     Requirements that apply only to one of ``name``'s own extras are skipped, as are
     those whose marker is false here. A requirement with extras (``psycopg[binary]``)

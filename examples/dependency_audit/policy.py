@@ -5,7 +5,7 @@ job file), each an object with these fields, all optional:
 
 ============== ==================================================================
 ``root``       the package whose runtime closure is audited; ``null``: the whole
-               environment (default ``$CONVERGE_AUDIT_ROOT``, else ``converge``)
+               environment (default ``$CONVERGE_AUDIT_ROOT``, else ``converge-engine``)
 ``extras``     the root's extras whose requirements count too (``[web, agents]``)
 ``tools``      true to audit pip, setuptools and wheel too (left out by default:
                installers, not run-time dependencies)
@@ -29,7 +29,7 @@ from typing import Any
 from engine import Context
 
 POLICY = "policy"
-DEFAULT_ROOT = "converge"
+DEFAULT_ROOT = "converge-engine"
 DEFAULT_FORBIDDEN = ("AGPL-3.0-only", "AGPL-3.0-or-later")
 ENV_ROOT = "CONVERGE_AUDIT_ROOT"
 ENV_FORBIDDEN = "CONVERGE_AUDIT_FORBIDDEN"

@@ -55,6 +55,9 @@ REVIEWER = "license_reviewer"
 THRESHOLD = 0.8
 """A review with a confidence below this asks a human."""
 MODEL_ENV = "CONVERGE_MODEL"
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+"""The directory holding the ``examples`` package: a vendored component's relative
+``path`` not found in the working directory is looked up here."""
 MAX_TEXT_CHARS = 20_000
 """Longer license files are cut to this many characters in the ``license.file`` fact."""
 
@@ -72,7 +75,11 @@ class LicenseVerdict(BaseModel):
     """The reviewer's answer for one package (the content of its ``license`` proposal)."""
 
     name: str = Field(description="the package name, as given")
-    spdx: str = Field(description="SPDX license expression, or NOASSERTION")
+    spdx: str = Field(
+        description="SPDX license expression, or NOASSERTION",
+        # also what the offline TestModel (`model: test`) answers: the first example
+        examples=["MIT", "Apache-2.0", "BSD-3-Clause", "GPL-3.0-or-later OR MIT", "NOASSERTION"],
+    )
     confidence: float = Field(ge=0, le=1, description="0..1")
     source: Literal["reviewer"] = "reviewer"
 
@@ -80,14 +87,14 @@ class LicenseVerdict(BaseModel):
 # -- the files -------------------------------------------------------------------------------
 def license_files(name: str, ctx: Context) -> list[Path]:
     """The license files of package ``name``: those in a vendored component's
-    ``path`` (relative to the working directory), else those its installed
-    distribution lists (``importlib.metadata``), sorted."""
+    ``path`` (see :func:`vendored_folder`), else those its installed distribution
+    lists (``importlib.metadata``), sorted."""
     vendored = vendored_fact(name, ctx)
     if vendored is not None:
-        folder = vendored.content.get("path")
-        if not isinstance(folder, str) or not Path(folder).is_dir():
+        folder = vendored_folder(vendored.content.get("path"))
+        if folder is None:
             return []
-        return sorted(p for p in Path(folder).iterdir() if p.is_file() and _is_license(p))
+        return sorted(p for p in folder.iterdir() if p.is_file() and _is_license(p))
     try:
         dist = importlib.metadata.distribution(name)
     except importlib.metadata.PackageNotFoundError:
@@ -102,6 +109,19 @@ def vendored_fact(name: str, ctx: Context) -> Fact | None:
         c = fact.content
         if isinstance(c, dict) and normalise_name(str(c.get("name", ""))) == name:
             return fact
+    return None
+
+
+def vendored_folder(path: Any) -> Path | None:
+    """The folder of a vendored component's ``path``: absolute, or relative to the
+    working directory, else to :data:`PROJECT_ROOT` (where ``reviewed.yaml``'s
+    ``examples/dependency_audit/vendor/...`` is), so the job runs the same from
+    any directory. None when there is no such folder."""
+    if not isinstance(path, str) or not path:
+        return None
+    for folder in (Path(path), PROJECT_ROOT / path):
+        if folder.is_dir():
+            return folder
     return None
 
 

@@ -4,6 +4,10 @@ Human review (the job gates ``license.unknown`` with a HITL gate):
 
 - **approve** a ``license.unknown`` gate: a person accepts the package as
   reviewed with an unknown license; the fact is promoted and counts as classified.
+- **approve** it with ``--value <SPDX id>`` (where the gate has the
+  ``spdx_value`` hook, as in vendored.yaml): a person classifies the package; the
+  promoted fact carries ``spdx`` and ``source: "human"``, and ``human_review``
+  turns it into a ``license`` fact with source ``"human"``, as the report reads.
 - **reject** it with ``--reason <SPDX id>`` (or free text the table maps, such as
   "MIT License"): a person classifies the package; ``human_review`` turns the
   engine's ``hitl.rejected`` diagnostic into a ``license`` fact with source

@@ -12,7 +12,8 @@ suggestor                 reads                       proposes
                                                       of a policy's scope, ``policy.violation``
                                                       per package the policy rejects, and
                                                       one ``risk.assessed`` summary
-``human_review``          ``hitl.rejected``           ``license`` {..., source: human}
+``human_review``          ``license.unknown``,        ``license`` {..., source: human}
+                          ``hitl.rejected``
 ========================  ==========================  ========================================
 
 Each reads only facts, so another suggestor (a reviewer proposing ``license``
@@ -173,12 +174,35 @@ def copyleft_risk(ctx: Context) -> list[Proposal]:
     return out
 
 
-@suggestor(name="human_review", dependencies=[g.REJECTED])
+def _human_license(content: dict[str, Any], spdx: str) -> dict[str, Any]:
+    return {
+        "name": content["name"],
+        "version": content.get("version", ""),
+        "spdx": spdx,
+        "source": "human",
+    }
+
+
+@suggestor(name="human_review", dependencies=[g.REJECTED, g.UNKNOWN])
 def human_review(ctx: Context) -> list[Proposal]:
-    """Turn a rejected ``license.unknown`` gate whose reason is an SPDX id (or free
-    text the table maps, e.g. "MIT License") into a ``license`` fact with source
-    ``"human"``. Other reasons classify nothing (see ``all_classified``)."""
+    """A person's classification at a ``license.unknown`` gate, as a ``license`` fact
+    ``{name, version, spdx, source: "human"}`` (the key the report's Licenses table
+    and the findings read), whichever way it was given:
+
+    - approved with a value (``converge approve GATE --by NAME --value MIT``): the
+      promoted ``license.unknown`` fact carries ``spdx`` and ``source: "human"``
+      (the gate's ``spdx_value`` hook put them there);
+    - rejected with a reason that is an SPDX id or free text the table maps (e.g.
+      "MIT License"): the engine's ``hitl.rejected`` diagnostic. Other reasons
+      classify nothing (see ``all_classified``).
+    """
     out: list[Proposal] = []
+    for fact in ctx.get(g.UNKNOWN):
+        c = fact.content
+        if isinstance(c, dict) and c.get("source") == "human" and isinstance(c.get("spdx"), str):
+            spdx = from_human(c["spdx"])
+            if spdx is not None and "name" in c:
+                out.append(Proposal(g.LICENSE, _human_license(c, spdx), parents=(fact.id,)))
     for fact in ctx.get(g.REJECTED):
         c = fact.content
         if c.get("key") != g.UNKNOWN or not isinstance(c.get("content"), dict):
@@ -186,13 +210,7 @@ def human_review(ctx: Context) -> list[Proposal]:
         spdx = from_human(c.get("reason"))
         if spdx is None:
             continue
-        content = {
-            "name": c["content"]["name"],
-            "version": c["content"].get("version", ""),
-            "spdx": spdx,
-            "source": "human",
-        }
-        out.append(Proposal(g.LICENSE, content, parents=(fact.id,)))
+        out.append(Proposal(g.LICENSE, _human_license(c["content"], spdx), parents=(fact.id,)))
     return out
 
 

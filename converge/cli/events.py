@@ -1,0 +1,97 @@
+"""``converge events RUN``: a run's audit events, from the command line.
+
+One row per event (seq, cycle, kind, time, a one-line summary of its payload), in
+the order the chain holds them; ``--kind`` keeps some kinds; ``--json`` prints
+every event whole (:meth:`audit.StoredEvent.to_dict`, its hash included).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+
+from converge.cli.audit import one_of, print_json, read_store
+from converge.cli.commands import CommandGroup
+from converge.cli.render import DbOption, JsonOption, fail, print_fitted, resolve_run
+from converge.cli.tables import Column
+from engine import ConvergeError
+from engine.store import EVENT_KINDS
+
+app = CommandGroup()
+
+
+@app.command("events")
+def events_cmd(
+    run_id: Annotated[str, typer.Argument(help="The run (its id or a unique prefix).")],
+    kinds: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kind",
+            help="Only events of this kind (repeat for several): run_started, "
+            "fact_promoted, gate_decided... (docs/audit.md).",
+        ),
+    ] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A run's audit events in order: seq, cycle, kind, time and a short summary of
+    each payload (--json: every event whole, with its hash)."""
+    for kind in kinds or ():
+        one_of("--kind", kind, EVENT_KINDS)
+    store = read_store(db)
+    run_id = resolve_run(store, run_id)
+    try:
+        events = store.events(run_id, kinds or None)
+    except ConvergeError as exc:
+        fail(str(exc))
+    if as_json:
+        print_json([e.to_dict() for e in events])
+        return
+    rows = [
+        (
+            str(e.seq),
+            str(e.cycle),
+            e.kind,
+            time.strftime("%m-%d %H:%M:%S", time.localtime(e.ts)),
+            payload_summary(e.payload),
+        )
+        for e in events
+    ]
+    print_fitted(f"events of {run_id} ({len(events)})", EVENT_COLUMNS, rows)
+
+
+EVENT_COLUMNS = (
+    Column("seq", whole=True, justify="right"),
+    Column("cycle", whole=True, justify="right", priority=2),
+    Column("kind", whole=True),
+    Column("time", whole=True, priority=1),
+    Column("payload", floor=24),
+)
+
+SUMMARY_CHARS = 120
+"""The longest payload summary :func:`payload_summary` gives (characters)."""
+FIELD_CHARS = 40
+"""The longest one field's value is shown in a payload summary (characters)."""
+
+
+def payload_summary(payload: dict[str, Any]) -> str:
+    """One short line of an event's payload: each field as ``name=value``, a long
+    value, list or object cut to its first characters or shown by its size
+    (``facts=[12]``, ``budget={7}``); at most :data:`SUMMARY_CHARS` characters."""
+    parts = []
+    for name, value in payload.items():
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+        text = text.splitlines()[0] if text.strip() else text
+        if len(text) > FIELD_CHARS:
+            if isinstance(value, list):
+                text = f"[{len(value)}]"
+            elif isinstance(value, dict):
+                text = f"{{{len(value)}}}"
+            else:
+                text = text[: FIELD_CHARS - 1] + "…"
+        parts.append(f"{name}={text}")
+    line = ", ".join(parts)
+    return line if len(line) <= SUMMARY_CHARS else line[: SUMMARY_CHARS - 1] + "…"

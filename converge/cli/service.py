@@ -1,0 +1,201 @@
+"""``converge submit``, ``cancel`` and ``watch``: runs as a service (docs/service.md).
+
+``submit`` records a run ``queued`` and hands it to the workers of ``--broker``
+(``$CONVERGE_BROKER``), printing its run id at once; without a broker, to a
+``converge worker --run RUN`` process of its own in the background. ``cancel``
+asks whichever process runs it to stop it; ``watch`` follows it to its stop.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from audit.queries import RunRow
+from audit.run_queue import QUEUED, request_cancel
+from audit.store import SqlRunStore
+from converge.cli.commands import CommandGroup
+from converge.cli.render import DbOption, JsonOption, err, fail, open_run_store, out
+from converge.jobs import load_job
+from converge.run_queue import Action
+from converge.service import RunQueue, submit_run
+from engine import ConvergeError
+
+app = CommandGroup()
+
+BrokerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--broker",
+        help="Celery broker URL (default $CONVERGE_BROKER); none: a background process here.",
+    ),
+]
+QueueOption = Annotated[str, typer.Option("--queue", help="The queue of the workers that run it.")]
+WATCH_POLL_S = 0.25
+"""How often (seconds) ``converge watch`` reads the run."""
+
+
+class DetachedProcess:
+    """Without a broker: each message runs in a ``converge worker --run`` process
+    started in the background (its own session: it outlives this command)."""
+
+    def __init__(self, db: str | None) -> None:
+        self.db = db
+
+    def send(self, run_id: str, action: Action = "run") -> None:
+        """Start ``converge worker --run RUN_ID [--resume]`` detached."""
+        cmd = [sys.executable, "-m", "converge.cli", "worker", "--run", run_id]
+        if action == "resume":
+            cmd.append("--resume")
+        if self.db:
+            cmd += ["--db", self.db]
+        subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
+def run_queue_for(broker: str | None, queue: str, db: str | None) -> RunQueue:
+    """Where ``submit`` and ``approve --detach`` send runs: Celery on ``broker``
+    (``$CONVERGE_BROKER``), else a detached process of this machine."""
+    url = broker or os.environ.get("CONVERGE_BROKER")
+    if not url:
+        return DetachedProcess(db)
+    try:
+        from converge.workers import CeleryRunQueue
+    except ImportError as exc:
+        fail(f"{exc} (a broker needs the 'workers' extra)")
+    return CeleryRunQueue(url, queue)
+
+
+@app.command()
+def submit(
+    job_file: Annotated[str, typer.Argument(help="The job file (YAML).")],
+    db: DbOption = None,
+    broker: BrokerOption = None,
+    queue: QueueOption = "converge",
+    as_json: JsonOption = False,
+) -> None:
+    """Put a run of a job on a queue and print its run id at once.
+
+    The run is recorded as queued before it is sent, so nothing submitted is lost
+    (`converge worker --recover` sends again what no worker took). Follow it with
+    `converge watch RUN`.
+    """
+    try:
+        job = load_job(job_file)
+    except ConvergeError as exc:
+        fail(str(exc))
+    store = open_run_store(db)
+    assert isinstance(store, SqlRunStore)
+    try:
+        run_id = submit_run(job, store, run_queue_for(broker, queue, db))
+    except ConvergeError as exc:
+        fail(str(exc))
+    if as_json:
+        out.print_json(data={"run_id": run_id, "status": QUEUED})
+    else:
+        out.print(run_id, highlight=False)
+
+
+@app.command()
+def cancel(
+    run_id: Annotated[str, typer.Argument(help="The run to cancel (queued or running).")],
+    db: DbOption = None,
+    by: Annotated[str, typer.Option("--by", help="Who cancels it (recorded).")] = "cli",
+) -> None:
+    """Stop a queued or running run, on whichever worker holds it.
+
+    It ends UserCancelled at its next cycle boundary, its facts kept; `converge
+    resume RUN` goes on from there.
+    """
+    store = open_run_store(db, must_exist=True)
+    assert isinstance(store, SqlRunStore)
+    try:
+        rid = store.resolve_run_id(run_id)
+        status = request_cancel(store, rid, by)
+    except ConvergeError as exc:
+        fail(str(exc))
+    out.print(f"cancel requested: run {rid} ({status}) stops at its next cycle boundary")
+
+
+@app.command()
+def watch(
+    run_id: Annotated[str, typer.Argument(help="The run to follow.")],
+    db: DbOption = None,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", min=0, help="Give up after this many seconds.")
+    ] = None,
+) -> None:
+    """Follow a run to its stop (or pause) and exit with its exit code.
+
+    Shows its status, cycle and facts while it runs. Exits 2 for an unknown run,
+    and 124 when --timeout passes first.
+    """
+    store = open_run_store(db, read_only=True)
+    assert isinstance(store, SqlRunStore)
+    try:
+        rid = store.resolve_run_id(run_id)
+        row = follow(store, rid, timeout=timeout)
+    except ConvergeError as exc:
+        fail(str(exc))
+    if row is None:
+        fail(f"run {rid} has not stopped after {timeout} s", 124)
+    reason = row.stop_reason
+    if reason is None:
+        fail(f"run {rid} ended {row.status} with no stop reason recorded")
+    out.print(
+        f"run {rid} {row.status}: {reason.kind_code()} ({reason.category.value}, "
+        f"exit {reason.exit_code}) after {row.cycles} cycles, {row.facts_count} facts",
+        highlight=False,
+    )
+    raise typer.Exit(reason.exit_code)
+
+
+def _waits(store: SqlRunStore, run_id: str) -> bool:
+    """A paused run waits for a person while one of its gates is pending; once its
+    gate is decided, its resume is on its way (``approve --detach``)."""
+    return any(g.run_id == run_id for g in store.gates(pending=True))
+
+
+def follow(
+    store: SqlRunStore,
+    run_id: str,
+    *,
+    timeout: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    wait: Callable[[float], None] = time.sleep,
+) -> RunRow | None:
+    """Read ``run_id`` every :data:`WATCH_POLL_S` until it stops or pauses (its row) or
+    ``timeout`` seconds pass (None), with a progress line on a terminal."""
+    started = clock()
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as progress:
+        task = progress.add_task(run_id, total=None)
+        while True:
+            row = store.run(run_id)
+            progress.update(
+                task,
+                description=f"{run_id} {row.status}: cycle {row.cycles}, {row.facts_count} facts",
+            )
+            if row.status == "stopped" or (row.status == "paused" and _waits(store, run_id)):
+                return row
+            if timeout is not None and clock() - started >= timeout:
+                return None
+            wait(WATCH_POLL_S)

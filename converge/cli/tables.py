@@ -1,0 +1,136 @@
+"""Tables that fit the terminal, as ``gh`` and ``kubectl`` print theirs.
+
+A table is described by its :class:`Column` specs and plain-text rows. At a given
+width (the terminal's, or ``$COLUMNS``) :func:`fitted_table` keeps every column
+whose cells fit; when the row is too wide it drops the columns of lowest priority
+first (the highest ``priority`` number), and names them in the caption. Columns of
+priority 0 are always shown. A ``whole`` column (ids, stop kinds: what a user
+copies) is never wrapped or cut; the others fold, never below their header or
+``floor`` characters, so no header reads ``depe…``. Nothing is ever cut: a value
+too long for its column folds onto the next line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.cells import cell_len
+from rich.console import JustifyMethod
+from rich.markup import escape
+from rich.table import Table
+
+__all__ = ["Column", "fitted_table", "table_width"]
+
+BORDER = 3
+"""Characters a column adds to a row besides its cells: a padding space on each
+side and one vertical rule (rich's default box); the row adds one more rule."""
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of a fitted table.
+
+    ``priority``: 0 = always shown; the columns with the highest number are dropped
+    first when the table is too wide. ``whole``: the column is as wide as its widest
+    cell and never wraps (ids, kinds). ``floor``: the narrowest (characters) a
+    folding column may become. An ``optional`` column is left out when every
+    row's cell in it is empty.
+    """
+
+    header: str
+    priority: int = 0
+    whole: bool = False
+    justify: JustifyMethod = "left"
+    floor: int = 12
+    optional: bool = False
+
+
+def _widest(cells: Sequence[str]) -> int:
+    return max((cell_len(line) for cell in cells for line in cell.splitlines()), default=0)
+
+
+def _need(column: Column, cells: Sequence[str]) -> int:
+    """The narrowest the column may be (characters): its header whole, and its
+    widest cell whole (``whole``) or up to ``floor``."""
+    widest = _widest(cells)
+    return max(cell_len(column.header), widest if column.whole else min(widest, column.floor))
+
+
+def table_width(needs: Sequence[int]) -> int:
+    """The width (characters) of a table whose columns are ``needs`` wide."""
+    return sum(needs) + BORDER * len(needs) + 1
+
+
+def fitted_table(
+    title: str,
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[str]],
+    width: int | None,
+) -> Table:
+    """A rich table of ``rows`` (plain text, escaped here) that fits ``width``
+    characters (None: no limit, every column shown). Columns are dropped, lowest
+    priority first, until the others fit; the caption names those dropped."""
+    cells = [[row[i] for row in rows] for i in range(len(columns))]
+    keep = [
+        i
+        for i, c in enumerate(columns)
+        if not (c.optional and rows and not any(v.strip() for v in cells[i]))
+    ]
+    needs = {i: _need(columns[i], cells[i]) for i in keep}
+    dropped: list[str] = []
+    while width is not None and table_width([needs[i] for i in keep]) > width:
+        droppable = [i for i in keep if columns[i].priority > 0]
+        if not droppable:
+            break  # the columns that must stay fold to fit
+        # the lowest priority (highest number), the rightmost of those first
+        worst = max(droppable, key=lambda i: (columns[i].priority, i))
+        keep.remove(worst)
+        dropped.append(columns[worst].header)
+    caption = None
+    if dropped:
+        caption = f"not shown at {width} columns: {', '.join(dropped)} (--json has every field)"
+    table = Table(
+        title=escape(title), title_justify="left", caption=caption, caption_justify="left"
+    )
+    widths = _widths(
+        [needs[i] for i in keep],
+        [max(cell_len(columns[i].header), _widest(cells[i])) for i in keep],
+        width,
+    )
+    for n, i in enumerate(keep):
+        c = columns[i]
+        table.add_column(
+            escape(c.header),
+            justify=c.justify,
+            no_wrap=c.whole and widths is not None,
+            overflow="fold",
+            width=None if widths is None else widths[n],
+        )
+    for row in rows:
+        table.add_row(*(escape(row[i]) for i in keep))
+    return table
+
+
+def _widths(needs: list[int], wants: list[int], width: int | None) -> list[int] | None:
+    """Each column's width: what it ``wants`` (its widest cell) when all fit in
+    ``width``, else its ``need`` plus a share of the room left, in proportion to
+    what it wants more. None when there is no limit (each takes its widest cell) or
+    when even the needs do not fit (rich then folds every column)."""
+    if width is None or table_width(needs) > width:
+        return None
+    if table_width(wants) <= width:
+        return wants
+    room = width - table_width(needs)
+    more = [w - n for n, w in zip(needs, wants, strict=True)]
+    total = sum(more)
+    given = [min(m, room * m // total) for m in more]
+    left = room - sum(given)
+    # the rounding's leftover, one character each, to the columns that want the most
+    for i in sorted(range(len(more)), key=lambda i: more[i] - given[i], reverse=True):
+        if left <= 0:
+            break
+        if given[i] < more[i]:
+            given[i] += 1
+            left -= 1
+    return [n + g for n, g in zip(needs, given, strict=True)]

@@ -1,0 +1,25 @@
+"""Runs as a service: submit a run to a queue, execute and resume runs on workers,
+decide gates without running anything in the request, cancel and recover runs.
+
+With a broker (``converge worker``, :class:`converge.workers.CeleryRunQueue`) runs
+go through Celery; without one, :class:`LocalRunPool` runs them in a bounded pool
+of the serving process (``converge serve``). The store is the source of truth: a
+run is recorded ``queued`` before any message about it is sent, and whoever
+executes it takes it with a compare-and-set (``audit.run_queue``), so a message
+delivered twice never runs a run twice. See docs/service.md.
+"""
+
+from converge.service.deadlines import DeadlineKeeper
+from converge.service.execution import execute_run, watching_cancel
+from converge.service.queues import LocalRunPool, RunQueue
+from converge.service.submission import recover_runs, submit_run
+
+__all__ = [
+    "DeadlineKeeper",
+    "LocalRunPool",
+    "RunQueue",
+    "execute_run",
+    "recover_runs",
+    "submit_run",
+    "watching_cancel",
+]

@@ -1,0 +1,74 @@
+"""Gate deadlines applied on time: :class:`DeadlineKeeper`.
+
+A pending gate past its deadline is decided by its ``on_timeout`` (a
+compare-and-set: of several keepers exactly one decides it) and its run's resume
+is sent to a run queue. ``converge serve`` and ``converge worker`` keep the
+deadlines of their store; with neither running, ``converge gates --expire`` from
+cron does the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from audit.store import SqlRunStore
+from converge.decisions import Clock, expire_due
+from converge.service.queues import RunQueue
+from engine import ConvergeError
+
+log = logging.getLogger("converge.service")
+
+KEEP_EVERY_S = 1.0
+"""How often (seconds) a keeper looks for gates past their deadline."""
+
+
+class DeadlineKeeper:
+    """A daemon thread applying ``store``'s gate deadlines every ``every_s`` seconds,
+    sending the resumes to ``queue``. ``tick()`` does one pass (tests call it with
+    an injected ``clock``); ``start()``/``stop()`` run the thread."""
+
+    def __init__(
+        self,
+        store: SqlRunStore,
+        queue: RunQueue,
+        *,
+        every_s: float = KEEP_EVERY_S,
+        clock: Clock = time.time,
+    ) -> None:
+        self.store = store
+        self.queue = queue
+        self.every_s = every_s
+        self.clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def tick(self) -> list[str]:
+        """Decide the gates past their deadline now; their ids."""
+        expired = expire_due(self.store, clock=self.clock, queue=self.queue)
+        for gate_id in expired:
+            log.info("gate %s expired: decided by its on_timeout, run resume sent", gate_id)
+        return expired
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                self.tick()
+            except ConvergeError as exc:  # a store hiccup: try again next time
+                log.warning("cannot apply gate deadlines: %s", exc)
+
+    def start(self) -> DeadlineKeeper:
+        """Start the thread (once); returns the keeper."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._loop, name="converge-deadlines", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread after its current pass."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()

@@ -1,0 +1,48 @@
+"""Submitting a run, and finding the runs no process is executing.
+
+:func:`submit_run` records the run ``queued`` (``audit.run_queue.queue_run``) and
+only then sends its message: a crash or a broker outage between the two leaves a
+queued run that :func:`recover_runs` (``converge worker --recover``, and every
+worker at start) sends again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from audit.run_queue import queue_run, runs_to_recover
+from audit.store import SqlRunStore
+from converge.jobs import Job
+from converge.service.queues import RunQueue
+from engine import RunHeader
+from engine.loop import new_run_id
+
+log = logging.getLogger("converge.service")
+
+
+def submit_run(job: Job, store: SqlRunStore, queue: RunQueue, run_id: str | None = None) -> str:
+    """Record ``job``'s run as ``queued`` in ``store``, send it to ``queue``; its run id.
+
+    Returns as soon as the message is sent (the run executes on a worker, or in
+    ``queue``'s pool). Raises ``StoreError`` (nothing recorded, nothing sent); an
+    error of the queue propagates after the run is recorded (it stays queued and
+    :func:`recover_runs` sends it again).
+    """
+    rid = run_id or new_run_id()
+    # the suggestors' names are recorded when a worker builds the job's engine
+    queue_run(store, RunHeader(rid, job.name, job.record(), (), time.time()))
+    queue.send(rid, "run")
+    return rid
+
+
+def recover_runs(store: SqlRunStore, queue: RunQueue) -> list[str]:
+    """Send again every run that no process is executing: ``queued`` ones and
+    ``crashed`` ones (their writer on this host is gone); the run ids sent. A run
+    sent twice is still executed once (the take and the claim are compare-and-sets)."""
+    sent: list[str] = []
+    for run_id, status in runs_to_recover(store):
+        log.warning("recovering run %s (%s): sent again", run_id, status)
+        queue.send(run_id, "run")
+        sent.append(run_id)
+    return sent
