@@ -4,9 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench setup browser clean docs
+.PHONY: demo demo-llm test lint bench setup browser clean docs
 
-EXTRAS := dev,bench,agents,otel,web,workers,examples,docs
+EXTRAS := dev,bench,agents,otel,local,phoenix,web,workers,examples,docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ browser:
 demo: $(STAMP)
 	$(BIN)/converge run examples/dependency_audit/job.yaml; status=$$?; \
 	if [ $$status -ne 0 ] && [ $$status -ne 10 ]; then exit $$status; fi
+
+## Set up, then run the LLM license reviewer against the packaged local model (extra local).
+demo-llm: $(STAMP)
+	$(BIN)/converge model serve --port 0 -- $(BIN)/converge run examples/dependency_audit/reviewed.yaml; \
+	status=$$?; if [ $$status -ne 0 ] && [ $$status -ne 10 ]; then exit $$status; fi
 
 ## Set up, then build the documentation site into site/ (fails on any warning).
 docs: $(STAMP)

@@ -11,7 +11,8 @@ each fact id is promoted once (the store's unique index), so its chain must show
 - at each stop or pause, the facts root it recorded equal to the Merkle root of
   the facts promoted before it (initial facts included), so the recorded stop and
   the recorded facts agree (but for a stop by a failing store, which holds only a
-  prefix of the run's facts).
+  prefix of the run's facts), under the scheme its ``run_started`` names
+  (``engine.integrity``: RFC 6962, or LEGACY for runs recorded before).
 
 The first violation is reported as ``(seq, why)`` (the event that shows it).
 """
@@ -25,7 +26,7 @@ from collections.abc import Sequence
 from audit.chain import ChainRow
 from audit.crosscheck import TERMINAL, Problem
 from engine.facts import canonical_json
-from engine.integrity import root_of_leaves
+from engine.integrity import LEAF_PREFIX, LEGACY, merkle_scheme, root_of_leaves
 
 __all__ = ["check_exactly_once"]
 
@@ -37,6 +38,8 @@ def check_exactly_once(rows: Sequence[ChainRow]) -> Problem:
     leaves: list[bytes] = []
     leg_open = False
     previous = ""
+    scheme = LEGACY
+    leaf_prefix = LEAF_PREFIX[scheme]
     for row in rows:
         kind = row.kind
         if kind == "fact_promoted":
@@ -46,12 +49,18 @@ def check_exactly_once(rows: Sequence[ChainRow]) -> Problem:
                     f"fact {fact_id} promoted twice (events {seen[fact_id]} and {row.seq})"
                 )
             seen[fact_id] = row.seq
-            leaves.append(sha(row.payload.encode()).digest())
+            leaves.append(sha(leaf_prefix + row.payload.encode()).digest())
         elif kind == "run_started":
-            for fact in json.loads(row.payload).get("initial_facts", ()):
+            started = json.loads(row.payload)
+            try:  # the run's facts root scheme (engine.integrity), for its whole life
+                scheme = merkle_scheme(started.get("facts_merkle"))
+            except ValueError as exc:
+                return row.seq, str(exc)
+            leaf_prefix = LEAF_PREFIX[scheme]
+            for fact in started.get("initial_facts", ()):
                 if isinstance(fact, dict):
                     seen.setdefault(str(fact.get("id")), row.seq)
-                leaves.append(sha(canonical_json(fact).encode()).digest())
+                leaves.append(sha(leaf_prefix + canonical_json(fact).encode()).digest())
             leg_open = True
         elif kind == "run_resumed":
             p = json.loads(row.payload)
@@ -68,7 +77,7 @@ def check_exactly_once(rows: Sequence[ChainRow]) -> Problem:
             reason = p.get("reason")
             if isinstance(reason, dict) and reason.get("error_category") == "storage":
                 recorded = None  # the store failed: it holds a prefix of the run's facts
-            if recorded is not None and recorded != root_of_leaves(leaves):
+            if recorded is not None and recorded != root_of_leaves(leaves, scheme):
                 return row.seq, "facts root differs from the facts promoted before this stop"
         previous = kind
     return None

@@ -29,9 +29,11 @@ from audit import gates as _gates
 from audit import queries as _queries
 from audit import runs as _runs
 from audit import schema as _schema
+from audit import signing as _signing
 from audit import verify as _verify
 from audit.chain import VerifyReport
 from audit.core import StoreCore
+from audit.history import read_history
 from audit.ledger import KEY_FINGERPRINT, key_fingerprint
 from audit.lineage import lineage_graph
 from audit.queries import DEFAULT_LIMIT, RunRow, StoredEvent
@@ -40,7 +42,7 @@ from audit.url import read_only_sqlite, resolve_url
 from engine.errors import StoreError
 from engine.facts import Fact
 from engine.hitl import GateDecision
-from engine.store import BatchItem, Claim, GateRecord, RunHeader, RunOutcome
+from engine.store import BatchItem, Claim, GateRecord, RunHeader, RunHistory, RunOutcome
 
 __all__ = [
     "CHECKPOINT_PART_CHARS",
@@ -83,6 +85,8 @@ class SqlRunStore(StoreCore):
     keeps_fact_chunks = True
     write_behind_events: int | None = WRITE_BEHIND_EVENTS
     """Batches of this many events or more are committed by a writer thread (None: never)."""
+    signer: _signing.Signer | None = None
+    """Signs each run's final facts root (``open_store``: ``$CONVERGE_SIGNING_KEY``)."""
 
     def __init__(self, url: str, *, key: bytes | None = None, engine: Engine | None = None):
         # this module's part size, read per store: a test lowers it to get several parts
@@ -174,6 +178,8 @@ class SqlRunStore(StoreCore):
         so that a resume can check what it loads (docs/audit.md).
         """
         _runs.finish_run(self, run_id, events, outcome, checkpoint)
+        if self.signer is not None:  # $CONVERGE_SIGNING_KEY: sign the final facts root
+            _signing.sign_facts_root(self, self.signer, run_id)
 
     def save_checkpoint(
         self, run_id: str, events: Sequence[BatchItem], checkpoint: dict[str, Any]
@@ -240,6 +246,11 @@ class SqlRunStore(StoreCore):
     def get_run_header(self, run_id: str) -> RunHeader:
         """The header the run was started with (raises ``RunNotFound``)."""
         return _runs.get_run_header(self, run_id)
+
+    def run_history(self, run_id: str, until_cycle: int) -> RunHistory:
+        """The run as recorded up to ``until_cycle``, for a fork (see
+        :func:`audit.history.read_history`); ``RunNotFound``, ``ResumeError``."""
+        return read_history(self, run_id, until_cycle)
 
     # -- queries ----------------------------------------------------------------------
     def gates(self, pending: bool = False) -> list[GateRecord]:
@@ -338,6 +349,9 @@ def open_store(
     chain to HMAC-SHA256. Raises ``StoreError`` (bad URL, unwritable path,
     unreachable server, tables of another schema) or ``SchemaVersionError``.
 
+    ``$CONVERGE_SIGNING_KEY`` (a writable store) signs each run's final facts root
+    (``SigningKeyError`` when the file is not an Ed25519 private key).
+
     ``read_only``: for commands that only read; an existing SQLite file is opened
     read-only, so a write-protected copy (an auditor's archive) can be queried.
     """
@@ -348,6 +362,7 @@ def open_store(
     try:
         store.ensure_schema()
         store.check_key()
+        store.signer = None if read_only else _signing.signer_from_env()
     except BaseException:
         store.close()
         raise

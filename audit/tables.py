@@ -222,7 +222,8 @@ CHECKPOINT_PART_CHARS = 16 * 1024 * 1024
 
 
 class ApiTokenTable(SQLModel, table=True):
-    """An API token of a person who decides or views gates: only its sha256 is stored."""
+    """An API token of a person who decides or views gates: only its sha256 is stored.
+    ``expires_at`` (None = never) and ``revoked_at`` refuse it from then on."""
 
     __tablename__ = "api_tokens"
 
@@ -230,6 +231,45 @@ class ApiTokenTable(SQLModel, table=True):
     name: str = Field(max_length=200, index=True)
     role: str = Field(max_length=16)
     created_at: float = Field(sa_column=Column(Double, nullable=False))
+    expires_at: float | None = Field(default=None, sa_column=Column(Double, nullable=True))
+    revoked_at: float | None = Field(default=None, sa_column=Column(Double, nullable=True))
+
+
+class GroupMemberTable(SQLModel, table=True):
+    """A person's membership of a group (``converge user add NAME --group G``)."""
+
+    __tablename__ = "group_members"
+
+    group_name: str = Field(primary_key=True, max_length=200)
+    name: str = Field(primary_key=True, max_length=200, index=True)
+    added_at: float = Field(sa_column=Column(Double, nullable=False))
+
+
+class RunActorTable(SQLModel, table=True):
+    """Who submitted, ran or resumed a run (four-eyes gates refuse them as deciders)."""
+
+    __tablename__ = "run_actors"
+
+    run_id: str = Field(primary_key=True, max_length=200)
+    name: str = Field(primary_key=True, max_length=200)
+    action: str = Field(primary_key=True, max_length=16)
+    ts: float = Field(sa_column=Column(Double, nullable=False))
+
+
+class AccessLogTable(SQLModel, table=True):
+    """A refused request (403, 429) or failed sign-in, by whom and from where."""
+
+    __tablename__ = "access_log"
+    __table_args__ = (Index("ix_access_log_target", "target", "ts"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    ts: float = Field(sa_column=Column(Double, nullable=False))
+    client: str | None = Field(default=None, max_length=200)
+    name: str | None = Field(default=None, max_length=200)
+    action: str = Field(max_length=32)
+    target: str | None = Field(default=None, max_length=200)
+    outcome: str = Field(max_length=16)
+    detail: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
 class GateVoteTable(SQLModel, table=True):
@@ -246,8 +286,11 @@ class GateVoteTable(SQLModel, table=True):
 
 api_tokens: Table = _table(ApiTokenTable)
 gate_votes: Table = _table(GateVoteTable)
+group_members: Table = _table(GroupMemberTable)
+run_actors: Table = _table(RunActorTable)
+access_log: Table = _table(AccessLogTable)
 
-INBOX_TABLES: tuple[Table, ...] = (api_tokens, gate_votes)
+INBOX_TABLES: tuple[Table, ...] = (api_tokens, gate_votes, group_members, run_actors, access_log)
 """The tables of the approval inbox, created when first needed (``checkfirst``)."""
 
 
@@ -269,3 +312,64 @@ run_cancels: Table = _table(RunCancelTable)
 
 SERVICE_TABLES: tuple[Table, ...] = (run_cancels,)
 """The tables of the run service, created when first needed (``checkfirst``)."""
+
+
+# -- gate notifications (converge/notifications.py): created on first use by
+# audit.notifications, like the inbox's tables
+
+
+class NotificationDeliveryTable(SQLModel, table=True):
+    """One notification of a gate's event to one sink: its outbox row.
+
+    ``event`` is ``opened``, ``escalated``, ``decided`` or ``expired``; ``sink`` is
+    ``webhook:URL``, ``email:ADDRESS`` or ``chain`` (the ``gate_escalated`` event).
+    ``status`` is ``sending`` (claimed by ``claimed_by`` at ``claimed_at``),
+    ``delivered``, ``failed`` or ``recorded``; ``answer`` the last HTTP status or
+    SMTP answer (or why nothing was sent). Times are unix seconds.
+    """
+
+    __tablename__ = "notification_deliveries"
+    __table_args__ = (Index("ix_notification_deliveries_status", "status"),)
+
+    gate_id: str = Field(primary_key=True, max_length=200)
+    event: str = Field(primary_key=True, max_length=16)
+    sink: str = Field(sa_column=Column(Text, primary_key=True))
+    run_id: str = Field(max_length=200)
+    status: str = Field(max_length=16)
+    attempts: int = 0
+    answer: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    claimed_by: str = Field(max_length=255)
+    claimed_at: float = Field(sa_column=Column(Double, nullable=False))
+    first_at: float = Field(sa_column=Column(Double, nullable=False))
+    last_at: float | None = Field(default=None, sa_column=Column(Double, nullable=True))
+
+
+notification_deliveries: Table = _table(NotificationDeliveryTable)
+
+NOTIFICATION_TABLES: tuple[Table, ...] = (notification_deliveries,)
+"""The tables of gate notifications, created when first needed (``checkfirst``)."""
+
+
+# -- signatures (converge keys / anchor / export --proof): created on first use by
+# audit.signing, like the inbox's tables
+
+
+class SignatureTable(SQLModel, table=True):
+    """A statement signed with the store's Ed25519 key (docs/audit-format.md): a
+    ledger head (``kind`` ``ledger_head``, ``subject`` its size) or a run's final
+    facts root (``facts_root``, ``subject`` the run id); ``statement`` is the signed
+    JSON line, ``key_id`` names the public key."""
+
+    __tablename__ = "signatures"
+
+    kind: str = Field(primary_key=True, max_length=32)
+    subject: str = Field(primary_key=True, max_length=200)
+    key_id: str = Field(primary_key=True, max_length=64)
+    statement: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: float = Field(sa_column=Column(Double, nullable=False))
+
+
+signatures: Table = _table(SignatureTable)
+
+SIGNATURE_TABLES: tuple[Table, ...] = (signatures,)
+"""The tables of signed statements, created when first needed (``checkfirst``)."""

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 
 from audit.inbox_schema import ensure_inbox_tables
 from audit.store import SqlRunStore
@@ -46,12 +46,20 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def add_token(store: SqlRunStore, name: str, role: str = "approver") -> str:
-    """Create a token for ``name`` with ``role`` and return it (shown once, never stored).
+def add_token(
+    store: SqlRunStore, name: str, role: str = "approver", expires_s: float | None = None
+) -> str:
+    """Create a token for person ``name`` with ``role`` and return it (shown once,
+    never stored). A person may hold several tokens: they are one person to a
+    quorum and to four-eyes rules. ``expires_s``: seconds until it is refused (None
+    = never).
 
     ``name``: letters, digits and ``._@-``, at most 100 characters. Raises
-    ``ConfigurationError`` for a bad name or role, ``StoreError`` when the database fails.
+    ``ConfigurationError`` for a bad name, role or lifetime, ``StoreError`` when
+    the database fails.
     """
+    if expires_s is not None and expires_s <= 0:
+        raise ConfigurationError(f"a token's lifetime must be > 0 seconds, got {expires_s}")
     if not _NAME.match(name or ""):
         raise ConfigurationError(
             f"token name {name!r} must be 1-100 letters, digits or . _ @ - "
@@ -61,28 +69,53 @@ def add_token(store: SqlRunStore, name: str, role: str = "approver") -> str:
         raise ConfigurationError(f"token role must be one of {', '.join(ROLES)}, got {role!r}")
     ensure_inbox_tables(store)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    now = time.time()
     with store._tx() as conn:
         conn.execute(
             insert(api_tokens).values(
-                token_hash=token_hash(token), name=name, role=role, created_at=time.time()
+                token_hash=token_hash(token),
+                name=name,
+                role=role,
+                created_at=now,
+                expires_at=None if expires_s is None else now + expires_s,
             )
         )
     return token
 
 
-def authenticate(store: SqlRunStore, token: str) -> Principal | None:
-    """The principal of ``token``, or None when it is unknown (compared by hash)."""
+def revoke_tokens(store: SqlRunStore, name: str) -> int:
+    """Revoke every token of person ``name`` at once (sessions included); how many."""
+    ensure_inbox_tables(store)
+    with store._tx() as conn:
+        done = conn.execute(
+            update(api_tokens)
+            .where(api_tokens.c.name == name, api_tokens.c.revoked_at.is_(None))
+            .values(revoked_at=time.time())
+        )
+    return int(done.rowcount)
+
+
+def authenticate(store: SqlRunStore, token: str, now: float | None = None) -> Principal | None:
+    """The principal of ``token``, or None when it is unknown, expired or revoked
+    (compared by hash; ``now`` in unix seconds, default the time now)."""
     if not token or len(token) > 200:
         return None
     ensure_inbox_tables(store)
     digest = token_hash(token)
     with store._tx(write=False) as conn:
         row = conn.execute(
-            select(api_tokens.c.token_hash, api_tokens.c.name, api_tokens.c.role).where(
-                api_tokens.c.token_hash == digest
-            )
+            select(
+                api_tokens.c.token_hash,
+                api_tokens.c.name,
+                api_tokens.c.role,
+                api_tokens.c.expires_at,
+                api_tokens.c.revoked_at,
+            ).where(api_tokens.c.token_hash == digest)
         ).one_or_none()
     if row is None or not hmac.compare_digest(row.token_hash, digest):
+        return None
+    at = time.time() if now is None else now
+    if row.revoked_at is not None or (row.expires_at is not None and at >= row.expires_at):
         return None
     role: Role = "approver" if row.role == "approver" else "viewer"
     return Principal(row.name, role)

@@ -14,23 +14,33 @@ Beside it, measured in the same run:
 - LangGraph: a driver node fanning out to ``n`` async nodes that each await the
   same agent, for ``cycles`` supersteps.
 
-``python -m benchmarks --only w4`` (needs the ``agents`` extra; LangGraph optional).
+And the real thing: the wall time of one converge agent call (a structured
+license review of the MIT text, ``LOCAL_CALLS`` calls one after the other, the
+median) on the packaged local model (extra ``local``: Gemma 3 270M behind
+llama-cpp-python's server on 127.0.0.1).
+
+``python -m benchmarks --only w4`` (needs the ``agents`` extra; LangGraph and the
+``local`` extra optional).
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import operator
+import statistics
+import time
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
-from benchmarks.harness import Prepare, Row, Stat
+from benchmarks.harness import Prepare, Row, Series, Stat
 from benchmarks.session import Suite, log
 
 N_AGENTS = 200
 CYCLES = 5
 LATENCY_S = 0.020
 TARGET_PERCENT = 5.0  # docs/performance.md: overhead <= 5% of the ideal wall time
+LOCAL_CALLS = 20
 
 
 def _agents(n: int, latency_s: float) -> list[Any]:
@@ -148,30 +158,104 @@ def build_langgraph_fanout(
     return prepare
 
 
+def local_model_call_times(calls: int = LOCAL_CALLS) -> list[float]:
+    """Wall times (seconds) of ``calls`` converge runs, each one agent call on the
+    packaged local model (after one warm-up call). Raises ``ConfigurationError``
+    without the ``local`` extra."""
+    from pathlib import Path
+
+    from converge.agents import build_agent
+    from converge.agents.local import LOCAL_MODEL_SETTINGS, local_server
+    from engine import Budget, Engine
+    from examples.dependency_audit.reviewer import INSTRUCTIONS, LicenseVerdict
+
+    vendor = Path(__file__).resolve().parents[1] / "examples/dependency_audit/vendor"
+    text = (vendor / "legacy-left-pad" / "LICENSE").read_text()
+    times: list[float] = []
+    with local_server(0) as server:
+        agent = build_agent(
+            name="license_reviewer",
+            model=f"openai:{server.alias}",
+            base_url=server.base_url,
+            instructions=INSTRUCTIONS,
+            reads=["license.file"],
+            writes="license",
+            output=LicenseVerdict,
+            model_settings=dict(LOCAL_MODEL_SETTINGS),
+        )
+        for i in range(calls + 1):
+            engine = Engine(budget=Budget(max_cycles=1))
+            engine.register(agent)
+            start = time.perf_counter()
+            result = engine.run({"license.file": [{"name": f"left-pad-{i}", "text": text}]})
+            elapsed = time.perf_counter() - start
+            assert result.usage.output_tokens > 0, result.stop_reason
+            if i:  # the first call warms the server's caches
+                times.append(elapsed)
+    return times
+
+
+def run_w4_local(suite: Suite) -> None:
+    """The W4 row of the real local model (skipped without the ``local`` extra)."""
+    from engine import ConfigurationError
+
+    label = "W4 local model call"
+    size = f"Gemma 3 270M Q4_K_M, {LOCAL_CALLS} calls"
+    try:
+        times = local_model_call_times()
+    except (ImportError, ConfigurationError) as exc:
+        suite.rows.append(Row(label, size, "ms/call", False, None, note=f"skipped: {exc}"))
+        log(f"  W4 local model: skipped: {exc}")
+        return
+    series = Series(tuple(times), 1)
+    note = "wall time of one structured agent call on llama-cpp-python's server, 127.0.0.1"
+    suite.add(
+        Row(label, size, "ms/call", False, Stat.of(series, lambda t: t * 1000), note=note), series
+    )
+
+
+def interleaved(prepares: list[Prepare], runs: int) -> list[Series]:
+    """Time each of ``prepares`` ``runs`` times, round-robin (one run of each in
+    turn, after one warm-up of each), so that the load of a shared machine falls
+    on all of them alike; a full collection before each timed run."""
+    for prepare in prepares:
+        prepare()()
+    times: list[list[float]] = [[] for _ in prepares]
+    for _ in range(runs):
+        for i, prepare in enumerate(prepares):
+            thunk = prepare()
+            gc.collect()
+            t0 = time.perf_counter()
+            thunk()
+            times[i].append(time.perf_counter() - t0)
+    return [Series(tuple(t), 1) for t in times]
+
+
 def run_w4(suite: Suite) -> None:
-    """The W4 row of ``python -m benchmarks``."""
+    """The W4 rows of ``python -m benchmarks``: converge, raw pydantic-ai and
+    LangGraph measured interleaved (:func:`interleaved`, twice the suite's runs)."""
     calls = N_AGENTS * CYCLES
     ideal = CYCLES * LATENCY_S
     label = "W4 agent fan-out"
     size = f"{N_AGENTS} agents x {CYCLES} cycles, {LATENCY_S * 1000:.0f} ms"
     try:
-        series = suite.time(build_agent_fanout())
+        prepares = [build_agent_fanout(), build_raw_fanout()]
     except ImportError as exc:
         suite.rows.append(Row(label, size, "µs/call", False, None, note=f"skipped: {exc}"))
         log(f"  W4: skipped: {exc}")
         return
+    if suite.langgraph is not None:
+        try:
+            prepares.append(build_langgraph_fanout())
+        except Exception as exc:  # a LangGraph API change must not lose our own figures
+            log(f"  LangGraph failed: {type(exc).__name__}: {exc}")
+    measured = interleaved(prepares, 2 * suite.sizes.runs)
+    series, raw = measured[0], measured[1]
+    lg = measured[2] if len(measured) > 2 else None
 
     def overhead(t: float) -> float:
         return (t - ideal) / calls * 1e6
 
-    raw = suite.time(build_raw_fanout())
-    lg = None
-    if suite.langgraph is not None:
-        try:
-            lg = suite.time(build_langgraph_fanout())
-        except Exception as exc:  # a LangGraph API change must not lose our own figures
-            log(f"  LangGraph failed: {type(exc).__name__}: {exc}")
-    ours = Stat.of(series, overhead)
     percent = 100 * (series.median - ideal) / ideal
     raw_percent = 100 * (raw.median - ideal) / ideal
     row = Row(
@@ -179,7 +263,7 @@ def run_w4(suite: Suite) -> None:
         size,
         "µs/call over ideal",
         False,
-        ours,
+        Stat.of(series, overhead),
         target=("<=", TARGET_PERCENT / 100 * ideal / calls * 1e6),
         langgraph=None if lg is None else Stat.of(lg, overhead),
         limit=Stat.of(raw, overhead),
@@ -188,6 +272,33 @@ def run_w4(suite: Suite) -> None:
             f"ideal {ideal * 1000:.0f} ms; wall {series.median * 1000:.0f} ms = "
             f"+{percent:.0f}% of the ideal (raw pydantic-ai: +{raw_percent:.0f}%)"
             + ("" if lg is None else f"; LangGraph wall {lg.median * 1000:.0f} ms")
+            + "; the three interleaved"
         ),
     )
     suite.add(row, series)
+    if lg is not None:
+        suite.add(adapter_row(series, raw, lg, size), series)
+    run_w4_local(suite)
+
+
+def adapter_row(ours: Series, raw: Series, lg: Series, size: str) -> Row:
+    """What converge adds per call on top of raw pydantic-ai, against what LangGraph
+    adds (the target: at most LangGraph's): the median over the interleaved rounds
+    of each round's wall time minus the raw one's, per call (µs)."""
+    calls = N_AGENTS * CYCLES
+
+    def added(series: Series) -> Stat:
+        diffs = [(t - r) / calls * 1e6 for t, r in zip(series.times, raw.times, strict=True)]
+        return Stat(statistics.median(diffs), min(diffs), max(diffs))
+
+    mine, theirs = added(ours), added(lg)
+    return Row(
+        "W4 cost over raw pydantic-ai",
+        size,
+        "µs/call added",
+        False,
+        mine,
+        target=("<=", theirs.median),
+        langgraph=theirs,
+        note="per round: wall minus raw pydantic-ai's wall, per call; target: at most LangGraph's",
+    )

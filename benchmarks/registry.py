@@ -12,17 +12,35 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from benchmarks.agents_bench import run_w4
+from benchmarks.fork_bench import run_f1
 from benchmarks.harness import Row
 from benchmarks.limits import run_limits
+from benchmarks.proofs_bench import run_p1
 from benchmarks.resume_bench import run_r1
 from benchmarks.scale_bench import run_w6
+from benchmarks.service_bench import run_s1
 from benchmarks.session import Suite, log
 from benchmarks.workers_bench import run_w5
 from benchmarks.workloads import run_w1, run_w2, run_w3
 
 __all__ = ["NAMES", "RUNNERS", "STORE_ROWS"]
 
-NAMES = ("limits", "w1", "w2", "w2-sqlite", "w2-pg", "w3", "r1", "q1", "w4", "w5", "w6")
+NAMES = (
+    "limits",
+    "w1",
+    "w2",
+    "w2-sqlite",
+    "w2-pg",
+    "w3",
+    "r1",
+    "q1",
+    "w4",
+    "w5",
+    "w6",
+    "s1",
+    "p1",
+    "f1",
+)
 """Every name ``--only`` accepts, as ``--help`` lists them."""
 
 STORE_ROWS = ("w2-sqlite", "w2-pg")
@@ -52,5 +70,8 @@ RUNNERS: dict[str, Callable[[Suite], None]] = {
     "w4": run_w4,
     "w5": run_w5,
     "w6": run_w6,
+    "s1": run_s1,  # only with --only s1: it needs RabbitMQ and takes ~3 min
+    "p1": run_p1,  # proof bundles of a 100k-fact run (issue 26)
+    "f1": run_f1,  # fork at cycle 50 of a 100k-fact run (issue 24)
 }
 """Each workload's name → the function adding its rows, in the report's order."""

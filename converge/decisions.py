@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from audit.approvals import Vote, cast_vote, votes
+from audit.people import log_access
 from audit.store import SqlRunStore
+from converge.governance import MissingReason, NotAllowed, check_decision
 from converge.jobs import HitlSpec, Job, job_from_record
 from converge.run_queue import RunQueue
 from engine import (
@@ -206,11 +208,12 @@ def decide(
     here, or with ``queue`` on a worker (the decision recorded first, then the
     resume sent; ``DecisionReport.result`` is then None and this returns at once).
 
-    Raises ``GateNotFound``, ``GateAlreadyDecided`` (decided, or its quorum already
-    reached), ``GateExpired`` (past its deadline: its ``on_timeout`` decision is
-    applied instead), ``audit.approvals.DuplicateVote`` (this person voted already),
-    :class:`InvalidValue` (``decision.value`` refused by the policy's hook),
-    ``ConvergeError`` (the run recorded no job), ``ResumeError`` or ``RunBusy``.
+    Raises ``GateNotFound``, ``converge.governance.NotAllowed`` (not among the gate's
+    approvers, or four eyes) or ``MissingReason``, ``GateAlreadyDecided`` (decided,
+    or its quorum already reached), ``GateExpired`` (past its deadline: its
+    ``on_timeout`` decision is applied instead), ``audit.approvals.DuplicateVote``
+    (this person voted already), :class:`InvalidValue` (``decision.value`` refused by
+    the policy's hook), ``ConvergeError`` (the run recorded no job), ``ResumeError`` or ``RunBusy``.
     """
     if not decision.by.strip():
         raise ConvergeError("a decision needs the name of who decides (empty 'by')")
@@ -221,6 +224,12 @@ def decide(
         raise GateExpired(f"gate {gate_id} expired; decided by on_timeout={gate.on_timeout!r}")
     if gate.status != "pending":
         raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, _iso(gate.decided_at))
+    try:
+        check_decision(store, gate, decision, clock())
+    except (NotAllowed, MissingReason) as exc:
+        # refused: in the access log, never recorded as a decision
+        log_access(store, "decide", "403", name=decision.by, target=gate_id, detail=str(exc))
+        raise
     job = job_of_run(store, gate.run_id)
     required = approvals_required(job, gate)
     content = checked_value(job, gate, decision)

@@ -18,6 +18,11 @@ attribute                       value
 ``converge.stop_category``      on the run span: its category
 ==============================  ==================================================
 
+Under an agent's span, each model request it makes is a span ``chat {model}``
+(:mod:`converge.agents.spans`) with that response's tokens. An execution that
+fails or is cut still carries the tokens it recorded (``ctx.record_usage``) and
+ends with status ERROR.
+
 The exporter is OTLP over HTTP, configured by the standard ``OTEL_*`` variables
 (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_EXPORTER_OTLP_HEADERS``,
 ``OTEL_SERVICE_NAME``...), so Jaeger, Langfuse and Phoenix receive the traces.
@@ -25,10 +30,12 @@ The exporter is OTLP over HTTP, configured by the standard ``OTEL_*`` variables
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import os
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from engine import ConfigurationError, Context, Effect, Engine, RunResult, Suggestor
@@ -49,7 +56,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         f"traces need the 'otel' extra: pip install 'converge-engine[otel]' ({exc.name} is missing)"
     ) from exc
 
-__all__ = ["ENDPOINT_VARIABLES", "TracedSuggestor", "Tracing", "requested"]
+__all__ = ["ENDPOINT_VARIABLES", "TracedSuggestor", "Tracing", "current_tracer", "requested"]
 
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 """Either one set turns tracing on without ``--otel``."""
@@ -57,6 +64,15 @@ ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_
 _RUN_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "converge_run_id", default=None
 )
+_TRACER: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar(
+    "converge_tracer", default=None
+)
+
+
+def current_tracer() -> Tracer | None:
+    """The tracer of the traced execution in progress (None outside one): where an
+    agent opens the spans of its model requests."""
+    return _TRACER.get()
 
 
 def requested(flag: bool = False, environ: Mapping[str, str] | None = None) -> bool:
@@ -86,16 +102,33 @@ class TracedSuggestor:
         """The wrapped execution inside a span (a coroutine for an async suggestor)."""
         if self.is_async:
             return self._execute_async(ctx)
-        with self._span(ctx) as span:
+        with self._traced(ctx) as span:
             out = self.inner.execute(ctx)
             _record_effect(span, out)
             return out
 
     async def _execute_async(self, ctx: Context) -> Any:
-        with self._span(ctx) as span:
+        with self._traced(ctx) as span:
             out = await self.inner.execute(ctx)
             _record_effect(span, out)
             return out
+
+    @contextmanager
+    def _traced(self, ctx: Context) -> Iterator[Span]:
+        """The execution's span, current (and its tracer, for the model requests
+        inside); when the execution raises or is cut, the span gets the tokens it
+        recorded and status ERROR."""
+        recorded_before = len(ctx.recorded_usage())
+        token = _TRACER.set(self.tracer)
+        try:
+            with self._span(ctx) as span:
+                try:
+                    yield span
+                except BaseException as exc:
+                    _record_failure(span, exc, ctx, self.name, recorded_before)
+                    raise
+        finally:
+            _TRACER.reset(token)
 
     def _span(self, ctx: Context) -> Any:
         attributes: dict[str, Any] = {
@@ -112,8 +145,24 @@ class TracedSuggestor:
         if model is not None:
             attributes["gen_ai.request.model"] = str(getattr(model, "model_name", model))
         return self.tracer.start_as_current_span(
-            f"{self.operation} {self.name}", attributes=attributes
+            f"{self.operation} {self.name}",
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
         )
+
+
+def _record_failure(span: Span, exc: BaseException, ctx: Context, name: str, since: int) -> None:
+    """Status ERROR, and the tokens the execution recorded before it raised or was cut."""
+    recorded = [u for who, u in ctx.recorded_usage()[since:] if who == name]
+    span.set_attribute("gen_ai.usage.input_tokens", sum(u.input_tokens for u in recorded))
+    span.set_attribute("gen_ai.usage.output_tokens", sum(u.output_tokens for u in recorded))
+    span.set_attribute("converge.cost_usd", sum(u.cost_usd for u in recorded))
+    if isinstance(exc, asyncio.CancelledError):
+        span.set_status(Status(StatusCode.ERROR, "cut: cancelled or out of time"))
+    else:
+        span.record_exception(exc)
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
 
 
 def _record_effect(span: Span, out: Any) -> None:
@@ -126,6 +175,8 @@ def _record_effect(span: Span, out: Any) -> None:
             span.set_attribute("converge.tool_calls", list(out.tool_calls))
         if out.signal is not None:
             span.set_attribute("converge.signal", out.signal.kind_code())
+            if out.signal.is_error():
+                span.set_status(Status(StatusCode.ERROR, str(out.signal)))
     elif isinstance(out, list):
         span.set_attribute("converge.proposals", len(out))
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.accounting import run_stats
 from engine.budget import Budget
+from engine.fork import load_fork
 from engine.hitl import GateDecision
 from engine.loop import drive_async, drive_sync, start
 from engine.policy import RunStats
@@ -97,6 +98,18 @@ class Engine(EngineSettings):
         ``RunNotFound`` or ``ResumeError`` (run not resumable, other suggestors).
         """
         return drive_sync(self, load_stopped(self, run_id, budget))
+
+    def fork(self, run_id: str, cycle: int, budget: Budget | None = None) -> RunResult:
+        """Start a new run from the state after ``cycle`` of the stored run ``run_id``
+        (its facts, ids and provenance, counters, dirty keys: :mod:`engine.fork`),
+        with this engine's suggestors and ``budget`` (None: the engine's), to its stop.
+
+        The fork has its own run id; its ``run_started`` carries ``forked_from:
+        {run, cycle, facts_root}``; the parent is only read. Raises
+        ``engine.fork.ForkError`` (no store, a cycle the store cannot rebuild) or
+        ``RunNotFound``.
+        """
+        return drive_sync(self, load_fork(self, run_id, cycle, budget))
 
     def stats(self, result: RunResult) -> RunStats | None:
         """The last :class:`RunStats` of a run kept by this engine (stopped or paused)."""

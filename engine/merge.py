@@ -16,9 +16,10 @@ import time
 from collections.abc import Callable
 from hashlib import sha256
 from math import isfinite
+from typing import Any
 
 from engine.facts import MAX_INT, Fact, Proposal, Provenance, canonical_json, content_key
-from engine.hitl import GateDecision
+from engine.hitl import GateDecision, HitlPolicy
 from engine.recording import catch_up_leaves
 from engine.run_state import PendingGate, RunState
 from engine.settings import EngineSettings
@@ -51,6 +52,7 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
     start_i, start_j = st.merge_pos
     if store:
         leaf_append = st.leaves.append
+        leaf_prefix = st.frontier.leaf_prefix  # RFC 6962's 0x00 (b"" for a LEGACY run)
         if st.frontier.count + len(st.leaves) != len(ctx._facts):
             catch_up_leaves(st)  # the leaves of input or checkpointed facts
         batch = PromotedFacts(cycle, time.time())
@@ -159,7 +161,7 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
                     f'"provenance":{{"cycle":{cyc},"parents":{ps},"proposal_id":{qpid},'
                     f'"suggestor":{qname}}}}}'
                 )
-                leaf_append(sha256(text.encode()).digest())
+                leaf_append(sha256(leaf_prefix + text.encode()).digest())
                 batch_fact(fact)
                 batch_text(text)
                 # its checkpoint row (run_state.fact_row), for the store's fact chunks
@@ -267,6 +269,7 @@ def open_gate_if_matched(
             opened_at=now,
             expires_at=(now + timeout) if timeout else None,
             on_timeout=policy.on_timeout,
+            extra=_rules_of(policy),
         )
         st.pending_gate = PendingGate(record, ei, pj)
         st.merge_pos = (ei, pj)
@@ -274,6 +277,13 @@ def open_gate_if_matched(
             gate_id=gate_id, proposal_id=pid, summary=summary, agent_id=name, cycle=st.cycle
         )
     return None
+
+
+def _rules_of(policy: HitlPolicy) -> dict[str, Any]:
+    """The application's rules for deciding the policy's gates (``decision_rules``,
+    e.g. who may approve), recorded with the gate and chained in ``gate_opened``."""
+    rules = getattr(policy, "decision_rules", None)
+    return {"rules": dict(rules)} if isinstance(rules, dict) and rules else {}
 
 
 def apply_decision(eng: EngineSettings, st: RunState) -> None:

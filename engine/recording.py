@@ -36,6 +36,7 @@ def record_start(eng: EngineSettings, st: RunState) -> None:
                 "suggestors": list(eng.suggestor_names),
                 "budget": st.budget.model_dump(mode="json"),
                 "initial_facts": [fact_to_dict(f) for f in st.context],
+                "facts_merkle": st.frontier.scheme,
             },
             time.time(),
         )
@@ -115,6 +116,7 @@ def record_pause(
                 "suggestor": rec.suggestor,
                 "summary": rec.summary,
                 "policy": rec.policy,
+                **rec.extra,
             },
             time.time(),
         )
@@ -234,5 +236,6 @@ def catch_up_leaves(st: RunState) -> None:
     """Add the Merkle leaves of facts promoted without one (input, old checkpoints)."""
     leaves = st.leaves
     facts = st.context._facts
+    scheme = st.frontier.scheme
     for i in range(st.frontier.count + len(leaves), len(facts)):
-        leaves.append(fact_leaf(facts[i]))
+        leaves.append(fact_leaf(facts[i], scheme))

@@ -21,7 +21,7 @@ from engine.effect import Usage
 from engine.errors import ResumeError
 from engine.facts import Fact, Proposal, Provenance, content_key
 from engine.hitl import GateDecision
-from engine.integrity import MerkleFrontier
+from engine.integrity import MerkleFrontier, merkle_scheme
 from engine.result import ContinuationRecord
 from engine.stop import StopReason, parse_stop_reason, stop_reason_to_dict
 from engine.store import AuditEvent, BatchItem, GateRecord
@@ -138,6 +138,7 @@ class RunState:
                 [k.cycle, list(k.signals), k.note, k.budget_raised] for k in self.continuations
             ],
             "merkle": self._merkle(),
+            "facts_merkle": self.frontier.scheme,
         }
 
     def _merkle(self) -> list[object] | None:
@@ -213,10 +214,12 @@ class RunState:
                 st.pending_gate = PendingGate(
                     gate, int(pg["effect_index"]), int(pg["proposal_index"])
                 )
+            # the facts root's scheme is the run's for its whole life (absent: LEGACY)
+            st.frontier = MerkleFrontier(scheme=merkle_scheme(data.get("facts_merkle")))
             merkle = data.get("merkle")
             if merkle is not None:
                 frontier = MerkleFrontier.from_json(merkle)
-                if frontier.count == len(ctx):
+                if frontier.count == len(ctx) and frontier.scheme == st.frontier.scheme:
                     st.frontier = frontier
             st.gates_opened = int(data["gates_opened"])
             st.elapsed_before_ms = int(data["elapsed_ms"])

@@ -27,6 +27,7 @@ EVENT_KINDS = (
     "gate_opened",
     "gate_decided",
     "gate_vote",
+    "gate_escalated",
     "run_paused",
     "run_resumed",
     "stop_signal",
@@ -35,7 +36,9 @@ EVENT_KINDS = (
     "run_stopped",
 )
 """Every audit event kind (docs/audit.md, plus ``run_continued``, and ``gate_vote``:
-one person's approval of a quorum gate, written by ``audit.approvals``)."""
+one person's approval of a quorum gate, written by ``audit.approvals``, and
+``gate_escalated``: a pending gate's approvers widened, written by
+``audit.notifications``)."""
 
 
 class AuditEvent:
@@ -319,4 +322,40 @@ class RunStore(Protocol):
 
     def get_run_header(self, run_id: str) -> RunHeader:
         """The header the run was started with (raises ``RunNotFound``)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunHistory:
+    """A recorded run up to one of its cycles: what a fork starts from.
+
+    ``cycle``: the cycle asked for; ``cycles``: the cycles the run recorded in all;
+    ``status``: its ``runs`` status; ``started``: its ``run_started`` payload;
+    ``facts``: the facts promoted up to and including ``cycle`` (the initial ones
+    first), as ``engine.facts.fact_to_dict`` dicts in promotion order, and
+    ``texts[i]`` the canonical JSON of ``facts[i]`` as chained (its Merkle leaf's
+    data); ``events``: the run's other events of cycles 1..``cycle`` (cycle
+    starts, executions, failures, usage), in ``seq`` order.
+    """
+
+    run_id: str
+    cycle: int
+    cycles: int
+    status: str
+    started: dict[str, Any]
+    facts: list[dict[str, Any]]
+    texts: list[str]
+    events: list[AuditEvent]
+
+
+@runtime_checkable
+class RunHistoryStore(Protocol):
+    """A store that can rebuild a run's state at one of its cycles (``Engine.fork``)."""
+
+    def run_history(self, run_id: str, until_cycle: int) -> RunHistory:
+        """The run as recorded up to ``until_cycle`` (see :class:`RunHistory`).
+
+        Raises ``RunNotFound``; ``ResumeError`` when the events of those cycles are
+        not all there (a cycle the run never reached, a gap in its chain).
+        """
         ...

@@ -7,7 +7,7 @@ confidence threshold) until ``Engine.resume(gate_id, decision)``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from engine.context import Context
@@ -15,6 +15,10 @@ from engine.facts import Proposal
 from engine.hitl import GateDecision, HitlPolicy
 
 DEFAULT_SUMMARY = "Approve {key} from {suggestor}: {content}"
+
+ReasonRequired = Literal["reject", "approve", "both", "never"]
+"""Which decisions of a gate must give a reason."""
+REASON_REQUIRED: tuple[ReasonRequired, ...] = ("reject", "approve", "both", "never")
 
 
 class ApprovalPolicy:
@@ -33,7 +37,17 @@ class ApprovalPolicy:
     an approval (``converge approve --value``) and returns the content the
     proposal takes, raising ``ValueError`` when the answer is invalid (e.g. not an
     SPDX expression); without it the content becomes the value as given.
-    Raises ``ValueError`` for a bad ``on_timeout``, ``timeout_s`` or quorum.
+
+    Who may decide (enforced by the application, e.g. ``converge.decisions``, from
+    :attr:`decision_rules`, which the engine records with each gate it opens):
+    ``approvers`` (people or groups; None = any approver), ``four_eyes`` (the
+    deciders differ from whoever submitted or resumed the run), ``reason_required``
+    (``"reject"``, ``"approve"``, ``"both"`` or ``"never"``), ``escalate_after_s``
+    (seconds after opening, the approvers widen to ``escalate_to``), ``notify``
+    (sinks told when the gate opens, is decided, expires or escalates: dicts
+    ``{"webhook": URL, "secret_env": VAR}`` or ``{"email": ADDRESS}``).
+    Raises ``ValueError`` for a bad ``on_timeout``, ``timeout_s``, quorum,
+    ``reason_required`` or escalation.
     """
 
     def __init__(
@@ -49,7 +63,20 @@ class ApprovalPolicy:
         name: str | None = None,
         approvals_required: int = 1,
         validate_value: Callable[[Any, Any], Any] | None = None,
+        approvers: Iterable[str] | None = None,
+        four_eyes: bool = False,
+        reason_required: ReasonRequired = "reject",
+        escalate_after_s: float | None = None,
+        escalate_to: Iterable[str] | None = None,
+        notify: Iterable[Mapping[str, str]] = (),
     ) -> None:
+        if reason_required not in REASON_REQUIRED:
+            raise ValueError(
+                f"reason_required must be one of {', '.join(REASON_REQUIRED)}, "
+                f"got {reason_required!r}"
+            )
+        if escalate_after_s is not None and (escalate_after_s <= 0 or not escalate_to):
+            raise ValueError("escalate_after_s needs a positive number of seconds and escalate_to")
         if not isinstance(approvals_required, int) or approvals_required < 1:
             raise ValueError(f"approvals_required must be an int >= 1, got {approvals_required!r}")
         if on_timeout not in ("approve", "reject"):
@@ -65,6 +92,15 @@ class ApprovalPolicy:
         self.on_timeout: Literal["approve", "reject"] = on_timeout
         self.approvals_required = approvals_required
         self.validate_value = validate_value
+        self.decision_rules: dict[str, Any] = {
+            "approvers": sorted(set(approvers)) if approvers is not None else None,
+            "four_eyes": bool(four_eyes),
+            "reason_required": reason_required,
+            "escalate_after_s": escalate_after_s,
+            "escalate_to": sorted(set(escalate_to or ())),
+            "notify": [dict(sink) for sink in notify],
+        }
+        """Who may decide this policy's gates, as JSON (recorded with each gate)."""
         self.name = name or "require_approval:" + ",".join(sorted(self.keys or ["*"]))
 
     def match(self, proposal: Proposal, suggestor: str, ctx: Context) -> str | None:
@@ -106,9 +142,16 @@ def require_approval(
     name: str | None = None,
     approvals_required: int = 1,
     validate_value: Callable[[Any, Any], Any] | None = None,
+    approvers: Iterable[str] | None = None,
+    four_eyes: bool = False,
+    reason_required: ReasonRequired = "reject",
+    escalate_after_s: float | None = None,
+    escalate_to: Iterable[str] | None = None,
+    notify: Iterable[Mapping[str, str]] = (),
 ) -> ApprovalPolicy:
     """A HITL policy: proposals matching all given conditions wait for approval
-    (by ``approvals_required`` distinct people; see :class:`ApprovalPolicy`)."""
+    (by ``approvals_required`` distinct people among ``approvers``; see
+    :class:`ApprovalPolicy`)."""
     return ApprovalPolicy(
         keys=keys,
         suggestors=suggestors,
@@ -120,6 +163,12 @@ def require_approval(
         name=name,
         approvals_required=approvals_required,
         validate_value=validate_value,
+        approvers=approvers,
+        four_eyes=four_eyes,
+        reason_required=reason_required,
+        escalate_after_s=escalate_after_s,
+        escalate_to=escalate_to,
+        notify=notify,
     )
 
 

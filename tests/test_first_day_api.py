@@ -134,11 +134,12 @@ def test_the_document_lists_each_refusal_of_each_route_with_its_body(
         for path, ops in doc["paths"].items()
     }
     assert {path: refusals[path] for path in ROUTES} == {
-        "/api/gates": [401, 422],
-        "/api/gates/{gate_id}": [401, 404],
-        "/api/gates/{gate_id}/decision": [400, 401, 403, 404, 409, 413, 422],
-        "/api/runs": [401, 422],
-        "/api/runs/{run_id}": [401, 404],
+        # every route that authenticates may answer 429 (too many failures)
+        "/api/gates": [401, 422, 429],
+        "/api/gates/{gate_id}": [401, 403, 404, 429],
+        "/api/gates/{gate_id}/decision": [400, 401, 403, 404, 409, 413, 422, 429],
+        "/api/runs": [401, 422, 429],
+        "/api/runs/{run_id}": [401, 404, 429],
     }
     decision = _operation(doc, "/api/gates/{gate_id}/decision", "post")["responses"]
     schema_of = {

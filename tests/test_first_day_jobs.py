@@ -268,7 +268,7 @@ def test_the_getting_started_job_has_an_invariant_that_holds(
 def test_the_distribution_is_converge_engine_and_the_command_prints_its_version() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["name"] == "converge-engine"
-    assert project["scripts"]["converge"] == "converge.cli:app"
+    assert project["scripts"]["converge"] == "converge.cli:main"
     assert importlib.metadata.version("converge-engine") == converge.__version__
     res = CliRunner().invoke(app, ["--version"])
     assert res.exit_code == 0 and res.stdout.strip() == f"converge {converge.__version__}"

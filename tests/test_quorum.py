@@ -156,7 +156,7 @@ def test_only_the_deciding_voter_with_the_same_verdict_may_repeat_it(store: SqlR
     for other in (
         GateDecision.approve(by="carol"),  # a new voter: the votes already decided
         GateDecision.approve(by="alice"),  # an earlier voter, not the deciding one
-        GateDecision.reject(by="bob"),  # the deciding voter changing their verdict
+        GateDecision.reject(by="bob", reason="on second thought"),  # a changed verdict
     ):
         with pytest.raises(GateAlreadyDecided, match="approved by alice, bob"):
             decide(store, gate_id, other)

@@ -56,7 +56,12 @@ def test_a_run_is_a_workflow_span_whose_children_are_its_executions() -> None:
         "invoke_workflow demo",
         "execute_tool collector",
         "invoke_agent summariser",
+        "chat scripted",  # the agent's model request, under its agent span
     }
+    request = spans["chat scripted"].parent
+    assert (
+        request is not None and request.span_id == spans["invoke_agent summariser"].context.span_id
+    )
     run = spans["invoke_workflow demo"]
     for child in ("execute_tool collector", "invoke_agent summariser"):
         parent = spans[child].parent

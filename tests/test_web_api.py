@@ -55,7 +55,7 @@ def test_the_api_answers_401_without_a_token_or_with_an_unknown_one(
     assert bare.status_code == 401
     assert "Authorization: Bearer" in bare.json()["detail"]
     assert forged.status_code == 401
-    assert forged.json()["detail"] == "unknown API token"
+    assert forged.json()["detail"] == "unknown, expired or revoked API token"
     assert sqlite_store.get_gate(gate_id).status == "pending"
 
 

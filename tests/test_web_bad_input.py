@@ -171,7 +171,7 @@ def test_bad_queries_and_unknown_ids_are_answered_with_a_clear_4xx(
         ("missing", {"decision": "approve"}, 403, "invalid or missing CSRF token"),
         ("real", {"decision": "approve", "by": "mallory"}, 400, "unknown form field(s): by"),
         ("real", {"decision": "maybe"}, 400, "decision must be 'approve' or 'reject'"),
-        ("real", {"decision": "reject", "reason": "  "}, 400, "a rejection needs a reason"),
+        ("real", {"decision": "reject", "reason": "  "}, 422, "a reason is required to reject"),
     ],
 )
 def test_a_bad_decision_form_is_refused_and_records_nothing(

@@ -251,8 +251,8 @@ def started_workers(count: int = 2, **options: Any) -> Iterator[Workers]:
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
-    pool = Workers(count, **options).start()
-    try:
-        yield pool
+    pool = Workers(count, **options)
+    try:  # stopped even when they fail to start: nothing is left running
+        yield pool.start()
     finally:
         pool.stop()

@@ -17,13 +17,27 @@ from decimal import Decimal
 from typing import Any
 
 from pydantic_ai import Agent, capture_run_messages
-from pydantic_ai.exceptions import UsageLimitExceeded
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.exceptions import ModelAPIError, UnexpectedModelBehavior, UsageLimitExceeded
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+)
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.usage import UsageLimits
 
 from converge.agents.ledger import CallLedger, CycleSpend, ToolBudgetHit, cycle_spend
-from converge.agents.pricing import Price, PricedModel, cost_usd, model_label, priceable
+from converge.agents.pricing import (
+    Price,
+    PricedModel,
+    cost_usd,
+    model_label,
+    priceable,
+    reports_no_cost,
+)
+from converge.agents.spans import request_spans
 from engine import (
     ConfigurationError,
     Context,
@@ -39,7 +53,7 @@ from engine import (
 )
 from engine.effect import NO_USAGE
 
-__all__ = ["MAX_AUDITED_MESSAGES_CHARS", "AgentCall", "call_agent", "usage_of"]
+__all__ = ["MAX_AUDITED_MESSAGES_CHARS", "AgentCall", "call_agent", "raw_outputs", "usage_of"]
 
 MAX_AUDITED_MESSAGES_CHARS = 200_000
 """Messages recorded in the audit when a limit hits are cut to this many characters of JSON."""
@@ -70,6 +84,15 @@ class AgentCall:
         )
 
 
+def _needs_ledger(agent: Agent[Any, Any], tokens_cap: int | None, cost_cap: float | None) -> bool:
+    """Whether a run of ``agent`` needs its :class:`CallLedger`: under a token or
+    cost cap, or when it has tools (any toolset that is not an empty function
+    toolset)."""
+    if tokens_cap is not None or cost_cap is not None:
+        return True
+    return any(getattr(ts, "tools", None) != {} for ts in agent.toolsets)
+
+
 def _model_of(agent: Agent[Any, Any], name: str) -> Model:
     model = agent.model
     if model is None:
@@ -95,16 +118,23 @@ async def call_agent(
     Never raises for a budget: a ``UsageLimitExceeded`` or a tool past its limit
     comes back as ``signal`` with the usage and the messages so far; an
     unpriceable model under a cost budget comes back as
-    ``Error(error_category="configuration")`` without calling it. Raises
-    :class:`ConfigurationError` when the agent has no model; other errors of the
-    model or of a tool propagate (the engine records them as a failed execution),
-    as does a cut (``asyncio.CancelledError``), once the usage of the responses so
-    far is recorded with ``ctx.record_usage``.
+    ``Error(error_category="configuration")`` without calling it (a model whose
+    responses may carry their own cost is called: when its response carries none
+    either, the run stops after that call with the same error). A model that
+    misbehaves ends typed: no valid output after pydantic-ai's output retries
+    (malformed structured output, no tool call when one is required) comes back as
+    ``Error(error_category="suggestor")`` naming the agent, with the raw responses
+    in ``audit``; a model API that fails or cannot be reached as
+    ``Error(error_category="external")``; both with the usage so far. Raises
+    :class:`ConfigurationError` when the agent has no model; other errors of a tool
+    propagate (the engine records them as a failed execution), as does a cut
+    (``asyncio.CancelledError``), once the usage of the responses so far is
+    recorded with ``ctx.record_usage``.
     """
     model = _model_of(agent, name)
     left = ctx.remaining_budget()
     has_cost_budget = left is not None and left.cost_usd is not None
-    if has_cost_budget and price is None and not priceable(model):
+    if has_cost_budget and price is None and reports_no_cost(model) and not priceable(model):
         return AgentCall(
             signal=Error(
                 message=f"{name}: the cost of model {model_label(model)} is unknown and the "
@@ -151,16 +181,32 @@ async def _run(
     signal: StopReason | None = None
     output: Any = None
     limit_hit: UsageLimitExceeded | None = None
+    # the ledger's hooks cost pydantic-ai a capability per run: only when it has
+    # something to do (a token or cost cap to share, tools to count and limit)
+    capabilities: list[Any] = [ledger] if _needs_ledger(agent, tokens_cap, cost_cap) else []
+    spans = request_spans(model, price)
+    if spans is not None:
+        capabilities.append(spans)
     with capture_run_messages() as messages:
         try:
             result = await agent.run(
-                prompt, model=run_model, usage_limits=limits, capabilities=[ledger]
+                prompt, model=run_model, usage_limits=limits, capabilities=capabilities
             )
             output = result.output
         except UsageLimitExceeded as exc:
             limit_hit = exc
         except ToolBudgetHit as hit:
             signal = hit.reason
+        except UnexpectedModelBehavior as exc:
+            signal = Error(
+                message=f"{name}: model {model_label(model)} gave no valid output: {exc}",
+                error_category=ErrorCategory.SUGGESTOR,
+            )
+        except ModelAPIError as exc:
+            signal = Error(
+                message=f"{name}: model {model_label(model)} failed: {type(exc).__name__}: {exc}",
+                error_category=ErrorCategory.EXTERNAL,
+            )
         except BaseException:
             # a model or tool error, or a cut (cancel, time budget): what the
             # responses so far cost still counts toward the run's budgets
@@ -177,6 +223,9 @@ async def _run(
         audit["stopped_inside"] = signal.kind_code()
         audit["usage_so_far"] = [usage.input_tokens, usage.output_tokens, usage.cost_usd]
         audit["messages"] = _messages_json(messages)
+        raw = raw_outputs(messages)
+        if raw:
+            audit["raw_output"] = raw
     if signal is None and cost_cap is not None and not cost_known:
         signal = Error(
             message=f"{name}: model {model_label(model)} returned usage that cannot be priced "
@@ -206,6 +255,22 @@ def usage_of(messages: Sequence[ModelMessage], price: Price | None) -> tuple[Usa
         elif u.input_tokens or u.output_tokens:
             known = False
     return Usage(tokens_in, tokens_out, float(cost)), known
+
+
+def raw_outputs(messages: Sequence[ModelMessage], max_chars: int = 4_000) -> list[str]:
+    """What the model answered, response by response: its text, or the arguments of
+    its tool calls as it sent them (each cut to ``max_chars``)."""
+    out: list[str] = []
+    for m in messages:
+        if not isinstance(m, ModelResponse):
+            continue
+        for part in m.parts:
+            if isinstance(part, TextPart) and part.content:
+                out.append(part.content[:max_chars])
+            elif isinstance(part, ToolCallPart):
+                args = part.args if isinstance(part.args, str) else json.dumps(part.args)
+                out.append(f"{part.tool_name}({args})"[:max_chars])
+    return out
 
 
 def _limit_signal(

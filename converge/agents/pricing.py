@@ -2,7 +2,8 @@
 
 A ``price`` given to an agent (``(usd_per_million_input, usd_per_million_output)``)
 overrides genai-prices; :class:`PricedModel` makes pydantic-ai's own ``cost_limit``
-see it. :func:`priceable` says whether genai-prices knows a model at all.
+see it. :func:`priceable` says whether genai-prices knows a model at all;
+:func:`reports_no_cost` whether its responses can carry their own cost.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
-__all__ = ["Price", "PricedModel", "cost_usd", "model_label", "priceable"]
+__all__ = ["Price", "PricedModel", "cost_usd", "model_label", "priceable", "reports_no_cost"]
 
 Price = tuple[float, float]
 """``(usd_per_million_input_tokens, usd_per_million_output_tokens)``."""
@@ -64,3 +65,13 @@ def priceable(model: Model) -> bool:
         except (LookupError, ValueError):
             continue
     return False
+
+
+def reports_no_cost(model: Model) -> bool:
+    """True for a model whose responses never carry a cost (pydantic-ai's offline
+    ``TestModel``). Any other model's response may carry the cost its server
+    reported (``RequestUsage.cost``, e.g. a gateway's), so it is not refused up
+    front under a cost budget: its first response tells."""
+    from pydantic_ai.models.test import TestModel
+
+    return isinstance(model, TestModel)

@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel
 from pydantic_ai import Agent
-from pydantic_ai.models import infer_model
 
 from converge.agents.call import call_agent
+from converge.agents.endpoint import resolve_model
 from converge.agents.ledger import cycle_spend
 from converge.agents.pricing import Price
 from engine import (
@@ -240,15 +240,25 @@ def build_agent(
     price: Price | None = None,
     prompt: str | None = None,
     per: str | None = None,
+    base_url: str | None = None,
+    model_settings: dict[str, Any] | None = None,
 ) -> AgentSuggestor:
     """An agent suggestor from a job file's ``agents:`` entry: a pydantic-ai model
     string (``test`` = the offline TestModel), instructions, an output type and
-    plain tool functions. Raises :class:`ConfigurationError` naming the model when
-    pydantic-ai cannot use it (unknown provider, missing API key or package)."""
+    plain tool functions. ``base_url`` (default ``$CONVERGE_MODEL_BASE_URL``) points
+    ``openai:NAME`` at an OpenAI-compatible server's chat completions
+    (:func:`~converge.agents.endpoint.resolve_model`); ``model_settings`` is
+    pydantic-ai's ``ModelSettings`` of every request. Raises
+    :class:`ConfigurationError` naming the model when pydantic-ai cannot use it
+    (unknown provider, missing API key or package, a base URL for another provider)."""
     try:
-        resolved = infer_model(model)
+        resolved = resolve_model(model, base_url)
         agent: Agent[None, Any] = Agent(
-            resolved, instructions=instructions or None, output_type=output, tools=list(tools)
+            resolved,
+            instructions=instructions or None,
+            output_type=output,
+            tools=list(tools),
+            model_settings=model_settings or None,  # type: ignore[arg-type]
         )
     except Exception as exc:  # pydantic-ai raises UserError, ImportError, ValueError...
         raise ConfigurationError(

@@ -8,12 +8,16 @@ reachable from Python. One module per command group, each with its own
 - :mod:`converge.cli.audit`: ``runs``, ``show``, ``facts``, ``lineage``, ``verify``;
 - :mod:`converge.cli.events`: ``events``;
 - :mod:`converge.cli.gates`: ``gates``, ``approve``, ``reject``, ``resume``;
+- :mod:`converge.cli.history`: ``comment`` and ``gates GATE --history``;
 - :mod:`converge.cli.service`: ``submit``, ``cancel``, ``watch`` (runs as a service);
 - :mod:`converge.cli.tokens`: ``token add``;
 - :mod:`converge.cli.serve`: ``serve`` (the approval inbox);
 - :mod:`converge.cli.report`: ``report``;
 - :mod:`converge.cli.schema`: ``schema``;
 - :mod:`converge.cli.worker`: ``worker`` (a Celery worker, extra ``workers``);
+- :mod:`converge.cli.model`: ``model serve`` (the local model, extra ``local``);
+- :mod:`converge.cli.proofs`: ``keys generate``, ``export``, ``verify-bundle``;
+- :mod:`converge.cli.timetravel`: ``fork``, ``diff``;
 - :mod:`converge.cli.render`: the shared options, errors and rendering;
   :mod:`converge.cli.tables`: tables that fit the terminal;
   :mod:`converge.cli.budgets`: the ``--max-*`` budget options.
@@ -34,11 +38,15 @@ from converge.cli import (
     audit,
     events,
     gates,
+    history,
+    model,
+    proofs,
     report,
     run,
     schema,
     serve,
     service,
+    timetravel,
     tokens,
     worker,
 )
@@ -83,12 +91,16 @@ app.add_typer(run.app)
 app.add_typer(audit.app)
 app.add_typer(events.app)
 app.add_typer(gates.app)
+app.add_typer(history.app)
 app.add_typer(service.app)
 app.add_typer(tokens.app)
 app.add_typer(serve.app)
 app.add_typer(report.app)
 app.add_typer(schema.app)
 app.add_typer(worker.app)
+app.add_typer(model.app)
+app.add_typer(proofs.app)
+app.add_typer(timetravel.app)
 
 
 def main() -> None:  # pragma: no cover - the console script

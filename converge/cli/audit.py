@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import networkx as nx
@@ -21,6 +22,7 @@ from rich.tree import Tree
 
 from audit import SqlRunStore, parse_since
 from audit.timeline import last_budget_status, timeline
+from converge.cli import proofs
 from converge.cli.commands import CommandGroup
 from converge.cli.render import (
     DbOption,
@@ -186,6 +188,10 @@ def show_cmd(
     head.add_row("started", _when(row.started_at))
     head.add_row("ended", _when(row.ended_at))
     head.add_row("suggestors", escape(", ".join(row.suggestors)))
+    if row.parent_run_id is not None:  # a fork (converge fork): its parent and cycle
+        link = events[0].payload.get("forked_from") if events else None
+        at = f" at cycle {link.get('cycle')}" if isinstance(link, dict) else ""
+        head.add_row("forked from", escape(f"{row.parent_run_id}{at}"))
     head.add_row("cycles", str(row.cycles))
     head.add_row("facts", f"{row.facts_count} (root {row.facts_root or '-'})")
     u = row.usage
@@ -339,13 +345,27 @@ def verify_cmd(
     ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
+    head1: Annotated[
+        str | None, typer.Option("--from", help="A signed head (`converge anchor`) taken earlier.")
+    ] = None,
+    head2: Annotated[
+        str | None, typer.Option("--to", help="A signed head taken later: the ledger only grew?")
+    ] = None,
+    public_key: Annotated[
+        Path | None, typer.Option("--public-key", help="The public key that signed --from/--to.")
+    ] = None,
 ) -> None:
     """Recompute hash chains and check runs, gates, checkpoints and the ledger against
-    them; exit 0 when all verify, 1 otherwise (first bad seq, why).
+    them; exit 0 when all verify, 1 otherwise (first bad seq, why). With --from/--to
+    (docs/audit-format.md): the RFC 6962 consistency of two signed heads.
 
     Keyed (HMAC) stores need their key in $CONVERGE_AUDIT_KEY: without it a keyed
     store reports "key required", with another key "wrong key", never "ok".
     """
+    if head1 is not None or head2 is not None:
+        if head1 is None or head2 is None or run_id is not None or all_runs or anchor:
+            fail("--from and --to go together, without a RUN, --all or --anchor")
+        proofs.verify_consistency_cmd(db, head1, head2, public_key, as_json)
     if run_id is not None and (all_runs or anchor):
         fail("give a RUN, or --all / --anchor, not both")
     store = read_store(db)
@@ -375,9 +395,15 @@ def verify_cmd(
 
 
 @app.command("anchor")
-def anchor_cmd(db: DbOption = None, as_json: JsonOption = False) -> None:
+def anchor_cmd(
+    db: DbOption = None, as_json: JsonOption = False, signing_key: proofs.SigningKeyOption = None
+) -> None:
     """Print the ledger head (seq:hash, HMAC-signed in a keyed store) to keep outside
-    the database; `converge verify --anchor HEAD` later proves nothing before it changed."""
+    the database; `converge verify --anchor HEAD` later proves nothing before it changed.
+    With a signing key: the Ed25519-signed RFC 6962 head, one line without spaces."""
+    if proofs.signing_configured(signing_key):
+        proofs.signed_anchor(db, signing_key, as_json)
+        return
     store = read_store(db)
     try:
         head = store.anchor()

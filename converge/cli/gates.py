@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from audit.approvals import DuplicateVote
 from audit.store import SqlRunStore
+from converge.cli.actors import ActorOption, record
 from converge.cli.budgets import (
     AddCyclesOption,
     MaxCostOption,
@@ -33,6 +34,7 @@ from converge.cli.budgets import (
     resumed_budget,
 )
 from converge.cli.commands import CommandGroup
+from converge.cli.history import print_history
 from converge.cli.render import (
     DbOption,
     JsonOption,
@@ -56,6 +58,7 @@ from converge.decisions import (
     job_of_run,
 )
 from converge.jobs import Job
+from converge.notifications import notify_after_command
 from engine import (
     Budget,
     ConvergeError,
@@ -111,6 +114,17 @@ def _content(g: GateRecord) -> str:
 
 @app.command("gates")
 def gates_cmd(
+    gate: Annotated[
+        str | None, typer.Argument(help="With --history: the gate whose history to show.")
+    ] = None,
+    history: Annotated[
+        bool,
+        typer.Option(
+            "--history",
+            help="Everything that happened to GATE: opened, votes, comments, escalation, "
+            "decision, refused decisions, notifications.",
+        ),
+    ] = False,
     pending: Annotated[bool, typer.Option("--pending", help="Only pending gates.")] = False,
     expire: Annotated[
         bool,
@@ -125,10 +139,16 @@ def gates_cmd(
 ) -> None:
     """List HITL gates (newest first); only lists, unless --expire."""
     store = _store(db)
+    if history or gate is not None:
+        if gate is None or not history:
+            fail("give a gate and --history: converge gates GATE --history")
+        print_history(store, gate, as_json)
+        return
     try:
         if expire:
             for gate_id in expire_due(store, _quiet_execute(store)):
                 err.print(escape(f"gate {gate_id} expired: decided by its on_timeout"))
+            notify_after_command(store)
         records = store.gates(pending=pending)
     except ConvergeError as exc:
         fail(str(exc))
@@ -282,7 +302,10 @@ def approve_cmd(
 def reject_cmd(
     gate_id: Annotated[str, typer.Argument(help="The gate to reject.")],
     by: Annotated[str, typer.Option("--by", help="Who rejects.")],
-    reason: Annotated[str, typer.Option("--reason", help="Why (recorded).")],
+    reason: Annotated[
+        str | None,
+        typer.Option("--reason", help="Why (recorded; required unless the gate says otherwise)."),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
     detach: DetachOption = False,
@@ -307,6 +330,7 @@ def resume_cmd(
     max_invocations: MaxInvocationsOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
+    by: ActorOption = None,
 ) -> None:
     """Continue a stopped, expired-gate or crashed run (more budget optional)."""
     store = _store(db)
@@ -337,6 +361,8 @@ def resume_cmd(
     result = execute_with_progress(
         job, store, as_json=as_json, resume=lambda engine: engine.resume_run(run_id, given)
     )
+    # after the leg: a kill before its claim leaves nothing of this command behind
+    record(store, run_id, by, "resumed")
     _finish(result, as_json, job)
 
 

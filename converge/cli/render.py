@@ -23,6 +23,7 @@ from audit import SqlRunStore, open_store, resolve_url
 from converge.cli.tables import Column, fitted_table
 from converge.interrupts import cancel_on_signals
 from converge.jobs import Job
+from converge.notifications import notify_after_command
 from converge.reports import Report, ReportSpec, build_reports, facts_by_key
 from engine import ConvergeError, HitlGatePending, RunResult, RunStore, StopReason
 
@@ -143,6 +144,7 @@ def execute_with_progress(
                     result = engine.run(job.spec.initial or None)
         except ConvergeError as exc:
             fail(str(exc))
+    notify_after_command(store)  # gate notifications due (never changes the exit code)
     return result
 
 

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from converge.cli.actors import ActorOption, record
 from converge.cli.budgets import (
     MaxCostOption,
     MaxCostUsdOption,
@@ -77,6 +78,7 @@ def run(
     max_cost: MaxCostOption = None,
     max_cost_usd: MaxCostUsdOption = None,
     max_invocations: MaxInvocationsOption = None,
+    by: ActorOption = None,
 ) -> None:
     try:
         job = load_job(job_file)
@@ -104,6 +106,7 @@ def run(
         result = execute_with_progress(job, store, as_json=as_json)
     if no_audit:
         _warn_unrecorded_gates(job)
+    record(store, result.run_id, by, "ran")
     render_result(result, as_json=as_json, job=job, all_facts=all_facts)
     raise typer.Exit(result.stop_reason.exit_code)
 

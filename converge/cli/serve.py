@@ -26,13 +26,22 @@ def serve_cmd(
     pool: Annotated[
         int, typer.Option("--pool", min=1, help="Without a broker: runs resumed at once here.")
     ] = 2,
+    tls_cert: Annotated[
+        str | None, typer.Option("--tls-cert", help="PEM certificate: serve HTTPS.")
+    ] = None,
+    tls_key: Annotated[
+        str | None, typer.Option("--tls-key", help="PEM private key of --tls-cert.")
+    ] = None,
 ) -> None:
     """Serve the approval inbox: pending gates, gate and run pages, the JSON API.
 
     A decision answers at once: the run's resume goes to the workers of --broker
     ($CONVERGE_BROKER), or without one to a pool of --pool threads of this server,
     never into the request. The server also applies the gates' deadlines on time.
+    With --tls-cert and --tls-key it serves HTTPS (session cookies are then Secure).
     """
+    if (tls_cert is None) != (tls_key is None):
+        fail("--tls-cert and --tls-key go together")
     try:
         import uvicorn
 
@@ -53,7 +62,14 @@ def serve_cmd(
         runs = LocalRunPool(store, pool)
     keeper = DeadlineKeeper(store, runs).start()
     try:
-        uvicorn.run(create_app(store, run_queue=runs), host=host, port=port, log_level="info")
+        uvicorn.run(
+            create_app(store, run_queue=runs),
+            host=host,
+            port=port,
+            log_level="info",
+            ssl_certfile=tls_cert,
+            ssl_keyfile=tls_key,
+        )
     finally:
         keeper.stop()
         if isinstance(runs, LocalRunPool):

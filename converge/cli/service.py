@@ -21,6 +21,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from audit.queries import RunRow
 from audit.run_queue import QUEUED, request_cancel
 from audit.store import SqlRunStore
+from converge.cli.actors import ActorOption, record
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, JsonOption, err, fail, open_run_store, out
 from converge.jobs import load_job
@@ -85,6 +86,7 @@ def submit(
     broker: BrokerOption = None,
     queue: QueueOption = "converge",
     as_json: JsonOption = False,
+    by: ActorOption = None,
 ) -> None:
     """Put a run of a job on a queue and print its run id at once.
 
@@ -102,6 +104,7 @@ def submit(
         run_id = submit_run(job, store, run_queue_for(broker, queue, db))
     except ConvergeError as exc:
         fail(str(exc))
+    record(store, run_id, by, "submitted")
     if as_json:
         out.print_json(data={"run_id": run_id, "status": QUEUED})
     else:

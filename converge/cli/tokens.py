@@ -1,17 +1,21 @@
-"""``converge token add``: API tokens for the approval inbox (``converge serve``).
+"""``converge token add | revoke`` and ``converge user add``: the people of the
+approval inbox (``converge serve``), their tokens and groups.
 
-The token is printed once, as the last word of the output; the store keeps only
-its sha256 (``audit.tokens``).
+A token is printed once, as the last word of the output; the store keeps only
+its sha256 (``audit.tokens``). A person may hold several tokens (one person to a
+quorum); groups are what a gate's ``approvers`` name.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 import typer
 
+from audit.people import add_to_groups, groups_of
 from audit.store import SqlRunStore
-from audit.tokens import ROLES, add_token
+from audit.tokens import ROLES, add_token, revoke_tokens
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store, out
 from engine import ConvergeError
@@ -19,6 +23,19 @@ from engine import ConvergeError
 app = CommandGroup()
 token_app = CommandGroup(help="API tokens of the people who decide gates in the inbox.")
 app.add_typer(token_app, name="token")
+user_app = CommandGroup(help="People of the inbox and the groups a gate's approvers name.")
+app.add_typer(user_app, name="user")
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """``30d``, ``12h``, ``15m``, ``90s`` → seconds. Raises ``ValueError``."""
+    m = _DURATION.match(text.strip())
+    if m is None:
+        raise ValueError(f"{text!r} is not a duration like 30d, 12h, 15m or 90s")
+    return float(m.group(1)) * _SECONDS[m.group(2)]
 
 
 @token_app.command("add")
@@ -27,15 +44,23 @@ def add_cmd(
     role: Annotated[
         str, typer.Option("--role", help="approver (may decide gates) or viewer (read only).")
     ] = "approver",
+    expires: Annotated[
+        str | None,
+        typer.Option("--expires", help="Refused after this long: 30d, 12h, 15m, 90s."),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Create an API token for NAME and print it (only its hash is stored)."""
     if role not in ROLES:
         fail(f"--role must be one of {', '.join(ROLES)}, got {role!r}")
+    try:
+        lifetime = None if expires is None else parse_duration(expires)
+    except ValueError as exc:
+        fail(f"--expires: {exc}")
     store = open_run_store(db)
     assert isinstance(store, SqlRunStore)
     try:
-        token = add_token(store, name, role)
+        token = add_token(store, name, role, lifetime)
     except ConvergeError as exc:
         fail(str(exc))
     # the token is the last word: scripts take it with `| awk '{print $NF}'`
@@ -44,3 +69,37 @@ def add_cmd(
         highlight=False,
         soft_wrap=True,
     )
+
+
+@token_app.command("revoke")
+def revoke_cmd(
+    name: Annotated[str, typer.Argument(help="Whose tokens to revoke.")],
+    db: DbOption = None,
+) -> None:
+    """Revoke every token of NAME at once: the API and open sessions refuse them."""
+    store = open_run_store(db, must_exist=True)
+    assert isinstance(store, SqlRunStore)
+    try:
+        count = revoke_tokens(store, name)
+    except ConvergeError as exc:
+        fail(str(exc))
+    out.print(f"revoked {count} token(s) of {name}", highlight=False)
+
+
+@user_app.command("add")
+def user_add_cmd(
+    name: Annotated[str, typer.Argument(help="The person (the name their tokens carry).")],
+    group: Annotated[
+        list[str] | None, typer.Option("--group", help="A group to join (repeat for more).")
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Put NAME in groups (a gate's approvers name people or groups)."""
+    store = open_run_store(db)
+    assert isinstance(store, SqlRunStore)
+    try:
+        add_to_groups(store, name, list(group or []))
+        now = sorted(groups_of(store, name))
+    except ConvergeError as exc:
+        fail(str(exc))
+    out.print(f"{name}: groups {', '.join(now) or '(none)'}", highlight=False)

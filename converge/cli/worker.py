@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from typing import Annotated
 
 import typer
@@ -11,6 +14,7 @@ from audit.store import SqlRunStore
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store, out
 from converge.service import DeadlineKeeper, execute_run, recover_runs
+from converge.service.deadlines import KEEP_EVERY_S
 from engine import ConvergeError
 
 app = CommandGroup()
@@ -84,13 +88,33 @@ def worker(
         out.print(f"sent again {len(sent)} run(s): {', '.join(sent)}", highlight=False)
     if recover:
         return
-    # this process (not its workers) keeps the gates' deadlines of the store
-    kept = open_run_store(db)
-    assert isinstance(kept, SqlRunStore)
-    keeper = DeadlineKeeper(kept, CeleryRunQueue(url, queue)).start()
-    run_worker(
-        url, backend, queue=queue, concurrency=concurrency, hostname=hostname, loglevel=loglevel
+    # a process of its own keeps the gates' deadlines: this one forks the pool's
+    # processes, and a store connection open across a fork (a SQLite file's locks)
+    # can block the children's writes for good
+    code = (
+        "import sys; from converge.cli.worker import keep_deadlines; keep_deadlines(*sys.argv[1:])"
     )
+    keeper = subprocess.Popen([sys.executable, "-c", code, db or "", url, queue, str(os.getpid())])
+    try:
+        run_worker(
+            url, backend, queue=queue, concurrency=concurrency, hostname=hostname, loglevel=loglevel
+        )
+    finally:
+        keeper.terminate()
+        keeper.wait()
+
+
+def keep_deadlines(db: str, broker: str, queue: str, parent: str) -> None:
+    """The deadline keeper of ``converge worker``, in its own process: applies the
+    store's gate deadlines, sending the resumes to ``queue``, until process
+    ``parent`` (the worker) is gone."""
+    store = open_run_store(db or None)
+    assert isinstance(store, SqlRunStore)
+    from converge.workers import CeleryRunQueue
+
+    keeper = DeadlineKeeper(store, CeleryRunQueue(broker, queue)).start()
+    while os.getppid() == int(parent):
+        time.sleep(KEEP_EVERY_S)
     keeper.stop()
 
 

@@ -177,6 +177,12 @@ class Job:
                         name=h.name,
                         approvals_required=h.approvals_required,
                         validate_value=check,
+                        approvers=h.approvers,
+                        four_eyes=h.four_eyes,
+                        reason_required=h.reason_required,
+                        escalate_after_s=h.escalate_after_s,
+                        escalate_to=h.escalate_to,
+                        notify=h.notify,
                     )
                 )
             elif g.schema_ is not None:
@@ -223,6 +229,8 @@ class Job:
                         price=a.price,
                         prompt=a.prompt,
                         per=a.per,
+                        base_url=a.base_url,
+                        model_settings=a.model_settings.settings() if a.model_settings else None,
                     )
                 )
             except ConfigurationError as exc:

@@ -29,6 +29,7 @@ __all__ = [
     "HitlSpec",
     "JobSpec",
     "MinConfidenceSpec",
+    "ModelSettingsSpec",
     "SchemaSpec",
 ]
 
@@ -76,6 +77,31 @@ class HitlSpec(BaseModel):
         default=None,
         description="'module:function' checking a human answer (`approve --value`) "
         "before it is recorded: returns the content, or raises ValueError.",
+    )
+    approvers: list[str] | None = Field(
+        default=None,
+        description="People or groups (`converge user add NAME --group G`) who may decide "
+        "this gate; none given: any approver.",
+    )
+    four_eyes: bool = Field(
+        default=False,
+        description="Deciders must differ from whoever submitted or resumed the run.",
+    )
+    reason_required: Literal["reject", "approve", "both", "never"] = Field(
+        default="reject", description="Which decisions must give a reason."
+    )
+    escalate_after_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds after the gate opens when its approvers widen to `escalate_to`.",
+    )
+    escalate_to: list[str] | None = Field(
+        default=None, description="People or groups added to the approvers at escalation."
+    )
+    notify: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="Sinks told when the gate opens, is decided, expires or escalates: "
+        "`{webhook: URL, secret_env: VAR}` (HMAC-SHA256 signed) or `{email: ADDRESS}`.",
     )
 
 
@@ -148,6 +174,44 @@ class GateSpec(BaseModel):
         return self
 
 
+class ModelSettingsSpec(BaseModel):
+    """``agents[].model_settings``: what each request to the agent's model carries
+    (pydantic-ai ``ModelSettings``; a local server needs ``max_tokens`` and, for a
+    structured output on a small model, the output tool named in ``extra_body``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_tokens: int | None = Field(
+        default=None, gt=0, description="Most tokens one response may generate."
+    )
+    temperature: float | None = Field(
+        default=None, ge=0, le=2, description="Sampling temperature (0: greedy)."
+    )
+    top_p: float | None = Field(default=None, gt=0, le=1, description="Nucleus sampling (0..1].")
+    seed: int | None = Field(default=None, description="Sampling seed, where the server takes one.")
+    stop_sequences: list[str] | None = Field(default=None, description="Texts that end a response.")
+    timeout: float | None = Field(
+        default=None, gt=0, description="Seconds one HTTP request may take."
+    )
+    max_retries: int | None = Field(
+        default=None, ge=0, description="Retries of the model's SDK on a failed request."
+    )
+    tool_choice: Literal["auto", "none", "required"] | list[str] | None = Field(
+        default=None,
+        description="Which tools the model may call: `auto`, `none`, `required`, or tool names.",
+    )
+    extra_body: dict[str, Any] | None = Field(
+        default=None,
+        description="Fields merged into the request's JSON body, over pydantic-ai's own: "
+        "`{tool_choice: {type: function, function: {name: final_result}}}` names the "
+        "structured output's tool, which a llama.cpp server then enforces by grammar.",
+    )
+
+    def settings(self) -> dict[str, Any]:
+        """The pydantic-ai ``ModelSettings`` (the fields given)."""
+        return self.model_dump(exclude_none=True)
+
+
 class AgentSpec(BaseModel):
     """``agents: [{name, model, instructions, reads, writes, output, tools, price}]``:
     an LLM agent as a suggestor (``converge.agents``, extra ``agents``).
@@ -159,6 +223,9 @@ class AgentSpec(BaseModel):
     references; ``price`` is ``[usd_per_million_input, usd_per_million_output]``;
     ``prompt`` is a template over ``{facts}``; ``per`` a content field: one agent
     run per group of facts sharing it (see ``converge.agents.agent_suggestor``).
+    ``base_url`` (default ``$CONVERGE_MODEL_BASE_URL``) points ``openai:NAME`` at an
+    OpenAI-compatible server's chat completions; ``model_settings`` is what each
+    request carries (:class:`ModelSettingsSpec`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -168,6 +235,18 @@ class AgentSpec(BaseModel):
         default=None,
         description="A pydantic-ai model string (`openai:gpt-4o-mini`; `test`: the offline "
         "TestModel); default `$CONVERGE_MODEL`.",
+    )
+    base_url: str | None = Field(
+        default=None,
+        min_length=1,
+        description="An OpenAI-compatible server (`http://127.0.0.1:8080/v1`) that an "
+        "`openai:NAME` model reaches through chat completions, no API key needed; default "
+        "`$CONVERGE_MODEL_BASE_URL`.",
+    )
+    model_settings: ModelSettingsSpec | None = Field(
+        default=None,
+        description="What each model request carries (`max_tokens`, `temperature`, "
+        "`tool_choice`, `extra_body`...; the `agents[].model_settings` table).",
     )
     instructions: str = Field(default="", description="The agent's instructions (system prompt).")
     reads: list[str] = Field(

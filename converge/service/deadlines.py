@@ -15,6 +15,7 @@ import time
 
 from audit.store import SqlRunStore
 from converge.decisions import Clock, expire_due
+from converge.notifications import notify_due
 from converge.service.queues import RunQueue
 from engine import ConvergeError
 
@@ -45,10 +46,12 @@ class DeadlineKeeper:
         self._thread: threading.Thread | None = None
 
     def tick(self) -> list[str]:
-        """Decide the gates past their deadline now; their ids."""
+        """Decide the gates past their deadline now, then send the gate notifications
+        due (:func:`converge.notifications.notify_due`); the expired gates' ids."""
         expired = expire_due(self.store, clock=self.clock, queue=self.queue)
         for gate_id in expired:
             log.info("gate %s expired: decided by its on_timeout, run resume sent", gate_id)
+        notify_due(self.store, clock=self.clock)  # gates opened, decided, expired, escalated
         return expired
 
     def _loop(self) -> None:

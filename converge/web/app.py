@@ -21,6 +21,7 @@ from audit.store import SqlRunStore
 from converge.service import LocalRunPool, RunQueue
 from converge.web import gates, runs, session
 from converge.web.auth import LoginRequired, csrf_token
+from converge.web.limits import FailureLimiter
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_BODY_BYTES = 64 * 1024
@@ -140,6 +141,7 @@ def create_app(
     app.state.store = store
     app.state.run_queue = run_queue if run_queue is not None else LocalRunPool(store)
     app.state.secret = secret or secrets.token_bytes(32)
+    app.state.limiter = FailureLimiter()
     app.state.clock = clock
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.filters["age"] = _age

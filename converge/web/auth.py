@@ -17,8 +17,10 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
+from audit.people import log_access
 from audit.store import SqlRunStore
 from audit.tokens import Principal, authenticate, token_hash
+from converge.web.limits import FailureLimiter
 
 SESSION_COOKIE = "converge_session"
 LOGIN_CSRF_COOKIE = "converge_login_csrf"
@@ -55,9 +57,35 @@ async def api_principal(
             "(create one with `converge token add NAME`)",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    who = await run_in_threadpool(authenticate, store_of(request), token.strip())
+    return await checked_token(request, token.strip(), "api")
+
+
+async def checked_token(request: Request, token: str, action: str) -> Principal:
+    """The person of ``token``, under the app's failure limit (429 with Retry-After
+    while this client is over it); every failure goes to the access log. Raises
+    401 for an unknown, expired or revoked token."""
+    store = store_of(request)
+    client = request.client.host if request.client else "unknown"
+    limiter: FailureLimiter = request.app.state.limiter
+    wait = limiter.retry_after(f"client:{client}")
+    if wait is not None:
+        await run_in_threadpool(
+            log_access, store, action, "429", client=client, detail="over the failure limit"
+        )
+        raise HTTPException(
+            429,
+            f"too many failed sign-ins from {client}: try again in {wait} s",
+            headers={"Retry-After": str(wait)},
+        )
+    who = await run_in_threadpool(authenticate, store, token, request.app.state.clock())
     if who is None:
-        raise HTTPException(401, "unknown API token", headers={"WWW-Authenticate": "Bearer"})
+        limiter.failed(f"client:{client}")
+        await run_in_threadpool(
+            log_access, store, action, "401", client=client, detail="unknown, expired or revoked"
+        )
+        raise HTTPException(
+            401, "unknown, expired or revoked API token", headers={"WWW-Authenticate": "Bearer"}
+        )
     return who
 
 
@@ -71,7 +99,13 @@ async def api_decider(who: Annotated[Principal, Depends(api_principal)]) -> Prin
 async def page_principal(request: Request) -> Principal:
     """The person signed in on the pages; raises :class:`LoginRequired` otherwise."""
     token = request.cookies.get(SESSION_COOKIE)
-    who = None if not token else await run_in_threadpool(authenticate, store_of(request), token)
+    who = (
+        None
+        if not token
+        else await run_in_threadpool(
+            authenticate, store_of(request), token, request.app.state.clock()
+        )
+    )
     if who is None:
         raise LoginRequired()
     return who

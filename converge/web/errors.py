@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from audit.approvals import DuplicateVote
 from converge.decisions import InvalidValue
+from converge.governance import MissingReason, NotAllowed
 from engine import (
     ConvergeError,
     GateAlreadyDecided,
@@ -27,7 +28,7 @@ from engine import (
 
 
 class Problem(BaseModel):
-    """The body of a refused request (400, 401, 403, 404, 409, 413): one message."""
+    """The body of a refused request (400, 401, 403, 404, 409, 413, 429): one message."""
 
     detail: str
 
@@ -51,13 +52,19 @@ class Unprocessable(HTTPException):
 WHEN: dict[int, str] = {
     400: "The request cannot be carried out (the message says why); nothing was recorded.",
     401: "No bearer token, or an unknown one.",
-    403: "A viewer token deciding a gate.",
+    403: (
+        "A viewer token deciding a gate or cancelling a run, or a person who is not "
+        "among the gate's approvers (or its run's own submitter under four eyes)."
+    ),
     404: "Unknown gate or run.",
     409: (
         "The gate is decided already (the message names who and when), its quorum is "
         "reached, it expired, this person voted on it already, or its run is busy."
     ),
     413: "A body over 64 KiB (announced or streamed); nothing was recorded.",
+    429: (
+        "Too many failed sign-ins or unknown tokens from this client: wait for Retry-After seconds."
+    ),
     422: (
         "A wrong type, a missing or unknown field, a bad filter value (the message names "
         "the field), or a value the gate policy's hook refuses; nothing was recorded."
@@ -68,13 +75,18 @@ WHEN: dict[int, str] = {
 
 def answers(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """The ``responses=`` of a route that may refuse with ``statuses`` (keys of
-    :data:`WHEN`): each with its body model and when it is answered."""
+    :data:`WHEN`): each with its body model and when it is answered. A route that
+    authenticates (401) may also answer 429 (too many failures from the client)."""
     out: dict[int | str, dict[str, Any]] = {}
-    for status in statuses:
+    for status in (*statuses, 429) if 401 in statuses else statuses:
         entry: dict[str, Any] = {
             "model": InvalidRequest if status == 422 else Problem,
             "description": WHEN[status],
         }
+        if status == 429:
+            entry["headers"] = {
+                "Retry-After": {"description": "Seconds", "schema": {"type": "string"}}
+            }
         if status == 401:
             entry["headers"] = {
                 "WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}
@@ -84,12 +96,17 @@ def answers(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 def http_error(exc: ConvergeError) -> HTTPException:
-    """404 unknown gate or run; 409 decided, expired, already voted, busy; 422 a value
-    the gate's hook refused; 400 otherwise."""
+    """404 unknown gate or run; 409 decided, expired, already voted, busy; 403 not an
+    approver of the gate (or four eyes); 422 a value the gate's hook refused or a
+    missing required reason; 400 otherwise."""
     if isinstance(exc, GateNotFound | RunNotFound):
         return HTTPException(404, str(exc))
     if isinstance(exc, GateAlreadyDecided | GateExpired | DuplicateVote | RunBusy | ResumeError):
         return HTTPException(409, str(exc))
     if isinstance(exc, InvalidValue):
         return Unprocessable("body.value", str(exc))
+    if isinstance(exc, MissingReason):
+        return Unprocessable("body.reason", str(exc))
+    if isinstance(exc, NotAllowed):
+        return HTTPException(403, str(exc))
     return HTTPException(400, str(exc))

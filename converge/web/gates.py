@@ -10,8 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from starlette.concurrency import run_in_threadpool
 
 from audit.approvals import MAX_REASON_CHARS
+from audit.comments import MAX_COMMENT_CHARS, add_comment
 from audit.tokens import Principal
 from converge.decisions import DecisionReport, decide
+from converge.gate_history import gate_history
 from converge.web.auth import api_decider, api_principal, check_csrf, page_principal, store_of
 from converge.web.errors import answers, http_error
 from converge.web.views import gate_dict, gate_page_data, gates_list
@@ -68,24 +70,27 @@ async def _decide(request: Request, gate_id: str, decision: GateDecision) -> Dec
 @router.get("/api/gates", responses=answers(401, 422))
 async def api_gates(
     request: Request,
-    _who: Annotated[Principal, Depends(api_principal)],
+    who: Annotated[Principal, Depends(api_principal)],
     status: Annotated[Literal["pending", "approved", "rejected", "expired", "all"], Query()] = (
         "pending"
     ),
 ) -> list[dict[str, Any]]:
-    """Gates with ``status`` (default pending; ``all``), newest first."""
+    """The gates this person may see with ``status`` (default pending; ``all``), newest
+    first; ``may_decide`` says which they may decide."""
     wanted = None if status == "all" else status
-    return await run_in_threadpool(gates_list, store_of(request), wanted, request.app.state.clock)
+    return await run_in_threadpool(
+        gates_list, store_of(request), wanted, request.app.state.clock, who.name
+    )
 
 
-@router.get("/api/gates/{gate_id}", responses=answers(401, 404))
+@router.get("/api/gates/{gate_id}", responses=answers(401, 403, 404))
 async def api_gate(
-    request: Request, gate_id: str, _who: Annotated[Principal, Depends(api_principal)]
+    request: Request, gate_id: str, who: Annotated[Principal, Depends(api_principal)]
 ) -> dict[str, Any]:
-    """One gate with its votes (404 unknown)."""
+    """One gate with its votes and comments (404 unknown; 403 not among its people)."""
     try:
         data = await run_in_threadpool(
-            gate_page_data, store_of(request), gate_id, request.app.state.clock
+            gate_page_data, store_of(request), gate_id, request.app.state.clock, who.name
         )
     except ConvergeError as exc:
         raise http_error(exc) from exc
@@ -126,11 +131,14 @@ async def inbox_page(
     request: Request, who: Annotated[Principal, Depends(page_principal)]
 ) -> Response:
     """The pending gates: age, deadline, run, job, summary."""
-    rows = await run_in_threadpool(gates_list, store_of(request), None, request.app.state.clock)
-    pending = [g for g in rows if g["status"] == "pending"]
+    rows = await run_in_threadpool(
+        gates_list, store_of(request), None, request.app.state.clock, who.name
+    )
+    pending = [g for g in rows if g["status"] == "pending" and g["may_decide"]]
+    watching = [g for g in rows if g["status"] == "pending" and not g["may_decide"]]
     recent = [g for g in rows if g["status"] != "pending"][:20]
     page: Response = request.app.state.render(
-        request, "inbox.html", who=who, pending=pending, recent=recent
+        request, "inbox.html", who=who, pending=pending, watching=watching, recent=recent
     )
     return page
 
@@ -142,7 +150,7 @@ async def gate_page(
     """A gate: the proposal, the facts it derives from, its lineage, the decision form."""
     try:
         data = await run_in_threadpool(
-            gate_page_data, store_of(request), gate_id, request.app.state.clock
+            gate_page_data, store_of(request), gate_id, request.app.state.clock, who.name
         )
     except ConvergeError as exc:
         raise http_error(exc) from exc
@@ -172,8 +180,6 @@ async def gate_form(
     reason = str(values["reason"] or "").strip() or None
     if reason is not None and len(reason) > MAX_REASON_CHARS:
         raise HTTPException(400, f"reason is longer than {MAX_REASON_CHARS} characters")
-    if action == "reject" and reason is None:
-        raise HTTPException(400, "a rejection needs a reason")
     value = str(values["value"] or "").strip() or None
     if value is not None and len(value) > MAX_VALUE_CHARS:
         raise HTTPException(400, f"value is longer than {MAX_VALUE_CHARS} characters")
@@ -184,3 +190,72 @@ async def gate_form(
     # decided: the run's live page follows its resume; a vote short of the quorum stays
     target = f"/runs/{report.gate.run_id}" if not report.still_needed else f"/gates/{gate_id}"
     return RedirectResponse(target, status_code=303)
+
+
+class CommentIn(BaseModel):
+    """The body of ``POST /api/gates/{id}/comments``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=MAX_COMMENT_CHARS)
+
+
+def _comment(request: Request, gate_id: str, who: Principal, text: str) -> dict[str, Any]:
+    store = store_of(request)
+    # who may see the gate may comment on it (gate_page_data refuses the others)
+    gate_page_data(store, gate_id, request.app.state.clock, who.name)
+    c = add_comment(store, gate_id, who.name, text)
+    return {"gate_id": c.gate_id, "by": c.by, "at": c.ts, "text": c.text}
+
+
+@router.post(
+    "/api/gates/{gate_id}/comments",
+    status_code=201,
+    responses=answers(400, 401, 403, 404, 413, 422),
+)
+async def api_comment(
+    request: Request,
+    gate_id: str,
+    body: CommentIn,
+    who: Annotated[Principal, Depends(api_principal)],
+) -> dict[str, Any]:
+    """Comment on a gate as the token's person (anyone who may see it): 201; the
+    comment is in the run's hash chain."""
+    try:
+        return await run_in_threadpool(_comment, request, gate_id, who, body.text)
+    except ConvergeError as exc:
+        raise http_error(exc) from exc
+
+
+@router.get("/api/gates/{gate_id}/history", responses=answers(401, 403, 404))
+async def api_history(
+    request: Request, gate_id: str, who: Annotated[Principal, Depends(api_principal)]
+) -> list[dict[str, Any]]:
+    """Everything that happened to a gate, oldest first: opened, votes, comments,
+    escalation, the decision, refused decisions (403) and notification outcomes."""
+
+    def history() -> list[dict[str, Any]]:
+        gate_page_data(store_of(request), gate_id, request.app.state.clock, who.name)
+        return gate_history(store_of(request), gate_id)
+
+    try:
+        return await run_in_threadpool(history)
+    except ConvergeError as exc:
+        raise http_error(exc) from exc
+
+
+@router.post("/gates/{gate_id}/comments")
+async def comment_form(
+    request: Request, gate_id: str, who: Annotated[Principal, Depends(page_principal)]
+) -> Response:
+    """The gate page's comment form."""
+    form = await request.form()
+    sent, text = form.get("csrf"), form.get("text")
+    check_csrf(request, sent if isinstance(sent, str) else None)
+    if not isinstance(text, str) or not text.strip():
+        raise HTTPException(400, "a comment needs some text")
+    try:
+        await run_in_threadpool(_comment, request, gate_id, who, text)
+    except ConvergeError as exc:
+        raise http_error(exc) from exc
+    return RedirectResponse(f"/gates/{gate_id}", status_code=303)

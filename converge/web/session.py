@@ -11,10 +11,9 @@ import secrets
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from starlette.concurrency import run_in_threadpool
 
-from audit.tokens import authenticate
-from converge.web.auth import LOGIN_CSRF_COOKIE, SESSION_COOKIE, check_csrf, store_of
+from audit.tokens import Principal
+from converge.web.auth import LOGIN_CSRF_COOKIE, SESSION_COOKIE, check_csrf, checked_token
 
 router = APIRouter()
 
@@ -53,7 +52,12 @@ async def login(request: Request) -> Response:
     if not isinstance(token, str) or not token.strip():
         raise HTTPException(400, "token is required")
     token = token.strip()
-    who = await run_in_threadpool(authenticate, store_of(request), token)
+    try:
+        who: Principal | None = await checked_token(request, token, "login")
+    except HTTPException as exc:
+        if exc.status_code != 401:
+            raise
+        who = None
     if who is None:
         csrf = secrets.token_urlsafe(24)
         response: Response = request.app.state.render(

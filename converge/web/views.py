@@ -13,10 +13,13 @@ import networkx as nx
 from markupsafe import Markup
 
 from audit.approvals import Vote, deciding_vote, votes
+from audit.comments import comments
 from audit.lineage import lineage_graph
+from audit.people import log_access
 from audit.store import SqlRunStore
 from audit.timeline import last_budget_status, timeline
 from converge.decisions import Clock, approvals_required, is_expired, job_of_run
+from converge.governance import DecisionRules, NotAllowed, may_decide, may_see
 from converge.jobs import Job
 from converge.web.pictures import budget_svg, graph_svg
 from engine import Budget, BudgetStatus, ConvergeError, Fact, GateRecord
@@ -45,6 +48,8 @@ def gate_dict(store: SqlRunStore, g: GateRecord, *, clock: Clock = time.time) ->
     required = approvals_required(recorded, g)
     approvals = sum(1 for v in cast if v.approved)
     deciding = deciding_vote(cast, required) if required > 1 else None
+    rules = DecisionRules.of(g)
+    allowed = rules.approvers_at(g, now)
     return {
         "gate_id": g.gate_id,
         "run_id": g.run_id,
@@ -69,31 +74,53 @@ def gate_dict(store: SqlRunStore, g: GateRecord, *, clock: Clock = time.time) ->
         # decisive votes on a gate still pending: the process that recorded the
         # deciding vote stopped before resuming the run; its voter may apply it
         "deciding_vote": None if g.status != "pending" or deciding is None else vote_dict(deciding),
+        "approvers": None if allowed is None else sorted(allowed),
+        "four_eyes": rules.four_eyes,
+        "reason_required": rules.reason_required,
+        "escalated": rules.escalated(g, now),
+        "comments": [
+            {"by": c.by, "at": c.ts, "text": c.text} for c in comments(store, g.gate_id, g.run_id)
+        ],
     }
 
 
 def gates_list(
-    store: SqlRunStore, status: str | None, clock: Clock = time.time
+    store: SqlRunStore, status: str | None, clock: Clock = time.time, who: str | None = None
 ) -> list[dict[str, Any]]:
-    """Gates newest first, filtered by ``status`` (None = all); a gate past its
-    deadline shows ``expired`` (the process keeping the deadlines decides it)."""
-    records = store.gates(pending=status == "pending")
-    return [
-        gate_dict(store, g, clock=clock) for g in records if status is None or g.status == status
-    ]
+    """Gates newest first, filtered by ``status`` (None = all) and, given ``who``, to
+    those that person may see (``may_decide`` says which they may decide); a gate
+    past its deadline shows ``expired`` (the process keeping the deadlines decides it)."""
+    now = clock()
+    out: list[dict[str, Any]] = []
+    for g in store.gates(pending=status == "pending"):
+        if status is not None and g.status != status:
+            continue
+        if who is not None and not may_see(store, g, who, now):
+            continue
+        row = gate_dict(store, g, clock=clock)
+        row["may_decide"] = who is None or may_decide(store, g, who, now)
+        out.append(row)
+    return out
 
 
 def _fact_node(graph: nx.DiGraph[str], f: Fact) -> None:
     graph.add_node(f.id, label=f.key, detail=f.content, fact=f)
 
 
-def gate_page_data(store: SqlRunStore, gate_id: str, clock: Clock = time.time) -> dict[str, Any]:
+def gate_page_data(
+    store: SqlRunStore, gate_id: str, clock: Clock = time.time, who: str | None = None
+) -> dict[str, Any]:
     """The gate page: the gate, the facts its proposal derives from, its lineage picture.
 
-    A gate past its deadline shows ``expired``. Raises ``GateNotFound``.
+    A gate past its deadline shows ``expired``. Raises ``GateNotFound``, and
+    ``NotAllowed`` when ``who`` may not see it (recorded in the access log).
     """
     g = store.get_gate(gate_id)
+    if who is not None and not may_see(store, g, who, clock()):
+        log_access(store, "see", "403", name=who, target=gate_id, detail="not an approver")
+        raise NotAllowed(f"{who} may not see gate {gate_id}: it is not among their gates")
     data = gate_dict(store, g, clock=clock)
+    data["may_decide"] = who is None or may_decide(store, g, who, clock())
     facts = store.facts(g.run_id)
     by_id = {f.id: f for f in facts}
     parent_ids = [str(p) for p in g.proposal.get("parents", [])]

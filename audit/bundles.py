@@ -1,0 +1,194 @@
+"""Proof bundles: one run's evidence, or one fact's, in a self-contained JSON file
+(docs/audit-format.md has the layout, byte for byte).
+
+:func:`export_run` gathers a stopped or paused run's events (their exact chained
+messages), its facts, its checkpoint, a run statement signed now (the events' and
+facts' RFC 6962 roots, the chain head), the facts root signed when the run stopped,
+the run's ledger entry with its inclusion proof, and the ledger's signed head.
+:func:`export_fact` keeps of the facts only one, with its audit path to the facts
+root: the other facts are present as hashes only. :mod:`audit.bundle_check`
+verifies either with the public key alone.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from sqlalchemy import select
+
+from audit.chain import ChainRow, event_message, verify_chain
+from audit.checkpoints import read_checkpoint
+from audit.core import StoreCore
+from audit.crosscheck import TERMINAL
+from audit.merkle import MerkleTree, leaf_hash
+from audit.proofs import ledger_entries, ledger_tree, signed_head
+from audit.signing import Signer, ensure_signature_tables, stored_statement
+from audit.tables import audit_events, runs
+from engine.errors import ConvergeError, RunNotFound
+from engine.facts import canonical_json
+from engine.integrity import merkle_scheme
+
+FORMAT = "converge.bundle/1"
+"""The ``format`` of a proof bundle."""
+
+RUN_TYPE = "converge.run/1"
+"""The ``type`` of the run statement signed at export."""
+
+_quote = json.encoder.encode_basestring
+
+
+class ExportError(ConvergeError):
+    """The run cannot be exported: not stopped yet, its chain does not verify, an
+    unknown fact id."""
+
+
+class _Run:
+    """What an export reads of one run: its row, its events, its facts' leaves."""
+
+    def __init__(self, store: StoreCore, run_id: str) -> None:
+        with store._tx(write=False) as conn:
+            row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one_or_none()
+            if row is None:
+                raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+            rows = [
+                ChainRow(*r)
+                for r in conn.execute(
+                    select(
+                        audit_events.c.seq,
+                        audit_events.c.kind,
+                        audit_events.c.cycle,
+                        audit_events.c.ts,
+                        audit_events.c.payload,
+                        audit_events.c.hash,
+                    )
+                    .where(audit_events.c.run_id == run_id)
+                    .order_by(audit_events.c.seq)
+                )
+            ]
+            self.checkpoint = read_checkpoint(conn, run_id)
+        self.row = row
+        self.rows = rows
+        report = verify_chain(
+            run_id,
+            rows,
+            head_hash=row.head_hash,
+            last_seq=row.last_seq,
+            chain=row.chain,
+            key=store._key,
+        )
+        if not report.ok:
+            raise ExportError(f"run {run_id} does not verify, nothing exported: {report}")
+        terminal = [r for r in rows if r.kind in TERMINAL]
+        if not terminal:
+            raise ExportError(f"run {run_id} has not stopped or paused yet: nothing to prove")
+        self.stop = json.loads(terminal[-1].payload)
+        rid = _quote(run_id)
+        self.messages = [event_message(rid, r.seq, r.kind, r.cycle, r.ts, r.payload) for r in rows]
+        self.facts: list[str] = []
+        self.scheme = merkle_scheme(None)
+        for r in rows:
+            if r.kind == "fact_promoted":
+                self.facts.append(r.payload)
+            elif r.kind == "run_started":
+                started = json.loads(r.payload)
+                self.scheme = merkle_scheme(started.get("facts_merkle"))
+                self.facts.extend(canonical_json(f) for f in started.get("initial_facts", ()))
+        self.facts_tree = MerkleTree(
+            [leaf_hash(f.encode(), self.scheme) for f in self.facts], self.scheme
+        )
+        if self.facts_tree.root().hex() != self.stop.get("facts_root"):
+            raise ExportError(
+                f"run {run_id}: the facts root of its last stop is not the root of its facts"
+            )
+
+    def statement(self) -> dict[str, Any]:
+        """The run statement the export signs."""
+        events_tree = MerkleTree([leaf_hash(m.encode()) for m in self.messages])
+        return {
+            "type": RUN_TYPE,
+            "run_id": self.row.run_id,
+            "chain": self.row.chain,
+            "last_seq": self.row.last_seq,
+            "head": self.row.head_hash,
+            "events_count": len(self.messages),
+            "events_root": events_tree.root().hex(),
+            "facts_count": len(self.facts),
+            "facts_root": self.facts_tree.root().hex(),
+            "facts_merkle": self.scheme,
+            "ts": int(time.time()),
+        }
+
+
+def _ledger_part(store: StoreCore, signer: Signer, run_id: str) -> dict[str, Any]:
+    """The run's latest ledger entry, its inclusion proof and the signed head."""
+    entries = ledger_entries(store)
+    tree = ledger_tree(entries)
+    mine = [e for e in entries if e.run_id == run_id]
+    if not mine:
+        raise ExportError(f"run {run_id} is not in the ledger (recorded before it existed)")
+    entry = mine[-1]
+    head = signed_head(store, signer, tree)
+    return {
+        "ledger": {
+            "entry": entry.to_json(),
+            "index": entry.seq - 1,
+            "proof": [p.hex() for p in tree.inclusion_proof(entry.seq - 1, tree.size)],
+        },
+        "signed_head": head,
+    }
+
+
+def _common(store: StoreCore, signer: Signer, run: _Run) -> dict[str, Any]:
+    statement = run.statement()
+    if (run.row.last_seq, run.row.head_hash) != (statement["last_seq"], statement["head"]):
+        raise ExportError(f"run {run.row.run_id} changed while it was exported")
+    ensure_signature_tables(store)
+    with store._tx(write=False) as conn:
+        at_stop = stored_statement(conn, "facts_root", run.row.run_id, signer.key_id)
+    if at_stop is not None and at_stop.get("facts_root") != statement["facts_root"]:
+        at_stop = None  # signed at an earlier stop of a run resumed since
+    return {
+        "format": FORMAT,
+        "run": signer.sign(statement),
+        "facts_root_signature": at_stop,
+        **_ledger_part(store, signer, run.row.run_id),
+    }
+
+
+def export_run(store: StoreCore, signer: Signer, run_id: str) -> dict[str, Any]:
+    """The proof bundle of a stopped or paused run (a JSON-ready dict).
+
+    Raises ``RunNotFound``, ``ExportError`` (not stopped yet, a chain that does not
+    verify with the store's key, a run the ledger does not hold), ``StoreError``.
+    """
+    run = _Run(store, run_id)
+    bundle = {"kind": "run", **_common(store, signer, run)}
+    bundle["events"] = [
+        {"message": m, "hash": r.hash} for m, r in zip(run.messages, run.rows, strict=True)
+    ]
+    bundle["facts"] = run.facts
+    bundle["checkpoint"] = run.checkpoint
+    return bundle
+
+
+def export_fact(store: StoreCore, signer: Signer, run_id: str, fact_id: str) -> dict[str, Any]:
+    """The bundle proving one fact of the run: that fact, its audit path in the run's
+    facts tree, the signed run statement and the ledger part; no other fact's content.
+
+    Raises what :func:`export_run` raises, and ``ExportError`` for an unknown fact id.
+    """
+    run = _Run(store, run_id)
+    index = next(
+        (i for i, text in enumerate(run.facts) if json.loads(text).get("id") == fact_id), None
+    )
+    if index is None:
+        raise ExportError(f"run {run_id} has no fact {fact_id!r}")
+    bundle = {"kind": "fact", **_common(store, signer, run)}
+    bundle["fact"] = {
+        "text": run.facts[index],
+        "index": index,
+        "proof": [p.hex() for p in run.facts_tree.inclusion_proof(index)],
+    }
+    return bundle

@@ -1,0 +1,73 @@
+"""``converge gates GATE --history`` and ``converge comment``: what happened to a gate,
+and a comment on it (in its run's hash chain)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Annotated, Any
+
+import typer
+
+from audit.comments import add_comment
+from audit.store import SqlRunStore
+from converge.cli.actors import ActorOption, actor
+from converge.cli.commands import CommandGroup
+from converge.cli.render import DbOption, fail, open_run_store, out, print_fitted
+from converge.cli.tables import Column
+from converge.gate_history import gate_history
+from engine import ConvergeError
+
+app = CommandGroup()
+
+HISTORY_COLUMNS = (
+    Column("time", whole=True),
+    Column("what", whole=True),
+    Column("by", whole=True, priority=1),
+    Column("detail", floor=24),
+)
+
+
+def print_history(store: SqlRunStore, gate_id: str, as_json: bool) -> None:
+    """Print the gate's history (exit 2 for an unknown gate)."""
+    try:
+        entries = gate_history(store, gate_id)
+    except ConvergeError as exc:
+        fail(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps(entries, indent=2, default=str) + "\n")
+        return
+    rows = [
+        (
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(e["ts"]))),
+            str(e["kind"]),
+            str(e["by"] or ""),
+            _detail(e["detail"]),
+        )
+        for e in entries
+    ]
+    print_fitted(f"gate {gate_id}", HISTORY_COLUMNS, rows)
+
+
+def _detail(detail: Any) -> str:
+    if isinstance(detail, dict):
+        return "; ".join(f"{k}={v}" for k, v in detail.items() if v not in (None, "", []))
+    return str(detail)
+
+
+@app.command("comment")
+def comment_cmd(
+    gate_id: Annotated[str, typer.Argument(help="The gate to comment on.")],
+    text: Annotated[str, typer.Argument(help="The comment.")],
+    by: ActorOption = None,
+    db: DbOption = None,
+) -> None:
+    """Comment on a gate; the comment goes into its run's hash chain (who, when, text)."""
+    store = open_run_store(db, must_exist=True)
+    assert isinstance(store, SqlRunStore)
+    try:
+        c = add_comment(store, gate_id, actor(by), text)
+    except ConvergeError as exc:
+        fail(str(exc))
+    out.print(f"commented on gate {c.gate_id} as {c.by}", highlight=False)

@@ -1,0 +1,52 @@
+"""A gate's history: everything that happened to it, in order, for ``converge gates
+GATE --history`` and ``GET /api/gates/{id}/history``.
+
+From the run's chain: the gate opening (with its rules), each vote, comment,
+escalation and the decision; from the access log: every refused decision (403)
+naming who and why; from the notification outbox: each delivery's outcome.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from audit.notifications import deliveries
+from audit.people import access_entries
+from audit.store import SqlRunStore
+
+CHAINED = ("gate_opened", "gate_vote", "gate_comment", "gate_escalated", "gate_decided")
+
+
+def gate_history(store: SqlRunStore, gate_id: str) -> list[dict[str, Any]]:
+    """``[{ts, kind, by, detail}]`` oldest first (``ts`` unix seconds). Raises
+    ``GateNotFound``."""
+    gate = store.get_gate(gate_id)
+    out: list[dict[str, Any]] = []
+    for e in store.events(gate.run_id, kinds=list(CHAINED)):
+        if e.payload.get("gate_id") != gate_id:
+            continue
+        p = e.payload
+        detail = {k: v for k, v in p.items() if k not in ("gate_id", "by", "proposal")}
+        out.append({"ts": e.ts, "kind": e.kind, "by": p.get("by"), "detail": detail})
+    for a in access_entries(store, gate_id):
+        out.append(
+            {
+                "ts": a.ts,
+                "kind": f"refused_{a.action}",
+                "by": a.name,
+                "detail": {"outcome": a.outcome, "why": a.detail, "client": a.client},
+            }
+        )
+    out.extend(_deliveries(store, gate_id))
+    return sorted(out, key=lambda entry: float(entry["ts"]))
+
+
+def _deliveries(store: SqlRunStore, gate_id: str) -> list[dict[str, Any]]:
+    """The notification outcomes of the gate (``audit.notifications``)."""
+    out: list[dict[str, Any]] = []
+    for d in deliveries(store, gate_id):
+        detail = d.to_dict()
+        out.append(
+            {"ts": d.last_at or d.first_at, "kind": "notification", "by": None, "detail": detail}
+        )
+    return out

@@ -1,0 +1,239 @@
+"""Forking a recorded run: a new run from the state after cycle N of another.
+
+``Engine.fork(run_id, cycle, budget)`` reads the parent run from the engine's
+store (:class:`engine.store.RunHistoryStore`: its ``run_started``, the facts
+promoted up to and including ``cycle`` and the events of cycles 1..``cycle``),
+rebuilds the state after that cycle and runs it under this engine's suggestors
+(the job may differ from the parent's) to a new stop, as a new run with its own
+id. What is rebuilt:
+
+- the facts, with their ids, contents and provenance (they keep naming the
+  parent's suggestors and cycles), in promotion order; the facts root is the
+  parent's at that cycle, under the parent's Merkle scheme;
+- the cycle number, usage, invocations (per suggestor, tool calls included), the
+  invocation history, failure streaks and last error, the suggestors of the last
+  cycle;
+- the keys cycle N promoted (dirty: their subscribers run in the next cycle) and
+  the suggestors eligible in cycle N that did not run (cut: eligible again).
+
+Not carried over: elapsed time (the fork's time budget counts its own time), the
+parent's gates (a gate pending at cycle N is not reopened; rejected contents are
+not remembered) and continuations. The fork's ``run_started`` carries
+``forked_from: {run, cycle, facts_root}`` and its facts as ``initial_facts``; its
+``runs`` row names the parent (``parent_run_id``). The parent is only read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+from engine.budget import Budget
+from engine.collector import bulk_load
+from engine.errors import ConvergeError, ResumeError
+from engine.integrity import MerkleFrontier, merkle_scheme
+from engine.loop import new_run_id
+from engine.recording import checkpoint_of, store_call, take_events
+from engine.run_state import CHECKPOINT_VERSION, RunState
+from engine.settings import EngineSettings
+from engine.store import AuditEvent, RunHeader, RunHistory, RunHistoryStore
+
+__all__ = ["ForkError", "fork_link", "load_fork", "state_at"]
+
+
+class ForkError(ConvergeError):
+    """A run cannot be forked at the cycle asked: no store or one that cannot read a
+    run's history, an unknown run, a cycle it never reached, events missing."""
+
+
+def load_fork(
+    eng: EngineSettings, run_id: str, cycle: int, budget: Budget | None = None
+) -> RunState:
+    """The state after ``cycle`` of the stored run ``run_id``, as a new run of this
+    engine (recorded: its ``run_started`` with the fork's link), to drive to a stop.
+
+    ``budget`` (None: the engine's own) is the fork's, a total as in any run (cycles
+    and facts inherited count). Raises :class:`ForkError` (with the reason the
+    store gives) or ``RunNotFound``.
+    """
+    store = eng.store
+    if store is None:
+        raise ForkError("Engine.fork reads the parent run from a store: give Engine(store=...)")
+    if not isinstance(store, RunHistoryStore):
+        raise ForkError(f"store {type(store).__name__} cannot read a run's history (run_history)")
+    if type(cycle) is not int or cycle < 0:
+        raise ForkError(f"cycle {cycle!r}: give a cycle number >= 0")
+    try:
+        with bulk_load() as load:
+            history = store.run_history(run_id, cycle)
+            st = state_at(history, new_run_id(), budget or eng.budget)
+    except ResumeError as exc:
+        raise ForkError(str(exc)) from None
+    st.frozen_on_load = load.froze
+    st.leg_started = eng.clock()
+    st.wall_started = time.time()
+    eng.runs.enter(st.run_id, clear_cancel=True)
+    _record_start(eng, st, history)
+    return st
+
+
+def fork_link(history: RunHistory, st: RunState) -> dict[str, Any]:
+    """``{run, cycle, facts_root}``: the parent, the cycle forked at and the root of
+    the facts taken from it (the ``forked_from`` of the fork's ``run_started``)."""
+    return {"run": history.run_id, "cycle": history.cycle, "facts_root": st.frontier.root()}
+
+
+def state_at(history: RunHistory, run_id: str, budget: Budget) -> RunState:
+    """The :class:`RunState` after ``history.cycle``, under ``run_id`` and ``budget``.
+
+    Raises ``ResumeError`` when the recorded facts or events do not make a state.
+    """
+    try:
+        scheme = merkle_scheme(history.started.get("facts_merkle"))
+    except ValueError as exc:
+        raise ResumeError(f"run {history.run_id}: {exc}") from None
+    frontier = MerkleFrontier(scheme=scheme)
+    prefix = frontier.leaf_prefix
+    sha = hashlib.sha256
+    frontier.extend([sha(prefix + t.encode()).digest() for t in history.texts])
+    n = history.cycle
+    data: dict[str, Any] = {
+        "version": CHECKPOINT_VERSION,
+        "run_id": run_id,
+        "suggestors": [],
+        "budget": budget.model_dump(mode="json"),
+        "facts": history.facts,
+        "facts_from_chunks": True,
+        "cycle": n,
+        "rejected": [],
+        "pending_signals": [],
+        "merge_effects": [],
+        "merge_pos": [0, 0],
+        "cycle_new": [],
+        "pending_gate": None,
+        "gates_opened": 0,
+        "elapsed_ms": 0,
+        "continuations": [],
+        "merkle": frontier.to_json(),
+        "facts_merkle": scheme,
+        "dirty": sorted({f["key"] for f in history.facts if f["provenance"]["cycle"] == n}),
+        **_counters(history.events, n),
+    }
+    return RunState.from_checkpoint(data)
+
+
+def _counters(events: list[AuditEvent], n: int) -> dict[str, Any]:
+    """The checkpoint fields of the counters, rebuilt from the events of cycles 1..n."""
+    usage = [0, 0, 0.0]
+    invocations = 0
+    by: dict[str, int] = {}
+    history: list[str] = []
+    streaks: dict[str, int] = {}
+    last_error: str | None = None
+    eligible: list[str] = []
+    ran: list[str] = []  # names executed in cycle n
+    last: list[str] = []  # invocations of cycle n, tool calls included
+    cycle_usage = [0, 0, 0.0]
+    current = 0
+
+    def close_cycle() -> None:
+        usage[0] += cycle_usage[0]
+        usage[1] += cycle_usage[1]
+        usage[2] += cycle_usage[2]
+        cycle_usage[:] = [0, 0, 0.0]
+
+    def invoke(name: str, cycle: int) -> None:
+        nonlocal invocations
+        invocations += 1
+        by[name] = by.get(name, 0) + 1
+        history.append(name)
+        if cycle == n:
+            last.append(name)
+
+    for ev in events:
+        p = ev.payload
+        if ev.cycle != current:
+            close_cycle()
+            current = ev.cycle
+        kind = ev.kind
+        if kind == "cycle_started":
+            if ev.cycle == n:
+                eligible = [str(x) for x in p.get("eligible", [])]
+            continue
+        if kind == "usage_recorded":
+            _add(cycle_usage, p.get("usage"))
+            continue
+        name = str(p.get("suggestor"))
+        if kind == "suggestor_failed" and str(p.get("error", "")).startswith("accepts raised"):
+            # accepts() failed: counted as a failure, never as an invocation
+            streaks[name] = int(p.get("streak", 1))
+            last_error = f"{name}: {p.get('error')}"
+            continue
+        invoke(name, ev.cycle)
+        if ev.cycle == n:
+            ran.append(name)
+        if kind == "suggestor_failed":
+            streaks[name] = int(p.get("streak", 1))
+            last_error = f"{name}: {p.get('error')}"
+            continue
+        for tool in p.get("tool_calls", ()):
+            invoke(f"{name}.{tool}", ev.cycle)
+        streaks.pop(name, None)
+        _add(cycle_usage, p.get("usage"))
+    close_cycle()
+    return {
+        "usage": usage,
+        "invocations": invocations,
+        "invocations_by": by,
+        "history": history,
+        "streaks": streaks,
+        "last_error": last_error,
+        "last_suggestors": last,
+        "cut": [name for name in eligible if name not in ran],
+    }
+
+
+def _add(total: list[Any], usage: Any) -> None:
+    """Add a recorded ``[input_tokens, output_tokens, cost_usd]`` to ``total``."""
+    if isinstance(usage, list) and len(usage) == 3:
+        total[0] += int(usage[0])
+        total[1] += int(usage[1])
+        total[2] += float(usage[2])
+
+
+def _record_start(eng: EngineSettings, st: RunState, history: RunHistory) -> None:
+    """The fork's ``run_started`` (its facts as ``initial_facts``, its link to the
+    parent as ``forked_from``) and its ``runs`` row (``parent_run_id``)."""
+    if eng.store is None:
+        return
+    st.events.append(
+        AuditEvent(
+            "run_started",
+            0,
+            {
+                "run_id": st.run_id,
+                "job": eng.job_name,
+                "suggestors": list(eng.suggestor_names),
+                "budget": st.budget.model_dump(mode="json"),
+                "initial_facts": history.facts,
+                "facts_merkle": st.frontier.scheme,
+                "forked_from": fork_link(history, st),
+            },
+            time.time(),
+        )
+    )
+    header = RunHeader(
+        st.run_id,
+        eng.job_name,
+        eng.job_spec,
+        eng.suggestor_names,
+        st.wall_started,
+        parent_run_id=history.run_id,
+    )
+    events = take_events(eng, st)
+    if eng.checkpoint_at_start and getattr(eng.store, "save_checkpoint", None) is not None:
+        data = checkpoint_of(eng, st)
+        store_call(eng, st, lambda s: s.start_run(header, events, data))
+    else:
+        store_call(eng, st, lambda s: s.start_run(header, events))

@@ -1,0 +1,118 @@
+"""The real local model (extra ``local``): the packaged Gemma 3 270M behind
+llama-cpp-python's server on a free port of 127.0.0.1. A job's agents run on it
+through ``model: openai:NAME`` and a base URL, the run ends with a typed stop, and
+the tokens recorded for each agent call are those the server billed (its
+``usage``, read by a recording proxy in front of it). Under CI the extra is there
+and the test runs; elsewhere it is skipped without the extra."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from audit import open_store
+from converge.agents.local import MODEL_ALIAS, local_server
+from converge.cli import app
+from engine.stop_categories import EXIT_CODES
+from tests.fakeopenai import fake_openai
+
+if importlib.util.find_spec("llama_cpp") is None and not os.environ.get("CI"):
+    pytest.skip("needs the 'local' extra (llama-cpp-python)", allow_module_level=True)
+
+MIT = (
+    Path(__file__).resolve().parents[1] / "examples/dependency_audit/vendor/legacy-left-pad/LICENSE"
+).read_text()
+
+AGENT = """\
+  - name: {name}
+    model: openai:{model}
+    base_url: {url}
+    instructions: >-
+      {instructions}
+    reads: [{reads}]
+    writes: {writes}
+    output: examples.dependency_audit.reviewer:LicenseVerdict
+    model_settings: {{max_tokens: 96, temperature: 0}}
+"""
+
+INSTRUCTIONS = {
+    "first_reviewer": "You review software licenses. Name the package, the SPDX id of its "
+    "license and your confidence between 0 and 1.",
+    "second_reviewer": "You are a second license reviewer. Give the package name, the SPDX "
+    "identifier of the license text and a confidence from 0 to 1.",
+}
+
+
+def job_text(url: str) -> str:
+    agents = "".join(
+        AGENT.format(
+            name=name,
+            model=MODEL_ALIAS,
+            url=url,
+            instructions=text,
+            reads=f"file.{i}",
+            writes=f"license.{i}",
+        )
+        for i, (name, text) in enumerate(INSTRUCTIONS.items())
+    )
+    return (
+        "name: local-review\n"
+        "suggestors: [examples.dependency_audit.reviewer:reviewer_decisions]\n"
+        f"agents:\n{agents}"
+        "budget: {max_cycles: 3, max_seconds: 600}\n"
+        "initial:\n"
+        f"  file.0: [{{name: left-pad, text: {MIT!r}}}]\n"
+        f"  file.1: [{{name: right-pad, text: {MIT!r}}}]\n"
+    )
+
+
+def test_a_job_on_the_real_local_model_records_exactly_the_servers_usage_for_each_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("CONVERGE_MODEL", "CONVERGE_MODEL_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    job = tmp_path / "job.yaml"
+    with local_server(0) as server, fake_openai(upstream=server.base_url) as proxy:
+        job.write_text(job_text(proxy.url))
+        outcome = CliRunner().invoke(app, ["run", str(job), "--db", db, "--json"])
+    assert server.process is not None and server.process.poll() is not None  # stopped
+    # a typed stop (a 270M model may answer badly: that ends typed too)
+    assert outcome.exit_code in EXIT_CODES.values(), outcome.output
+    assert outcome.exception is None or isinstance(outcome.exception, SystemExit)
+    store = open_store(db)
+    run = store.runs()[0]
+    assert run.stop_reason is not None
+    # what each agent's executions returned, and what failed or cut ones recorded
+    kinds = ["suggestor_executed", "usage_recorded"]
+    executions = [e.payload for e in store.events(run.run_id, kinds)]
+    recorded: dict[str, list[int]] = {}
+    for e in executions:
+        if e["suggestor"] in INSTRUCTIONS:
+            tokens = recorded.setdefault(e["suggestor"], [0, 0])
+            tokens[0] += e["usage"][0]
+            tokens[1] += e["usage"][1]
+    # what the server billed, request by request, told apart by the agent's instructions
+    billed: dict[str, list[int]] = {}
+    for body, usage in zip(proxy.requests, proxy.usages, strict=True):
+        if not usage:  # an HTTP error bills nothing
+            continue
+        agent = who_asked(body)
+        tokens = billed.setdefault(agent, [0, 0])
+        tokens[0] += usage["prompt_tokens"]
+        tokens[1] += usage["completion_tokens"]
+    assert set(billed) == set(INSTRUCTIONS)
+    assert recorded == billed
+    total = [sum(t[0] for t in billed.values()), sum(t[1] for t in billed.values())]
+    assert [run.usage.input_tokens, run.usage.output_tokens] == total
+
+
+def who_asked(body: dict[str, Any]) -> str:
+    """The agent whose instructions open this request's messages."""
+    system = next(m["content"] for m in body["messages"] if m["role"] == "system")
+    return next(name for name, text in INSTRUCTIONS.items() if text in system)
