@@ -8,7 +8,11 @@ and the test runs; elsewhere it is skipped without the extra."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
+import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from audit import open_store
-from converge.agents.local import MODEL_ALIAS, local_server
+from converge.agents.local import MODEL_ALIAS, LocalModelServer, local_server
 from converge.cli import app
 from engine.stop_categories import EXIT_CODES
 from tests.fakeopenai import fake_openai
@@ -116,3 +120,45 @@ def who_asked(body: dict[str, Any]) -> str:
     """The agent whose instructions open this request's messages."""
     system = next(m["content"] for m in body["messages"] if m["role"] == "system")
     return next(name for name, text in INSTRUCTIONS.items() if text in system)
+
+
+PROBE = """\
+import json, os, sys, urllib.request
+url = os.environ["CONVERGE_MODEL_BASE_URL"]
+with urllib.request.urlopen(url + "/models", timeout=30) as r:
+    models = [m["id"] for m in json.load(r)["data"]]
+print(json.dumps({"url": url, "model": os.environ["CONVERGE_MODEL"], "served": models}))
+sys.exit(7)
+"""
+
+
+def test_converge_model_serve_runs_a_command_against_the_server_then_stops_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CONVERGE_MODEL", raising=False)
+    converge = Path(sys.executable).parent / "converge"
+    done = subprocess.run(
+        [str(converge), "model", "serve", "--port", "0", "--", sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 7, done.stdout + done.stderr  # the command's exit code
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["url"].startswith("http://127.0.0.1:") and seen["url"].endswith("/v1")
+    assert seen["model"] == f"openai:{MODEL_ALIAS}"
+    assert seen["served"] == [MODEL_ALIAS]
+    # the server is gone: nothing answers on its port any more
+    with pytest.raises(OSError):
+        urllib.request.urlopen(seen["url"] + "/models", timeout=5)
+
+
+def test_the_server_is_llama_cpp_on_loopback_with_the_assembled_gemma_and_its_chat_format() -> None:
+    cmd = LocalModelServer(8123).command()
+    assert cmd[1:3] == ["-m", "llama_cpp.server"]
+    flags = dict(zip(cmd[3::2], cmd[4::2], strict=True))
+    assert flags["--chat_format"] == "gemma"  # the GGUF has no chat template
+    assert flags["--host"] == "127.0.0.1" and flags["--port"] == "8123"
+    assert flags["--model_alias"] == MODEL_ALIAS
+    model = Path(flags["--model"])
+    assert model.name == "gemma-3-270m-q4_k_m.gguf" and model.stat().st_size > 200_000_000
