@@ -26,7 +26,7 @@ from audit.inbox_schema import ensure_inbox_tables
 from audit.store import SqlRunStore
 from audit.tables import gate_votes, gates
 from engine.errors import ConvergeError, GateAlreadyDecided, GateExpired, GateNotFound
-from engine.hitl import GateDecision
+from engine.hitl import GateDecision, iso_utc
 from engine.store import AuditEvent
 
 MAX_REASON_CHARS = 10_000
@@ -135,9 +135,11 @@ def cast_vote(
             raise GateNotFound(f"no gate {gate_id!r} in audit store {store.shown}")
         gate = gate_record(row._mapping)
         if gate.status != "pending":
-            raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, _iso(gate.decided_at))
+            raise GateAlreadyDecided(
+                gate_id, gate.status, gate.decided_by, iso_utc(gate.decided_at)
+            )
         if gate.expires_at is not None and at > gate.expires_at:
-            raise GateExpired(f"gate {gate_id} expired at {_iso(gate.expires_at)}")
+            raise GateExpired(f"gate {gate_id} expired at {iso_utc(gate.expires_at)}")
         cast = [
             Vote(r.voter, bool(r.approved), r.reason, r.ts)
             for r in conn.execute(
@@ -155,7 +157,7 @@ def cast_vote(
                 # repeating the vote lets the caller apply the decision
                 return VoteOutcome(gate_id, tuple(cast), required, decided)
             status = "approved" if decided.approved else "rejected"
-            raise GateAlreadyDecided(gate_id, status, decided.by, _iso(cast[-1].ts))
+            raise GateAlreadyDecided(gate_id, status, decided.by, iso_utc(cast[-1].ts))
         if any(v.voter == decision.by for v in cast):
             raise DuplicateVote(gate_id, decision.by)
         vote = Vote(decision.by, decision.approved, decision.reason, at)
@@ -182,9 +184,7 @@ def cast_vote(
             }
             if vote.approved and decision.value is not None:
                 payload["value"] = decision.value
+            if decision.signature:  # the voter's signed statement (audit.decision_signatures)
+                payload["signature"] = decision.signature
             append(store, conn, gate.run_id, [AuditEvent("gate_vote", gate.cycle, payload, at)])
     return VoteOutcome(gate_id, tuple(cast), required, final)
-
-
-def _iso(ts: float | None) -> str | None:
-    return None if ts is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))

@@ -1,10 +1,12 @@
 """Proof bundles: one run's evidence, or one fact's, in a self-contained JSON file
 (docs/audit-format.md has the layout, byte for byte).
 
-:func:`export_run` gathers a stopped or paused run's events (their exact chained
-messages), its facts, its checkpoint, a run statement signed now (the events' and
-facts' RFC 6962 roots, the chain head), the facts root signed when the run stopped,
-the run's ledger entry with its inclusion proof, and the ledger's signed head.
+:func:`export_run` gathers a stopped or paused run's events (the parts of their
+exact chained messages: a fact is carried once, as its ``fact_promoted`` payload),
+its initial facts' texts, its checkpoint, a run statement signed now (the events'
+and facts' RFC 6962 roots, the chain head), the facts root signed when the run
+stopped, the run's ledger entry with its inclusion proof, and the ledger's signed
+head.
 :func:`export_fact` keeps of the facts only one, with its audit path to the facts
 root: the other facts are present as hashes only. :mod:`audit.bundle_check`
 verifies either with the public key alone.
@@ -12,26 +14,33 @@ verifies either with the public key alone.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
+from pathlib import Path
 from typing import Any
 
+import orjson
 from sqlalchemy import select
 
-from audit.chain import ChainRow, event_message, verify_chain
+from audit.chain import read_chain, verify_chain
 from audit.checkpoints import read_checkpoint
 from audit.core import StoreCore
 from audit.crosscheck import TERMINAL
-from audit.merkle import MerkleTree, leaf_hash
+from audit.decision_signatures import SIGNED_KINDS, signed_deciders
+from audit.merkle import MerkleTree
 from audit.proofs import ledger_entries, ledger_tree, signed_head
 from audit.signing import Signer, ensure_signature_tables, stored_statement
-from audit.tables import audit_events, runs
+from audit.tables import runs
 from engine.errors import ConvergeError, RunNotFound
 from engine.facts import canonical_json
-from engine.integrity import merkle_scheme
+from engine.integrity import LEAF_PREFIX, merkle_scheme
 
-FORMAT = "converge.bundle/1"
-"""The ``format`` of a proof bundle."""
+FORMAT = "converge.bundle/2"
+"""The ``format`` of the proof bundles written now."""
+
+FORMAT_V1 = "converge.bundle/1"
+"""The first layout (each event's whole message, the facts listed again): still read."""
 
 RUN_TYPE = "converge.run/1"
 """The ``type`` of the run statement signed at export."""
@@ -52,24 +61,11 @@ class _Run:
             row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one_or_none()
             if row is None:
                 raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
-            rows = [
-                ChainRow(*r)
-                for r in conn.execute(
-                    select(
-                        audit_events.c.seq,
-                        audit_events.c.kind,
-                        audit_events.c.cycle,
-                        audit_events.c.ts,
-                        audit_events.c.payload,
-                        audit_events.c.hash,
-                    )
-                    .where(audit_events.c.run_id == run_id)
-                    .order_by(audit_events.c.seq)
-                )
-            ]
+            rows = read_chain(conn, run_id)
             self.checkpoint = read_checkpoint(conn, run_id)
         self.row = row
         self.rows = rows
+        self.messages: list[str] = []
         report = verify_chain(
             run_id,
             rows,
@@ -77,6 +73,7 @@ class _Run:
             last_seq=row.last_seq,
             chain=row.chain,
             key=store._key,
+            messages=self.messages,
         )
         if not report.ok:
             raise ExportError(f"run {run_id} does not verify, nothing exported: {report}")
@@ -84,19 +81,18 @@ class _Run:
         if not terminal:
             raise ExportError(f"run {run_id} has not stopped or paused yet: nothing to prove")
         self.stop = json.loads(terminal[-1].payload)
-        rid = _quote(run_id)
-        self.messages = [event_message(rid, r.seq, r.kind, r.cycle, r.ts, r.payload) for r in rows]
-        self.facts: list[str] = []
+        self.initial: list[str] = []
         self.scheme = merkle_scheme(None)
-        for r in rows:
-            if r.kind == "fact_promoted":
-                self.facts.append(r.payload)
-            elif r.kind == "run_started":
-                started = json.loads(r.payload)
-                self.scheme = merkle_scheme(started.get("facts_merkle"))
-                self.facts.extend(canonical_json(f) for f in started.get("initial_facts", ()))
+        started = next((r for r in rows if r.kind == "run_started"), None)
+        if started is not None:
+            payload = json.loads(started.payload)
+            self.scheme = merkle_scheme(payload.get("facts_merkle"))
+            self.initial = [canonical_json(f) for f in payload.get("initial_facts", ())]
+        # a fact's leaf hashes its fact_promoted payload, the exact chained text
+        self.facts = self.initial + [r.payload for r in rows if r.kind == "fact_promoted"]
+        sha, prefix = hashlib.sha256, LEAF_PREFIX[self.scheme]
         self.facts_tree = MerkleTree(
-            [leaf_hash(f.encode(), self.scheme) for f in self.facts], self.scheme
+            [sha(prefix + f.encode()).digest() for f in self.facts], self.scheme
         )
         if self.facts_tree.root().hex() != self.stop.get("facts_root"):
             raise ExportError(
@@ -105,14 +101,15 @@ class _Run:
 
     def statement(self) -> dict[str, Any]:
         """The run statement the export signs."""
-        events_tree = MerkleTree([leaf_hash(m.encode()) for m in self.messages])
+        sha = hashlib.sha256
+        events_tree = MerkleTree([sha(b"\x00" + m.encode()).digest() for m in self.messages])
         return {
             "type": RUN_TYPE,
             "run_id": self.row.run_id,
             "chain": self.row.chain,
             "last_seq": self.row.last_seq,
             "head": self.row.head_hash,
-            "events_count": len(self.messages),
+            "events_count": len(self.rows),
             "events_root": events_tree.root().hex(),
             "facts_count": len(self.facts),
             "facts_root": self.facts_tree.root().hex(),
@@ -165,11 +162,25 @@ def export_run(store: StoreCore, signer: Signer, run_id: str) -> dict[str, Any]:
     """
     run = _Run(store, run_id)
     bundle = {"kind": "run", **_common(store, signer, run)}
+    # each event's parts, its chained message rebuilt by the verifier (the facts are
+    # the fact_promoted payloads: carried once); the timestamp's text is the one its
+    # message ends with (`,"ts":T}`), not a second repr of the float
     bundle["events"] = [
-        {"message": m, "hash": r.hash} for m, r in zip(run.messages, run.rows, strict=True)
+        {
+            "cycle": r.cycle,
+            "kind": r.kind,
+            "payload": r.payload,
+            "ts": m[m.rindex(',"ts":') + 6 : -1],
+            "hash": r.hash,
+        }
+        for r, m in zip(run.rows, run.messages, strict=True)
     ]
-    bundle["facts"] = run.facts
+    bundle["initial_facts"] = run.initial
     bundle["checkpoint"] = run.checkpoint
+    signed = (json.loads(r.payload) for r in run.rows if r.kind in SIGNED_KINDS)
+    deciders = signed_deciders(store, signed)
+    if deciders:  # the public keys that check the signed decisions among the events
+        bundle["deciders"] = deciders
     return bundle
 
 
@@ -180,8 +191,14 @@ def export_fact(store: StoreCore, signer: Signer, run_id: str, fact_id: str) -> 
     Raises what :func:`export_run` raises, and ``ExportError`` for an unknown fact id.
     """
     run = _Run(store, run_id)
+    quoted = _quote(fact_id)
     index = next(
-        (i for i, text in enumerate(run.facts) if json.loads(text).get("id") == fact_id), None
+        (
+            i
+            for i, text in enumerate(run.facts)
+            if quoted in text and json.loads(text).get("id") == fact_id
+        ),
+        None,
     )
     if index is None:
         raise ExportError(f"run {run_id} has no fact {fact_id!r}")
@@ -192,3 +209,16 @@ def export_fact(store: StoreCore, signer: Signer, run_id: str, fact_id: str) -> 
         "proof": [p.hex() for p in run.facts_tree.inclusion_proof(index)],
     }
     return bundle
+
+
+def write_bundle(bundle: dict[str, Any], path: Path) -> None:
+    """Write ``bundle`` to ``path`` as compact UTF-8 JSON (non-ASCII as itself).
+
+    orjson, as a 100k-fact bundle is about 40 MB of JSON; ``json`` only for what
+    orjson refuses (integers past 64 bits). Raises ``OSError``.
+    """
+    try:
+        data = orjson.dumps(bundle)
+    except TypeError:  # orjson.JSONEncodeError
+        data = json.dumps(bundle, ensure_ascii=False, separators=(",", ":")).encode()
+    path.write_bytes(data)

@@ -8,8 +8,8 @@ where canonical JSON has sorted keys and compact separators, ``hash(0)`` is
 :data:`GENESIS` (64 zeros) and ``H`` is sha256, or HMAC-SHA256 with a secret key
 (``CONVERGE_AUDIT_KEY`` or ``open_store(key=...)``): without the key nobody can
 re-chain altered rows. ``runs.head_hash`` holds the last hash, so a change to the
-tail shows too. :func:`verify_chain` recomputes a chain and names the first bad
-``seq`` and why.
+tail shows too. :func:`read_chain` reads a run's chained rows, :func:`verify_chain`
+recomputes a chain and names the first bad ``seq`` and why.
 """
 
 from __future__ import annotations
@@ -19,7 +19,11 @@ import hmac
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
+
+from sqlalchemy import Connection, select
+
+from audit.tables import audit_events
 
 GENESIS = "0" * 64
 """The "previous hash" of a run's first event."""
@@ -92,9 +96,9 @@ class VerifyReport:
         return f"{self.run_id}: FAILED at seq {self.first_bad_seq}: {self.reason}"
 
 
-@dataclass(frozen=True, slots=True)
-class ChainRow:
-    """One stored event, as the verifier reads it."""
+class ChainRow(NamedTuple):
+    """One stored event, as the verifier reads it (a named tuple: an export or a
+    verify of a 100k-fact run builds 100k of them)."""
 
     seq: int
     kind: str
@@ -102,6 +106,21 @@ class ChainRow:
     ts: float
     payload: str
     hash: str
+
+
+def read_chain(conn: Connection, run_id: str) -> list[ChainRow]:
+    """The run's stored events as the chain hashed them, in ``seq`` order (empty for
+    an unknown run); the one query behind ``converge verify`` and ``converge export``."""
+    columns = (
+        audit_events.c.seq,
+        audit_events.c.kind,
+        audit_events.c.cycle,
+        audit_events.c.ts,
+        audit_events.c.payload,
+        audit_events.c.hash,
+    )
+    query = select(*columns).where(audit_events.c.run_id == run_id).order_by(audit_events.c.seq)
+    return list(map(ChainRow._make, conn.execute(query).all()))
 
 
 def verify_chain(
@@ -112,12 +131,14 @@ def verify_chain(
     last_seq: int,
     chain: str,
     key: bytes | None,
+    messages: list[str] | None = None,
 ) -> VerifyReport:
     """Recompute the chain of ``rows`` (ordered by ``seq``) against the ``runs`` row.
 
     ``head_hash``/``last_seq``/``chain`` come from the run's ``runs`` row; ``key``
-    is the HMAC key (None = plain sha256). Never raises for a bad chain: the report
-    says where and why.
+    is the HMAC key (None = plain sha256). ``messages``, when given, receives each
+    verified row's :func:`event_message` (an export hashes them again). Never raises
+    for a bad chain: the report says where and why.
     """
     n = len(rows)
 
@@ -144,7 +165,8 @@ def verify_chain(
             return bad(row.seq, "row inserted")
         if row.seq > expected:
             return bad(expected, "row missing")
-        if digest(prev, row, expected) != row.hash:
+        message = event_message(rid, expected, row.kind, row.cycle, row.ts, row.payload)
+        if h(prev, message) != row.hash:
             nxt = rows[i + 1] if i + 1 < n else None
             # the next row chains onto our predecessor: this row was slipped in
             if nxt is not None and digest(prev, nxt, expected) == nxt.hash:
@@ -153,6 +175,8 @@ def verify_chain(
             if i > 0 and digest(before_prev, row, expected - 1) == row.hash:
                 return bad(expected - 1, "row inserted")
             return bad(expected, "payload changed")
+        if messages is not None:
+            messages.append(message)
         before_prev, prev = prev, row.hash
         expected += 1
     if expected - 1 < last_seq:

@@ -16,12 +16,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from orjson import loads as _loads
 from sqlalchemy import Connection, delete, insert, select
 
 from audit.chain import GENESIS
 from audit.core import StoreCore, json_compact
 from audit.crosscheck import CHECKPOINTED, TERMINAL, checkpoint_digest
+from audit.json_text import loads as _loads
+from audit.run_header import read_header
 from audit.tables import audit_events, checkpoint_parts, checkpoints, fact_chunks, runs
 from audit.writer import fold_digest
 from engine.errors import ResumeError, RunFinished, StoreError
@@ -182,8 +183,10 @@ def load_checkpoint(store: StoreCore, run_id: str) -> dict[str, Any]:
     """The latest checkpoint of the run, checked against the sha256 its chain
     recorded (and its fact chunks against their digest); ``ResumeError`` when
     missing or corrupted, ``RunFinished`` when the run finished with nothing left
-    to do. Everything is read in one transaction (one snapshot), so a run moving on
-    meanwhile is never taken for tampering. ``run_epoch`` and ``run_seq`` are the
+    to do; ``TamperedRow`` / ``CorruptRow`` when the run's header (its job spec...)
+    differs from the one its ``run_started`` chained. Everything is read in one
+    transaction (one snapshot), so a run moving on meanwhile is never taken for
+    tampering. ``run_epoch`` and ``run_seq`` are the
     run's fencing epoch and last seq in that snapshot: a claim that expects them
     fails if anyone claimed the run, or anything was recorded, since."""
     with store._tx(write=False) as conn:
@@ -192,6 +195,9 @@ def load_checkpoint(store: StoreCore, run_id: str) -> dict[str, Any]:
                 runs.c.epoch, runs.c.last_seq, runs.c.status, runs.c.stop_kind, runs.c.category
             ).where(runs.c.run_id == run_id)
         ).one_or_none()
+        if row is not None:
+            # the job a resume rebuilds its engine from is the one the run chained
+            read_header(store, conn, run_id)
         blob = read_checkpoint(conn, run_id)
         chained = conn.execute(
             select(audit_events.c.payload)

@@ -16,6 +16,7 @@ from sqlalchemy import select
 from audit.events import append
 from audit.gates import gate_record
 from audit.store import SqlRunStore
+from audit.store_key import require_key
 from audit.tables import gates
 from engine.errors import ConfigurationError, GateNotFound
 from engine.store import AuditEvent
@@ -38,12 +39,14 @@ class Comment:
 
 def add_comment(store: SqlRunStore, gate_id: str, by: str, text: str) -> Comment:
     """Append a comment on ``gate_id`` to its run's chain. Raises ``GateNotFound``,
-    ``ConfigurationError`` (empty or too long, or no author)."""
+    ``ConfigurationError`` (empty or too long, or no author), ``AuditKeyError`` (a
+    keyed store without its key: nothing written)."""
     body = (text or "").strip()
     if not body or len(body) > MAX_COMMENT_CHARS:
         raise ConfigurationError(f"a comment has 1 to {MAX_COMMENT_CHARS} characters")
     if not (by or "").strip():
         raise ConfigurationError("a comment needs the name of who writes it")
+    require_key(store, f"commenting on gate {gate_id}")  # a comment is chained
     at = time.time()
     with store._tx() as conn:
         row = conn.execute(select(gates).where(gates.c.gate_id == gate_id)).one_or_none()

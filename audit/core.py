@@ -11,23 +11,19 @@ their first argument, so none of them imports the façade.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, Table, inspect, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from audit.chain import KEYED, PLAIN, hasher
 from audit.faults import after_write_commit
+from audit.ledger_timing import ledger_timing
 from audit.url import WRITE, display_url, make_engine
 from audit.writer import BackgroundWriter, BulkInserter, Prediction, QueuedBatch
 from engine.errors import ConvergeError, StoreError
-
-FACT_ID_INDEX = "ux_audit_events_fact_id"
-"""The unique index on (run_id, the fact id of a ``fact_promoted`` event): a fact id
-is promoted at most once per run, whatever crashes where; a second write of it
-fails loudly (``StoreError``) instead of duplicating the fact."""
 
 json_compact: Callable[[Any], str] = json.JSONEncoder(
     separators=(",", ":"), ensure_ascii=False
@@ -63,6 +59,8 @@ class StoreCore:
         self._hash = hasher(key)
         self._chain = KEYED if key is not None else PLAIN
         self._pg = self._engine.dialect.name == "postgresql"
+        # when run heads reach the ledger: inline, or pending for a sequencer
+        self._ledger = ledger_timing(self._pg)
         self._part_chars = part_chars
         self._inserter = BulkInserter(self._engine)
         file_sqlite = self._engine.dialect.name == "sqlite" and self._engine.url.database not in (
@@ -77,6 +75,8 @@ class StoreCore:
         # digest chain of its fact chunks (None: they do not tile); a prediction the
         # writer checks under the run's lock
         self._heads: dict[str, Prediction] = {}
+        # the feature tables (ensure_tables) known to exist in this store
+        self._ready_tables: set[str] = set()
         self._fingerprint: str | None = None
         # per run this process writes, the fencing epoch of its claim (start_run: 0);
         # a write finding another epoch in the run's row is refused (RunSuperseded)
@@ -105,12 +105,43 @@ class StoreCore:
             raise
         except SQLAlchemyError as exc:
             cause = getattr(exc, "orig", None) or exc
-            if FACT_ID_INDEX in str(cause) or "audit_events.fact_id" in str(cause):
-                raise StoreError(
-                    f"audit store {self.shown}: refused to record a fact id a second time "
-                    f"in one run (unique {FACT_ID_INDEX}): {cause}".strip()
-                ) from exc
             raise StoreError(f"audit store {self.shown}: {cause}".strip()) from exc
+
+    def ensure_tables(
+        self,
+        tables: Sequence[Table],
+        lock_id: int,
+        upgrade: Callable[[Connection], None] | None = None,
+    ) -> None:
+        """Create the missing ``tables`` of a feature (the inbox, the run service,
+        notifications...) on first use, once per store object, then ``upgrade`` (add
+        the columns a later converge gave them). They are outside the schema version:
+        a store made before the feature gains them when it is first used.
+        ``lock_id`` (a PostgreSQL advisory lock) makes two processes creating them at
+        once wait for each other. Raises ``StoreError`` when the database fails.
+        """
+        ready = self._ready_tables
+        names = frozenset(t.name for t in tables)
+        if names <= ready:
+            return
+        with self._tx() as conn:
+            if self._pg:
+                conn.execute(text(f"SELECT pg_advisory_xact_lock({int(lock_id)})"))
+            for table in tables:
+                table.create(conn, checkfirst=True)
+            if upgrade is not None:
+                upgrade(conn)
+        ready |= names
+
+    def has_table(self, name: str) -> bool:
+        """Whether the feature table ``name`` exists (asked once it does)."""
+        if name in self._ready_tables:
+            return True
+        with self._tx(write=False) as conn:
+            found = inspect(conn).has_table(name)
+        if found:
+            self._ready_tables.add(name)
+        return found
 
     def _checkpoint_wal(self) -> None:
         """(writer thread, once its queue is empty) Copy the SQLite WAL into the

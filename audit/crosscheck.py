@@ -14,6 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from audit.cells import same_json
 from audit.chain import ChainRow
 
 TERMINAL = ("run_stopped", "run_paused")
@@ -50,8 +51,10 @@ def check_outcome(run: Any, rows: Sequence[ChainRow]) -> Problem:
         return run.last_seq or 1, f"runs row differs from the chain ({column})"
     terminal = last_terminal(rows)
     if terminal is None:
-        if run.stop_kind is not None or run.reason is not None:
-            return run.last_seq or 1, "runs row has a stop the chain never recorded"
+        # no stop recorded yet: no outcome column may hold one
+        for column in OUTCOME_COLUMNS:
+            if getattr(run, column) is not None:
+                return run.last_seq or 1, f"runs row differs from the chain ({column})"
         return None
     seq, p = terminal
     if "reason" not in p or "facts_root" not in p:
@@ -62,16 +65,24 @@ def check_outcome(run: Any, rows: Sequence[ChainRow]) -> Problem:
         "reason": p.get("reason"),
         "facts_root": p.get("facts_root"),
     }
-    stored = {
-        "stop_kind": run.stop_kind,
-        "category": run.category,
-        "reason": None if run.reason is None else json.loads(run.reason),
-        "facts_root": run.facts_root,
-    }
     for column, value in recorded.items():
-        if stored[column] != value:
+        cell = getattr(run, column)
+        same = same_json(cell, value) if column == "reason" else cell == value
+        if not same:
             return seq, f"runs row differs from the chain ({column})"
     return None
+
+
+OUTCOME_COLUMNS = (
+    "stop_kind",
+    "category",
+    "reason",
+    "facts_root",
+    "usage",
+    "ended_at",
+    "duration_ms",
+)
+"""The ``runs`` columns a stop or pause fills (empty until the run's first one)."""
 
 
 def proven_counts(rows: Sequence[ChainRow]) -> tuple[int, int]:
@@ -119,7 +130,7 @@ def check_gates(gate_rows: Sequence[Any], rows: Sequence[ChainRow]) -> Problem:
         for column in ("proposal_id", "suggestor", "summary", "policy"):
             if getattr(g, column) != p.get(column):
                 return seq, f"gate {g.gate_id} differs from the chain ({column})"
-        if json.loads(g.proposal) != p.get("proposal"):
+        if not same_json(g.proposal, p.get("proposal")):
             return seq, f"gate {g.gate_id} differs from the chain (proposal)"
         decision = decided.get(g.gate_id)
         if g.status == "pending":

@@ -20,7 +20,6 @@ from typing import Any
 
 from sqlalchemy import Connection, select, update
 
-from audit import ledger as ledger_log
 from audit.checkpoints import (
     checkpoint_blob,
     checkpoint_text,
@@ -31,6 +30,7 @@ from audit.checkpoints import (
 )
 from audit.core import StoreCore
 from audit.crosscheck import TERMINAL
+from audit.sequencer import record_head
 from audit.tables import runs
 from audit.writer import ChainedBatch, Prediction, QueuedBatch, chain_batch, fold_digest
 from engine.errors import RunNotFound, RunSuperseded, StoreError
@@ -82,13 +82,14 @@ def move_head(
     store: StoreCore, conn: Connection, run_id: str, head: str, seq: int, cycles: int, facts: int
 ) -> None:
     """The run's new head, and what its committed events prove (so that a crashed
-    run's row tells the truth); the ledger entry of the commit."""
+    run's row tells the truth); the ledger entry of the commit (pending for the
+    sequencer, or inline: :func:`audit.sequencer.record_head`)."""
     conn.execute(
         update(runs)
         .where(runs.c.run_id == run_id)
         .values(head_hash=head, last_seq=seq, cycles=cycles, facts_count=facts)
     )
-    ledger_log.append(conn, store._hash, run_id, seq, head)
+    record_head(store, conn, run_id, seq, head)
 
 
 def append_checkpointed(

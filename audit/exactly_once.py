@@ -1,7 +1,8 @@
 """What exactly-once means for a recorded run, checked by ``converge verify``.
 
 A run is continued by one process at a time (the claim of :mod:`audit.gates`) and
-each fact id is promoted once (the store's unique index), so its chain must show:
+each fact id is promoted once (the fence, and crash recovery refusing a replayed
+fact that differs), so its chain must show:
 
 - no fact id twice (a fact promoted again by a second process or a replay);
 - every ``run_resumed`` after the previous leg ended (``run_stopped`` /

@@ -4,13 +4,13 @@ resume makes. Quorum votes on a gate are in :mod:`audit.approvals`."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import insert, select, update
 
+from audit.cells import bad_cell, json_cell
 from audit.checkpoints import put_checkpoint
 from audit.core import StoreCore, json_compact
 from audit.events import append, append_checkpointed
@@ -18,6 +18,7 @@ from audit.queries import this_writer, writer_alive
 from audit.runs import outcome_values
 from audit.tables import gates, runs
 from engine.errors import (
+    CorruptRow,
     GateAlreadyDecided,
     GateNotFound,
     RunBusy,
@@ -25,16 +26,12 @@ from engine.errors import (
     RunNotFound,
     StoreError,
 )
-from engine.hitl import GateDecision
+from engine.hitl import GateDecision, iso_utc
 from engine.stop_categories import RESUMABLE
 from engine.store import AuditEvent, BatchItem, Claim, GateRecord, RunOutcome
 
 _DECIDED = ("approved", "rejected", "expired")
 _GOES_ON = frozenset(c.value for c in RESUMABLE)  # categories a stopped run can resume from
-
-
-def _iso(ts: float | None) -> str | None:
-    return None if ts is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 def pause_run(
@@ -120,6 +117,8 @@ def decide_gate(store: StoreCore, gate_id: str, decision: GateDecision, status: 
                     "reason": decision.reason,
                     "decided_at": now,
                     **({"value": decision.value} if decision.value is not None else {}),
+                    # the decider's signed statement (audit.decision_signatures)
+                    **({"signature": decision.signature} if decision.signature else {}),
                 },
                 now,
             )
@@ -128,7 +127,7 @@ def decide_gate(store: StoreCore, gate_id: str, decision: GateDecision, status: 
         raise GateNotFound(f"no gate {gate_id!r} in audit store {store.shown}")
     rec = gate_record(row._mapping)
     if done.rowcount == 0:
-        raise GateAlreadyDecided(gate_id, rec.status, rec.decided_by, _iso(rec.decided_at))
+        raise GateAlreadyDecided(gate_id, rec.status, rec.decided_by, iso_utc(rec.decided_at))
     return rec
 
 
@@ -218,12 +217,23 @@ def release_claim(store: StoreCore, claim: Claim) -> None:
 
 
 def gate_record(m: Any) -> GateRecord:
-    """A ``gates`` row (its mapping) as a :class:`engine.store.GateRecord`."""
+    """A ``gates`` row (its mapping) as a :class:`engine.store.GateRecord`;
+    ``CorruptRow`` naming the first cell that cannot be read."""
+    where = f"gate {m['gate_id']}"
+    bad = bad_cell(gates, m)
+    if bad is not None:
+        raise CorruptRow("gates", where, *bad)
+    proposal, why = json_cell(m["proposal"], dict)
+    if why is not None:
+        raise CorruptRow("gates", where, "proposal", why)
+    extra, why = json_cell(m["extra"], dict) if m["extra"] else ({}, None)
+    if why is not None:
+        raise CorruptRow("gates", where, "extra", why)
     return GateRecord(
         gate_id=m["gate_id"],
         run_id=m["run_id"],
         proposal_id=m["proposal_id"],
-        proposal=json.loads(m["proposal"]),
+        proposal=proposal,
         suggestor=m["suggestor"],
         summary=m["summary"],
         cycle=m["cycle"],
@@ -235,5 +245,5 @@ def gate_record(m: Any) -> GateRecord:
         decided_by=m["decided_by"],
         decided_at=m["decided_at"],
         reason=m["reason"],
-        extra=json.loads(m["extra"]) if m["extra"] else {},
+        extra=extra,
     )

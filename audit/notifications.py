@@ -22,17 +22,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, and_, exists, not_, or_, select, text, update
+from sqlalchemy import Connection, and_, exists, not_, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from audit.events import append
 from audit.gates import gate_record
 from audit.queries import this_writer
 from audit.store import SqlRunStore
+from audit.store_key import require_key
 from audit.tables import NOTIFICATION_TABLES, gates, notification_deliveries
 from engine.store import AuditEvent, GateRecord
-
-_READY_ATTR = "_converge_notification_tables_ready"
 
 EVENTS = ("opened", "escalated", "decided", "expired")
 """The events of a gate that are notified, in the order they happen."""
@@ -90,15 +89,7 @@ def ensure_notification_tables(store: SqlRunStore) -> None:
 
     Raises ``StoreError`` when the database fails.
     """
-    if getattr(store, _READY_ATTR, False):
-        return
-    with store._tx() as conn:
-        if store._pg:
-            # two processes creating the table at once: one waits for the other
-            conn.execute(text("SELECT pg_advisory_xact_lock(714525)"))
-        for table in NOTIFICATION_TABLES:
-            table.create(conn, checkfirst=True)
-    setattr(store, _READY_ATTR, True)
+    store.ensure_tables(NOTIFICATION_TABLES, 714525)
 
 
 def _delivery(m: Any) -> Delivery:
@@ -199,6 +190,8 @@ def claim(
     (its escalated deliveries are not claimed). ``now``: unix seconds. Raises
     ``StoreError`` (and ``RunSuperseded`` from the chain's fence).
     """
+    if escalate_to is not None:  # the escalation is chained: only with the store's key
+        require_key(store, f"recording the escalation of gate {gate.gate_id}")
     ensure_notification_tables(store)
     nd = notification_deliveries
     pid, host = this_writer()

@@ -16,8 +16,9 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from audit.inbox_schema import ensure_inbox_tables
+from audit.known_people import person
 from audit.store import SqlRunStore
-from audit.tables import access_log, group_members, run_actors
+from audit.tables import access_log, api_tokens, group_members, run_actors
 from engine.errors import StoreError
 
 MAX_DETAIL_CHARS = 1_000
@@ -68,6 +69,24 @@ def members(store: SqlRunStore) -> dict[str, set[str]]:
     for group, name in rows:
         out.setdefault(group, set()).add(name)
     return out
+
+
+def knows(store: SqlRunStore, name: str) -> bool:
+    """Whether the store knows person ``name``: registered (``converge user add``,
+    :mod:`audit.known_people`), holding a token that is not revoked, or in a group."""
+    if person(store, name) is not None:
+        return True
+    ensure_inbox_tables(store)
+    with store._tx(write=False) as conn:
+        token = conn.execute(
+            select(api_tokens.c.name)
+            .where(api_tokens.c.name == name, api_tokens.c.revoked_at.is_(None))
+            .limit(1)
+        ).first()
+        member = conn.execute(
+            select(group_members.c.name).where(group_members.c.name == name).limit(1)
+        ).first()
+    return token is not None or member is not None
 
 
 def record_actor(store: SqlRunStore, run_id: str, name: str, action: str) -> None:

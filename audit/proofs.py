@@ -5,7 +5,8 @@ Leaf ``i`` (from 0) of the ledger's tree is ``sha256(0x00 ‖ canonical JSON of
 ledger's own chain hashes (:func:`audit.ledger.entry_message`). The tree is
 computed from the ``ledger`` rows when a head is taken (``converge anchor``,
 ``converge export --proof``), never inside a run's commit. A signed head is the
-statement ``{"type": "converge.ledger_head/1", "size", "root", "ts"}`` signed with
+statement ``{"type": "converge.ledger_head/1", "size", "root", "ts"}`` (and
+``"keyed"``, the key's fingerprint, in a keyed store: :mod:`audit.anchors`) signed with
 the store's Ed25519 key (:mod:`audit.signing`) and kept in the ``signatures`` table.
 """
 
@@ -20,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import select
 
 from audit.core import StoreCore
-from audit.ledger import entry_message, verify_ledger
+from audit.ledger import entry_message, key_fingerprint, verify_ledger
 from audit.merkle import MerkleTree, leaf_hash, verify_consistency
 from audit.signing import (
     Signer,
@@ -122,9 +123,12 @@ def signed_head(store: StoreCore, signer: Signer, tree: MerkleTree | None = None
                     f"head signed at that size says {kept.get('root')}: the ledger was rewritten"
                 )
             return kept
-        signed = signer.sign(
-            {"type": HEAD_TYPE, "size": size, "root": root, "ts": int(time.time())}
-        )
+        ts = int(time.time())
+        statement: dict[str, Any] = {"type": HEAD_TYPE, "size": size, "root": root, "ts": ts}
+        keyed = store._fingerprint or (None if store._key is None else key_fingerprint(store._key))
+        if keyed is not None:  # a keyed store says so where a writer cannot remove it
+            statement["keyed"] = keyed
+        signed = signer.sign(statement)
         keep_statement(conn, "ledger_head", str(size), signed)
     return signed
 

@@ -1,7 +1,8 @@
 """What the audit store answers: recorded runs and events, as frozen values.
 
 :class:`RunRow` is one ``runs`` row with its parsed ``StopReason``;
-:class:`StoredEvent` one numbered, chained event; :func:`list_runs`,
+:class:`StoredEvent` one numbered, chained event; :func:`list_runs`
+(:func:`read_runs`: an unreadable row in its place, as :class:`UnreadableRun`),
 :func:`get_run`, :func:`read_events` and :func:`read_facts` read them (the queries
 of :class:`audit.store.SqlRunStore`); :func:`resolve_run_id` finds a run by a
 unique prefix of its id. :func:`parse_since` reads the ``--since`` of
@@ -10,7 +11,6 @@ unique prefix of its id. :func:`parse_since` reads the ``--since`` of
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import Row, Select, select
 
+from audit.cells import bad_cell, json_cell
 from audit.core import StoreCore
 from audit.tables import audit_events, runs
 from engine.effect import Usage
-from engine.errors import RunNotFound
+from engine.errors import CorruptRow, RunNotFound
 from engine.facts import Fact, fact_from_dict
 from engine.stop import StopReason, parse_stop_reason, stop_reason_to_dict
 
@@ -159,13 +161,43 @@ def this_writer() -> tuple[int, str]:
 
 
 def run_row(r: Row[Any]) -> RunRow:
-    """A :class:`RunRow` from a ``runs`` row (the JSON columns parsed)."""
+    """A :class:`RunRow` from a ``runs`` row (the JSON columns parsed).
+
+    Raises ``CorruptRow`` naming the first cell it cannot read: not of its
+    column's type, a ``reason`` that is no stop reason, a ``usage`` that is no
+    ``{input_tokens, output_tokens, cost_usd}`` object, ``suggestors`` no list.
+    """
     m = r._mapping
+    where = f"run {m['run_id']}"
+    bad = bad_cell(runs, m)
+    if bad is not None:
+        raise CorruptRow("runs", where, *bad)
     status = m["status"]
     if status == "running" and not writer_alive(m["pid"], m["hostname"]):
         status = CRASHED
-    reason = parse_stop_reason(m["reason"]) if m["reason"] else None
-    u = json.loads(m["usage"]) if m["usage"] else {}
+    reason = None
+    if m["reason"]:
+        data, why = json_cell(m["reason"], dict)
+        if why is not None:
+            raise CorruptRow("runs", where, "reason", why)
+        try:
+            reason = parse_stop_reason(data)
+        except ValidationError as exc:
+            raise CorruptRow("runs", where, "reason", _invalid(exc)) from exc
+    u, why = json_cell(m["usage"], dict) if m["usage"] else ({}, None)
+    if why is not None:
+        raise CorruptRow("runs", where, "usage", why)
+    try:
+        usage = Usage(
+            int(u.get("input_tokens", 0)),
+            int(u.get("output_tokens", 0)),
+            float(u.get("cost_usd", 0.0)),
+        )
+    except (TypeError, ValueError) as exc:
+        raise CorruptRow("runs", where, "usage", f"not a usage ({exc})") from exc
+    suggestors, why = json_cell(m["suggestors"], list)
+    if why is not None:
+        raise CorruptRow("runs", where, "suggestors", why)
     return RunRow(
         run_id=m["run_id"],
         job=m["job"],
@@ -178,13 +210,9 @@ def run_row(r: Row[Any]) -> RunRow:
         cycles=m["cycles"],
         facts_count=m["facts_count"],
         facts_root=m["facts_root"],
-        usage=Usage(
-            int(u.get("input_tokens", 0)),
-            int(u.get("output_tokens", 0)),
-            float(u.get("cost_usd", 0.0)),
-        ),
+        usage=usage,
         duration_ms=m["duration_ms"],
-        suggestors=tuple(json.loads(m["suggestors"])),
+        suggestors=tuple(str(s) for s in suggestors),
         head_hash=m["head_hash"],
         last_seq=m["last_seq"],
         chain=m["chain"],
@@ -224,6 +252,54 @@ def runs_query(
     return q
 
 
+@dataclass(frozen=True, slots=True)
+class UnreadableRun:
+    """A ``runs`` row :func:`read_runs` could not read: ``error`` names the cell."""
+
+    run_id: str
+    error: CorruptRow
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"run_id", "error", "column"}``: how a list of runs marks this one."""
+        return {"run_id": self.run_id, "error": str(self.error), "column": self.error.column}
+
+
+def read_runs(
+    store: StoreCore,
+    *,
+    category: str | None = None,
+    kind: str | None = None,
+    since: float | None = None,
+    job: str | None = None,
+    status: str | None = None,
+    limit: int | None = DEFAULT_LIMIT,
+) -> list[RunRow | UnreadableRun]:
+    """Recorded runs, newest first, filtered as :func:`list_runs`; a row that
+    cannot be read is an :class:`UnreadableRun` in its place, so one corrupt row
+    never hides the others."""
+    live = status in (CRASHED, "running")  # whether the writer lives is not a column
+    q = runs_query(
+        category=category,
+        kind=kind,
+        since=since,
+        job=job,
+        status=status,
+        limit=None if live else limit,
+    )
+    out: list[RunRow | UnreadableRun] = []
+    with store._tx(write=False) as conn:
+        for r in conn.execute(q):
+            try:
+                out.append(run_row(r))
+            except CorruptRow as exc:
+                out.append(UnreadableRun(str(r._mapping["run_id"]), exc))
+    if live:
+        out = [r for r in out if isinstance(r, UnreadableRun) or r.status == status]
+        if limit:
+            out = out[:limit]
+    return out
+
+
 def list_runs(
     store: StoreCore,
     *,
@@ -234,22 +310,16 @@ def list_runs(
     status: str | None = None,
     limit: int | None = DEFAULT_LIMIT,
 ) -> list[RunRow]:
-    """Recorded runs, newest first, filtered (see :meth:`audit.store.SqlRunStore.runs`)."""
-    live = status in (CRASHED, "running")  # whether the writer lives is not a column
-    q = runs_query(
-        category=category,
-        kind=kind,
-        since=since,
-        job=job,
-        status=status,
-        limit=None if live else limit,
-    )
-    with store._tx(write=False) as conn:
-        rows = [run_row(r) for r in conn.execute(q)]
-    if live:
-        rows = [r for r in rows if r.status == status]
-        if limit:
-            rows = rows[:limit]
+    """Recorded runs, newest first, filtered (see :meth:`audit.store.SqlRunStore.runs`);
+    ``CorruptRow`` for the first row that cannot be read (:func:`read_runs` lists
+    the others)."""
+    rows: list[RunRow] = []
+    for r in read_runs(
+        store, category=category, kind=kind, since=since, job=job, status=status, limit=limit
+    ):
+        if isinstance(r, UnreadableRun):
+            raise r.error
+        rows.append(r)
     return rows
 
 
@@ -318,25 +388,48 @@ def read_events(
         q = q.where(audit_events.c.kind.in_(list(kinds)))
     q = q.order_by(audit_events.c.seq)
     with store._tx(write=False) as conn:
-        result = conn.execute(q)
-        return [
-            StoredEvent(r.run_id, r.seq, r.kind, r.cycle, r.ts, json.loads(r.payload), r.hash)
-            for r in result
-        ]
+        return [_stored_event(r) for r in conn.execute(q)]
+
+
+def _stored_event(r: Row[Any]) -> StoredEvent:
+    """A :class:`StoredEvent` from an ``audit_events`` row (``CorruptRow`` when a
+    cell is not of its type or the payload is no JSON object)."""
+    m = r._mapping
+    bad = bad_cell(audit_events, m)
+    if bad is not None:
+        raise CorruptRow("audit_events", f"run {m['run_id']} event {m['seq']}", *bad)
+    payload, why = json_cell(m["payload"], dict)
+    if why is not None:
+        raise CorruptRow("audit_events", f"run {m['run_id']} event {m['seq']}", "payload", why)
+    return StoredEvent(r.run_id, r.seq, r.kind, r.cycle, r.ts, payload, r.hash)
 
 
 def read_facts(store: StoreCore, run_id: str, key: str | None = None) -> list[Fact]:
     """The run's facts in promotion order: the initial ones, then every
     ``fact_promoted`` (only those of ``key`` when given); raises ``RunNotFound``."""
-    get_run(store, run_id)
+    with store._tx(write=False) as conn:
+        known = conn.execute(select(runs.c.run_id).where(runs.c.run_id == run_id)).scalar()
+    if known is None:  # the facts are the events': a row that cannot be read is no matter
+        raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
     out: list[Fact] = []
     for ev in read_events(store, run_id, kinds=("run_started", "fact_promoted")):
-        if ev.kind == "run_started":
-            found = [fact_from_dict(d) for d in ev.payload.get("initial_facts", [])]
-        else:
-            found = [fact_from_dict(ev.payload)]
+        try:
+            if ev.kind == "run_started":
+                found = [fact_from_dict(d) for d in ev.payload.get("initial_facts", [])]
+            else:
+                found = [fact_from_dict(ev.payload)]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            where = f"run {run_id} event {ev.seq}"
+            raise CorruptRow("audit_events", where, "payload", f"no fact ({exc!r})") from exc
         out.extend(f for f in found if key is None or f.key == key)
     return out
+
+
+def _invalid(exc: ValidationError) -> str:
+    """Why a JSON value is no stop reason, in one line (pydantic's first error)."""
+    first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": str(exc)}
+    where = ".".join(str(part) for part in first["loc"])
+    return f"not a stop reason ({where + ': ' if where else ''}{first['msg']})"
 
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import delete, insert, select, text, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from audit.chain import GENESIS
@@ -27,22 +27,13 @@ from audit.tables import SERVICE_TABLES, run_cancels, runs
 from engine.errors import RunBusy, RunNotFound, StoreError
 from engine.store import RunHeader
 
-_READY_ATTR = "_converge_service_tables_ready"
-
 QUEUED = "queued"
 """The status of a run submitted and not yet taken by a worker."""
 
 
 def ensure_service_tables(store: SqlRunStore) -> None:
     """Create the run service's tables that are missing (once per store object)."""
-    if getattr(store, _READY_ATTR, False):
-        return
-    with store._tx() as conn:
-        if store._pg:
-            conn.execute(text("SELECT pg_advisory_xact_lock(714524)"))
-        for table in SERVICE_TABLES:
-            table.create(conn, checkfirst=True)
-    setattr(store, _READY_ATTR, True)
+    store.ensure_tables(SERVICE_TABLES, 714524)
 
 
 def queue_run(store: SqlRunStore, header: RunHeader) -> None:

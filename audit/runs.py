@@ -3,23 +3,23 @@ read back the header it was started with."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from audit import ledger as ledger_log
 from audit.chain import GENESIS
 from audit.checkpoints import put_checkpoint, saved_event
 from audit.core import StoreCore, json_compact
 from audit.events import append, append_checkpointed
 from audit.ledger import key_fingerprint
 from audit.queries import this_writer
+from audit.run_header import read_header, with_header
+from audit.sequencer import record_head
 from audit.tables import fact_chunks, runs
 from audit.writer import chain_batch, fold_digest
-from engine.errors import RunNotFound, RunSuperseded, StoreError
+from engine.errors import RunSuperseded, StoreError
 from engine.facts import canonical_json
 from engine.stop import stop_reason_to_dict
 from engine.store import AuditEvent, BatchItem, RunHeader, RunOutcome
@@ -41,13 +41,18 @@ def start_run(
             "this store was written with)"
         )
     store._written(header.run_id)
+    try:
+        spec = None if header.job_spec is None else json_compact(header.job_spec)
+        canonical_json(header.job_spec)  # as the chain will hash it
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"job spec of run {header.run_id} is not JSON: {exc}") from exc
+    taken = header.run_id in store._taken
+    # the header the row gets, chained in run_started (a taken run keeps its submit time)
+    started_at = _queued_at(store, header.run_id) if taken else header.started_at
+    events = with_header(events, header, started_at)
     batch = chain_batch(header.run_id, events, GENESIS, 0, store._key)
     head, seq = batch.head, batch.seq
     pid, host = this_writer()
-    try:
-        spec = None if header.job_spec is None else json_compact(header.job_spec)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"job spec of run {header.run_id} is not JSON: {exc}") from exc
     values = {
         "job": header.job,
         "job_spec": spec,
@@ -62,7 +67,6 @@ def start_run(
         "last_seq": seq,
         "parent_run_id": header.parent_run_id,
     }
-    taken = header.run_id in store._taken
     try:
         with store._tx() as conn:
             if taken:
@@ -75,7 +79,7 @@ def start_run(
                 )
             if len(batch):
                 store._inserter.insert(conn, batch, 0)
-            ledger_log.append(conn, store._hash, header.run_id, seq, head)
+            record_head(store, conn, header.run_id, seq, head)
             if checkpoint is not None:
                 _first_checkpoint(store, conn, header.run_id, checkpoint)
         store._taken.discard(header.run_id)
@@ -91,6 +95,15 @@ def start_run(
                 f"run {header.run_id!r} already exists in audit store {store.shown}"
             ) from exc
         raise
+
+
+def _queued_at(store: StoreCore, run_id: str) -> float:
+    """When the queued run this process took was submitted (its row's ``started_at``)."""
+    with store._tx(write=False) as conn:
+        at = conn.execute(select(runs.c.started_at).where(runs.c.run_id == run_id)).scalar()
+    if not isinstance(at, int | float):
+        raise StoreError(f"run {run_id}: its queued row has no start time")
+    return float(at)
 
 
 def _fill_taken(store: StoreCore, conn: Connection, run_id: str, values: dict[str, Any]) -> None:
@@ -174,25 +187,8 @@ def outcome_values(outcome: RunOutcome) -> dict[str, Any]:
 
 
 def get_run_header(store: StoreCore, run_id: str) -> RunHeader:
-    """The header the run was started with (raises ``RunNotFound``)."""
+    """The header the run was started with, checked against the one its
+    ``run_started`` chained (:func:`audit.run_header.read_header`). Raises
+    ``RunNotFound``, ``CorruptRow`` or ``TamperedRow`` (the row was edited)."""
     with store._tx(write=False) as conn:
-        row = conn.execute(
-            select(
-                runs.c.run_id,
-                runs.c.job,
-                runs.c.job_spec,
-                runs.c.suggestors,
-                runs.c.started_at,
-                runs.c.parent_run_id,
-            ).where(runs.c.run_id == run_id)
-        ).one_or_none()
-    if row is None:
-        raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
-    return RunHeader(
-        run_id=row.run_id,
-        job=row.job,
-        job_spec=None if row.job_spec is None else json.loads(row.job_spec),
-        suggestors=tuple(json.loads(row.suggestors)),
-        started_at=row.started_at,
-        parent_run_id=row.parent_run_id,
-    )
+        return read_header(store, conn, run_id)

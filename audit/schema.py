@@ -62,6 +62,10 @@ def _check_and_create(conn: Connection, shown: str) -> None:
             version = "3"
         if version == "3":
             version = _upgrade_from_3(conn, existing, shown)
+        if version == "4":
+            version = _upgrade_from_4(conn)
+        if version == "5":
+            version = _upgrade_from_5(conn)
         if version is not None and version != str(SCHEMA_VERSION):
             raise SchemaVersionError(
                 f"audit store {shown} has schema version {version}; "
@@ -102,8 +106,9 @@ def _upgrade_from_1(conn: Connection, existing: set[str]) -> str:
 
 def _upgrade_from_3(conn: Connection, existing: set[str], shown: str) -> str:
     """Version 4 adds the runs' fencing epoch and the fact id of each
-    ``fact_promoted`` event, unique per run. A store that already holds a fact id
-    twice in a run cannot take that index: say which run and fact."""
+    ``fact_promoted`` event. A store that already holds a fact id twice in a run
+    is refused, naming the run and the fact (an older converge recorded it again
+    after a crash)."""
     if runs.name in existing:
         have = {c["name"] for c in inspect(conn).get_columns(runs.name)}
         if "epoch" not in have:
@@ -133,8 +138,26 @@ def _upgrade_from_3(conn: Connection, existing: set[str], shown: str) -> str:
                 "again after a crash); open the store with that older converge to export "
                 "or delete the run"
             )
-        for index in audit_events.indexes:
-            index.create(conn, checkfirst=True)
+    conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="4"))
+    return "4"
+
+
+FACT_ID_INDEX = "ux_audit_events_fact_id"
+"""Version 4's unique index on (run_id, fact_id), dropped by version 5."""
+
+
+def _upgrade_from_4(conn: Connection) -> str:
+    """Version 5 drops version 4's unique index on the fact ids: the fence and crash
+    recovery refuse a second write of a fact (docs/gates.md), and the index cost
+    the write path about a seventh of its throughput."""
+    conn.execute(text(f"DROP INDEX IF EXISTS {FACT_ID_INDEX}"))
+    conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="5"))
+    return "5"
+
+
+def _upgrade_from_5(conn: Connection) -> str:
+    """Version 6 adds ``ledger_pending`` (created with the missing tables): run heads
+    committed and not yet integrated into the ledger (:mod:`audit.sequencer`)."""
     conn.execute(
         update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION))
     )

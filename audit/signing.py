@@ -23,7 +23,7 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from sqlalchemy import Connection, insert, inspect, select, text
+from sqlalchemy import Connection, insert, inspect, select
 
 from audit.core import StoreCore
 from audit.tables import SIGNATURE_TABLES, runs, signatures
@@ -168,19 +168,10 @@ def check_signature(public: Ed25519PublicKey, signed: dict[str, Any]) -> str | N
 
 # -- the signatures table --------------------------------------------------------------
 
-_READY_ATTR = "_converge_signature_tables_ready"
-
 
 def ensure_signature_tables(store: StoreCore) -> None:
     """Create the ``signatures`` table when missing (once per store object)."""
-    if getattr(store, _READY_ATTR, False):
-        return
-    with store._tx() as conn:
-        if store._pg:
-            conn.execute(text("SELECT pg_advisory_xact_lock(714524)"))
-        for table in SIGNATURE_TABLES:
-            table.create(conn, checkfirst=True)
-    setattr(store, _READY_ATTR, True)
+    store.ensure_tables(SIGNATURE_TABLES, 714524)
 
 
 def stored_statement(conn: Connection, kind: str, subject: str, kid: str) -> dict[str, Any] | None:

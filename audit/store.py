@@ -26,9 +26,11 @@ from sqlalchemy import Connection, Engine, insert, select
 from audit import checkpoints as _checkpoints
 from audit import events as _events
 from audit import gates as _gates
+from audit import integration as _integration
 from audit import queries as _queries
 from audit import runs as _runs
 from audit import schema as _schema
+from audit import sequencer as _sequencer
 from audit import signing as _signing
 from audit import verify as _verify
 from audit.chain import VerifyReport
@@ -37,6 +39,7 @@ from audit.history import read_history
 from audit.ledger import KEY_FINGERPRINT, key_fingerprint
 from audit.lineage import lineage_graph
 from audit.queries import DEFAULT_LIMIT, RunRow, StoredEvent
+from audit.store_key import require_key
 from audit.tables import CHECKPOINT_PART_CHARS, SCHEMA_VERSION, meta
 from audit.url import read_only_sqlite, resolve_url
 from engine.errors import StoreError
@@ -100,8 +103,10 @@ class SqlRunStore(StoreCore):
 
     # -- the store and its key -----------------------------------------------------
     def close(self) -> None:
-        """Finish the batch in flight and release the database connections."""
+        """Finish the batch in flight, integrate this process's pending run heads into
+        the ledger, and release the database connections."""
         self._writer.close()
+        _sequencer.stop_sequencing(self, self.signer)
         self._engine.dispose()
 
     def ensure_schema(self) -> None:
@@ -148,8 +153,10 @@ class SqlRunStore(StoreCore):
         given; a queued run this process took (``audit.run_queue.take_queued``)
         keeps its row.
 
-        Raises ``StoreError`` when the run id exists already or the database fails.
+        Raises ``StoreError`` when the run id exists already or the database fails,
+        ``AuditKeyError`` (nothing written) in a keyed store without its key.
         """
+        require_key(self, f"starting run {header.run_id}")
         _runs.start_run(self, header, events, checkpoint)
 
     def append_events(self, run_id: str, events: Sequence[BatchItem]) -> None:
@@ -178,6 +185,7 @@ class SqlRunStore(StoreCore):
         so that a resume can check what it loads (docs/audit.md).
         """
         _runs.finish_run(self, run_id, events, outcome, checkpoint)
+        _integration.integrate_own(self, self.signer)  # the run's heads, before it exits
         if self.signer is not None:  # $CONVERGE_SIGNING_KEY: sign the final facts root
             _signing.sign_facts_root(self, self.signer, run_id)
 
@@ -204,6 +212,7 @@ class SqlRunStore(StoreCore):
     ) -> None:
         """Write the events, the pending gate and the checkpoint; status ``paused``."""
         _gates.pause_run(self, run_id, events, outcome, gate, checkpoint)
+        _integration.integrate_own(self, self.signer)  # the run's heads, before it exits
 
     def get_gate(self, gate_id: str) -> GateRecord:
         """The gate (raises ``GateNotFound``)."""
@@ -213,8 +222,10 @@ class SqlRunStore(StoreCore):
         """Compare-and-set the gate from ``pending`` to ``status`` (approved/rejected/expired).
 
         Exactly one caller wins; the others get ``GateAlreadyDecided`` naming who
-        decided it and when (ISO UTC). Raises ``GateNotFound`` for an unknown gate.
+        decided it and when (ISO UTC). Raises ``GateNotFound`` for an unknown gate,
+        ``AuditKeyError`` (nothing written) in a keyed store without its key.
         """
+        require_key(self, f"deciding gate {gate_id}")
         return _gates.decide_gate(self, gate_id, decision, status)
 
     def claim_resume(
@@ -230,8 +241,10 @@ class SqlRunStore(StoreCore):
         run are refused once another claim supersedes it (``RunSuperseded``).
 
         Raises ``RunBusy`` (another process holds it, or claimed it first),
-        ``RunFinished`` (a stop that leaves nothing to do), ``RunNotFound``.
+        ``RunFinished`` (a stop that leaves nothing to do), ``RunNotFound``,
+        ``AuditKeyError`` (nothing written) in a keyed store without its key.
         """
+        require_key(self, f"resuming run {run_id}")
         return _gates.claim_resume(self, run_id, expected_epoch, expected_seq, events)
 
     def release_claim(self, claim: Claim) -> None:

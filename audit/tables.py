@@ -13,13 +13,14 @@ Times are unix seconds (double precision).
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Double, Index, Table, Text, text
+from sqlalchemy import Column, Double, Index, Table, Text
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 6
 """The version of these tables; a database with another version is refused
-(version 1, before the ledger, 2, before the fact chunks, and 3, before fencing
-epochs and unique fact ids, are upgraded in place)."""
+(version 1, before the ledger, 2, before the fact chunks, 3, before fencing epochs
+and fact ids, 4, with a unique index on the fact ids, and 5, before the pending
+ledger heads, are upgraded in place)."""
 
 
 class RunTable(SQLModel, table=True):
@@ -63,19 +64,8 @@ class AuditEventTable(SQLModel, table=True):
     """One audit event: numbered per run (``seq`` from 1) and hash-chained."""
 
     __tablename__ = "audit_events"
-    # one B-tree keyed by (run_id, seq) on SQLite: no rowid table beside the key index;
-    # a fact id is promoted at most once per run: a second write fails loudly
-    __table_args__ = (
-        Index(
-            "ux_audit_events_fact_id",
-            "run_id",
-            "fact_id",
-            unique=True,
-            sqlite_where=text("fact_id IS NOT NULL"),
-            postgresql_where=text("fact_id IS NOT NULL"),
-        ),
-        {"sqlite_with_rowid": False},
-    )
+    # one B-tree keyed by (run_id, seq) on SQLite: no rowid table beside the key index
+    __table_args__ = {"sqlite_with_rowid": False}
 
     run_id: str = Field(primary_key=True, max_length=200)
     seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
@@ -85,7 +75,9 @@ class AuditEventTable(SQLModel, table=True):
     payload: str = Field(sa_column=Column(Text, nullable=False))
     hash: str = Field(max_length=64)
     # the id of the fact a ``fact_promoted`` event promotes, as a JSON string (its
-    # payload's, unhashed: only the unique index reads it; verify reads the payload)
+    # payload's, unhashed; verify checks it against the payload). Not indexed: a
+    # second write of a fact is refused by the fence (a claim's epoch) and by crash
+    # recovery (engine.recording.take_events); an index cost W2 a seventh
     fact_id: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
@@ -177,6 +169,20 @@ class LedgerTable(SQLModel, table=True):
     hash: str = Field(max_length=64)
 
 
+class LedgerPendingTable(SQLModel, table=True):
+    """A run head committed and not yet integrated into the ledger (docs/audit.md,
+    "The ledger's integration delay"): each commit inserts one, locking only its
+    run; the sequencer (:mod:`audit.sequencer`) appends them to the ``ledger`` and
+    deletes them in one transaction. ``committed_at`` is unix seconds."""
+
+    __tablename__ = "ledger_pending"
+
+    run_id: str = Field(primary_key=True, max_length=200)
+    last_seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    head: str = Field(max_length=64)
+    committed_at: float = Field(sa_column=Column(Double, nullable=False))
+
+
 class MetaTable(SQLModel, table=True):
     """Key/value facts about the database itself (``schema_version``)."""
 
@@ -200,6 +206,7 @@ meta: Table = _table(MetaTable)
 ledger: Table = _table(LedgerTable)
 checkpoint_parts: Table = _table(CheckpointPartTable)
 fact_chunks: Table = _table(FactChunkTable)
+ledger_pending: Table = _table(LedgerPendingTable)
 
 TABLES: tuple[Table, ...] = (
     runs,
@@ -210,6 +217,7 @@ TABLES: tuple[Table, ...] = (
     ledger,
     checkpoint_parts,
     fact_chunks,
+    ledger_pending,
 )
 
 CHECKPOINT_PART_CHARS = 16 * 1024 * 1024

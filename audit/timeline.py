@@ -13,8 +13,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from audit.queries import StoredEvent
 from engine.budget import BudgetStatus
+from engine.errors import CorruptRow
 
 
 @dataclass
@@ -49,62 +52,81 @@ class CycleSummary:
 
 
 def timeline(events: Iterable[StoredEvent]) -> list[CycleSummary]:
-    """One :class:`CycleSummary` per cycle that has events, in cycle order."""
+    """One :class:`CycleSummary` per cycle that has events, in cycle order;
+    ``CorruptRow`` for an event whose payload is not of its kind's shape."""
     by_cycle: dict[int, CycleSummary] = {}
     for ev in events:
         s = by_cycle.get(ev.cycle)
         if s is None:
             s = by_cycle[ev.cycle] = CycleSummary(ev.cycle)
-        p = ev.payload
-        match ev.kind:
-            case "run_started":
-                s.notes.append(f"run started with {len(p.get('initial_facts', []))} input facts")
-            case "cycle_started":
-                s.eligible = list(p.get("eligible", []))
-            case "suggestor_executed":
-                name = str(p.get("suggestor"))
-                if p.get("refusal") is not None:
-                    name += f" (refused: {p['refusal']})"
-                s.executed.append(name)
-            case "suggestor_failed":
-                s.failed.append(f"{p.get('suggestor')}: {p.get('error')}")
-            case "usage_recorded":
-                i, o, c = [*(p.get("usage") or []), 0, 0, 0.0][:3]
-                who = p.get("suggestor")
-                s.notes.append(f"{who} recorded {i}+{o} tokens, ${c} it did not return")
-            case "fact_promoted":
-                s.promoted += 1
-                s.promoted_keys[str(p.get("key"))] += 1
-            case "proposal_rejected":
-                s.rejected.append(
-                    f"{p.get('proposal_id')} by {p.get('gate')}: {p.get('reason')}"
-                    + (" (dropped)" if p.get("on_reject") == "drop" else "")
-                )
-            case "gate_opened":
-                s.gates.append(f"opened {p.get('gate_id')}: {p.get('summary')}")
-            case "gate_decided":
-                verdict = "approved" if p.get("approved") else "rejected"
-                why = f" ({p['reason']})" if p.get("reason") else ""
-                s.gates.append(f"{verdict} {p.get('gate_id')} by {p.get('by')}{why}")
-            case "stop_signal" | "invariant_violated":
-                s.signals.append(str(p.get("kind")))
-            case "run_continued":
-                s.notes.append(f"continued past {len(p.get('signals', []))} signal(s)")
-            case "run_paused":
-                s.notes.append("paused")
-            case "run_resumed":
-                s.notes.append(f"resumed from {p.get('from', 'gate')}")
-            case "run_stopped":
-                s.notes.append(f"stopped: {p.get('kind')} ({p.get('category')})")
-            case _:
-                s.notes.append(ev.kind)
+        try:
+            _fold(s, ev)
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            # a payload of another shape than its kind's (an edited row)
+            where = f"run {ev.run_id} event {ev.seq}"
+            raise CorruptRow(
+                "audit_events", where, "payload", f"not a {ev.kind} ({exc!r})"
+            ) from exc
     return [by_cycle[c] for c in sorted(by_cycle)]
 
 
+def _fold(s: CycleSummary, ev: StoredEvent) -> None:
+    """Add one event to its cycle's summary."""
+    p = ev.payload
+    match ev.kind:
+        case "run_started":
+            s.notes.append(f"run started with {len(p.get('initial_facts', []))} input facts")
+        case "cycle_started":
+            s.eligible = list(p.get("eligible", []))
+        case "suggestor_executed":
+            name = str(p.get("suggestor"))
+            if p.get("refusal") is not None:
+                name += f" (refused: {p['refusal']})"
+            s.executed.append(name)
+        case "suggestor_failed":
+            s.failed.append(f"{p.get('suggestor')}: {p.get('error')}")
+        case "usage_recorded":
+            i, o, c = [*(p.get("usage") or []), 0, 0, 0.0][:3]
+            who = p.get("suggestor")
+            s.notes.append(f"{who} recorded {i}+{o} tokens, ${c} it did not return")
+        case "fact_promoted":
+            s.promoted += 1
+            s.promoted_keys[str(p.get("key"))] += 1
+        case "proposal_rejected":
+            s.rejected.append(
+                f"{p.get('proposal_id')} by {p.get('gate')}: {p.get('reason')}"
+                + (" (dropped)" if p.get("on_reject") == "drop" else "")
+            )
+        case "gate_opened":
+            s.gates.append(f"opened {p.get('gate_id')}: {p.get('summary')}")
+        case "gate_decided":
+            verdict = "approved" if p.get("approved") else "rejected"
+            why = f" ({p['reason']})" if p.get("reason") else ""
+            s.gates.append(f"{verdict} {p.get('gate_id')} by {p.get('by')}{why}")
+        case "stop_signal" | "invariant_violated":
+            s.signals.append(str(p.get("kind")))
+        case "run_continued":
+            s.notes.append(f"continued past {len(p.get('signals', []))} signal(s)")
+        case "run_paused":
+            s.notes.append("paused")
+        case "run_resumed":
+            s.notes.append(f"resumed from {p.get('from', 'gate')}")
+        case "run_stopped":
+            s.notes.append(f"stopped: {p.get('kind')} ({p.get('category')})")
+        case _:
+            s.notes.append(ev.kind)
+
+
 def last_budget_status(events: Iterable[StoredEvent]) -> BudgetStatus | None:
-    """The budget status of the run's last ``run_stopped`` event (None if it never stopped)."""
+    """The budget status of the run's last ``run_stopped`` event (None if it never
+    stopped); ``CorruptRow`` when it is no budget status."""
     found: BudgetStatus | None = None
     for ev in events:
         if ev.kind == "run_stopped" and "budget_status" in ev.payload:
-            found = BudgetStatus.model_validate(ev.payload["budget_status"])
+            try:
+                found = BudgetStatus.model_validate(ev.payload["budget_status"])
+            except ValidationError as exc:
+                where = f"run {ev.run_id} event {ev.seq}"
+                why = f"no budget status ({exc.error_count()} errors)"
+                raise CorruptRow("audit_events", where, "payload", why) from exc
     return found

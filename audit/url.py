@@ -10,6 +10,8 @@ that concurrent writers queue instead of failing half-way.
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -133,5 +135,41 @@ def _configure_sqlite(engine: Engine, *, read_only: bool = False) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        write = conn.get_execution_options().get(WRITE, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        if conn.get_execution_options().get(WRITE, False):
+            begin_immediate(conn.connection.dbapi_connection)
+        else:
+            conn.exec_driver_sql("BEGIN")
+
+
+LOCK_POLL_S = (0.0002, 0.002)
+"""First and longest pause (seconds) between two tries at SQLite's write lock."""
+
+
+def begin_immediate(raw: Any, timeout_s: float = BUSY_TIMEOUT_S) -> None:
+    """``BEGIN IMMEDIATE`` on a pysqlite connection, polling for the write lock every
+    0.2-2 ms for up to ``timeout_s`` seconds.
+
+    SQLite's own busy handler sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50 then 100
+    ms between tries, so a writer that misses a busy lock a few times waits 100 ms
+    or more after it was freed (an approval behind workers' commits: the S1 p99 in
+    docs/performance.md). Raises ``sqlite3.OperationalError`` after ``timeout_s``.
+    """
+    cur = raw.cursor()
+    try:
+        cur.execute("PRAGMA busy_timeout = 0")
+        pause, longest = LOCK_POLL_S
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, longest)
+    finally:
+        cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        cur.close()

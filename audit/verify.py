@@ -4,15 +4,32 @@ whole store and its ledger; the ledger head kept outside as an anchor."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
 from sqlalchemy import func, select
 
 from audit import ledger as ledger_log
+from audit.anchors import anchor_text, claim_reports, parse_claim
 from audit.chain import GENESIS, KEYED, ChainRow, VerifyReport, verify_chain
 from audit.checkpoints import chunks_problem, read_checkpoint
 from audit.core import StoreCore
-from audit.crosscheck import check_checkpoint, check_gates, check_outcome
+from audit.crosscheck import Problem, check_checkpoint, check_gates, check_outcome
+from audit.decision_signatures import check_run_signatures
 from audit.exactly_once import check_exactly_once
-from audit.ledger import LEDGER_ID, key_fingerprint, parse_anchor, verify_ledger
+from audit.ledger import key_fingerprint, verify_ledger
+from audit.pending_heads import deleted_pending, run_in_ledger
+from audit.row_checks import (
+    EventCells,
+    check_fact_ids,
+    check_gate_columns,
+    check_header,
+    check_outcome_columns,
+    check_status,
+    read_events,
+    unreadable,
+)
 from audit.tables import audit_events, gates, runs
 from engine.errors import RunNotFound
 
@@ -36,25 +53,21 @@ def verify_run(store: StoreCore, run_id: str) -> VerifyReport:
         run = conn.execute(select(runs).where(runs.c.run_id == run_id)).one_or_none()
         if run is None:
             raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
-        rows = [
-            ChainRow(r[0], r[1], r[2], r[3], r[4], r[5])
-            for r in conn.execute(
-                select(
-                    audit_events.c.seq,
-                    audit_events.c.kind,
-                    audit_events.c.cycle,
-                    audit_events.c.ts,
-                    audit_events.c.payload,
-                    audit_events.c.hash,
-                )
-                .where(audit_events.c.run_id == run_id)
-                .order_by(audit_events.c.seq)
-            )
-        ]
+        events = read_events(conn, run_id, typed=store._pg)
+        rows = events.rows
         gate_rows = conn.execute(select(gates).where(gates.c.run_id == run_id)).all()
         blob = read_checkpoint(conn, run_id)
-        in_ledger = ledger_log.check_run(conn, store._hash, run_id, run.last_seq, run.head_hash)
+        # a cell of the wrong type is reported, never read (SQLite keeps any value)
+        cells = events.bad or unreadable(run, gate_rows)
+        # a head still pending for the sequencer verifies with a note, within the bound
+        in_ledger, unintegrated = (
+            (None, None)
+            if cells
+            else run_in_ledger(store, conn, run_id, run.last_seq, run.head_hash, rows)
+        )
         chunks = chunks_problem(conn, run_id, blob)
+    if cells is not None:
+        return VerifyReport(run_id, False, len(rows), cells[0], cells[1])
     if run.status == "queued":
         # submitted, not taken yet: nothing is recorded before a worker starts it
         if rows or gate_rows or blob is not None or run.last_seq or run.head_hash != GENESIS:
@@ -75,17 +88,47 @@ def verify_run(store: StoreCore, run_id: str) -> VerifyReport:
     )
     if not report.ok:
         return report
-    for found in (
-        check_outcome(run, rows),
-        check_gates(gate_rows, rows),
-        check_checkpoint(blob, rows),
-        check_exactly_once(rows),
+    try:
+        found = _first_problem(store, run, rows, gate_rows, events, blob)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        # a chain that verifies holds what its writer chained: only a store whose
+        # plain chain was recomputed over other values gets here
+        return VerifyReport(run_id, False, len(rows), 1, f"unreadable chain ({exc})")
+    for extra in (
         None if chunks is None else (run.last_seq or 1, chunks),
         None if in_ledger is None else (run.last_seq or 1, in_ledger),
     ):
+        found = found or extra
+    if found is not None:
+        return VerifyReport(run_id, False, len(rows), found[0], found[1])
+    return report if unintegrated is None else replace(report, reason=unintegrated)
+
+
+def _first_problem(
+    store: StoreCore,
+    run: Any,
+    rows: list[ChainRow],
+    gate_rows: Sequence[Any],
+    events: EventCells,
+    blob: str | None,
+) -> Problem:
+    """The first of the run's rows (``runs``, gates, checkpoint, events) that
+    disagrees with its verified chain, column named (docs/audit.md)."""
+    for found in (
+        check_outcome(run, rows),
+        check_outcome_columns(run, rows),
+        check_header(run, rows),
+        check_status(run, rows),
+        check_gates(gate_rows, rows),
+        check_gate_columns(gate_rows, rows),
+        check_fact_ids(events.fact_ids),
+        check_checkpoint(blob, rows),
+        check_exactly_once(rows),
+        check_run_signatures(store, run.run_id, rows),
+    ):
         if found is not None:
-            return VerifyReport(run_id, False, len(rows), found[0], found[1])
-    return report
+            return found
+    return None
 
 
 def verify_all(store: StoreCore) -> list[VerifyReport]:
@@ -100,38 +143,39 @@ def verify_all(store: StoreCore) -> list[VerifyReport]:
             .group_by(audit_events.c.run_id)
         ).all()
         state = verify_ledger(conn, store._hash)
-    reports = [verify_run(store, run_id) for run_id in ids]
-    reports.extend(VerifyReport(r[0], False, r[2], r[1], "row inserted") for r in orphans)
+        deleted = deleted_pending(conn, set(state.latest))
+    reports = [
+        verify_run(store, run_id)
+        if isinstance(run_id, str)
+        else VerifyReport(repr(run_id), False, 0, 1, "runs.run_id: not a text (an edited row)")
+        for run_id in ids
+    ]
+    reports.extend(VerifyReport(str(r[0]), False, r[2], r[1], "row inserted") for r in orphans)
     known = set(ids)
     reports.extend(
         VerifyReport(run_id, False, 0, last_seq or 1, "run deleted (named by the ledger)")
         for run_id, (last_seq, _head) in state.latest.items()
         if run_id not in known
     )
+    reports.extend(deleted)
     if not state.report.ok:
         reports.append(state.report)
     return reports
 
 
 def anchor(store: StoreCore) -> str:
-    """The ledger head, ``seq:hash``."""
+    """The ledger head, ``seq:hash`` (``seq:hash:keyed:FINGERPRINT`` in a keyed store)."""
     with store._tx(write=False) as conn:
         seq, digest = ledger_log.read_head(conn)
-    return f"{seq}:{digest}"
+    return anchor_text(store, seq, digest)
 
 
 def verify_anchor(store: StoreCore, anchor: str) -> list[VerifyReport]:
     """:func:`verify_all`, plus a report when the ledger no longer holds
-    ``anchor``'s entry as it was (``ValueError`` for text that is not an anchor)."""
-    seq, digest = parse_anchor(anchor)
+    ``anchor``'s entry as it was, or when the anchor names the store keyed and this
+    verifier cannot vouch for it (see :mod:`audit.anchors`; ``ValueError`` for text
+    that is not an anchor)."""
+    claim = parse_claim(anchor)
     reports = verify_all(store)
-    with store._tx(write=False) as conn:
-        state = verify_ledger(conn, store._hash)
-    if state.hashes.get(seq) != digest:
-        why = (
-            "ledger cut short before the anchor"
-            if seq > len(state.hashes)
-            else ("ledger rewritten before the anchor")
-        )
-        reports.append(VerifyReport(LEDGER_ID, False, len(state.hashes), seq, why))
+    reports.extend(claim_reports(store, claim))
     return reports

@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, insert
 
 from audit.chain import event_message, hasher
+from audit.spliced import started_json
 from audit.tables import audit_events, fact_chunks
 from engine.errors import StoreError
 from engine.facts import canonical_json, fact_from_dict, fact_json
@@ -161,7 +162,12 @@ def chain_batch(
             seq += 1
             kind = ev.kind
             fact = ev.fact
-            payload = canonical_json(ev.payload) if fact is None else ev.text or fact_json(fact)
+            if fact is not None:
+                payload = ev.text or fact_json(fact)
+            elif ev.fact_texts is not None and kind == "run_started":
+                payload = started_json(ev.payload, ev.fact_texts)
+            else:
+                payload = canonical_json(ev.payload)
             ts = float(ev.ts)
             prev = h(prev, event_message(rid, seq, kind, cycle, ts, payload))
             fid = None if fact is None else _quote(fact.id)
@@ -171,7 +177,12 @@ def chain_batch(
                 out.chunk.append(canonical_json(fact_row(fact)))
             elif kind == "run_started":
                 initial = ev.payload.get("initial_facts") or ()
-                out.chunk[:0] = [canonical_json(fact_row(fact_from_dict(f))) for f in initial]
+                texts = ev.fact_texts
+                if texts is not None and len(texts) == len(initial):
+                    # fact dicts as chunk rows (engine.run_state loads both forms)
+                    out.chunk[:0] = texts
+                else:
+                    out.chunk[:0] = [canonical_json(fact_row(fact_from_dict(f))) for f in initial]
     except (TypeError, ValueError) as exc:
         raise StoreError(f"audit event {seq + 1} of run {run_id} is not JSON: {exc}") from exc
     out.head, out.seq, out.top = prev, seq, top

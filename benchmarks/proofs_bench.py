@@ -4,22 +4,24 @@
 The run is recorded once in a SQLite store (one suggestor promoting every fact in
 one cycle), with a signing key; then the export (read and re-check the chain,
 compute the events', facts' and ledger's RFC 6962 trees, sign, write the JSON file)
-and the offline verification (read the file, every check) are timed.
-``--quick``: 10,000 facts.
+and the offline verification (read the file, every check) are timed, and the
+independent verifier ``examples/verify_bundle.py`` (standard library) in its own
+process, start-up included. ``--quick``: 10,000 facts.
 
 ``python -m benchmarks --only p1 --no-langgraph``
 """
 
 from __future__ import annotations
 
-import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from audit import open_store
 from audit.bundle_check import read_bundle, verify_bundle
-from audit.bundles import export_run
+from audit.bundles import export_run, write_bundle
 from audit.signing import generate_keys, load_public_key, load_signer
 from benchmarks.harness import Row, Stat
 from benchmarks.session import QUICK, Suite, log
@@ -28,6 +30,7 @@ from engine import Context, Engine, Proposal, suggestor
 P1_FACTS = 100_000
 P1_QUICK_FACTS = 10_000
 P1_TARGET_S = 2.0
+VERIFIER = Path(__file__).resolve().parent.parent / "examples" / "verify_bundle.py"
 
 
 def _engine(store: object, n: int) -> Engine:
@@ -55,9 +58,7 @@ def run_p1(suite: Suite) -> None:
 
         def export() -> Callable[[], object]:
             def go() -> None:
-                bundle = export_run(store, signer, result.run_id)
-                with open(bundle_path, "w", encoding="utf-8") as f:
-                    json.dump(bundle, f, ensure_ascii=False, separators=(",", ":"))
+                write_bundle(export_run(store, signer, result.run_id), Path(bundle_path))
 
             return go
 
@@ -73,10 +74,28 @@ def run_p1(suite: Suite) -> None:
             return go
 
         verified = suite.time(verify)
+
+        def independent() -> Callable[[], object]:
+            def go() -> None:
+                done = subprocess.run(
+                    [sys.executable, str(VERIFIER), bundle_path, str(pub)],
+                    capture_output=True,
+                    check=False,
+                )
+                if done.returncode != 0:
+                    raise AssertionError(f"P1: {VERIFIER.name} fails: {done.stdout!r}")
+
+            return go
+
+        independently = suite.time(independent)
     finally:
         store.close()
     size = f"{n // 1000}k facts"
-    for name, series in (("P1 export --proof", exported), ("P1 verify-bundle", verified)):
+    for name, series in (
+        ("P1 export --proof", exported),
+        ("P1 verify-bundle", verified),
+        ("P1 examples/verify_bundle.py", independently),
+    ):
         suite.add(
             Row(
                 name,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from benchmarks.agents_bench import run_w4
 from benchmarks.fork_bench import run_f1
 from benchmarks.harness import Row
+from benchmarks.ledger_bench import run_w7
 from benchmarks.limits import run_limits
 from benchmarks.proofs_bench import run_p1
 from benchmarks.resume_bench import run_r1
@@ -40,6 +41,7 @@ NAMES = (
     "s1",
     "p1",
     "f1",
+    "w7",
 )
 """Every name ``--only`` accepts, as ``--help`` lists them."""
 
@@ -73,5 +75,6 @@ RUNNERS: dict[str, Callable[[Suite], None]] = {
     "s1": run_s1,  # only with --only s1: it needs RabbitMQ and takes ~3 min
     "p1": run_p1,  # proof bundles of a 100k-fact run (issue 26)
     "f1": run_f1,  # fork at cycle 50 of a 100k-fact run (issue 24)
+    "w7": run_w7,  # only with --only w7: concurrent runs on one store (issue 31), minutes
 }
 """Each workload's name → the function adding its rows, in the report's order."""

@@ -29,10 +29,14 @@ from typing import Any
 
 from audit.approvals import Vote, cast_vote, votes
 from audit.people import log_access
+from audit.signing import Signer
 from audit.store import SqlRunStore
+from audit.store_key import require_key
+from converge.deciders import check_known
 from converge.governance import MissingReason, NotAllowed, check_decision
 from converge.jobs import HitlSpec, Job, job_from_record
 from converge.run_queue import RunQueue
+from converge.signed_decisions import with_signature
 from engine import (
     ConvergeError,
     Engine,
@@ -42,6 +46,7 @@ from engine import (
     GateRecord,
     RunResult,
 )
+from engine.hitl import iso_utc
 from gates.hitl import ApprovalPolicy
 
 Clock = Callable[[], float]
@@ -157,6 +162,7 @@ def apply_expiry(
     timeout = GateDecision(
         approved=gate.on_timeout == "approve", by="timeout", reason="gate expired"
     )
+    require_key(store, f"expiring gate {gate.gate_id}")
     try:
         store.decide_gate(gate.gate_id, timeout, "expired")
     except GateAlreadyDecided:
@@ -188,6 +194,7 @@ def expire_due(
     with ``queue`` the runs are resumed there (see :func:`apply_expiry`)."""
     now = clock()
     done: list[str] = []
+    require_key(store, "applying gate deadlines")
     for gate in store.gates(pending=True):
         if is_expired(gate, now):
             apply_expiry(store, gate, execute, resume=gate.run_id != defer, queue=queue)
@@ -203,28 +210,40 @@ def decide(
     execute: Execute | None = None,
     clock: Clock = time.time,
     queue: RunQueue | None = None,
+    signer: Signer | None = None,
+    signed: dict[str, Any] | None = None,
 ) -> DecisionReport:
     """Record ``decision`` on a gate and, when it decides the gate, resume the run:
     here, or with ``queue`` on a worker (the decision recorded first, then the
     resume sent; ``DecisionReport.result`` is then None and this returns at once).
+
+    ``signer`` signs the decision as recorded, or ``signed`` is the decider's
+    statement signed elsewhere (``decision.value`` then the answer it signed):
+    the signed statement goes into the chained decision
+    (:mod:`converge.signed_decisions`).
 
     Raises ``GateNotFound``, ``converge.governance.NotAllowed`` (not among the gate's
     approvers, or four eyes) or ``MissingReason``, ``GateAlreadyDecided`` (decided,
     or its quorum already reached), ``GateExpired`` (past its deadline: its
     ``on_timeout`` decision is applied instead), ``audit.approvals.DuplicateVote``
     (this person voted already), :class:`InvalidValue` (``decision.value`` refused by
-    the policy's hook), ``ConvergeError`` (the run recorded no job), ``ResumeError`` or ``RunBusy``.
+    the policy's hook), ``ConvergeError`` (the run recorded no job), ``ResumeError`` or ``RunBusy``;
+    ``AuditKeyError`` (a keyed store without its key), ``converge.deciders.UnknownPerson``
+    (people are registered and ``decision.by`` is none of them) and
+    ``converge.signed_decisions.SignatureRefused``, each before anything is recorded.
     """
     if not decision.by.strip():
         raise ConvergeError("a decision needs the name of who decides (empty 'by')")
+    require_key(store, f"deciding gate {gate_id}")
     run = execute or executor_for(store)
     gate = store.get_gate(gate_id)
     if is_expired(gate, clock()):
         apply_expiry(store, gate, run, queue=queue)
         raise GateExpired(f"gate {gate_id} expired; decided by on_timeout={gate.on_timeout!r}")
     if gate.status != "pending":
-        raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, _iso(gate.decided_at))
+        raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, iso_utc(gate.decided_at))
     try:
+        check_known(store, decision.by)
         check_decision(store, gate, decision, clock())
     except (NotAllowed, MissingReason) as exc:
         # refused: in the access log, never recorded as a decision
@@ -233,8 +252,14 @@ def decide(
     job = job_of_run(store, gate.run_id)
     required = approvals_required(job, gate)
     content = checked_value(job, gate, decision)
+    answer = decision.value
     if content is not None:
         decision = decision.model_copy(update={"value": content})
+    try:
+        decision = with_signature(store, gate, decision, answer, signer=signer, signed=signed)
+    except NotAllowed as exc:  # a forged or foreign signature: in the access log too
+        log_access(store, "decide", "403", name=decision.by, target=gate_id, detail=str(exc))
+        raise
     cast: tuple[Vote, ...] = ()
     final = decision
     if required > 1:
@@ -251,6 +276,8 @@ def decide(
         if final.approved and decision.value is not None:
             # the deciding approver's answer is the one the proposal takes
             final = final.model_copy(update={"value": decision.value})
+        if decision.signature is not None:  # the deciding vote's signed statement
+            final = final.model_copy(update={"signature": decision.signature})
     if queue is not None:
         recorded = store.decide_gate(gate_id, final, "approved" if final.approved else "rejected")
         queue.send(gate.run_id, "resume")
@@ -269,7 +296,3 @@ def decide(
 def gate_votes(store: SqlRunStore, gate_id: str) -> list[Vote]:
     """The votes cast on a gate, oldest first."""
     return votes(store, gate_id)
-
-
-def _iso(ts: float | None) -> str | None:
-    return None if ts is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))

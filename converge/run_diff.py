@@ -188,7 +188,8 @@ def diff_runs(a: RunSnapshot, b: RunSnapshot) -> RunDiff:
         else:
             only_a.append(fa)
     only_b = [f for found in pool.values() for f in found]
-    only_b.sort(key=lambda f: b.facts.index(f))
+    order = {f.id: i for i, f in enumerate(b.facts)}
+    only_b.sort(key=lambda f: order[f.id])
     cycles = [f.provenance.cycle for f in (*only_a, *only_b)]
     cycles += [min(fa.provenance.cycle, fb.provenance.cycle) for fa, fb in changed]
     diverged = min(cycles) if cycles else None

@@ -212,6 +212,7 @@ class Tracing:
         wrapped = [TracedSuggestor(s, self.tracer) for s in engine.registry.suggestors]
         registry = SuggestorRegistry()
         registry.add(*wrapped)
+        registry.records_effect = list(engine.registry.records_effect)  # marks by name kept
         engine.registry = registry
         return engine
 

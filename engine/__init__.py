@@ -12,6 +12,7 @@ from engine.errors import (
     ChainError,
     ConfigurationError,
     ConvergeError,
+    CorruptRow,
     ExecutorUnavailable,
     GateAlreadyDecided,
     GateExpired,
@@ -25,6 +26,7 @@ from engine.errors import (
     RunSuperseded,
     SchemaVersionError,
     StoreError,
+    TamperedRow,
 )
 from engine.executor import CycleWork, Executor
 from engine.facts import Fact, Proposal, Provenance, content_key, fact_from_dict, fact_to_dict
@@ -92,6 +94,7 @@ __all__ = [
     "Continue",
     "ConvergeError",
     "Converged",
+    "CorruptRow",
     "CostBudgetExhausted",
     "CriteriaMet",
     "CriteriaUnmet",
@@ -155,6 +158,7 @@ __all__ = [
     "StopRun",
     "StoreError",
     "Suggestor",
+    "TamperedRow",
     "TimeBudgetExhausted",
     "TokenBudgetExhausted",
     "Unmet",

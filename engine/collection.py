@@ -19,7 +19,7 @@ from typing import Any
 from engine.accounting import elapsed_ms, ms
 from engine.effect import NO_USAGE, Effect, Usage, usage_problem
 from engine.execution import CANCELLED, NOT_DONE, TIMED_OUT
-from engine.facts import Proposal
+from engine.facts import Proposal, proposal_to_dict
 from engine.run_state import RunState
 from engine.safe_json import json_safe
 from engine.settings import EngineSettings
@@ -28,9 +28,11 @@ from engine.stop import (
     Error,
     ErrorCategory,
     InvocationBudgetExhausted,
+    StopReason,
     StopRequested,
     TimeBudgetExhausted,
     UserCancelled,
+    stop_reason_to_dict,
 )
 from engine.store import AuditEvent
 from engine.suggestor import StopRun
@@ -48,6 +50,7 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
     cost = 0.0
     timed_out = cancelled = False
     names = eng.registry.names
+    records = eng.registry.records_effect  # not deterministic: the proposals are recorded
     cut: list[str] = []  # eligible but not run to the end: eligible again next cycle
     for slot, out in enumerate(outcomes):
         name = names[admitted[slot]]
@@ -88,6 +91,7 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
             u = NO_USAGE
             refusal = None
             inner = None
+            signal = None
         else:
             effect = out if type(out) is Effect else _normalise(out)
             if effect is None:
@@ -101,7 +105,7 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
                     break
                 continue
             u = effect.usage
-            proposals, refusal = effect.proposals, effect.refusal
+            proposals, refusal, signal = effect.proposals, effect.refusal, effect.signal
             if type(proposals) is not list:
                 proposals = list(proposals)
             if refusal is not None:
@@ -115,20 +119,16 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
         if st.streaks:
             st.streaks.pop(name, None)
         if store:
-            events.append(
-                AuditEvent(
-                    "suggestor_executed",
-                    st.cycle,
-                    {
-                        "suggestor": name,
-                        "proposals": len(proposals),
-                        "usage": [u.input_tokens, u.output_tokens, u.cost_usd],
-                        **({"refusal": refusal} if refusal is not None else {}),
-                        **(inner or {}),
-                    },
-                    time.time(),
-                )
-            )
+            payload: dict[str, Any] = {
+                "suggestor": name,
+                "proposals": len(proposals),
+                "usage": [u.input_tokens, u.output_tokens, u.cost_usd],
+                **({"refusal": refusal} if refusal is not None else {}),
+                **(inner or {}),
+            }
+            if records[admitted[slot]]:
+                payload["effect"] = _effect_record(proposals, signal)
+            events.append(AuditEvent("suggestor_executed", st.cycle, payload, time.time()))
         if refusal is not None:
             st.pending_signals.append(AgentRefused(agent_id=name, reason=refusal))
             break
@@ -195,6 +195,16 @@ def _inner_activity(st: RunState, name: str, effect: Effect, last: list[str]) ->
     if effect.tool_calls:
         details["tool_calls"] = list(effect.tool_calls)
     return details
+
+
+def _effect_record(proposals: list[Proposal], signal: StopReason | None) -> dict[str, Any]:
+    """What replay needs of a non-deterministic suggestor's execution besides what its
+    event records anyway (usage, tool calls, refusal, audit details): its proposals
+    and the stop it signalled."""
+    record: dict[str, Any] = {"proposals": json_safe([proposal_to_dict(p) for p in proposals])}
+    if signal is not None:
+        record["signal"] = stop_reason_to_dict(signal)
+    return record
 
 
 def _invalid_effect(effect: Effect) -> str | None:

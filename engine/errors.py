@@ -95,6 +95,34 @@ class ChainError(StoreError):
     """An audit chain does not verify (tampering or corruption)."""
 
 
+class TamperedRow(ChainError):
+    """A stored row differs from what its run's hash chain recorded (a cell edited
+    outside converge): ``run_id`` and ``column`` name it, and nothing is read from
+    it (a resume refuses the run; ``converge verify RUN`` reports it)."""
+
+    def __init__(self, run_id: str, column: str, detail: str = "") -> None:
+        self.run_id = run_id
+        self.column = column
+        more = f" ({detail})" if detail else ""
+        super().__init__(
+            f"run {run_id}: {column} differs from the run's audit chain{more}; refusing "
+            f"to use it (`converge verify {run_id}` reports it)"
+        )
+
+
+class CorruptRow(StoreError):
+    """A stored cell cannot be read (not JSON, not of its column's type, not the
+    shape its readers expect): ``table``, ``row`` (the row's key) and ``column``
+    name it."""
+
+    def __init__(self, table: str, row: str, column: str, why: str) -> None:
+        self.table = table
+        self.row = row
+        self.column = column
+        self.why = why
+        super().__init__(f"{row}: cannot read {table}.{column}: {why}")
+
+
 # --- executors -----------------------------------------------------------------
 
 

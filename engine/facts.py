@@ -158,6 +158,30 @@ def fact_from_dict(data: dict[str, Any]) -> Fact:
     )
 
 
+def proposal_to_dict(p: Proposal) -> dict[str, Any]:
+    """A proposal as JSON: ``{key, content, confidence, parents, id}`` (what the
+    ``effect`` of a non-deterministic suggestor's ``suggestor_executed`` records)."""
+    return {
+        "key": p.key,
+        "content": p.content,
+        "confidence": p.confidence,
+        "parents": list(p.parents),
+        "id": p.id,
+    }
+
+
+def proposal_from_dict(data: dict[str, Any]) -> Proposal:
+    """The inverse of :func:`proposal_to_dict`. Raises ``KeyError`` / ``TypeError``
+    for data of another shape."""
+    return Proposal(
+        data["key"],
+        data["content"],
+        float(data.get("confidence", 1.0)),
+        tuple(data.get("parents", ())),
+        data.get("id"),
+    )
+
+
 canonical_json: Callable[[Any], str] = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False
 ).encode

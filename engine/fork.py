@@ -96,7 +96,7 @@ def state_at(history: RunHistory, run_id: str, budget: Budget) -> RunState:
     frontier = MerkleFrontier(scheme=scheme)
     prefix = frontier.leaf_prefix
     sha = hashlib.sha256
-    frontier.extend([sha(prefix + t.encode()).digest() for t in history.texts])
+    frontier.extend([sha(prefix + t).digest() for t in map(str.encode, history.texts)])
     n = history.cycle
     data: dict[str, Any] = {
         "version": CHECKPOINT_VERSION,
@@ -117,10 +117,20 @@ def state_at(history: RunHistory, run_id: str, budget: Budget) -> RunState:
         "continuations": [],
         "merkle": frontier.to_json(),
         "facts_merkle": scheme,
-        "dirty": sorted({f["key"] for f in history.facts if f["provenance"]["cycle"] == n}),
+        "dirty": _promoted_in(history.facts, n),
         **_counters(history.events, n),
     }
     return RunState.from_checkpoint(data)
+
+
+def _promoted_in(facts: list[dict[str, Any]], n: int) -> list[str]:
+    """The keys of the facts promoted in cycle ``n``: the last ones (promotion order)."""
+    keys: set[str] = set()
+    for f in reversed(facts):
+        if f["provenance"]["cycle"] != n:
+            break
+        keys.add(f["key"])
+    return sorted(keys)
 
 
 def _counters(events: list[AuditEvent], n: int) -> dict[str, Any]:
@@ -207,22 +217,18 @@ def _record_start(eng: EngineSettings, st: RunState, history: RunHistory) -> Non
     parent as ``forked_from``) and its ``runs`` row (``parent_run_id``)."""
     if eng.store is None:
         return
-    st.events.append(
-        AuditEvent(
-            "run_started",
-            0,
-            {
-                "run_id": st.run_id,
-                "job": eng.job_name,
-                "suggestors": list(eng.suggestor_names),
-                "budget": st.budget.model_dump(mode="json"),
-                "initial_facts": history.facts,
-                "facts_merkle": st.frontier.scheme,
-                "forked_from": fork_link(history, st),
-            },
-            time.time(),
-        )
-    )
+    payload = {
+        "run_id": st.run_id,
+        "job": eng.job_name,
+        "suggestors": list(eng.suggestor_names),
+        "budget": st.budget.model_dump(mode="json"),
+        "initial_facts": history.facts,
+        "facts_merkle": st.frontier.scheme,
+        "forked_from": fork_link(history, st),
+    }
+    # the facts' JSON is the parent's recorded texts: the store splices them in and
+    # keeps them as the fork's first fact chunk, never encoding them again (F1)
+    st.events.append(AuditEvent("run_started", 0, payload, time.time(), fact_texts=history.texts))
     header = RunHeader(
         st.run_id,
         eng.job_name,

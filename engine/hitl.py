@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
@@ -16,6 +17,10 @@ class GateDecision(BaseModel):
     ``value`` (JSON, None = keep the proposal as it is) is a human answer the
     approved proposal's content takes, e.g. a license classification; the
     application validates it with the policy's hook before the decision is made.
+
+    ``signature`` (None = unsigned) is the decider's signed statement of this
+    decision (a JSON object, see ``audit.decision_signatures``): the store records
+    it in the chained event of the decision, and ``verify`` checks it.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -24,6 +29,7 @@ class GateDecision(BaseModel):
     by: str
     reason: str | None = None
     value: Any = None
+    signature: dict[str, Any] | None = None
 
     @staticmethod
     def approve(*, by: str, reason: str | None = None, value: Any = None) -> GateDecision:
@@ -51,3 +57,9 @@ class HitlPolicy(Protocol):
     on_timeout: Literal["approve", "reject"]
 
     def match(self, proposal: Proposal, suggestor: str, ctx: Context) -> str | None: ...
+
+
+def iso_utc(ts: float | None) -> str | None:
+    """A unix time (seconds) as ISO 8601 UTC to the second (``2026-11-26T10:00:00Z``),
+    as gate errors and reports show when a gate was decided or expires; None → None."""
+    return None if ts is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))

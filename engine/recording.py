@@ -116,6 +116,10 @@ def record_pause(
                 "suggestor": rec.suggestor,
                 "summary": rec.summary,
                 "policy": rec.policy,
+                # what the gate row keeps and a deadline reads: verify checks it
+                "opened_at": rec.opened_at,
+                "expires_at": rec.expires_at,
+                "on_timeout": rec.on_timeout,
                 **rec.extra,
             },
             time.time(),
@@ -155,8 +159,9 @@ def run_outcome(st: RunState, status: str, reason: StopReason, result: RunResult
 
 def outcome_payload(outcome: RunOutcome) -> dict[str, Any]:
     """What a ``run_stopped`` / ``run_paused`` event chains of the run's outcome: the
-    stop (kind, category, reason), cycles, facts count, facts root and usage — the
-    columns a store's ``runs`` row holds, so that ``verify`` can check them."""
+    stop (kind, category, reason), cycles, facts count, facts root, usage, end time
+    and duration — the columns a store's ``runs`` row holds, so that ``verify`` can
+    check them."""
     reason = outcome.stop_reason
     u = outcome.usage
     return {
@@ -167,6 +172,8 @@ def outcome_payload(outcome: RunOutcome) -> dict[str, Any]:
         "facts_count": outcome.facts_count,
         "facts_root": outcome.facts_root,
         "usage": [u.input_tokens, u.output_tokens, u.cost_usd],
+        "ended_at": outcome.ended_at,
+        "duration_ms": outcome.duration_ms,
     }
 
 
@@ -180,7 +187,20 @@ def take_events(eng: EngineSettings, st: RunState) -> Sequence[BatchItem]:
     events = st.events
     st.events = []
     if st.replayed or st.replayed_gates:
-        return drop_replayed(st, expand_events(events))
+        kept, differ = drop_replayed(st, expand_events(events))
+        if differ:
+            st.pending_signals.append(
+                Error(
+                    message=(
+                        f"audit store refused to record a fact id a second time in run "
+                        f"{st.run_id}: {', '.join(differ)} recorded with other content "
+                        "before the crash this run recovers from (a non-deterministic "
+                        "suggestor)"
+                    ),
+                    error_category=ErrorCategory.STORAGE,
+                )
+            )
+        return kept
     if not getattr(eng.store, "promoted_facts_batches", False):
         return expand_events(events)
     return events

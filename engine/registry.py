@@ -8,7 +8,7 @@ O(all suggestors) (docs/concepts.md (step 3)).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from engine.context import Context
@@ -21,7 +21,9 @@ class SuggestorRegistry:
 
     ``execute[i]`` and ``accepts[i]`` are the callables the loop invokes:
     a decorator suggestor's own function (no wrapper frame on the hot path), and
-    ``None`` for an ``accepts`` that always says yes.
+    ``None`` for an ``accepts`` that always says yes. ``records_effect[i]``: the
+    suggestor is not deterministic (its ``deterministic`` attribute is False, or
+    :meth:`mark_nondeterministic` named it), so its proposals are recorded.
     """
 
     def __init__(self) -> None:
@@ -31,6 +33,7 @@ class SuggestorRegistry:
         self.is_async: list[bool] = []
         self.execute: list[Callable[[Context], Any]] = []
         self.accepts: list[Callable[[Context], bool] | None] = []
+        self.records_effect: list[bool] = []
         self.any_async = False
         self.any_accepts = False
         self.subscribers: dict[str, list[int]] = {}
@@ -62,6 +65,7 @@ class SuggestorRegistry:
             plain = type(s) is FunctionSuggestor
             self.execute.append(s._fn if plain else s.execute)  # type: ignore[attr-defined]
             self.accepts.append(None if plain and s._accepts is None else s.accepts)  # type: ignore[attr-defined]
+            self.records_effect.append(getattr(s, "deterministic", True) is False)
             self.any_async = self.any_async or self.is_async[-1]
             self.any_accepts = self.any_accepts or self.accepts[-1] is not None
             if deps:
@@ -69,6 +73,18 @@ class SuggestorRegistry:
                     self.subscribers.setdefault(key, []).append(i)
             else:
                 self.dependency_free.append(i)
+
+    def mark_nondeterministic(self, names: Iterable[str]) -> None:
+        """Record the proposals of the suggestors ``names`` (a job file's
+        ``nondeterministic:``), as if their ``deterministic`` were False.
+
+        Raises :class:`ConfigurationError` for a name not registered.
+        """
+        for name in names:
+            i = self.index.get(name)
+            if i is None:
+                raise ConfigurationError(f"no suggestor {name!r} is registered")
+            self.records_effect[i] = True
 
     def any_async_in(self, indices: list[int]) -> bool:
         """True when one of the suggestors at ``indices`` is async."""

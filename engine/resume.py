@@ -22,7 +22,7 @@ from engine.budget import Budget
 from engine.collector import bulk_load
 from engine.errors import GateAlreadyDecided, GateExpired, GateNotFound, ResumeError, RunNotFound
 from engine.facts import canonical_json
-from engine.hitl import GateDecision
+from engine.hitl import GateDecision, iso_utc
 from engine.run_state import RunState
 from engine.settings import EngineSettings
 from engine.store import AuditEvent, GateRecord
@@ -48,7 +48,7 @@ def load_paused(eng: EngineSettings, gate_id: str, decision: GateDecision) -> Ru
         if st is None:
             done = runs.decided.get(gate_id)
             if done is not None:
-                raise GateAlreadyDecided(gate_id, done[0], done[1], _iso(done[2]))
+                raise GateAlreadyDecided(gate_id, done[0], done[1], iso_utc(done[2]))
             raise GateNotFound(f"no pending gate {gate_id!r} in this engine (and no store)")
         del runs.paused[gate_id]
         status = "approved" if decision.approved else "rejected"
@@ -132,10 +132,6 @@ def check_suggestors(engine: EngineSettings, recorded: list[str]) -> None:
         )
 
 
-def _iso(ts: float | None) -> str | None:
-    return None if ts is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
-
-
 def load_paused_from_store(
     engine: EngineSettings, gate_id: str, decision: GateDecision, in_memory: RunState | None
 ) -> RunState:
@@ -149,7 +145,7 @@ def load_paused_from_store(
     assert store is not None
     gate = store.get_gate(gate_id)
     if gate.status != "pending":
-        raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, _iso(gate.decided_at))
+        raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, iso_utc(gate.decided_at))
     if in_memory is not None:
         st = in_memory
         expected: int | None = st.epoch
@@ -165,7 +161,7 @@ def load_paused_from_store(
             now = store.get_gate(gate_id)
             if now.status != "pending":
                 raise GateAlreadyDecided(
-                    gate_id, now.status, now.decided_by, _iso(now.decided_at)
+                    gate_id, now.status, now.decided_by, iso_utc(now.decided_at)
                 ) from None
             raise
     if gate.expires_at is not None and time.time() > gate.expires_at:
@@ -261,6 +257,19 @@ def load_stopped_from_store(
         _load_replayed(store, st)
     if budget is not None:
         st.budget = budget
+    limit = st.budget.max_cycles
+    if (
+        limit is not None
+        and st.cycle >= limit
+        and st.pending_gate is None
+        and st.resumed_from != "crash"
+    ):
+        # checked on the state this resume read: a resume that raced another one
+        # and read the run after that one went on finds its budget already used
+        raise ResumeError(
+            f"run {run_id} has done {st.cycle} cycles already: max_cycles {limit} leaves "
+            "nothing to continue (budgets are totals: give a larger one)"
+        )
     expected = (checkpoint.get("run_epoch"), checkpoint.get("run_seq"))
     st.epoch = store.claim_resume(run_id, *expected, [_resumed(st)]).epoch
     return st

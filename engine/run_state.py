@@ -173,7 +173,12 @@ class RunState:
             ctx = st.context
             rows = data["facts"]
             if rows and type(rows[0]) is dict:
-                _load_fact_dicts(ctx, rows)  # from a store's fact chunks
+                # fact dicts first: a fork's inherited facts (engine.fork), also in
+                # its store's fact chunks; then the rows of the facts promoted since
+                dicts = _dict_prefix(rows)
+                _load_fact_dicts(ctx, rows[:dicts] if dicts < len(rows) else rows)
+                if dicts < len(rows):
+                    _load_facts(ctx, rows[dicts:])
             else:
                 _load_facts(ctx, rows)
             st.facts_inline = not data.get("facts_from_chunks", False)
@@ -201,7 +206,7 @@ class RunState:
             ]
             st.merge_pos = (int(data["merge_pos"][0]), int(data["merge_pos"][1]))
             new_ids = set(data["cycle_new"])
-            st.cycle_new = [f for f in ctx._facts if f.id in new_ids]
+            st.cycle_new = [f for f in ctx._facts if f.id in new_ids] if new_ids else []
             if len(st.cycle_new) != len(new_ids):
                 raise ResumeError("corrupted checkpoint: cycle_new names unknown facts")
             pg = data["pending_gate"]
@@ -239,6 +244,19 @@ def fact_row(f: Fact) -> list[Any]:
     proposal_id, parents]``."""
     p = f.provenance
     return [f.id, f.key, f.content, f.confidence, p[0], p[1], p[2], list(p[3])]
+
+
+def _dict_prefix(rows: list[Any]) -> int:
+    """How many of ``rows`` are fact dicts: they come first (a fork's inherited
+    facts), so a binary search finds the end (a row out of place fails its load)."""
+    lo, hi = 0, len(rows)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if type(rows[mid]) is dict:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def _load_fact_dicts(ctx: Context, dicts: list[Any]) -> None:
@@ -291,21 +309,26 @@ def _index_facts(ctx: Context, facts: list[Fact]) -> None:
     ctx._tuples.clear()
 
 
-def drop_replayed(st: RunState, events: list[AuditEvent]) -> list[AuditEvent]:
-    """``events`` without those a crashed process recorded already (crash recovery).
+def drop_replayed(st: RunState, events: list[AuditEvent]) -> tuple[list[AuditEvent], list[str]]:
+    """``events`` without those a crashed process recorded already (crash recovery),
+    and the ids of the replayed facts that differ from their record.
 
     A ``fact_promoted`` whose fact (id and content) is in ``st.replayed`` and a
-    gate ``run_resumed`` of a gate in ``st.replayed_gates`` are
-    dropped once each; a replayed fact that differs (a nondeterministic suggestor)
-    is kept, so the trail shows both.
+    gate ``run_resumed`` of a gate in ``st.replayed_gates`` are dropped once each.
+    A replayed fact whose content differs (a non-deterministic suggestor) is
+    dropped too and its id returned: a fact id is recorded at most once per run,
+    and the caller stops the run (``Error(storage)``).
     """
     kept: list[AuditEvent] = []
+    differ: list[str] = []
     for ev in events:
         kind = ev.kind
         if kind == "fact_promoted":
-            recorded = st.replayed.get(ev.payload.get("id", ""))
-            if recorded is not None and recorded == json.loads(json.dumps(ev.payload)):
-                del st.replayed[ev.payload["id"]]
+            fid = ev.payload.get("id", "")
+            recorded = st.replayed.pop(fid, None)
+            if recorded is not None:
+                if recorded != json.loads(json.dumps(ev.payload)):
+                    differ.append(str(fid))
                 continue
         elif (
             kind == "run_resumed"
@@ -315,7 +338,7 @@ def drop_replayed(st: RunState, events: list[AuditEvent]) -> list[AuditEvent]:
             st.replayed_gates.discard(ev.payload["gate_id"])
             continue
         kept.append(ev)
-    return kept
+    return kept, differ
 
 
 def _proposal_to_dict(p: Proposal) -> dict[str, Any]:

@@ -49,10 +49,13 @@ class AuditEvent:
     A ``fact_promoted`` event carries its ``fact`` instead of a dict (the audited
     hot path): ``payload`` is then ``fact_to_dict(fact)``, built when read, and a
     store encodes it with ``engine.facts.fact_json`` (or takes ``text``, that JSON
-    already computed by the engine). Treat events as values.
+    already computed by the engine). A ``run_started`` may carry ``fact_texts``: the
+    canonical JSON of each of its ``initial_facts``, in order (a fork's, the parent's
+    recorded texts), which a store may splice into the payload's JSON and keep as
+    its fact chunk instead of encoding those facts again. Treat events as values.
     """
 
-    __slots__ = ("_payload", "cycle", "fact", "kind", "text", "ts")
+    __slots__ = ("_payload", "cycle", "fact", "fact_texts", "kind", "text", "ts")
 
     def __init__(
         self,
@@ -62,6 +65,7 @@ class AuditEvent:
         ts: float,
         fact: Fact | None = None,
         text: str | None = None,
+        fact_texts: Sequence[str] | None = None,
     ) -> None:
         self.kind = kind
         self.cycle = cycle
@@ -69,6 +73,7 @@ class AuditEvent:
         self.ts = ts
         self.fact = fact
         self.text = text
+        self.fact_texts = fact_texts
 
     @staticmethod
     def promoted(fact: Fact, ts: float) -> AuditEvent:

@@ -22,6 +22,12 @@ class Suggestor(Protocol):
     "consider me every cycle", as in converge-core). ``accepts(ctx)`` may decline
     a cycle; ``execute(ctx)`` returns an :class:`Effect` (or a list of proposals)
     and may be ``async def``.
+
+    Optional: ``deterministic`` (absent = True). A suggestor whose output cannot
+    be reproduced from the context (a clock, a network call, sampling) sets it
+    False: with a store, the proposals of each of its executions are recorded
+    (``effect`` of its ``suggestor_executed`` event), and ``converge replay``
+    re-uses them instead of executing it.
     """
 
     name: str
@@ -47,7 +53,7 @@ class StopRun(Exception):
 class FunctionSuggestor:
     """A suggestor made from a function of the context (see :func:`suggestor`)."""
 
-    __slots__ = ("_accepts", "_fn", "dependencies", "is_async", "name")
+    __slots__ = ("_accepts", "_fn", "dependencies", "deterministic", "is_async", "name")
 
     def __init__(
         self,
@@ -55,12 +61,14 @@ class FunctionSuggestor:
         name: str,
         dependencies: Iterable[str] = (),
         accepts: Callable[[Context], bool] | None = None,
+        deterministic: bool = True,
     ) -> None:
         self._fn = fn
         self.name = name
         self.dependencies = frozenset(dependencies)
         self._accepts = accepts
         self.is_async = inspect.iscoroutinefunction(fn)
+        self.deterministic = deterministic
 
     def accepts(self, ctx: Context) -> bool:
         """Delegates to the ``accepts`` callable given to the decorator (default: yes)."""
@@ -82,17 +90,20 @@ def suggestor(
     name: str | None = None,
     dependencies: Iterable[str] = (),
     accepts: Callable[[Context], bool] | None = None,
+    deterministic: bool = True,
 ) -> Callable[
     [Callable[[Context], SuggestorOutput | Awaitable[SuggestorOutput]]], FunctionSuggestor
 ]:
     """Decorate a function of the context into a suggestor.
 
     The function returns an ``Effect``, a list of ``Proposal`` or ``None``; it may
-    be ``async def``. ``name`` defaults to the function's name.
+    be ``async def``. ``name`` defaults to the function's name. ``deterministic=False``
+    marks output the context does not determine (see :class:`Suggestor`): its
+    proposals are recorded, and replayed by ``converge replay``.
     """
 
     def wrap(fn: Callable[[Context], Any]) -> FunctionSuggestor:
-        return FunctionSuggestor(fn, name or fn.__name__, dependencies, accepts)
+        return FunctionSuggestor(fn, name or fn.__name__, dependencies, accepts, deterministic)
 
     return wrap
 

@@ -3,8 +3,9 @@
 It imports nothing of converge: the standard library, and ``cryptography`` for the
 Ed25519 check only. ``python examples/verify_bundle.py FILE PUBLIC_KEY`` prints one
 line per check and exits 0 when every check passes, 1 when any fails, 2 when FILE
-is not a bundle. :func:`verify_inclusion` and :func:`verify_consistency` are RFC 9162
-§2.1.3.2 and §2.1.4.2 on raw bytes.
+is not a bundle. It reads ``converge.bundle/2`` and the first layout,
+``converge.bundle/1``. :func:`verify_inclusion` and :func:`verify_consistency` are
+RFC 9162 §2.1.3.2 and §2.1.4.2 on raw bytes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+V2, V1 = "converge.bundle/2", "converge.bundle/1"
+READ = ("run_started", "run_stopped", "run_paused", "checkpoint_saved")
+SIGNED = ("gate_decided", "gate_vote")  # events that may carry a signed decision
 RFC6962, LEGACY = "rfc6962", "sha256"
 PREFIX = {RFC6962: (b"\x00", b"\x01"), LEGACY: (b"", b"")}
 GENESIS = "0" * 64
@@ -38,9 +42,10 @@ def tree_root(leaves: Sequence[bytes], scheme: str = RFC6962) -> bytes:
     """The Merkle tree hash over leaf hashes (RFC 6962 §2.1), iteratively."""
     if not leaves:
         return _h(b"")
+    sha, prefix = hashlib.sha256, PREFIX[scheme][1]  # inlined: 100k leaves
     level = list(leaves)
     while len(level) > 1:
-        nxt = [node(level[i], level[i + 1], scheme) for i in range(0, len(level) - 1, 2)]
+        nxt = [sha(prefix + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)]
         if len(level) % 2:
             nxt.append(level[-1])
         level = nxt
@@ -149,6 +154,59 @@ def _ledger_leaf(e: dict[str, Any]) -> bytes:
     return leaf(canonical({k: e[k] for k in keys}))
 
 
+def _v1_parts(e: dict[str, Any]) -> dict[str, Any]:
+    """A converge.bundle/1 event (its whole message) as the parts /2 carries."""
+    m = e["message"]
+    p = json.loads(m)
+    payload = m[m.index('"payload":') + len('"payload":') : m.rindex(',"run_id":')]
+    ts = m[m.rindex(',"ts":') + len(',"ts":') : -1]
+    return {"cycle": p["cycle"], "kind": p["kind"], "payload": payload, "ts": ts, "hash": e["hash"]}
+
+
+def scan(bundle: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """One pass over a run bundle's events: rebuild each message, hash its events-tree
+    leaf and its chain link, keep the fact texts and the payloads a check reads."""
+    events = bundle["events"]
+    if bundle.get("format") == V1:
+        events = [_v1_parts(e) for e in events]
+    rid = json.dumps(run["run_id"], ensure_ascii=False)
+    plain = run.get("chain") == "sha256"
+    sha, quoted = hashlib.sha256, {}
+    leaves, promoted, read, signed, hashes = [], [], [], [], []
+    bad, prev = None, GENESIS.encode()
+    for seq, e in enumerate(events, 1):
+        kind, payload = e["kind"], e["payload"]
+        if kind not in quoted:
+            quoted[kind] = json.dumps(kind, ensure_ascii=False)
+        message = (
+            f'{{"cycle":{e["cycle"]},"kind":{quoted[kind]},"payload":{payload},'
+            f'"run_id":{rid},"seq":{seq},"ts":{e["ts"]}}}'
+        ).encode()
+        leaves.append(sha(b"\x00" + message).digest())
+        if plain:
+            digest = sha(prev + message).hexdigest()
+            if bad is None and digest != e["hash"]:
+                bad = seq
+            prev = digest.encode()
+        if kind == "fact_promoted":
+            promoted.append(payload)
+        elif kind in READ:
+            read.append((kind, payload))  # parsed by the check that reads it
+        elif kind in SIGNED and '"signature":' in payload:
+            signed.append((seq, payload))
+        hashes.append(e["hash"])
+    return {
+        "count": len(leaves),
+        "root": tree_root(leaves),
+        "bad": bad,
+        "head": prev.decode(),
+        "promoted": promoted,
+        "read": read,
+        "signed": signed,
+        "hashes": hashes,
+    }
+
+
 def checks(bundle: dict[str, Any], public_pem: bytes) -> list[tuple[str, bool]]:
     """(name, ok) of every check, in the order docs/audit-format.md lists them."""
     out: list[tuple[str, bool]] = []
@@ -159,17 +217,12 @@ def checks(bundle: dict[str, Any], public_pem: bytes) -> list[tuple[str, bool]]:
         except (KeyError, TypeError, ValueError, IndexError, AttributeError):
             out.append((name, False))
 
-    run, head, ledger = (
-        bundle.get("run") or {},
-        bundle.get("signed_head") or {},
-        bundle.get("ledger"),
-    )
+    run, head = bundle.get("run") or {}, bundle.get("signed_head") or {}
+    ledger: Any = bundle.get("ledger")
     scheme = run.get("facts_merkle", LEGACY)
     check(
         "format",
-        lambda: (
-            bundle.get("format") == "converge.bundle/1" and bundle.get("kind") in ("run", "fact")
-        ),
+        lambda: bundle.get("format") in (V2, V1) and bundle.get("kind") in ("run", "fact"),
     )
     check(
         "signed head signature",
@@ -205,24 +258,25 @@ def checks(bundle: dict[str, Any], public_pem: bytes) -> list[tuple[str, bool]]:
             ),
         )
     else:
-        events, facts = bundle.get("events"), bundle.get("facts")
         try:
-            parsed: Any = [json.loads(e["message"]) for e in events]
-        except (TypeError, ValueError, KeyError):
-            parsed = None  # every check that reads the events fails
-        check("events root", lambda: _events_root(events, run))
-        check("event chain", lambda: _chain(events, parsed, run))
-        check("facts", lambda: _facts(facts, parsed))
-        check("facts root", lambda: _facts_root(facts, parsed, run, scheme))
-        check("checkpoint", lambda: _checkpoint(bundle.get("checkpoint"), parsed))
+            s: Any = scan(bundle, run)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+            s = None  # every check that reads the events fails
+        check(
+            "events root",
+            lambda: s["count"] == run["events_count"] and s["root"].hex() == run["events_root"],
+        )
+        check("event chain", lambda: _chain(s, run))
+        check("facts", lambda: _facts(bundle, s, run))
+        check("facts root", lambda: _facts_root(bundle, s, run, scheme))
+        check("checkpoint", lambda: _checkpoint(bundle.get("checkpoint"), s))
+        if bundle.get("deciders"):
+            check("signed decisions", lambda: _decisions(bundle["deciders"], s, run["run_id"]))
     check(
         "ledger entry",
         lambda: (
             ledger["index"] == ledger["entry"]["seq"] - 1
-            and all(
-                ledger["entry"][k] == run[k2]
-                for k, k2 in (("run_id", "run_id"), ("last_seq", "last_seq"), ("head", "head"))
-            )
+            and all(ledger["entry"][k] == run[k] for k in ("run_id", "last_seq", "head"))
         ),
     )
     check(
@@ -238,67 +292,82 @@ def checks(bundle: dict[str, Any], public_pem: bytes) -> list[tuple[str, bool]]:
     return out
 
 
-def _events_root(events: list[dict[str, Any]], run: dict[str, Any]) -> bool:
-    root = tree_root([leaf(e["message"].encode()) for e in events])
-    return len(events) == run["events_count"] and root.hex() == run["events_root"]
+def _chain(s: dict[str, Any], run: dict[str, Any]) -> bool:
+    if s["bad"] is not None or s["count"] != run["last_seq"]:
+        return False
+    # an HMAC chain needs the secret key; the signed events root covers it
+    return run["chain"] != "sha256" or bool(s["head"] == run["head"])
 
 
-def _promoted(parsed: list[dict[str, Any]]) -> list[Any]:
-    """The facts the events promote: the initial ones, then each ``fact_promoted``."""
-    out: list[Any] = []
-    for p in parsed:
-        if p["kind"] == "run_started":
-            out.extend(p["payload"].get("initial_facts", []))
-        elif p["kind"] == "fact_promoted":
-            out.append(p["payload"])
-    return out
+def _decisions(deciders: dict[str, Any], s: dict[str, Any], run_id: str) -> bool:
+    """Each signed decision: a converge.decision/1 statement by a recorded decider,
+    equal to the recorded decision, signed at an earlier chain head, with the key
+    the bundle carries for its signer (docs/audit-format.md)."""
+    for seq, text in s["signed"]:
+        payload = json.loads(text)
+        st = payload["signature"]
+        recorded = {**payload, "run_id": run_id}
+        same = ("gate_id", "run_id", "approved", "reason", "value")
+        deciders_named = {n.strip() for n in str(payload.get("by")).split(",")}
+        pem = deciders.get(st.get("by"))
+        if (
+            st.get("type") != "converge.decision/1"
+            or any(canonical(st.get(k)) != canonical(recorded.get(k)) for k in same)
+            or st.get("by") not in deciders_named
+            or st.get("head") not in s["hashes"][: seq - 1]
+            or not isinstance(pem, str)
+            or check_signature(pem.encode(), st) is not None
+        ):
+            return False
+    return True
 
 
-def _facts(facts: list[str], parsed: list[dict[str, Any]]) -> bool:
-    promoted = _promoted(parsed)
-    return len(facts) == len(promoted) and all(
-        json.loads(t) == f for t, f in zip(facts, promoted, strict=True)
+def _fact_texts(bundle: dict[str, Any], s: dict[str, Any]) -> list[str]:
+    """The facts tree's leaf texts: the initial facts, then each fact_promoted payload
+    (a /1 bundle lists them all in "facts")."""
+    if bundle["format"] == V1:
+        return list(bundle["facts"])
+    return [*bundle["initial_facts"], *s["promoted"]]
+
+
+def _facts(bundle: dict[str, Any], s: dict[str, Any], run: dict[str, Any]) -> bool:
+    started = [json.loads(p) for kind, p in s["read"] if kind == "run_started"]
+    if not started:
+        return False
+    expected = list(started[0].get("initial_facts", []))
+    if bundle["format"] == V1:
+        carried = bundle["facts"]
+        expected += [json.loads(t) for t in s["promoted"]]
+    else:
+        carried = bundle["initial_facts"]
+    return (
+        isinstance(carried, list)
+        and len(carried) == len(expected)
+        and all(json.loads(t) == f for t, f in zip(carried, expected, strict=True))
+        and len(_fact_texts(bundle, s)) == run["facts_count"]
     )
 
 
 def _facts_root(
-    facts: list[str], parsed: list[dict[str, Any]], run: dict[str, Any], scheme: str
+    bundle: dict[str, Any], s: dict[str, Any], run: dict[str, Any], scheme: str
 ) -> bool:
-    root = tree_root([leaf(t.encode(), scheme) for t in facts], scheme).hex()
-    stops = [p for p in parsed if p["kind"] in ("run_stopped", "run_paused")]
+    texts, prefix = _fact_texts(bundle, s), PREFIX[scheme][0]
+    root = tree_root([_h(prefix + t.encode()) for t in texts], scheme).hex()
+    stops = [json.loads(p) for kind, p in s["read"] if kind in ("run_stopped", "run_paused")]
     return (
-        len(facts) == run["facts_count"]
+        len(texts) == run["facts_count"]
         and root == run["facts_root"]
-        and stops[-1]["payload"]["facts_root"] == root
+        and bool(stops[-1]["facts_root"] == root)
     )
 
 
-def _checkpoint(blob: str | None, parsed: list[dict[str, Any]]) -> bool:
+def _checkpoint(blob: str | None, s: dict[str, Any]) -> bool:
     if blob is None:
         return True
-    saved = [
-        p
-        for p in parsed
-        if p["kind"] in ("run_stopped", "run_paused", "checkpoint_saved")
-        and "checkpoint_sha256" in p["payload"]
-    ]
+    read = [json.loads(p) for kind, p in s["read"] if kind != "run_started"]
+    saved = [p for p in read if "checkpoint_sha256" in p]
     digest = hashlib.sha256(blob.encode()).hexdigest()
-    return bool(saved) and digest == saved[-1]["payload"]["checkpoint_sha256"]
-
-
-def _chain(events: list[dict[str, Any]], parsed: list[dict[str, Any]], run: dict[str, Any]) -> bool:
-    if len(events) != run["last_seq"]:
-        return False
-    if any(p["seq"] != i or p["run_id"] != run["run_id"] for i, p in enumerate(parsed, 1)):
-        return False
-    if run["chain"] != "sha256":
-        return True  # an HMAC chain needs the secret key; the signed events root covers it
-    prev = GENESIS
-    for e in events:
-        prev = hashlib.sha256((prev + e["message"]).encode()).hexdigest()
-        if prev != e["hash"]:
-            return False
-    return prev == run["head"]
+    return bool(saved) and digest == saved[-1]["checkpoint_sha256"]
 
 
 def main(argv: list[str]) -> int:
@@ -307,8 +376,8 @@ def main(argv: list[str]) -> int:
         print("usage: verify_bundle.py FILE PUBLIC_KEY", file=sys.stderr)
         return 2
     try:
-        with open(argv[0], encoding="utf-8") as f:
-            bundle = json.load(f)
+        with open(argv[0], "rb") as f:
+            bundle = json.loads(f.read())
         with open(argv[1], "rb") as f:
             public_pem = f.read()
     except (OSError, ValueError) as exc:

@@ -111,16 +111,21 @@ def _counter_engine(store: SqlRunStore) -> Engine:
     return Engine(budget=Budget(max_cycles=80), store=store, checkpoint_every=10).register(again)
 
 
-def test_a_crash_replays_at_most_checkpoint_every_cycles_and_its_row_tells_the_truth(
-    tmp_path: Path,
-) -> None:
+def _crashed_at_57(tmp_path: Path) -> SqlRunStore:
+    """The store of run ``crash``, killed (-9) in the middle of cycle 57."""
     db = str(tmp_path / "crash.db")
     script = tmp_path / "crash.py"
     script.write_text(CRASH, encoding="utf-8")
     env = {"CRASH_AT_57": "1", "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     done = subprocess.run([sys.executable, str(script), db], env=env, timeout=60, check=False)
     assert done.returncode == -9
-    store = open_store(db)
+    return open_store(db)
+
+
+def test_a_crash_replays_at_most_checkpoint_every_cycles_and_its_row_tells_the_truth(
+    tmp_path: Path,
+) -> None:
+    store = _crashed_at_57(tmp_path)
     row = store.run("crash")
     assert row.status == "crashed"
     # what the committed events prove: 56 cycles done, 57 facts (the input and one a cycle)
@@ -134,6 +139,27 @@ def test_a_crash_replays_at_most_checkpoint_every_cycles_and_its_row_tells_the_t
     promoted = [e.payload["id"] for e in store.events("crash", kinds=["fact_promoted"])]
     assert len(promoted) == len(set(promoted)) == 80  # no fact recorded twice
     assert store.verify("crash").ok
+
+
+def test_a_recovery_whose_replay_gives_other_content_stops_without_recording_it_again(
+    tmp_path: Path,
+) -> None:
+    store = _crashed_at_57(tmp_path)
+
+    @suggestor(name="counter")
+    def other(ctx: Context) -> list[Proposal]:  # not deterministic: other content
+        return [Proposal("n", 1000 + ctx.count("n"))]
+
+    engine = Engine(budget=Budget(max_cycles=80), store=store, checkpoint_every=10)
+    result = engine.register(other).resume_run("crash")
+    assert isinstance(result.stop_reason, Error)
+    assert result.stop_reason.error_category == ErrorCategory.STORAGE
+    assert "fact id a second time" in result.stop_reason.message
+    assert "n#51" in result.stop_reason.message  # the first fact replayed (cycle 51)
+    promoted = [e.payload for e in store.events("crash", kinds=["fact_promoted"])]
+    ids = [p["id"] for p in promoted]
+    assert len(ids) == len(set(ids))  # no fact recorded twice
+    assert {p["id"]: p["content"] for p in promoted}["n#51"] == 51  # as first recorded
 
 
 class _FailingFinalWrite(SqlRunStore):

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from audit import SqlRunStore, open_store
+from audit.tables import SCHEMA_VERSION
 from engine import (
     AuditEvent,
     Budget,
@@ -24,6 +25,7 @@ from engine import (
     GateDecision,
     HitlGatePending,
     Provenance,
+    ResumeError,
     RunBusy,
     RunFinished,
     StoreError,
@@ -147,39 +149,39 @@ def _promote(store: SqlRunStore, run_id: str, fact: Fact) -> None:
     store.append_events(run_id, [batch])
 
 
-def test_a_fact_id_written_twice_in_a_run_fails_loudly_and_writes_nothing(
+def test_a_fact_id_written_twice_by_a_writer_bypassing_the_engine_is_named_by_verify(
     store: SqlRunStore,
 ) -> None:
+    # the engine never writes a fact id twice (the fence, crash recovery:
+    # tests/test_checkpoints.py); a writer calling the store directly is caught by verify
     run_id = _budget_stopped(store)
     [first] = store.facts(run_id, "n")[:1]
     again = Fact(first.id, first.key, "other content", 1.0, Provenance("tick", 5, "x/5/0", ()))
-    before = len(store.events(run_id))
-    with pytest.raises(StoreError, match="fact id a second time"):
-        _promote(store, run_id, again)
-    assert len(store.events(run_id)) == before
-    assert store.verify(run_id).ok
+    _promote(store, run_id, again)
+    report = store.verify(run_id)
+    assert not report.ok and f"fact {first.id} promoted twice" in (report.reason or "")
     # the same id in another run is another fact
     other = _budget_stopped(store)
     assert store.facts(other, "n")[0].id == first.id
+    assert store.verify(other).ok
 
 
-def test_a_version_3_store_is_upgraded_with_its_fact_ids_indexed(tmp_path: Path) -> None:
+def test_a_version_3_store_is_upgraded_with_its_fact_ids(tmp_path: Path) -> None:
     db = tmp_path / "v3.db"
     store = open_store(str(db))
     run_id = _budget_stopped(store)
     store.close()
     engine = create_engine(f"sqlite:///{db}")
     with engine.begin() as conn:  # what version 3 had: no epoch, no fact ids
-        conn.execute(text("DROP INDEX ux_audit_events_fact_id"))
         conn.execute(text("ALTER TABLE audit_events DROP COLUMN fact_id"))
         conn.execute(text("ALTER TABLE runs DROP COLUMN epoch"))
         conn.execute(text("UPDATE converge_meta SET value = '3' WHERE key = 'schema_version'"))
     engine.dispose()
     store = open_store(str(db))
     assert store.verify(run_id).ok
-    [first] = store.facts(run_id, "n")[:1]
-    with pytest.raises(StoreError, match="fact id a second time"):
-        _promote(store, run_id, first)
+    with store._tx(write=False) as conn:
+        unset = "SELECT count(*) FROM audit_events WHERE fact_id IS NULL AND kind = 'fact_promoted'"
+        assert conn.execute(text(unset)).scalar() == 0
     result = Engine(store=store).register(tick).resume_run(run_id, Budget(max_cycles=5))
     assert isinstance(result.stop_reason, CycleBudgetExhausted)
     assert store.verify(run_id).ok
@@ -193,7 +195,6 @@ def test_a_version_3_store_holding_a_fact_twice_is_refused_naming_it(tmp_path: P
     store.close()
     engine = create_engine(f"sqlite:///{db}")
     with engine.begin() as conn:
-        conn.execute(text("DROP INDEX ux_audit_events_fact_id"))
         conn.execute(text("ALTER TABLE audit_events DROP COLUMN fact_id"))
         conn.execute(text("ALTER TABLE runs DROP COLUMN epoch"))
         conn.execute(text("UPDATE converge_meta SET value = '3' WHERE key = 'schema_version'"))
@@ -208,3 +209,44 @@ def test_a_version_3_store_holding_a_fact_twice_is_refused_naming_it(tmp_path: P
     engine.dispose()
     with pytest.raises(StoreError, match=rf"run {run_id} holds fact .n#0. twice"):
         open_store(str(db))
+
+
+def test_a_version_4_store_is_upgraded_without_its_unique_fact_id_index(tmp_path: Path) -> None:
+    db = tmp_path / "v4.db"
+    store = open_store(str(db))
+    run_id = _budget_stopped(store)
+    store.close()
+    engine = create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:  # what version 4 had: a unique index on the fact ids
+        conn.execute(
+            text(
+                "CREATE UNIQUE INDEX ux_audit_events_fact_id ON audit_events (run_id, fact_id) "
+                "WHERE fact_id IS NOT NULL"
+            )
+        )
+        conn.execute(text("UPDATE converge_meta SET value = '4' WHERE key = 'schema_version'"))
+    engine.dispose()
+    store = open_store(str(db))
+    with store._tx(write=False) as conn:
+        indexes = "SELECT name FROM sqlite_master WHERE type = 'index'"
+        assert "ux_audit_events_fact_id" not in {r[0] for r in conn.execute(text(indexes))}
+        version = "SELECT value FROM converge_meta WHERE key = 'schema_version'"
+        assert conn.execute(text(version)).scalar() == str(SCHEMA_VERSION)
+    result = Engine(store=store).register(tick).resume_run(run_id, Budget(max_cycles=5))
+    assert isinstance(result.stop_reason, CycleBudgetExhausted)
+    assert store.verify(run_id).ok
+    store.close()
+
+
+def test_a_resume_whose_budget_the_run_has_used_already_is_refused_writing_nothing(
+    store: SqlRunStore,
+) -> None:
+    # as a resume that lost a race reads the run after the winner went on
+    run_id = _budget_stopped(store, cycles=3)
+    before = len(store.events(run_id))
+    with pytest.raises(ResumeError, match="done 3 cycles already: max_cycles 3"):
+        Engine(store=store).register(tick).resume_run(run_id, Budget(max_cycles=3))
+    assert len(store.events(run_id)) == before
+    assert store.run(run_id).status == "stopped"
+    result = Engine(store=store).register(tick).resume_run(run_id, Budget(max_cycles=4))
+    assert isinstance(result.stop_reason, CycleBudgetExhausted) and result.cycles == 4

@@ -3,8 +3,9 @@
 The duplicate is made by hand, as a double recording would leave it: a copy of one
 ``fact_promoted`` event slipped in after the run's last promotion, every later event
 renumbered, the whole chain recomputed (plain sha256), the run's head, seq and
-facts count moved along, and a ledger entry appended for the new head. The store's
-unique index on fact ids is dropped first (whoever can write the database can).
+facts count moved along, and a ledger entry appended for the new head. Any unique
+index on fact ids (schema version 4 had one) is dropped first (whoever can write
+the database can).
 So the chain, the outcome columns and the ledger all agree: only a check of
 exactly-once itself can see it. On SQLite and PostgreSQL.
 """

@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from audit import open_store
+from engine import Budget, Context, Engine, Proposal, suggestor
 from tests.proofsfixtures import (
     Keys,
     cli,
@@ -107,21 +108,30 @@ def exported(tmp_path: Path) -> tuple[Keys, dict[str, Any], dict[str, Any], str]
     return keys, run, one, fact_id
 
 
-def _event_index(bundle: dict[str, Any], kind: str) -> int:
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _event_index(bundle: dict[str, Any], kind: str, has: str = "") -> int:
     return next(
-        i for i, e in enumerate(bundle["events"]) if json.loads(e["message"])["kind"] == kind
+        i for i, e in enumerate(bundle["events"]) if e["kind"] == kind and has in e["payload"]
     )
 
 
 def _edit_event(b: dict[str, Any]) -> None:
     i = _event_index(b, "run_stopped")
-    message = json.loads(b["events"][i]["message"])
-    message["payload"]["cycles"] += 1
-    b["events"][i]["message"] = json.dumps(message, sort_keys=True, separators=(",", ":"))
+    payload = json.loads(b["events"][i]["payload"])
+    payload["cycles"] += 1
+    b["events"][i]["payload"] = _canonical(payload)
 
 
 def _edit_fact(b: dict[str, Any]) -> None:
-    b["facts"][3] = b["facts"][3].replace("content-2", "content-X")
+    i = _event_index(b, "fact_promoted", "content-2")
+    b["events"][i]["payload"] = b["events"][i]["payload"].replace("content-2", "content-X")
+
+
+def _edit_initial_fact(b: dict[str, Any]) -> None:
+    b["initial_facts"][0] = b["initial_facts"][0].replace('"content":"s"', '"content":"t"')
 
 
 def _edit_proof(b: dict[str, Any]) -> None:
@@ -138,17 +148,29 @@ def _edit_signature(b: dict[str, Any]) -> None:
 
 
 def _remove_fact(b: dict[str, Any]) -> None:
-    del b["facts"][5]
+    del b["events"][_event_index(b, "fact_promoted", "content-5")]
 
 
 def _add_fact(b: dict[str, Any]) -> None:
-    b["facts"].append(b["facts"][-1].replace('"item#8"', '"item#9"'))
+    i = _event_index(b, "fact_promoted", "content-8")
+    extra = dict(b["events"][i], payload=b["events"][i]["payload"].replace("#8", "#9"))
+    b["events"].insert(i + 1, extra)
 
+
+CHANGED = {"events root": "events", "event chain": "event seq"}
+"""What an edited event fails: the signed events root, and the chain names its seq."""
 
 MUTATIONS: dict[str, tuple[Callable[[dict[str, Any]], None], dict[str, str]]] = {
     # mutation: (edit, {failing check: words its detail names})
-    "event": (_edit_event, {"events root": "events", "event chain": "event seq"}),
-    "fact": (_edit_fact, {"facts": "fact 3 differs", "facts root": "not the signed facts root"}),
+    "event": (_edit_event, CHANGED),
+    "fact": (
+        _edit_fact,
+        {**CHANGED, "event chain": "(fact_promoted) changed", "facts root": "not the signed"},
+    ),
+    "initial fact": (
+        _edit_initial_fact,
+        {"facts": "initial fact 0 differs", "facts root": "not the signed facts root"},
+    ),
     "proof node": (_edit_proof, {"ledger inclusion": "inclusion proof"}),
     "signed head": (
         _edit_head,
@@ -157,11 +179,11 @@ MUTATIONS: dict[str, tuple[Callable[[dict[str, Any]], None], dict[str, str]]] = 
     "signature": (_edit_signature, {"run statement signature": "does not verify"}),
     "fact removed": (
         _remove_fact,
-        {"facts": "fact removed", "facts root": "facts, the run statement says"},
+        {**CHANGED, "facts": "fact removed", "facts root": "facts, the run statement says"},
     ),
     "fact added": (
         _add_fact,
-        {"facts": "fact added", "facts root": "facts, the run statement says"},
+        {**CHANGED, "facts": "fact added", "facts root": "facts, the run statement says"},
     ),
 }
 
@@ -182,12 +204,74 @@ def test_every_mutation_is_detected_and_named(
         assert words in bad[name], (name, bad[name])
 
 
-def test_the_untouched_bundle_passes(
+V1 = Path(__file__).parent / "fixtures" / "bundle-v1.json"
+"""A run bundle written by the first exporter (converge.bundle/1: each event's whole
+message, the facts listed again), with its public key beside it."""
+
+
+def _v1_edit_event(b: dict[str, Any]) -> None:
+    i = next(i for i, e in enumerate(b["events"]) if '"kind":"run_stopped"' in e["message"])
+    message = json.loads(b["events"][i]["message"])
+    message["payload"]["cycles"] += 1
+    b["events"][i]["message"] = _canonical(message)
+
+
+def _v1_edit_fact(b: dict[str, Any]) -> None:
+    b["facts"][3] = b["facts"][3].replace("content-2", "content-X")
+
+
+def _v1_remove_fact(b: dict[str, Any]) -> None:
+    del b["facts"][5]
+
+
+def _v1_add_fact(b: dict[str, Any]) -> None:
+    b["facts"].append(b["facts"][-1].replace('"item#8"', '"item#9"'))
+
+
+V1_MUTATIONS: dict[str, tuple[Callable[[dict[str, Any]], None], dict[str, str]]] = {
+    "none": (lambda b: None, {}),
+    "event": (_v1_edit_event, CHANGED),
+    "fact": (_v1_edit_fact, {"facts": "fact 3 differs", "facts root": "not the signed"}),
+    "fact removed": (
+        _v1_remove_fact,
+        {"facts": "fact removed", "facts root": "facts, the run statement says"},
+    ),
+    "fact added": (
+        _v1_add_fact,
+        {"facts": "fact added", "facts root": "facts, the run statement says"},
+    ),
+    "signature": (_edit_signature, {"run statement signature": "does not verify"}),
+}
+
+
+@pytest.mark.parametrize("kind", list(V1_MUTATIONS))
+def test_a_bundle_of_the_first_format_still_verifies_and_its_mutations_are_named(
+    kind: str, tmp_path: Path
+) -> None:
+    keys = Keys(key=tmp_path / "unused", pub=V1.with_suffix(".pub"))
+    bundle = json.loads(V1.read_text(encoding="utf-8"))
+    assert bundle["format"] == "converge.bundle/1"
+    edit, expected = V1_MUTATIONS[kind]
+    edit(bundle)
+    code, out = _agree(write(tmp_path / "v1.json", bundle), keys)
+    assert code == (1 if expected else 0)
+    bad = failed(out)
+    assert set(bad) == set(expected), bad
+    for name, words in expected.items():
+        assert words in bad[name], (name, bad[name])
+
+
+def test_the_untouched_bundle_passes_and_carries_each_fact_once(
     exported: tuple[Keys, dict[str, Any], dict[str, Any], str], tmp_path: Path
 ) -> None:
     keys, run, _one, _fid = exported
-    code, out = _agree(write(tmp_path / "ok.json", run), keys)
+    path = write(tmp_path / "ok.json", run)
+    code, out = _agree(path, keys)
     assert code == 0 and out["ok"]
+    assert run["format"] == "converge.bundle/2"
+    raw = path.read_text(encoding="utf-8")
+    for k in range(9):  # in its fact_promoted event only
+        assert raw.count(f"content-{k}") == 1
 
 
 def test_another_public_key_fails_every_signature(
@@ -286,3 +370,45 @@ def test_verify_bundle_refuses_a_file_that_is_not_a_bundle(tmp_path: Path) -> No
     assert res.exit_code == 2 and "is not a JSON proof bundle" in res.output
     res = cli("verify-bundle", str(junk), "--public-key", str(tmp_path / "none.pub"))
     assert res.exit_code == 2 and "cannot read the public key" in res.output
+
+
+def _counting(store: Any, cycles: int) -> Engine:
+    """One suggestor counting ``n`` up to 20, a fact a cycle, within ``cycles``."""
+
+    @suggestor(name="up", dependencies=["n"])
+    def up(ctx: Context) -> list[Proposal]:
+        top = max(f.content for f in ctx.get("n"))
+        return [Proposal("n", top + 1)] if top < 20 else []
+
+    return Engine(store=store, budget=Budget(max_cycles=cycles)).register(up)
+
+
+def test_a_resumed_run_with_its_checkpoint_and_a_fork_with_its_initial_facts_verify(
+    tmp_path: Path,
+) -> None:
+    from audit.bundles import export_run
+
+    keys = make_keys(tmp_path / "keys")
+    with store_at("sqlite", tmp_path) as (_url, store):
+        signing(store, keys)
+        first = _counting(store, 3).run({"n": [0]})
+        assert first.stop_reason.is_resumable()
+        again = _counting(store, 3).resume_run(first.run_id, budget=Budget(max_cycles=6))
+        assert again.stop_reason.is_resumable()  # cut again: its checkpoint is kept
+        fork = _counting(store, 50).fork(first.run_id, 5)
+        assert store.signer is not None
+        legs = export_run(store, store.signer, first.run_id)
+        forked = export_run(store, store.signer, fork.run_id)
+    assert legs["checkpoint"] is not None
+    assert len(forked["initial_facts"]) == 6  # n = 0..5, as the fork started
+    for name, bundle in (("legs", legs), ("fork", forked)):
+        code, out = _agree(write(tmp_path / f"{name}.json", bundle), keys)
+        assert code == 0, failed(out)
+    legs["checkpoint"] = legs["checkpoint"].replace('"n"', '"m"', 1)
+    code, out = _agree(write(tmp_path / "legs-bad.json", legs), keys)
+    assert code == 1 and set(failed(out)) == {"checkpoint"}
+    assert "differs from the sha256 event seq" in failed(out)["checkpoint"]
+    del forked["initial_facts"][2]
+    code, out = _agree(write(tmp_path / "fork-bad.json", forked), keys)
+    assert code == 1 and set(failed(out)) == {"facts", "facts root"}
+    assert "initial fact removed: 5 initial facts, the events record 6" in failed(out)["facts"]

@@ -20,14 +20,16 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete
+from sqlalchemy import delete, select
 from typer.testing import CliRunner
 
+from audit.forks import ForkLink, fork_link, forks_of
 from audit.store import SqlRunStore
 from audit.tables import audit_events
 from converge.cli import app
 from converge.run_diff import diff_runs, snapshot
 from engine import Budget, Context, Engine, Proposal, RunNotFound, suggestor
+from engine.facts import canonical_json
 from engine.fork import ForkError
 from engine.integrity import RFC6962, facts_root
 from examples.oscillator import ping, pong
@@ -157,6 +159,42 @@ def test_forks_leave_the_parent_verifying_and_chain_their_link(store: SqlRunStor
         # the inherited facts keep their ids and provenance (the parent's cycles)
         inherited = [f for f in store.facts(parent.run_id) if f.provenance.cycle <= n]
         assert store.facts(fork.run_id)[: len(inherited)] == inherited
+        # the parent's texts are spliced into the first event: still canonical JSON
+        with store._tx(write=False) as conn:
+            text = conn.execute(
+                select(audit_events.c.payload).where(
+                    audit_events.c.run_id == fork.run_id, audit_events.c.seq == 1
+                )
+            ).scalar_one()
+        assert text == canonical_json(json.loads(text))
+        assert fork_link(store, fork.run_id) == ForkLink(
+            fork.run_id, parent.run_id, n, _root_up_to(store, parent.run_id, n)
+        )
+    assert [f.fork for f in forks_of(store, parent.run_id)] == [f.run_id for f in forks]
+    assert fork_link(store, parent.run_id) is None
+
+
+def test_a_fork_stopped_by_its_budget_resumes_and_forks_again_to_the_uninterrupted_stop(
+    store: SqlRunStore,
+) -> None:
+    suggestors, initial = JOBS["counter"]
+    whole = _engine(store, suggestors, 20).run(initial)
+    parent = _engine(store, suggestors, 3).run(initial)
+    fork = _engine(store, suggestors, 4).fork(parent.run_id, 2)
+    assert fork.stop_reason.kind_code() == "cycle_budget_exhausted"
+    # its checkpoint refers to its fact chunks: the inherited facts, then its own
+    resumed = _engine(store, suggestors, 20).resume_run(fork.run_id, Budget(max_cycles=20))
+    again = _engine(store, suggestors, 20).fork(fork.run_id, 4)  # a fork of a fork
+    for result in (resumed, again):
+        assert result.stop_reason == whole.stop_reason
+        assert store.run(result.run_id).facts_root == store.run(whole.run_id).facts_root
+        assert [(f.id, f.content, f.provenance) for f in result.context] == [
+            (f.id, f.content, f.provenance) for f in whole.context
+        ]
+        assert store.verify(result.run_id).ok
+    assert fork_link(store, again.run_id) == ForkLink(
+        again.run_id, fork.run_id, 4, _root_up_to(store, fork.run_id, 4)
+    )
 
 
 def test_a_cycle_the_store_cannot_rebuild_is_a_fork_error(store: SqlRunStore) -> None:
@@ -217,3 +255,43 @@ def test_fork_diff_and_show_from_the_command_line(tmp_path: Path) -> None:
     bad = runner.invoke(app, ["fork", parent, "--at-cycle", "99", "--db", db])
     assert bad.exit_code == 2
     assert "cannot fork it at cycle 99" in bad.stderr
+
+
+def test_runs_show_and_lineage_name_the_parent_of_a_fork(tmp_path: Path) -> None:
+    db = str(tmp_path / "tt.db")
+    runner = CliRunner()
+    parent = json.loads(runner.invoke(app, ["run", str(OSCILLATOR), "--db", db, "--json"]).stdout)
+    child = json.loads(
+        runner.invoke(
+            app, ["fork", parent["run_id"], "--at-cycle", "4", "--db", db, "--json"]
+        ).stdout
+    )
+    p, c = parent["run_id"], child["run_id"]
+    listed = runner.invoke(app, ["runs", "--db", db], terminal_width=200)
+    assert listed.exit_code == 0, listed.output
+    assert "forked from" in listed.stdout
+    rows = {line.split()[1]: line for line in listed.stdout.splitlines() if line.count("│") > 2}
+    assert f"{p[:8]}@4" in rows[c] and "@" not in rows[p]
+    as_json = {
+        r["run_id"]: r
+        for r in json.loads(runner.invoke(app, ["runs", "--db", db, "--json"]).stdout)
+    }
+    assert as_json[c]["forked_from"] == {
+        "run": p,
+        "cycle": 4,
+        "facts_root": as_json[c]["forked_from"]["facts_root"],
+    }
+    assert as_json[p]["forked_from"] is None
+    shown = runner.invoke(app, ["show", p, "--db", db], terminal_width=200)
+    assert f"forks {c} at cycle 4" in re.sub(r"[│\s]+", " ", shown.stdout)
+    # the lineage of a fact the fork promoted reaches facts it took from its parent
+    tree = runner.invoke(app, ["lineage", c, "pong#4", "--db", db], terminal_width=200)
+    assert tree.exit_code == 0, tree.output
+    lines = tree.stdout.splitlines()
+    assert f"forked from {p} at cycle 4" in lines[0]
+    own = next(line for line in lines if "pong#4 " in line)
+    taken = next(line for line in lines if "ping#2 " in line)
+    assert "from run" not in own and f"cycle 4, from run {p}" in taken
+    nodes = json.loads(runner.invoke(app, ["lineage", c, "pong#4", "--db", db, "--json"]).stdout)
+    runs_of = {n["id"]: n.get("run") for n in nodes["nodes"]}
+    assert runs_of["pong#4"] is None and runs_of["ping#2"] == p and runs_of["ping#0"] == p

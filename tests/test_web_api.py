@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -9,10 +10,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
 from audit import open_store
 from audit.store import SqlRunStore
 from audit.tokens import add_token
+from converge.jobs import load_job
+from converge.web import create_app
 from tests.hitlfixtures import STORES, opened_store
 from tests.webfixtures import quorum_job, run_job, served
 
@@ -137,3 +141,106 @@ def test_eight_concurrent_decisions_on_one_gate_give_one_202_and_seven_409(
     assert decided[0].payload["by"] == gate.decided_by == winner["decided_by"]
     assert store.run(gate.run_id).status == "stopped"
     assert store.verify(gate.run_id).ok
+
+
+# -- time travel (issue 24): fork a run at a cycle, diff two runs ------------------------
+OSCILLATOR = Path(__file__).resolve().parent.parent / "examples" / "oscillator" / "job.yaml"
+
+
+def test_forking_over_the_api_takes_an_approver_and_chains_the_link_diff_takes_a_token(
+    store: SqlRunStore,
+) -> None:
+    parent = run_job(load_job(OSCILLATOR), store).run_id  # cycle budget 10
+    viewer = add_token(store, "victor", "viewer")
+    alice = add_token(store, "alice", "approver")
+    fork = f"/api/runs/{parent}/fork"
+    with served(store) as base:
+        bare = httpx.post(base + fork, json={"cycle": 4})
+        seen = httpx.post(base + fork, json={"cycle": 4}, headers=_bearer(viewer))
+        beyond = httpx.post(base + fork, json={"cycle": 99}, headers=_bearer(alice))
+        done = httpx.post(
+            base + fork, json={"cycle": 4, "max_cycles": 12}, headers=_bearer(alice), timeout=60
+        )
+        child = done.json()["run_id"]
+        diff = f"{base}/api/runs/{parent}/diff/{child}"
+        unread = httpx.get(diff)
+        read = httpx.get(diff, headers=_bearer(viewer))
+        shown = httpx.get(f"{base}/api/runs/{child}", headers=_bearer(viewer))
+        listed = httpx.get(f"{base}/api/runs", headers=_bearer(viewer))
+    assert (bare.status_code, seen.status_code) == (401, 403)
+    assert "may not fork runs" in seen.json()["detail"]
+    assert beyond.status_code == 400 and "cannot fork it at cycle 99" in beyond.json()["detail"]
+    assert [r.run_id for r in store.runs()] == [child, parent]  # refusals recorded nothing
+    assert done.status_code == 201, done.text
+    body = done.json()
+    assert body["forked_from"] == {"run": parent, "cycle": 4}
+    assert (body["kind"], body["cycles"], body["url"]) == (
+        "cycle_budget_exhausted",
+        12,
+        f"/runs/{child}",
+    )
+    assert store.verify(child).ok and store.verify(parent).ok
+    assert store.events(child)[0].payload["forked_from"]["run"] == parent  # in the chain
+    assert shown.json()["forked_from"]["cycle"] == 4
+    assert {r["run_id"]: r["forked_from"] for r in listed.json()}[parent] is None
+    assert unread.status_code == 401
+    assert read.status_code == 200
+    assert [f["id"] for f in read.json()["facts"]["only_b"]] == ["pong#5", "ping#6"]
+    assert "B is a fork of the other run at cycle 4" in read.json()["why"]
+
+
+def _sign_in(client: TestClient, token: str) -> str:
+    """Sign in through the login form; the CSRF token of the pages' forms."""
+    page = client.get("/login")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf is not None
+    done = client.post("/login", data={"csrf": csrf.group(1), "token": token, "next": "/runs"})
+    form = re.search(r'name="csrf" value="([^"]+)"', done.text)
+    assert done.status_code == 200 and form is not None
+    return form.group(1)
+
+
+def test_the_run_page_forks_for_an_approver_and_links_the_fork_to_its_parent_and_diff(
+    sqlite_store: SqlRunStore,
+) -> None:
+    parent = run_job(load_job(OSCILLATOR), sqlite_store).run_id
+    alice = add_token(sqlite_store, "alice", "approver")
+    victor = add_token(sqlite_store, "victor", "viewer")
+    anonymous = TestClient(create_app(sqlite_store))
+    assert (
+        anonymous.post(f"/runs/{parent}/fork", data={"cycle": "4"}, follow_redirects=False)
+        .headers["location"]
+        .startswith("/login")
+    )
+    viewer = TestClient(create_app(sqlite_store))
+    viewer_csrf = _sign_in(viewer, victor)
+    assert 'id="fork-form"' not in viewer.get(f"/runs/{parent}").text
+    assert (
+        viewer.post(f"/runs/{parent}/fork", data={"csrf": viewer_csrf, "cycle": "4"}).status_code
+        == 403
+    )
+    client = TestClient(create_app(sqlite_store))
+    csrf = _sign_in(client, alice)
+    assert 'id="fork-form"' in client.get(f"/runs/{parent}").text
+    forged = client.post(f"/runs/{parent}/fork", data={"csrf": "forged", "cycle": "4"})
+    assert forged.status_code == 403
+    assert len(sqlite_store.runs()) == 1  # nothing forked without an approver's form
+    done = client.post(
+        f"/runs/{parent}/fork",
+        data={"csrf": csrf, "cycle": "4", "max_cycles": "12"},
+        follow_redirects=False,
+    )
+    assert done.status_code == 303, done.text
+    child = done.headers["location"].removeprefix("/runs/")
+    assert sqlite_store.events(child)[0].payload["forked_from"]["cycle"] == 4
+    page = client.get(f"/runs/{child}").text
+    assert f'forked from <a href="/runs/{parent}">{parent}</a> at cycle 4' in page
+    assert f'id="diff-parent" href="/runs/{parent}/diff/{child}"' in page
+    assert f'<a href="/runs/{child}">{child}</a> at cycle 4' in client.get(f"/runs/{parent}").text
+    assert (
+        f'fork of <a href="/runs/{parent}">{parent[:8]}</a> at cycle 4' in client.get("/runs").text
+    )
+    diff = viewer.get(f"/runs/{parent}/diff/{child}")  # read-only: viewers too
+    assert diff.status_code == 200
+    assert "B is a fork of the other run at cycle 4" in diff.text
+    assert "pong#5" in diff.text and "ping#6" in diff.text

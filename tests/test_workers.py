@@ -63,6 +63,8 @@ def _facts(result: RunResult) -> list[tuple[Any, ...]]:
 
 
 TIMING = ("run_id", "ts", "started_at", "duration_ms", "seconds", "elapsed_ms", "decided_at")
+# a stop's end time and a gate's opening and deadline, chained for verify (issue 29)
+TIMING += ("ended_at", "opened_at", "expires_at")
 # a checkpoint holds the run's elapsed time, so its digest is a clock reading too
 TIMING += ("checkpoint_sha256",)
 

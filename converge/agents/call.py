@@ -38,6 +38,7 @@ from converge.agents.pricing import (
     reports_no_cost,
 )
 from converge.agents.spans import request_spans
+from converge.agents.tape import exchanges, taped
 from engine import (
     ConfigurationError,
     Context,
@@ -64,7 +65,9 @@ class AgentCall:
     """What one agent run gave: ``output`` (None when it stopped early), ``usage``
     (tokens; USD, 0 when unknown and ``cost_known`` is False), ``tool_calls`` (tool
     names in order), ``signal`` (a budget or configuration stop), ``audit`` (details
-    for the audit trail: the messages exchanged when the run stopped inside)."""
+    for the audit trail: the model, its ``responses`` for replay
+    (:mod:`converge.agents.tape`), the messages exchanged when the run stopped
+    inside)."""
 
     output: Any = None
     usage: Usage = NO_USAGE
@@ -177,7 +180,8 @@ async def _run(
         name, per_tool, total_left, used_before or 0, shared, (tokens_cap, cost_cap), price
     )
     # the price only needs to reach pydantic-ai when its cost_limit must see it
-    run_model: Model = PricedModel(model, price) if price and cost_cap is not None else model
+    asked = taped(model, ctx, name)  # under converge replay: the recorded responses
+    run_model: Model = PricedModel(asked, price) if price and cost_cap is not None else asked
     signal: StopReason | None = None
     output: Any = None
     limit_hit: UsageLimitExceeded | None = None
@@ -216,7 +220,8 @@ async def _run(
     ledger.report(usage.total_tokens, usage.cost_usd)
     if limit_hit is not None:
         signal = _limit_signal(limit_hit, left, shared)
-    audit: dict[str, Any] = {"model": model_label(model)}
+    # what replay needs to answer this run again without the model
+    audit: dict[str, Any] = {"model": model_label(model), "responses": [exchanges(messages)]}
     if not cost_known:
         audit["cost_unknown"] = True
     if signal is not None:

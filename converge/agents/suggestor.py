@@ -146,7 +146,9 @@ class AgentSuggestor:
                 runs += 1
                 spent = spent + call.usage
                 tools.extend(call.tool_calls)
+                runs_so_far = audit.get("responses", [])
                 audit.update(call.audit)
+                audit["responses"] = runs_so_far + call.audit.get("responses", [])
                 if call.signal is not None:
                     signal = call.signal
                     break

@@ -18,6 +18,7 @@ reachable from Python. One module per command group, each with its own
 - :mod:`converge.cli.model`: ``model serve`` (the local model, extra ``local``);
 - :mod:`converge.cli.proofs`: ``keys generate``, ``export``, ``verify-bundle``;
 - :mod:`converge.cli.timetravel`: ``fork``, ``diff``;
+- :mod:`converge.cli.replay`: ``replay``;
 - :mod:`converge.cli.render`: the shared options, errors and rendering;
   :mod:`converge.cli.tables`: tables that fit the terminal;
   :mod:`converge.cli.budgets`: the ``--max-*`` budget options.
@@ -36,11 +37,13 @@ import typer
 from converge import __version__
 from converge.cli import (
     audit,
+    config,
     events,
     gates,
     history,
     model,
     proofs,
+    replay,
     report,
     run,
     schema,
@@ -94,6 +97,7 @@ app.add_typer(gates.app)
 app.add_typer(history.app)
 app.add_typer(service.app)
 app.add_typer(tokens.app)
+app.add_typer(config.app)
 app.add_typer(serve.app)
 app.add_typer(report.app)
 app.add_typer(schema.app)
@@ -101,6 +105,7 @@ app.add_typer(worker.app)
 app.add_typer(model.app)
 app.add_typer(proofs.app)
 app.add_typer(timetravel.app)
+app.add_typer(replay.app)
 
 
 def main() -> None:  # pragma: no cover - the console script

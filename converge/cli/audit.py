@@ -21,12 +21,16 @@ from rich.table import Table
 from rich.tree import Tree
 
 from audit import SqlRunStore, parse_since
+from audit.forks import ForkLink, fork_link, fork_links, forks_of, mark_inherited
+from audit.integration import integrate_pending
+from audit.queries import RunRow, UnreadableRun, read_runs
 from audit.timeline import last_budget_status, timeline
 from converge.cli import proofs
 from converge.cli.commands import CommandGroup
 from converge.cli.render import (
     DbOption,
     JsonOption,
+    err,
     fail,
     open_run_store,
     out,
@@ -57,7 +61,12 @@ def print_json(data: Any) -> None:
 
 
 def _when(ts: float | None) -> str:
-    return "" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    if ts is None:
+        return ""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    except (OverflowError, OSError, ValueError):  # no date (an edited cell): as stored
+        return str(ts)
 
 
 def _content(value: Any) -> str:
@@ -107,14 +116,37 @@ def runs_cmd(
         fail(str(exc))
     store = read_store(db)
     try:
-        rows = store.runs(
-            category=category, kind=kind, since=since_ts, job=job, status=status, limit=limit
+        found = read_runs(
+            store, category=category, kind=kind, since=since_ts, job=job, status=status, limit=limit
         )
     except ConvergeError as exc:
         fail(str(exc))
+    # a row that cannot be read: one error line each, the others listed, exit 1
+    rows = [r for r in found if isinstance(r, RunRow)]
+    unreadable = [r for r in found if isinstance(r, UnreadableRun)]
+    # a fork's link to its parent, as its chain holds it (audit.forks)
+    links = fork_links(store, [r.run_id for r in rows if r.parent_run_id is not None])
     if as_json:
-        print_json([r.to_dict() for r in rows])
-        return
+        print_json([_run_json(r, links) for r in found])
+    else:
+        _print_runs(rows, links)
+    for bad in unreadable:
+        err.print(f"[bold red]error:[/] {escape(str(bad.error))}", highlight=False, soft_wrap=True)
+    if unreadable:
+        raise typer.Exit(1)
+
+
+def _run_json(r: RunRow | UnreadableRun, links: dict[str, ForkLink]) -> dict[str, Any]:
+    """A row of ``runs --json``: a run with ``forked_from`` (None: no fork)."""
+    data = r.to_dict()
+    if isinstance(r, RunRow):
+        link = links.get(r.run_id)
+        data["forked_from"] = None if link is None else link.to_dict()
+    return data
+
+
+def _print_runs(rows: list[RunRow], links: dict[str, ForkLink]) -> None:
+    """``converge runs``' table; a fork names its parent and cycle (``forked from``)."""
     rows_text = [
         (
             r.run_id,
@@ -122,6 +154,7 @@ def runs_cmd(
             r.status,
             # a run not stopped yet (running, crashed) shows its status there
             r.kind or f"({r.status})",
+            links[r.run_id].short() if r.run_id in links else "",
             r.category or "",
             str(r.cycles),
             str(r.facts_count),
@@ -138,6 +171,7 @@ RUN_COLUMNS = (
     Column("job", whole=True),
     Column("status", priority=1, whole=True),
     Column("stop", whole=True),
+    Column("forked from", priority=2, whole=True, optional=True),
     Column("category", priority=4, whole=True),
     Column("cycles", priority=2, justify="right", whole=True),
     Column("facts", priority=5, justify="right", whole=True),
@@ -145,7 +179,8 @@ RUN_COLUMNS = (
     Column("ms", priority=6, justify="right", whole=True),
 )
 """The columns of ``converge runs``: at 80 columns the run, its job, status and
-stop are kept whole; the others are dropped from the last (``ms``) up."""
+stop are kept whole; the others are dropped from the last (``ms``) up; ``forked
+from`` (``PARENT@CYCLE``) is shown when a listed run is a fork."""
 
 
 @app.command("show")
@@ -163,15 +198,20 @@ def show_cmd(
     try:
         row = store.run(run_id)
         events = store.events(run_id)
-    except ConvergeError as exc:
+        cycles = timeline(events)
+        budget = last_budget_status(events)
+        forks = forks_of(store, run_id)
+    except ConvergeError as exc:  # CorruptRow too: a cell it cannot read, named
         fail(str(exc))
-    cycles = timeline(events)
-    budget = last_budget_status(events)
     reason = row.stop_reason
+    started = events[0].payload.get("forked_from") if events else None
+    link = started if isinstance(started, dict) else None  # a fork's, as chained
     if as_json:
         print_json(
             {
                 "run": row.to_dict(),
+                "forked_from": link,
+                "forks": [{"run_id": f.fork, "cycle": f.cycle} for f in forks],
                 "explain": None if reason is None else reason.explain(),
                 "budget_status": None if budget is None else budget.model_dump(mode="json"),
                 "timeline": [c.to_dict() for c in cycles],
@@ -189,9 +229,10 @@ def show_cmd(
     head.add_row("ended", _when(row.ended_at))
     head.add_row("suggestors", escape(", ".join(row.suggestors)))
     if row.parent_run_id is not None:  # a fork (converge fork): its parent and cycle
-        link = events[0].payload.get("forked_from") if events else None
-        at = f" at cycle {link.get('cycle')}" if isinstance(link, dict) else ""
+        at = f" at cycle {link.get('cycle')}" if link is not None else ""
         head.add_row("forked from", escape(f"{row.parent_run_id}{at}"))
+    if forks:
+        head.add_row("forks", escape(", ".join(f"{f.fork} at cycle {f.cycle}" for f in forks)))
     head.add_row("cycles", str(row.cycles))
     head.add_row("facts", f"{row.facts_count} (root {row.facts_root or '-'})")
     u = row.usage
@@ -309,25 +350,32 @@ def lineage_cmd(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """The facts a fact was derived from, as a tree (its parents, their parents...)."""
+    """The facts a fact was derived from, as a tree (its parents, their parents...);
+    in a fork, the facts taken from its parent name the parent run."""
     store = read_store(db)
     run_id = resolve_run(store, run_id)
     try:
-        graph = store.lineage(run_id, fact_id)
+        link = fork_link(store, run_id)
+        graph = mark_inherited(store.lineage(run_id, fact_id), link)
     except ConvergeError as exc:
         fail(str(exc))
     if as_json:
         print_json(
             {
                 "fact": fact_id,
+                "forked_from": None if link is None else link.to_dict(),
                 "nodes": [
-                    fact_to_dict(d["fact"]) if "fact" in d else {"id": n, "missing": True}
+                    (fact_to_dict(d["fact"]) | ({"run": d["run"]} if "run" in d else {}))
+                    if "fact" in d
+                    else {"id": n, "missing": True}
                     for n, d in graph.nodes(data=True)
                 ],
                 "edges": [[a, b] for a, b in graph.edges],
             }
         )
         return
+    if link is not None:
+        out.print(f"[dim]{escape(str(link))}: facts of cycles <= {link.cycle} are its[/]")
     out.print(_lineage_tree(graph, fact_id))
 
 
@@ -385,7 +433,7 @@ def verify_cmd(
         for r in reports:
             mark = "[green]ok[/]" if r.ok else "[bold red]FAILED[/]"
             detail = (
-                f"{r.events} events"
+                f"{r.events} events" + (f" ({escape(r.reason)})" if r.reason else "")
                 if r.ok
                 else f"first bad seq {r.first_bad_seq}: {escape(r.reason or '')}"
             )
@@ -406,9 +454,12 @@ def anchor_cmd(
         return
     store = read_store(db)
     try:
+        left = integrate_pending(store)  # the anchor covers every head committed before
         head = store.anchor()
     except ConvergeError as exc:
         fail(str(exc))
+    if left:
+        err.print(f"[yellow]{left} run head(s) committed but not integrated: not covered[/]")
     if as_json:
         print_json({"anchor": head})
     else:
@@ -420,9 +471,11 @@ def _label(graph: nx.DiGraph[str], node: str) -> str:
     if fact is None:
         return f"[red]{escape(node)}[/] (not recorded)"
     p = fact.provenance
+    parent = graph.nodes[node].get("run")  # taken from the parent run (a fork's)
+    where = "" if parent is None else f", from run {escape(parent)}"
     return (
         f"[bold]{escape(fact.id)}[/] = {escape(_content(fact.content))} "
-        f"[dim]({escape(p.suggestor)}, cycle {p.cycle})[/]"
+        f"[dim]({escape(p.suggestor)}, cycle {p.cycle}{where})[/]"
     )
 
 

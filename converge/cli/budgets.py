@@ -2,13 +2,14 @@
 they give.
 
 Both commands take the same ``--max-*`` options, each a total (what a resumed run
-used so far included), parsed by :func:`budget_changes` and laid over a budget by
+used so far included), parsed into :class:`BudgetFlags` and laid over a budget by
 :func:`apply_budget`; ``resume`` also takes ``--add-cycles N``: N cycles more than
 the run has done.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
@@ -19,6 +20,7 @@ from engine import Budget
 
 __all__ = [
     "AddCyclesOption",
+    "BudgetFlags",
     "MaxCostOption",
     "MaxCostUsdOption",
     "MaxCyclesOption",
@@ -27,7 +29,6 @@ __all__ = [
     "MaxSecondsOption",
     "MaxTokensOption",
     "apply_budget",
-    "budget_changes",
     "resumed_budget",
 ]
 
@@ -57,27 +58,40 @@ MaxInvocationsOption = Annotated[
 ]
 
 
-def budget_changes(
-    *,
-    max_cycles: int | None = None,
-    max_facts: int | None = None,
-    max_tokens: int | None = None,
-    max_seconds: float | None = None,
-    max_cost: float | None = None,
-    max_cost_usd: float | None = None,
-    max_invocations: int | None = None,
-) -> dict[str, Any]:
-    """The :class:`engine.Budget` fields the options set (those given only);
-    ``max_cost_usd`` is ``--max-cost`` by its former name."""
-    given = {
-        "max_cycles": max_cycles,
-        "max_facts": max_facts,
-        "max_tokens": max_tokens,
-        "max_seconds": max_seconds,
-        "max_cost_usd": max_cost if max_cost is not None else max_cost_usd,
-        "max_invocations": max_invocations,
-    }
-    return {k: v for k, v in given.items() if v is not None}
+@dataclass(frozen=True, slots=True)
+class BudgetFlags:
+    """The ``--max-*`` options of ``run``, ``resume`` and ``fork`` as given (None: not
+    given); ``max_cost_usd`` is ``--max-cost`` by its former name."""
+
+    max_cycles: int | None = None
+    max_facts: int | None = None
+    max_tokens: int | None = None
+    max_seconds: float | None = None
+    max_cost: float | None = None
+    max_cost_usd: float | None = None
+    max_invocations: int | None = None
+
+    def changes(self) -> dict[str, Any]:
+        """The :class:`engine.Budget` fields the options set (those given only)."""
+        given = {
+            "max_cycles": self.max_cycles,
+            "max_facts": self.max_facts,
+            "max_tokens": self.max_tokens,
+            "max_seconds": self.max_seconds,
+            "max_cost_usd": self.max_cost if self.max_cost is not None else self.max_cost_usd,
+            "max_invocations": self.max_invocations,
+        }
+        return {k: v for k, v in given.items() if v is not None}
+
+    @property
+    def cost_flag(self) -> str:
+        """The name the cost was given by, for an error naming it."""
+        return "--max-cost-usd" if self.max_cost is None else "--max-cost"
+
+    def over(self, budget: Budget) -> Budget:
+        """``budget`` with the options laid over it (exits 2 on a bad value)."""
+        changes = self.changes()
+        return apply_budget(budget, changes, cost_flag=self.cost_flag) if changes else budget
 
 
 def apply_budget(

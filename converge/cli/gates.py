@@ -20,9 +20,11 @@ from rich.markup import escape
 
 from audit.approvals import DuplicateVote
 from audit.store import SqlRunStore
+from audit.store_key import require_key
 from converge.cli.actors import ActorOption, record
 from converge.cli.budgets import (
     AddCyclesOption,
+    BudgetFlags,
     MaxCostOption,
     MaxCostUsdOption,
     MaxCyclesOption,
@@ -30,10 +32,16 @@ from converge.cli.budgets import (
     MaxInvocationsOption,
     MaxSecondsOption,
     MaxTokensOption,
-    budget_changes,
     resumed_budget,
 )
 from converge.cli.commands import CommandGroup
+from converge.cli.deciding import (
+    Proof,
+    ServerOption,
+    SignWithOption,
+    TokenOption,
+    decide_remotely,
+)
 from converge.cli.history import print_history
 from converge.cli.render import (
     DbOption,
@@ -48,6 +56,7 @@ from converge.cli.render import (
 )
 from converge.cli.service import BrokerOption, QueueOption, run_queue_for
 from converge.cli.tables import Column
+from converge.deciders import cli_decider
 from converge.decisions import (
     DecisionReport,
     Execute,
@@ -209,14 +218,33 @@ def _decide(
     db: str | None,
     as_json: bool,
     detach: tuple[str | None, str] | None = None,
+    proof: Proof = Proof(),  # noqa: B008 (frozen, never mutated)
 ) -> None:
-    """Decide; ``detach`` = (broker, queue) sends the resume there instead of running it."""
+    """Decide; ``detach`` = (broker, queue) sends the resume there instead of running
+    it; ``proof``: the decider's token and signing key, or the server to decide
+    through (:mod:`converge.cli.deciding`)."""
     if not decision.by.strip():
         fail("--by must name who decides (it is recorded in the audit trail)")
+    if proof.server is not None:
+        decide_remotely(gate_id, decision, proof, as_json)
+    signer = proof.signer()
     store = _store(db)
+    try:
+        # the key and the decider first: a refusal leaves nothing behind
+        require_key(store, f"deciding gate {gate_id}")
+        cli_decider(store, decision.by, proof.token)
+    except ConvergeError as exc:
+        fail(str(exc))
     queue = None if detach is None else run_queue_for(detach[0], detach[1], db)
     try:
-        report = decide(store, gate_id, decision, execute=_cli_execute(store, as_json), queue=queue)
+        report = decide(
+            store,
+            gate_id,
+            decision,
+            execute=_cli_execute(store, as_json),
+            queue=queue,
+            signer=signer,
+        )
     except (DuplicateVote, ConvergeError) as exc:
         fail(str(exc))
     if queue is not None and not report.still_needed:
@@ -292,10 +320,14 @@ def approve_cmd(
     detach: DetachOption = False,
     broker: BrokerOption = None,
     queue: QueueOption = "converge",
+    token: TokenOption = None,
+    sign_with: SignWithOption = None,
+    server: ServerOption = None,
 ) -> None:
     """Approve a gate (with one approval of its quorum) and resume its run to the next stop."""
     decision = GateDecision.approve(by=by, reason=reason, value=value)
-    _decide(gate_id, decision, db, as_json, (broker, queue) if detach else None)
+    proof = Proof(token, sign_with, server)
+    _decide(gate_id, decision, db, as_json, (broker, queue) if detach else None, proof)
 
 
 @app.command("reject")
@@ -311,10 +343,14 @@ def reject_cmd(
     detach: DetachOption = False,
     broker: BrokerOption = None,
     queue: QueueOption = "converge",
+    token: TokenOption = None,
+    sign_with: SignWithOption = None,
+    server: ServerOption = None,
 ) -> None:
     """Reject a gate (its proposal is dropped and recorded) and resume the run."""
     decision = GateDecision.reject(by=by, reason=reason)
-    _decide(gate_id, decision, db, as_json, (broker, queue) if detach else None)
+    proof = Proof(token, sign_with, server)
+    _decide(gate_id, decision, db, as_json, (broker, queue) if detach else None, proof)
 
 
 @app.command("resume")
@@ -336,6 +372,7 @@ def resume_cmd(
     store = _store(db)
     run_id = resolve_run(store, run_id)  # a unique prefix of the id will do
     try:
+        require_key(store, f"resuming run {run_id}")  # before anything is written
         # a pending gate of this run past its deadline: decided by on_timeout first,
         # then this command resumes the run (with its budget); others' runs go on
         for gate in store.gates(pending=True):
@@ -346,18 +383,13 @@ def resume_cmd(
         current = Budget.model_validate(checkpoint["budget"])
     except (ConvergeError, KeyError, ValueError) as exc:
         fail(str(exc))
-    changes = budget_changes(
-        max_cycles=max_cycles,
-        max_facts=max_facts,
-        max_tokens=max_tokens,
-        max_seconds=max_seconds,
-        max_cost=max_cost,
-        max_cost_usd=max_cost_usd,
-        max_invocations=max_invocations,
+    flags = BudgetFlags(
+        max_cycles, max_facts, max_tokens, max_seconds, max_cost, max_cost_usd, max_invocations
     )
     # no budget given: the run's own (a crashed leg's: the budget it was resumed with)
-    cost_flag = "--max-cost-usd" if max_cost is None else "--max-cost"
-    given = resumed_budget(current, checkpoint, changes, add_cycles, cost_flag=cost_flag)
+    given = resumed_budget(
+        current, checkpoint, flags.changes(), add_cycles, cost_flag=flags.cost_flag
+    )
     result = execute_with_progress(
         job, store, as_json=as_json, resume=lambda engine: engine.resume_run(run_id, given)
     )
@@ -367,4 +399,9 @@ def resume_cmd(
 
 
 def _when(ts: float | None) -> str:
-    return "" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    if ts is None:
+        return ""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    except (OverflowError, OSError, ValueError):  # no date (an edited cell): as stored
+        return str(ts)

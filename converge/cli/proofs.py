@@ -18,7 +18,8 @@ from rich.markup import escape
 
 from audit import SqlRunStore
 from audit.bundle_check import BundleError, read_bundle, verify_bundle
-from audit.bundles import export_fact, export_run
+from audit.bundles import export_fact, export_run, write_bundle
+from audit.integration import integrate_pending
 from audit.proofs import check_consistency, head_line, parse_head, signed_head
 from audit.signing import (
     SIGNING_KEY_ENV,
@@ -102,6 +103,7 @@ def export_cmd(
     store = _write_store(db)
     run_id = resolve_run(store, run_id)
     try:
+        integrate_pending(store)  # the run's last commit in the ledger the bundle proves
         if fact is None:
             bundle = export_run(store, signer, run_id)
         else:
@@ -111,7 +113,7 @@ def export_cmd(
     finally:
         store.close()
     try:
-        proof.write_text(json.dumps(bundle, ensure_ascii=False, separators=(",", ":")), "utf-8")
+        write_bundle(bundle, proof)
     except OSError as exc:
         fail(f"cannot write {proof}: {exc.strerror or exc}")
     what = f"fact {fact} of run {run_id}" if fact else f"run {run_id}"
@@ -161,6 +163,7 @@ def signed_anchor(db: str | None, signing_key: str | None, as_json: bool) -> Non
     signer = _signer(signing_key)
     store = _write_store(db)
     try:
+        integrate_pending(store)  # the head covers every run head committed before
         head = signed_head(store, signer)
     except ConvergeError as exc:
         fail(str(exc))

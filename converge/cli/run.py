@@ -7,8 +7,11 @@ from typing import Annotated
 
 import typer
 
+from audit.store import SqlRunStore
+from audit.store_key import require_key
 from converge.cli.actors import ActorOption, record
 from converge.cli.budgets import (
+    BudgetFlags,
     MaxCostOption,
     MaxCostUsdOption,
     MaxCyclesOption,
@@ -16,8 +19,6 @@ from converge.cli.budgets import (
     MaxInvocationsOption,
     MaxSecondsOption,
     MaxTokensOption,
-    apply_budget,
-    budget_changes,
 )
 from converge.cli.commands import CommandGroup
 from converge.cli.render import (
@@ -86,20 +87,17 @@ def run(
         fail(str(exc))
     # --max-* over the job file's budget: (recorded in the run's checkpoints, so a
     # resume of this run goes on with it)
-    changes = budget_changes(
-        max_cycles=max_cycles,
-        max_facts=max_facts,
-        max_tokens=max_tokens,
-        max_seconds=max_seconds,
-        max_cost=max_cost,
-        max_cost_usd=max_cost_usd,
-        max_invocations=max_invocations,
+    flags = BudgetFlags(
+        max_cycles, max_facts, max_tokens, max_seconds, max_cost, max_cost_usd, max_invocations
     )
-    if changes:
-        cost_flag = "--max-cost-usd" if max_cost is None else "--max-cost"
-        budget = apply_budget(job.spec.budget, changes, cost_flag=cost_flag)
-        job.spec = job.spec.model_copy(update={"budget": budget})
+    if flags.changes():
+        job.spec = job.spec.model_copy(update={"budget": flags.over(job.spec.budget)})
     store = open_run_store(db, enabled=not no_audit)
+    if isinstance(store, SqlRunStore):
+        try:  # a keyed store's runs need its key: refused before anything is written
+            require_key(store, "starting a run")
+        except ConvergeError as exc:
+            fail(str(exc))
     if otel or any(os.environ.get(v) for v in OTLP_ENDPOINTS):
         result = _run_traced(job, store, as_json=as_json)
     else:

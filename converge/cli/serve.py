@@ -7,11 +7,14 @@ from typing import Annotated
 
 import typer
 
+from audit.sequencer import start_sequencing
 from audit.store import SqlRunStore
+from audit.store_key import require_key
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store
 from converge.cli.service import BrokerOption, QueueOption
 from converge.service import DeadlineKeeper, LocalRunPool, RunQueue
+from engine import ConvergeError
 
 app = CommandGroup()
 
@@ -50,6 +53,11 @@ def serve_cmd(
         fail(f"converge serve needs the 'web' extra: pip install 'converge-engine[web]' ({exc})")
     store = open_run_store(db)
     assert isinstance(store, SqlRunStore)
+    try:  # a keyed store: its decisions and deadlines need the key, checked now
+        require_key(store, "starting converge serve")
+    except ConvergeError as exc:
+        store.close()
+        fail(str(exc))
     url = broker or os.environ.get("CONVERGE_BROKER")
     runs: RunQueue
     if url:
@@ -61,6 +69,8 @@ def serve_cmd(
     else:
         runs = LocalRunPool(store, pool)
     keeper = DeadlineKeeper(store, runs).start()
+    # run heads committed by any process reach the ledger within the store's delay
+    sequencer = start_sequencing(store, store.signer)
     try:
         uvicorn.run(
             create_app(store, run_queue=runs),
@@ -72,5 +82,6 @@ def serve_cmd(
         )
     finally:
         keeper.stop()
+        sequencer.stop()
         if isinstance(runs, LocalRunPool):
             runs.close()

@@ -20,6 +20,7 @@ from audit.store import SqlRunStore
 from converge.cli.actors import ActorOption, record
 from converge.cli.audit import print_json, read_store
 from converge.cli.budgets import (
+    BudgetFlags,
     MaxCostOption,
     MaxCostUsdOption,
     MaxCyclesOption,
@@ -27,8 +28,6 @@ from converge.cli.budgets import (
     MaxInvocationsOption,
     MaxSecondsOption,
     MaxTokensOption,
-    apply_budget,
-    budget_changes,
 )
 from converge.cli.commands import CommandGroup
 from converge.cli.render import (
@@ -79,17 +78,10 @@ def fork_cmd(
         job = load_job(job_file) if job_file is not None else job_of_run(store, run_id)
     except ConvergeError as exc:
         fail(str(exc))
-    changes = budget_changes(
-        max_cycles=max_cycles,
-        max_facts=max_facts,
-        max_tokens=max_tokens,
-        max_seconds=max_seconds,
-        max_cost=max_cost,
-        max_cost_usd=max_cost_usd,
-        max_invocations=max_invocations,
+    flags = BudgetFlags(
+        max_cycles, max_facts, max_tokens, max_seconds, max_cost, max_cost_usd, max_invocations
     )
-    cost_flag = "--max-cost-usd" if max_cost is None else "--max-cost"
-    budget = apply_budget(job.spec.budget, changes, cost_flag=cost_flag)
+    budget = flags.over(job.spec.budget)
     result = execute_with_progress(
         job, store, as_json=as_json, resume=lambda engine: engine.fork(run_id, at_cycle, budget)
     )

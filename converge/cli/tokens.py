@@ -9,11 +9,14 @@ quorum); groups are what a gate's ``approvers`` name.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from audit.known_people import add_person
 from audit.people import add_to_groups, groups_of
+from audit.signing import SigningKeyError
 from audit.store import SqlRunStore
 from audit.tokens import ROLES, add_token, revoke_tokens
 from converge.cli.commands import CommandGroup
@@ -92,14 +95,34 @@ def user_add_cmd(
     group: Annotated[
         list[str] | None, typer.Option("--group", help="A group to join (repeat for more).")
     ] = None,
+    public_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--public-key",
+            help="Their Ed25519 public key (PEM, converge keys generate): the decisions "
+            "they sign (--sign-with) are checked against it by converge verify.",
+        ),
+    ] = None,
     db: DbOption = None,
 ) -> None:
-    """Put NAME in groups (a gate's approvers name people or groups)."""
+    """Register NAME as a person of the store, in groups (a gate's approvers name people
+    or groups), with the public key their signed decisions are checked against.
+    Once anyone is registered, decisions must name a registered person (--by)."""
+    pem = None
+    if public_key is not None:
+        try:
+            pem = public_key.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"--public-key: cannot read {public_key}: {exc}")
     store = open_run_store(db)
     assert isinstance(store, SqlRunStore)
     try:
+        who = add_person(store, name, pem)
         add_to_groups(store, name, list(group or []))
         now = sorted(groups_of(store, name))
+    except SigningKeyError as exc:
+        fail(f"--public-key {public_key}: {exc}")
     except ConvergeError as exc:
         fail(str(exc))
-    out.print(f"{name}: groups {', '.join(now) or '(none)'}", highlight=False)
+    key = f"; public key {who.key_id}" if who.key_id else ""
+    out.print(f"{name}: groups {', '.join(now) or '(none)'}{key}", highlight=False)

@@ -10,9 +10,11 @@ from typing import Annotated
 
 import typer
 
+from audit.sequencer import start_sequencing
 from audit.store import SqlRunStore
+from audit.store_key import require_key
 from converge.cli.commands import CommandGroup
-from converge.cli.render import DbOption, fail, open_run_store, out
+from converge.cli.render import DbOption, fail, missing_sqlite_file, open_run_store, out
 from converge.service import DeadlineKeeper, execute_run, recover_runs
 from converge.service.deadlines import KEEP_EVERY_S
 from engine import ConvergeError
@@ -64,6 +66,7 @@ def worker(
     """
     if db:
         os.environ["CONVERGE_DB"] = db  # the worker processes open the store themselves
+    _check_key(db)
     if run_id is not None:
         _run_here(db, run_id, resume)
         return
@@ -104,18 +107,37 @@ def worker(
         keeper.wait()
 
 
+def _check_key(db: str | None) -> None:
+    """Exit 2 before starting when the store is keyed and this process has not its
+    key: every run, resume and deadline the worker takes would be refused."""
+    if missing_sqlite_file(db) is not None:
+        return  # no store yet: nothing keyed (--run says the store is missing)
+    store = open_run_store(db)
+    assert isinstance(store, SqlRunStore)
+    try:
+        require_key(store, "starting converge worker")
+    except ConvergeError as exc:
+        fail(str(exc))
+    finally:
+        store.close()
+
+
 def keep_deadlines(db: str, broker: str, queue: str, parent: str) -> None:
-    """The deadline keeper of ``converge worker``, in its own process: applies the
-    store's gate deadlines, sending the resumes to ``queue``, until process
-    ``parent`` (the worker) is gone."""
+    """The deadline keeper and ledger sequencer of ``converge worker``, in its own
+    process: applies the store's gate deadlines, sending the resumes to ``queue``,
+    and integrates pending run heads into the ledger, until process ``parent`` (the
+    worker) is gone."""
     store = open_run_store(db or None)
     assert isinstance(store, SqlRunStore)
     from converge.workers import CeleryRunQueue
 
     keeper = DeadlineKeeper(store, CeleryRunQueue(broker, queue)).start()
+    # and integrates the run heads the worker's processes commit into the ledger
+    sequencer = start_sequencing(store, store.signer)
     while os.getppid() == int(parent):
         time.sleep(KEEP_EVERY_S)
     keeper.stop()
+    sequencer.stop()
 
 
 def _run_here(db: str | None, run_id: str, resume: bool) -> None:

@@ -8,6 +8,7 @@ them.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Callable
@@ -104,7 +105,21 @@ class Job:
             engine.register(*suggestors)
         except ConfigurationError as exc:
             raise self._error(str(exc), ("suggestors",)) from exc
+        for i, name in enumerate(spec.nondeterministic):
+            if name not in engine.registry.index and not self._skipped_agent(name):
+                close = difflib.get_close_matches(name, engine.registry.names, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise self._error(
+                    f"no suggestor or agent {name!r} in this job{hint}", ("nondeterministic", i)
+                )
+        engine.registry.mark_nondeterministic(
+            n for n in spec.nondeterministic if n in engine.registry.index
+        )
         return engine
+
+    def _skipped_agent(self, name: str) -> bool:
+        """Whether ``name`` is an agent left out for want of a model (``if_no_model: skip``)."""
+        return any(a.name == name and a.if_no_model == "skip" for a in self.spec.agents)
 
     def resolve(self, ref: str, *, call: bool = True) -> Any:
         """Import one of this job's ``module:attribute`` references as its run does:

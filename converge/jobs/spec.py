@@ -346,6 +346,12 @@ class JobSpec(BaseModel):
         description="LLM agents as suggestors (the `agents[]` table; extra `agents`, "
         "`docs/agents.md`).",
     )
+    nondeterministic: list[str] = Field(
+        default_factory=list,
+        description="Names of suggestors or agents whose output the context does not "
+        "determine (a clock, a network call): their proposals are recorded, and "
+        "`converge replay` re-uses them instead of executing them.",
+    )
     budget: Budget = Field(
         default_factory=Budget, description="Limits of a run (the `budget` table below)."
     )

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 
 from audit.run_queue import QUEUED, cancel_requested, clear_cancel, take_queued
 from audit.store import SqlRunStore
+from audit.store_key import require_key
 from converge.decisions import job_of_run
 from converge.jobs import Job
 from converge.run_queue import Action
@@ -40,7 +41,9 @@ def execute_run(
     """Do what is left of ``run_id`` for a message with ``action``; its next stop, or
     None when there was nothing to do here (another process has it, it finished,
     it waits for a decision). Raises ``RunNotFound`` and ``ConvergeError`` (the run
-    recorded no job, a reference of its job no longer imports)."""
+    recorded no job, a reference of its job no longer imports), ``AuditKeyError``
+    (a keyed store without its key: nothing taken or written)."""
+    require_key(store, f"executing run {run_id}")
     row = store.run(run_id)
     status = row.status
     if status == QUEUED or (status == "crashed" and row.last_seq == 0):

@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from audit.store import SqlRunStore
 from converge.service import LocalRunPool, RunQueue
-from converge.web import gates, runs, session
+from converge.web import gates, runs, session, signed
 from converge.web.auth import LoginRequired, csrf_token
 from converge.web.limits import FailureLimiter
 
@@ -79,7 +79,12 @@ def _age(seconds: float) -> str:
 
 
 def _when(ts: float | None) -> str:
-    return "" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+    if ts is None:
+        return ""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+    except (OverflowError, OSError, ValueError, TypeError):  # no date (an edited cell)
+        return str(ts)
 
 
 def _wants_html(request: Request) -> bool:
@@ -185,6 +190,7 @@ def create_app(
 
     app.include_router(session.router)
     app.include_router(gates.router)
+    app.include_router(signed.router)  # CLI-signed decisions (converge.web.signed)
     app.include_router(runs.router)
     app.add_middleware(BodyLimit)
     app.openapi = _openapi_of(app)  # type: ignore[method-assign]

@@ -1,4 +1,5 @@
-"""Runs: the list with filters, a run's page; ``/api/runs``."""
+"""Runs: the list with filters, a run's page; ``/api/runs``; forking a run at a cycle
+and the diff of two runs (:mod:`converge.web.time_travel`)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,22 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from audit.run_queue import request_cancel
 from audit.tokens import Principal
 from converge.web.auth import api_principal, check_csrf, page_principal, store_of
 from converge.web.errors import answers, http_error
+from converge.web.time_travel import (
+    PAGE_FACTS,
+    ForkRequest,
+    diff_data,
+    fork_as,
+    fork_data,
+    fork_result,
+    with_fork_links,
+)
 from converge.web.views import run_page_data, runs_list
 from engine import ConvergeError, StopCategory
 from engine.stop import ALL_VARIANTS
@@ -54,9 +64,15 @@ async def api_runs(
     kind: KindFilter = None,
     job: Filter = None,
 ) -> list[dict[str, Any]]:
-    """Recorded runs, newest first, filtered by stop category, kind and job."""
+    """Recorded runs, newest first, filtered by stop category, kind and job; a fork
+    has ``forked_from: {run, cycle, facts_root}`` (None for other runs)."""
     filters = _filters(category, kind, job)
-    return await run_in_threadpool(lambda: runs_list(store_of(request), **filters))
+    return await run_in_threadpool(_runs_with_links, request, filters)
+
+
+def _runs_with_links(request: Request, filters: dict[str, str | None]) -> list[dict[str, Any]]:
+    store = store_of(request)
+    return with_fork_links(store, runs_list(store, **filters))
 
 
 def _filters(
@@ -73,11 +89,10 @@ def _filters(
 async def api_run(
     request: Request, run_id: str, _who: Annotated[Principal, Depends(api_principal)]
 ) -> dict[str, Any]:
-    """One run: row, stop reason and explain, timeline, budget status, gates (404 unknown)."""
+    """One run: row, stop reason and explain, timeline, budget status, gates, its
+    fork link (``forked_from``) and its forks (404 unknown)."""
     try:
-        data = await run_in_threadpool(
-            run_page_data, store_of(request), run_id, request.app.state.clock
-        )
+        data = await run_in_threadpool(_run_data, request, run_id)
     except ConvergeError as exc:
         raise http_error(exc) from exc
     data.pop("budget_svg")
@@ -95,7 +110,7 @@ async def runs_page(
 ) -> Response:
     """The runs, filtered by stop category, kind and job (an empty field: no filter)."""
     filters = _filters(category, kind, job)
-    rows = await run_in_threadpool(lambda: runs_list(store_of(request), **filters))
+    rows = await run_in_threadpool(_runs_with_links, request, filters)
     page: Response = request.app.state.render(
         request, "runs.html", who=who, runs=rows, filters=filters
     )
@@ -106,15 +121,21 @@ async def runs_page(
 async def run_page(
     request: Request, run_id: str, who: Annotated[Principal, Depends(page_principal)]
 ) -> Response:
-    """A run: timeline, stop reason and explain, budget bars, lineage by key, its gates."""
+    """A run: timeline, stop reason and explain, budget bars, lineage by key, its
+    gates, its parent (a fork) and forks; an approver's form to fork it at a cycle."""
     try:
-        data = await run_in_threadpool(
-            run_page_data, store_of(request), run_id, request.app.state.clock
-        )
+        data = await run_in_threadpool(_run_data, request, run_id)
     except ConvergeError as exc:
         raise http_error(exc) from exc
     page: Response = request.app.state.render(request, "run.html", who=who, **data)
     return page
+
+
+def _run_data(request: Request, run_id: str) -> dict[str, Any]:
+    store = store_of(request)
+    data = run_page_data(store, run_id, request.app.state.clock)
+    data.update(fork_data(store, run_id))
+    return data
 
 
 def _cancel(request: Request, run_id: str, who: Principal) -> str:
@@ -150,3 +171,86 @@ async def cancel_form(
     except ConvergeError as exc:
         raise http_error(exc) from exc
     return RedirectResponse(f"/runs/{run_id}", status_code=303)
+
+
+# -- time travel: fork a run at a cycle, diff two runs ----------------------------------
+@router.post("/api/runs/{run_id}/fork", status_code=201, responses=answers(400, 401, 403, 404, 422))
+async def api_fork(
+    request: Request,
+    run_id: str,
+    body: ForkRequest,
+    who: Annotated[Principal, Depends(api_principal)],
+) -> dict[str, Any]:
+    """Fork the run at ``cycle`` as the token's person (an approver), with the job it
+    recorded and the budget limits given over that job's, and drive the fork to its
+    stop (as ``converge fork``): 201 with the new run, its link and its stop. 400
+    when the cycle cannot be rebuilt (beyond the run's cycles, events missing) or
+    the run recorded no job."""
+    try:
+        result = await run_in_threadpool(
+            fork_as, store_of(request), run_id, body.cycle, body.changes(), who
+        )
+    except ConvergeError as exc:
+        raise http_error(exc) from exc
+    return fork_result(result, run_id, body.cycle)
+
+
+@router.post("/runs/{run_id}/fork")
+async def fork_form(
+    request: Request, run_id: str, who: Annotated[Principal, Depends(page_principal)]
+) -> Response:
+    """The run page's fork form (``cycle``, optional ``max_cycles``): forks the run,
+    then shows the new run."""
+    form = await request.form()
+    sent = form.get("csrf")
+    check_csrf(request, sent if isinstance(sent, str) else None)
+    try:
+        body = ForkRequest.model_validate(
+            {k: v for k, v in form.items() if k in ("cycle", "max_cycles") and v != ""}
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise HTTPException(422, f"{where}: {first['msg']}") from exc
+    try:
+        result = await run_in_threadpool(
+            fork_as, store_of(request), run_id, body.cycle, body.changes(), who
+        )
+    except ConvergeError as exc:
+        raise http_error(exc) from exc
+    return RedirectResponse(f"/runs/{result.run_id}", status_code=303)
+
+
+@router.get("/api/runs/{run_id}/diff/{other}", responses=answers(401, 404))
+async def api_diff(
+    request: Request,
+    run_id: str,
+    other: str,
+    _who: Annotated[Principal, Depends(api_principal)],
+) -> dict[str, Any]:
+    """Run ``run_id`` (A) against run ``other`` (B), as ``converge diff A B --json``:
+    each run's head, ``same``, ``why``, the first cycle whose facts differ, the facts
+    only in A, only in B and changed, the budget used side by side."""
+    try:
+        return await run_in_threadpool(diff_data, store_of(request), run_id, other, limit=None)
+    except ConvergeError as exc:
+        raise http_error(exc) from exc
+
+
+@router.get("/runs/{run_id}/diff/{other}", response_class=HTMLResponse)
+async def diff_page(
+    request: Request,
+    run_id: str,
+    other: str,
+    who: Annotated[Principal, Depends(page_principal)],
+) -> Response:
+    """Two runs side by side (read-only: viewers too): stops and why they differ,
+    facts only in A, only in B and changed (the first 200 of each), budget use."""
+    try:
+        data = await run_in_threadpool(
+            diff_data, store_of(request), run_id, other, limit=PAGE_FACTS
+        )
+    except ConvergeError as exc:
+        raise http_error(exc) from exc
+    page: Response = request.app.state.render(request, "diff.html", who=who, diff=data)
+    return page

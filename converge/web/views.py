@@ -16,6 +16,7 @@ from audit.approvals import Vote, deciding_vote, votes
 from audit.comments import comments
 from audit.lineage import lineage_graph
 from audit.people import log_access
+from audit.queries import read_runs
 from audit.store import SqlRunStore
 from audit.timeline import last_budget_status, timeline
 from converge.decisions import Clock, approvals_required, is_expired, job_of_run
@@ -155,8 +156,9 @@ def gate_page_data(
 def runs_list(
     store: SqlRunStore, *, category: str | None, kind: str | None, job: str | None
 ) -> list[dict[str, Any]]:
-    """Recorded runs, newest first, filtered by stop ``category``, ``kind`` and ``job``."""
-    return [r.to_dict() for r in store.runs(category=category, kind=kind, job=job)]
+    """Recorded runs, newest first, filtered by stop ``category``, ``kind`` and ``job``;
+    a row that cannot be read is ``{"run_id", "error", "column"}`` in its place."""
+    return [r.to_dict() for r in read_runs(store, category=category, kind=kind, job=job)]
 
 
 def _budget(store: SqlRunStore, run_id: str, events: list[Any]) -> BudgetStatus | None:

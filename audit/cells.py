@@ -1,0 +1,89 @@
+"""Stored cells checked before anything reads them: their column's type, their JSON.
+
+SQLite keeps whatever value a cell is given, whatever its column's declared type
+(a text in ``runs.cycles``, a number in ``gates.proposal``), so a row edited
+outside converge may hold anything; PostgreSQL enforces the types, but a JSON
+text column (``runs.reason``, ``runs.usage``...) may still hold any text there.
+:func:`bad_cell` names the first cell of a row that is not of its column's type,
+and :func:`json_cell` parses a JSON text cell or says why it cannot, so that the
+readers raise ``engine.errors.CorruptRow`` naming the cell and ``verify`` reports
+it, instead of failing on it with a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Float, Integer, String, Table, Text
+from sqlalchemy.types import TypeDecorator
+
+from engine.facts import canonical_json
+
+__all__ = ["bad_cell", "json_cell", "of_type", "same_json"]
+
+
+def _expected(column_type: Any) -> tuple[type, ...] | None:
+    """The Python types a cell of ``column_type`` holds (None: not checked)."""
+    if isinstance(column_type, TypeDecorator):  # SQLModel's AutoString: a String
+        column_type = column_type.impl
+    if isinstance(column_type, Integer):
+        return (int,)
+    if isinstance(column_type, Float):  # Double included
+        return (int, float)
+    if isinstance(column_type, String | Text):
+        return (str,)
+    return None
+
+
+def of_type(value: Any, types: tuple[type, ...]) -> bool:
+    """True when ``value`` is one of ``types`` (a bool is no integer here)."""
+    return isinstance(value, types) and not isinstance(value, bool)
+
+
+def bad_cell(table: Table, row: Mapping[Any, Any]) -> tuple[str, str] | None:
+    """``(column, why)`` of the first cell of ``row`` (a row of ``table``, as a
+    mapping) that is NULL in a NOT NULL column or not of its column's type; None
+    when every cell is. Columns missing from ``row`` are not checked."""
+    for column in table.columns:
+        if column.name not in row:
+            continue
+        value = row[column.name]
+        if value is None:
+            if not column.nullable:
+                return column.name, "NULL in a column that is never empty"
+            continue
+        types = _expected(column.type)
+        if types is not None and not of_type(value, types):
+            wanted = " or ".join(t.__name__ for t in types)
+            return column.name, f"{type(value).__name__} {value!r:.40} where {wanted} is expected"
+    return None
+
+
+def json_cell(text: Any, shape: type | None = None) -> tuple[Any, str | None]:
+    """``(value, None)`` for a JSON text (of ``shape``, dict or list, when given);
+    ``(None, why)`` when ``text`` is no text, no JSON or not of that shape."""
+    if not isinstance(text, str):
+        return None, f"{type(text).__name__} where JSON text is expected"
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return None, f"not JSON ({exc})"
+    if shape is not None and not isinstance(value, shape):
+        return None, f"a JSON {type(value).__name__} where a JSON {shape.__name__} is expected"
+    return value, None
+
+
+def same_json(text: Any, value: Any) -> bool:
+    """True when the JSON text cell ``text`` holds ``value`` (None: a NULL cell),
+    compared as canonical JSON, so that ``1``, ``1.0`` and ``true`` differ."""
+    if value is None or text is None:
+        return value is None and text is None
+    parsed, why = json_cell(text)
+    if why is not None:
+        return False
+    try:
+        return canonical_json(parsed) == canonical_json(value)
+    except (TypeError, ValueError):
+        return False

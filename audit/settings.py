@@ -1,0 +1,95 @@
+"""Store settings (``converge config set NAME VALUE``), kept in ``converge_meta``.
+
+One setting so far: ``require-token`` (``true`` / ``false``, default ``false``):
+decisions made on the command line (``converge approve`` / ``reject``) must carry
+the decider's API token (``--token`` or ``$CONVERGE_TOKEN``), so the command line
+cannot decide as someone else, nor twice for a quorum under two names. A setting
+is not chained: someone able to write the database can change it (docs/audit.md,
+"Trust model"), which is why signed decisions exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import delete, insert, select
+
+from audit.core import StoreCore
+from audit.tables import meta
+from engine.errors import ConfigurationError
+
+__all__ = ["REQUIRE_TOKEN", "SETTINGS", "Setting", "get_setting", "set_setting", "settings"]
+
+_PREFIX = "setting:"
+
+REQUIRE_TOKEN = "require-token"
+"""Command-line decisions need the decider's API token (``true`` / ``false``)."""
+
+
+def _boolean(text: str) -> str:
+    value = text.strip().lower()
+    if value in ("true", "yes", "on", "1"):
+        return "true"
+    if value in ("false", "no", "off", "0"):
+        return "false"
+    raise ValueError(f"{text!r} is not true or false")
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """A store setting: its ``name``, ``default``, what it does (``help``) and the
+    ``parse`` that turns given text into the stored value (``ValueError``)."""
+
+    name: str
+    default: str
+    help: str
+    parse: Callable[[str], str]
+
+
+SETTINGS: dict[str, Setting] = {
+    REQUIRE_TOKEN: Setting(
+        REQUIRE_TOKEN,
+        "false",
+        "converge approve / reject need the decider's token (--token or $CONVERGE_TOKEN)",
+        _boolean,
+    ),
+}
+"""Every setting, by name."""
+
+
+def _known(name: str) -> Setting:
+    setting = SETTINGS.get(name)
+    if setting is None:
+        raise ConfigurationError(
+            f"no setting {name!r}: the settings are {', '.join(sorted(SETTINGS))}"
+        )
+    return setting
+
+
+def get_setting(store: StoreCore, name: str) -> str:
+    """The value of setting ``name`` (its default when never set); ``ConfigurationError``
+    for an unknown name."""
+    setting = _known(name)
+    with store._tx(write=False) as conn:
+        value = conn.execute(select(meta.c.value).where(meta.c.key == _PREFIX + name)).scalar()
+    return setting.default if value is None else str(value)
+
+
+def set_setting(store: StoreCore, name: str, value: str) -> str:
+    """Set ``name`` to ``value`` and return the value stored (``true`` for ``yes``...).
+    Raises ``ConfigurationError`` for an unknown name or a value it does not take."""
+    setting = _known(name)
+    try:
+        stored = setting.parse(value)
+    except ValueError as exc:
+        raise ConfigurationError(f"setting {name}: {exc}") from exc
+    with store._tx() as conn:
+        conn.execute(delete(meta).where(meta.c.key == _PREFIX + name))
+        conn.execute(insert(meta).values(key=_PREFIX + name, value=stored))
+    return stored
+
+
+def settings(store: StoreCore) -> dict[str, str]:
+    """Every setting's value (defaults included), by name."""
+    return {name: get_setting(store, name) for name in sorted(SETTINGS)}

@@ -1,0 +1,132 @@
+"""What the run pages and the JSON API show and do for forks and diffs (issue 24).
+
+A fork's page names its parent and the cycle it was forked at (the link its chain
+holds, :mod:`audit.forks`), a run's page lists its forks, the list of runs marks
+each fork; an approver forks a run at a cycle (:func:`converge.forking.fork_run`,
+as ``converge fork``), anyone signed in reads the diff of two runs
+(:mod:`converge.run_diff`, as ``converge diff``). The routes are in
+:mod:`converge.web.runs`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import HTTPException
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from audit.forks import fork_link, fork_links, forks_of
+from audit.store import SqlRunStore
+from audit.tokens import Principal
+from converge.forking import BUDGET_FIELDS, fork_run
+from converge.run_diff import diff_runs, snapshot
+from converge.web.errors import Unprocessable
+from engine import RunResult
+from engine.stop import stop_reason_to_dict
+
+__all__ = [
+    "PAGE_FACTS",
+    "ForkRequest",
+    "diff_data",
+    "fork_as",
+    "fork_data",
+    "fork_result",
+    "with_fork_links",
+]
+
+PAGE_FACTS = 200
+"""Facts listed per section (only in A, only in B, changed) on the diff page; the
+JSON API lists them all."""
+
+MAX_CYCLE = 2**31 - 1
+"""The largest cycle number a request may name."""
+
+
+class ForkRequest(BaseModel):
+    """The body of ``POST /api/runs/{run_id}/fork``: the cycle whose end the fork
+    starts from, and budget limits laid over the budget of the job the run
+    recorded (totals, as in any run: the cycles and facts taken count; absent:
+    the job's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cycle: int = Field(ge=0, le=MAX_CYCLE, description="0: right after the initial facts.")
+    max_cycles: int | None = Field(default=None, ge=0, le=MAX_CYCLE)
+    max_facts: int | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, ge=0)
+    max_seconds: float | None = Field(default=None, ge=0)
+    max_cost_usd: float | None = Field(default=None, ge=0)
+    max_invocations: int | None = Field(default=None, ge=0)
+
+    def changes(self) -> dict[str, Any]:
+        """The budget limits given (None ones left out)."""
+        given = {name: getattr(self, name) for name in BUDGET_FIELDS}
+        return {k: v for k, v in given.items() if v is not None}
+
+
+def fork_as(
+    store: SqlRunStore, run_id: str, cycle: int, changes: dict[str, Any], who: Principal
+) -> RunResult:
+    """Fork ``run_id`` at ``cycle`` as ``who`` (an approver: 403 for a viewer) and
+    drive the fork to its stop; a budget value the job refuses is a 422 naming it.
+    Raises the library's errors (``RunNotFound``, ``ForkError``...) for the caller
+    to answer (:func:`converge.web.errors.http_error`)."""
+    if not who.may_decide:
+        raise HTTPException(403, f"{who.name} has a viewer token: it may not fork runs")
+    try:
+        return fork_run(store, run_id, cycle, changes=changes, by=who.name)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "budget"
+        raise Unprocessable(f"body.{where}", str(first["msg"])) from exc
+
+
+def fork_result(result: RunResult, parent: str, cycle: int) -> dict[str, Any]:
+    """The answer to a fork: the new run, its link, its stop (as ``GET /api/runs``)."""
+    reason = result.stop_reason
+    return {
+        "run_id": result.run_id,
+        "forked_from": {"run": parent, "cycle": cycle},
+        "kind": reason.kind_code(),
+        "category": reason.category.value,
+        "stop_reason": stop_reason_to_dict(reason),
+        "cycles": result.cycles,
+        "facts_count": len(result.context),
+        "url": f"/runs/{result.run_id}",
+    }
+
+
+def fork_data(store: SqlRunStore, run_id: str) -> dict[str, Any]:
+    """A run page's fork links: ``forked_from`` (``{run, cycle, facts_root}`` or
+    None) and ``forks`` (``[{run_id, cycle}]``, oldest first)."""
+    link = fork_link(store, run_id)
+    return {
+        "forked_from": None if link is None else link.to_dict(),
+        "forks": [{"run_id": f.fork, "cycle": f.cycle} for f in forks_of(store, run_id)],
+    }
+
+
+def with_fork_links(store: SqlRunStore, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` (``RunRow.to_dict()``) with ``forked_from`` on each: the fork's link,
+    None for a run that is no fork (read for the forks only, in one query)."""
+    forks = [r["run_id"] for r in rows if r.get("parent_run_id")]
+    links = fork_links(store, forks) if forks else {}
+    for r in rows:
+        if "parent_run_id" in r:  # a row that could be read
+            link = links.get(r["run_id"])
+            r["forked_from"] = None if link is None else link.to_dict()
+    return rows
+
+
+def diff_data(store: SqlRunStore, run_a: str, run_b: str, *, limit: int | None) -> dict[str, Any]:
+    """The diff of two runs (``converge diff --json``'s shape), each fact list cut
+    to ``limit`` entries (None: all) with ``counts`` giving their full lengths.
+    Raises ``RunNotFound``."""
+    diff = diff_runs(snapshot(store, run_a), snapshot(store, run_b))
+    data = diff.to_dict()
+    facts = data["facts"]
+    data["counts"] = {name: len(facts[name]) for name in ("only_a", "only_b", "changed")}
+    if limit is not None:
+        for name in ("only_a", "only_b", "changed"):
+            facts[name] = facts[name][:limit]
+    return data
