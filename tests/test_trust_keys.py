@@ -142,7 +142,9 @@ def test_serve_and_worker_refuse_to_start_on_a_keyed_store_without_its_key(
 ) -> None:
     _hold(monkeypatch, KEY)
     gate = run_gated(url, tmp_path)
-    monkeypatch.delenv("CONVERGE_DB", raising=False)  # `converge worker --db` sets it
+    # `converge worker --db` sets it: recorded by monkeypatch, so removed again after
+    monkeypatch.setenv("CONVERGE_DB", "")
+    monkeypatch.delenv("CONVERGE_DB")
     before = snapshot(url)
     _hold(monkeypatch, HELD[held])
 

@@ -64,9 +64,9 @@ def worker(
     (queued, or crashed with their worker). Start it where the jobs' modules
     import. Needs the 'workers' extra, except with --run.
     """
+    _check_key(db)  # refused: this process's environment is left as it was
     if db:
         os.environ["CONVERGE_DB"] = db  # the worker processes open the store themselves
-    _check_key(db)
     if run_id is not None:
         _run_here(db, run_id, resume)
         return
