@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 from audit.chain import VerifyReport
 from audit.core import StoreCore
-from audit.ledger import LEDGER_ID, key_fingerprint, parse_anchor, verify_ledger
+from audit.ledger import LEDGER_ID, verify_ledger
 from audit.proofs import ledger_entries, ledger_tree, parse_head
 from audit.store_key import keyed_as, stored_fingerprint
 from engine.errors import ConvergeError
+from engine.hashing.ledger import key_fingerprint, parse_anchor
 
 __all__ = ["KEY_ID", "AnchorClaim", "anchor_text", "claim_reports", "parse_claim"]
 
@@ -79,8 +80,8 @@ def claim_reports(store: StoreCore, claim: AnchorClaim) -> list[VerifyReport]:
 
 
 def _ledger_report(store: StoreCore, claim: AnchorClaim) -> VerifyReport | None:
-    with store._tx(write=False) as conn:
-        state = verify_ledger(conn, store._hash)
+    with store.transaction(write=False) as conn:
+        state = verify_ledger(conn, store.chain_hash)
     if state.hashes.get(claim.size) == claim.digest:
         return None
     why = (
@@ -119,13 +120,13 @@ def _key_reports(store: StoreCore, claim: AnchorClaim) -> list[VerifyReport]:
         )
     )
     at = claim.size or 1
-    if store._key is None:
+    if store.key is None:
         why = (
             f"cannot vouch for this store: the anchor names it keyed (key fingerprint "
             f"{claim.keyed}) and CONVERGE_AUDIT_KEY is not set{gone}"
         )
         return [VerifyReport(KEY_ID, False, 0, at, why)]
-    mine = key_fingerprint(store._key)
+    mine = key_fingerprint(store.key)
     if mine != claim.keyed:
         why = f"wrong key: the anchor names key fingerprint {claim.keyed}, yours is {mine}"
         return [VerifyReport(KEY_ID, False, 0, at, why)]

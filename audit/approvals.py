@@ -25,21 +25,14 @@ from audit.gates import gate_record
 from audit.inbox_schema import ensure_inbox_tables
 from audit.store import SqlRunStore
 from audit.tables import gate_votes, gates
-from engine.errors import ConvergeError, GateAlreadyDecided, GateExpired, GateNotFound
+from engine.errors import DuplicateVote as DuplicateVote  # re-exported: it lived here
+from engine.errors import GateAlreadyDecided, GateExpired, GateNotFound
 from engine.hitl import GateDecision, iso_utc
+from engine.status import GateStatus
 from engine.store import AuditEvent
 
 MAX_REASON_CHARS = 10_000
 """The longest reason a vote may carry (characters)."""
-
-
-class DuplicateVote(ConvergeError):
-    """This person already approved or rejected this gate: a quorum needs distinct people."""
-
-    def __init__(self, gate_id: str, voter: str) -> None:
-        self.gate_id = gate_id
-        self.voter = voter
-        super().__init__(f"{voter} already voted on gate {gate_id}; another person must approve")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +87,7 @@ def deciding_vote(cast: Sequence[Vote], required: int) -> Vote | None:
 def votes(store: SqlRunStore, gate_id: str) -> list[Vote]:
     """The votes cast on ``gate_id``, oldest first (empty for a gate without quorum)."""
     ensure_inbox_tables(store)
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         rows = conn.execute(
             select(gate_votes)
             .where(gate_votes.c.gate_id == gate_id)
@@ -127,14 +120,14 @@ def cast_vote(
         raise ValueError(f"required must be >= 1, got {required}")
     ensure_inbox_tables(store)
     at = time.time() if now is None else now
-    with store._tx() as conn:
+    with store.transaction() as conn:
         row = conn.execute(
             select(gates).where(gates.c.gate_id == gate_id).with_for_update()
         ).one_or_none()
         if row is None:
             raise GateNotFound(f"no gate {gate_id!r} in audit store {store.shown}")
         gate = gate_record(row._mapping)
-        if gate.status != "pending":
+        if gate.status != GateStatus.PENDING:
             raise GateAlreadyDecided(
                 gate_id, gate.status, gate.decided_by, iso_utc(gate.decided_at)
             )
@@ -156,7 +149,7 @@ def cast_vote(
                 # pending: the process that cast it died before resuming the run;
                 # repeating the vote lets the caller apply the decision
                 return VoteOutcome(gate_id, tuple(cast), required, decided)
-            status = "approved" if decided.approved else "rejected"
+            status = GateStatus.APPROVED if decided.approved else GateStatus.REJECTED
             raise GateAlreadyDecided(gate_id, status, decided.by, iso_utc(cast[-1].ts))
         if any(v.voter == decision.by for v in cast):
             raise DuplicateVote(gate_id, decision.by)

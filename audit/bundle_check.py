@@ -27,15 +27,17 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from audit.bundles import FORMAT, FORMAT_V1, RUN_TYPE
-from audit.chain import GENESIS, PLAIN
 from audit.crosscheck import CHECKPOINTED, TERMINAL
 from audit.decision_signatures import verify_bundle_decisions
 from audit.json_text import loads as _loads
-from audit.ledger import entry_message
-from audit.merkle import MerkleTree, leaf_hash, verify_inclusion
 from audit.proofs import HEAD_TYPE
 from audit.signing import check_signature
-from engine.integrity import LEAF_PREFIX, merkle_scheme
+from engine.errors import BundleError as BundleError  # re-exported: it lived here
+from engine.hashing.chain import GENESIS, PLAIN
+from engine.hashing.checkpoint import checkpoint_digest
+from engine.hashing.ledger import entry_message
+from engine.hashing.merkle import leaf_hash, merkle_scheme, text_leaves
+from engine.hashing.proofs import MerkleTree, verify_inclusion
 
 FORMATS = (FORMAT, FORMAT_V1)
 """The bundle formats read."""
@@ -57,10 +59,6 @@ class Check:
     def to_dict(self) -> dict[str, Any]:
         """``{"name", "ok", "detail"}``."""
         return asdict(self)
-
-
-class BundleError(ValueError):
-    """The file is not a proof bundle (not JSON, another format)."""
 
 
 def read_bundle(path: Path) -> dict[str, Any]:
@@ -142,7 +140,8 @@ def _scan(bundle: dict[str, Any], run: dict[str, Any]) -> _Scan:
     for seq, e in enumerate(events, 1):
         kind, payload = e["kind"], e["payload"]
         q = quoted.get(kind) or quoted.setdefault(kind, _quote(kind))
-        # audit.chain.event_message, with the timestamp's text as carried
+        # engine.hashing.chain.event_message (the timestamp's text as carried); its
+        # leaf_hash and its plain chain link inlined: one pass over 100k events
         message = (
             f'{{"cycle":{e["cycle"]},"kind":{q},"payload":{payload},'
             f'"run_id":{rid},"seq":{seq},"ts":{e["ts"]}}}'
@@ -315,8 +314,7 @@ def _facts(scan: _Scan, bundle: dict[str, Any], run: dict[str, Any]) -> str | tu
 def _facts_root(scan: _Scan, bundle: dict[str, Any], run: dict[str, Any]) -> str | tuple[bool, str]:
     texts = _fact_texts(scan, bundle)
     scheme = merkle_scheme(run.get("facts_merkle"))
-    sha, prefix = hashlib.sha256, LEAF_PREFIX[scheme]
-    root = MerkleTree([sha(prefix + t.encode()).digest() for t in texts], scheme).root().hex()
+    root = MerkleTree(text_leaves(texts, scheme), scheme).root().hex()
     stops = scan.payloads(TERMINAL)
     recorded = stops[-1][1].get("facts_root") if stops else None
     if len(texts) != run["facts_count"]:
@@ -335,7 +333,7 @@ def _checkpoint(blob: str | None, scan: _Scan) -> str | tuple[bool, str]:
     if not saved:
         return False, "a checkpoint no event records"
     seq, payload = saved[-1]
-    if hashlib.sha256(blob.encode()).hexdigest() != payload["checkpoint_sha256"]:
+    if checkpoint_digest(blob) != payload["checkpoint_sha256"]:
         return False, f"the checkpoint differs from the sha256 event seq {seq} records"
     return f"its sha256 is the one event seq {seq} records"
 

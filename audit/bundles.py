@@ -14,7 +14,6 @@ verifies either with the public key alone.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -28,13 +27,14 @@ from audit.checkpoints import read_checkpoint
 from audit.core import StoreCore
 from audit.crosscheck import TERMINAL
 from audit.decision_signatures import SIGNED_KINDS, signed_deciders
-from audit.merkle import MerkleTree
 from audit.proofs import ledger_entries, ledger_tree, signed_head
 from audit.signing import Signer, ensure_signature_tables, stored_statement
 from audit.tables import runs
-from engine.errors import ConvergeError, RunNotFound
+from engine.errors import ExportError as ExportError  # re-exported: it lived here
+from engine.errors import RunNotFound
 from engine.facts import canonical_json
-from engine.integrity import LEAF_PREFIX, merkle_scheme
+from engine.hashing.merkle import merkle_scheme, text_leaves
+from engine.hashing.proofs import MerkleTree
 
 FORMAT = "converge.bundle/2"
 """The ``format`` of the proof bundles written now."""
@@ -48,16 +48,11 @@ RUN_TYPE = "converge.run/1"
 _quote = json.encoder.encode_basestring
 
 
-class ExportError(ConvergeError):
-    """The run cannot be exported: not stopped yet, its chain does not verify, an
-    unknown fact id."""
-
-
 class _Run:
     """What an export reads of one run: its row, its events, its facts' leaves."""
 
     def __init__(self, store: StoreCore, run_id: str) -> None:
-        with store._tx(write=False) as conn:
+        with store.transaction(write=False) as conn:
             row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one_or_none()
             if row is None:
                 raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
@@ -72,7 +67,7 @@ class _Run:
             head_hash=row.head_hash,
             last_seq=row.last_seq,
             chain=row.chain,
-            key=store._key,
+            key=store.key,
             messages=self.messages,
         )
         if not report.ok:
@@ -90,10 +85,7 @@ class _Run:
             self.initial = [canonical_json(f) for f in payload.get("initial_facts", ())]
         # a fact's leaf hashes its fact_promoted payload, the exact chained text
         self.facts = self.initial + [r.payload for r in rows if r.kind == "fact_promoted"]
-        sha, prefix = hashlib.sha256, LEAF_PREFIX[self.scheme]
-        self.facts_tree = MerkleTree(
-            [sha(prefix + f.encode()).digest() for f in self.facts], self.scheme
-        )
+        self.facts_tree = MerkleTree(text_leaves(self.facts, self.scheme), self.scheme)
         if self.facts_tree.root().hex() != self.stop.get("facts_root"):
             raise ExportError(
                 f"run {run_id}: the facts root of its last stop is not the root of its facts"
@@ -101,8 +93,7 @@ class _Run:
 
     def statement(self) -> dict[str, Any]:
         """The run statement the export signs."""
-        sha = hashlib.sha256
-        events_tree = MerkleTree([sha(b"\x00" + m.encode()).digest() for m in self.messages])
+        events_tree = MerkleTree(text_leaves(self.messages))
         return {
             "type": RUN_TYPE,
             "run_id": self.row.run_id,
@@ -142,7 +133,7 @@ def _common(store: StoreCore, signer: Signer, run: _Run) -> dict[str, Any]:
     if (run.row.last_seq, run.row.head_hash) != (statement["last_seq"], statement["head"]):
         raise ExportError(f"run {run.row.run_id} changed while it was exported")
     ensure_signature_tables(store)
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         at_stop = stored_statement(conn, "facts_root", run.row.run_id, signer.key_id)
     if at_stop is not None and at_stop.get("facts_root") != statement["facts_root"]:
         at_stop = None  # signed at an earlier stop of a run resumed since

@@ -9,13 +9,12 @@ where canonical JSON has sorted keys and compact separators, ``hash(0)`` is
 (``CONVERGE_AUDIT_KEY`` or ``open_store(key=...)``): without the key nobody can
 re-chain altered rows. ``runs.head_hash`` holds the last hash, so a change to the
 tail shows too. :func:`read_chain` reads a run's chained rows, :func:`verify_chain`
-recomputes a chain and names the first bad ``seq`` and why.
+recomputes a chain and names the first bad ``seq`` and why. The hashing is
+:mod:`engine.hashing.chain`'s; this module reads and checks the stored rows.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -24,47 +23,21 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, select
 
 from audit.tables import audit_events
+from engine.hashing.chain import GENESIS, KEYED, PLAIN, event_message, hasher
 
-GENESIS = "0" * 64
-"""The "previous hash" of a run's first event."""
-
-PLAIN = "sha256"
-KEYED = "hmac-sha256"
+__all__ = [
+    "GENESIS",
+    "KEYED",
+    "PLAIN",
+    "ChainRow",
+    "VerifyReport",
+    "event_message",
+    "hasher",
+    "read_chain",
+    "verify_chain",
+]
 
 _quote: Callable[[str], str] = json.encoder.encode_basestring
-
-
-def event_message(
-    run_id_json: str, seq: int, kind: str, cycle: int, ts: float, payload: str
-) -> str:
-    """The canonical JSON of one event, from its already-canonical ``payload`` text.
-
-    ``run_id_json`` is the run id as a JSON string (quoted once per batch, not per row).
-    Equal to ``canonical_json`` of the dict, keys in sorted order.
-    """
-    return (
-        f'{{"cycle":{cycle},"kind":{_quote(kind)},"payload":{payload},'
-        f'"run_id":{run_id_json},"seq":{seq},"ts":{float(ts)!r}}}'
-    )
-
-
-def hasher(key: bytes | None) -> Callable[[str, str], str]:
-    """The chain function ``(prev_hash, message) -> hex hash``: sha256, or HMAC with ``key``."""
-    if key is None:
-        sha = hashlib.sha256
-
-        def plain(prev: str, message: str) -> str:
-            return sha((prev + message).encode()).hexdigest()
-
-        return plain
-    base = hmac.new(key, digestmod=hashlib.sha256)
-
-    def keyed(prev: str, message: str) -> str:
-        h = base.copy()
-        h.update((prev + message).encode())
-        return h.hexdigest()
-
-    return keyed
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,6 @@ checked by :func:`load_checkpoint` (docs/audit.md).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Sequence
@@ -18,14 +17,15 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select
 
-from audit.chain import GENESIS
 from audit.core import StoreCore, json_compact
-from audit.crosscheck import CHECKPOINTED, TERMINAL, checkpoint_digest
+from audit.crosscheck import CHECKPOINTED, TERMINAL
 from audit.json_text import loads as _loads
 from audit.run_header import read_header
 from audit.tables import audit_events, checkpoint_parts, checkpoints, fact_chunks, runs
-from audit.writer import fold_digest
 from engine.errors import ResumeError, RunFinished, StoreError
+from engine.hashing.chain import GENESIS
+from engine.hashing.checkpoint import checkpoint_digest, fold_digest
+from engine.status import RunStatus
 from engine.stop_categories import RESUMABLE
 from engine.store import AuditEvent, BatchItem
 
@@ -90,7 +90,7 @@ def read_chunks(conn: Connection, run_id: str, facts: Any) -> list[Any]:
     for first, data in rows:
         if first != at:
             break
-        digest = fold_digest(digest, hashlib.sha256(data.encode()).hexdigest())
+        digest = fold_digest(digest, checkpoint_digest(data))
         out.extend(_loads(data))
         at = len(out)
     if at != count or digest != facts.get("chunks"):
@@ -129,7 +129,7 @@ def put_checkpoint(
     if blob is None:
         blob = checkpoint_text(run_id, data)
     assert blob is not None
-    size = store._part_chars
+    size = store.part_chars
     conn.execute(
         insert(checkpoints).values(
             run_id=run_id,
@@ -189,7 +189,7 @@ def load_checkpoint(store: StoreCore, run_id: str) -> dict[str, Any]:
     tampering. ``run_epoch`` and ``run_seq`` are the
     run's fencing epoch and last seq in that snapshot: a claim that expects them
     fails if anyone claimed the run, or anything was recorded, since."""
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         row = conn.execute(
             select(
                 runs.c.epoch, runs.c.last_seq, runs.c.status, runs.c.stop_kind, runs.c.category
@@ -207,7 +207,7 @@ def load_checkpoint(store: StoreCore, run_id: str) -> dict[str, Any]:
         ).scalar()
         if blob is None:
             # a run that stopped with nothing left to do keeps no checkpoint: say so
-            if row is not None and row.status == "stopped" and row.category not in _GOES_ON:
+            if row is not None and row.status == RunStatus.STOPPED and row.category not in _GOES_ON:
                 raise RunFinished(f"run {run_id} already finished ({row.stop_kind})")
             raise ResumeError(f"run {run_id} has no checkpoint in audit store {store.shown}")
         data = _checked(run_id, blob, chained)

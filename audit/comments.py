@@ -48,7 +48,7 @@ def add_comment(store: SqlRunStore, gate_id: str, by: str, text: str) -> Comment
         raise ConfigurationError("a comment needs the name of who writes it")
     require_key(store, f"commenting on gate {gate_id}")  # a comment is chained
     at = time.time()
-    with store._tx() as conn:
+    with store.transaction() as conn:
         row = conn.execute(select(gates).where(gates.c.gate_id == gate_id)).one_or_none()
         if row is None:
             raise GateNotFound(f"no gate {gate_id!r} in audit store {store.shown}")

@@ -2,7 +2,7 @@
 writer thread and the chain heads its queued batches will leave.
 
 :class:`StoreCore` holds that state, and runs one transaction at a time
-(``_tx``). :class:`audit.store.SqlRunStore` is built on it; the functions of the
+(``transaction``). :class:`audit.store.SqlRunStore` is built on it; the functions of the
 concept modules (``audit.schema``, ``audit.checkpoints``, ``audit.events``,
 ``audit.runs``, ``audit.gates``, ``audit.queries``, ``audit.verify``) take it as
 their first argument, so none of them imports the façade.
@@ -18,12 +18,12 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, inspect, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from audit.chain import KEYED, PLAIN, hasher
 from audit.faults import after_write_commit
 from audit.ledger_timing import ledger_timing
 from audit.url import WRITE, display_url, make_engine
 from audit.writer import BackgroundWriter, BulkInserter, Prediction, QueuedBatch
 from engine.errors import ConvergeError, StoreError
+from engine.hashing.chain import KEYED, PLAIN, hasher
 
 json_compact: Callable[[Any], str] = json.JSONEncoder(
     separators=(",", ":"), ensure_ascii=False
@@ -54,47 +54,62 @@ class StoreCore:
     ) -> None:
         self.url = url
         self.shown = display_url(url)
-        self._engine = engine if engine is not None else make_engine(url)
-        self._key = key
-        self._hash = hasher(key)
-        self._chain = KEYED if key is not None else PLAIN
-        self._pg = self._engine.dialect.name == "postgresql"
-        # when run heads reach the ledger: inline, or pending for a sequencer
-        self._ledger = ledger_timing(self._pg)
-        self._part_chars = part_chars
-        self._inserter = BulkInserter(self._engine)
-        file_sqlite = self._engine.dialect.name == "sqlite" and self._engine.url.database not in (
+        self.sql_engine = engine if engine is not None else make_engine(url)
+        """The SQLAlchemy engine of the database (its pool of connections)."""
+        self.key = key
+        """The HMAC key of the chain (None: plain sha256). A secret: never logged,
+        shown or put in a repr."""
+        self.chain_hash = hasher(key)
+        """The chain function ``(prev_hash, message) -> hex hash`` of ``key``."""
+        self.chain_kind = KEYED if key is not None else PLAIN
+        """The chain's label a run row records: ``"hmac-sha256"`` or ``"sha256"``."""
+        self.is_postgres = self.sql_engine.dialect.name == "postgresql"
+        """Whether the database is PostgreSQL (else SQLite)."""
+        self.ledger_timing = ledger_timing(self.is_postgres)
+        """When run heads reach the ledger: inline, or pending for a sequencer (a test
+        may replace it)."""
+        self.part_chars = part_chars
+        """Characters in one stored part of a checkpoint's text."""
+        self.inserter = BulkInserter(self.sql_engine)
+        """Inserts a batch's event rows in bulk."""
+        db_url = self.sql_engine.url
+        file_sqlite = db_url.get_backend_name() == "sqlite" and db_url.database not in (
             None,
             "",
             ":memory:",
         )
-        self._writer = BackgroundWriter(
+        self.writer = BackgroundWriter(
             "converge-audit", commit, self._checkpoint_wal if file_sqlite else None
         )
-        # per run, what the queued batches will leave: chain head, seq, facts and the
-        # digest chain of its fact chunks (None: they do not tile); a prediction the
-        # writer checks under the run's lock
-        self._heads: dict[str, Prediction] = {}
+        """The thread committing the batches queued by large cycles."""
+        self.predicted_heads: dict[str, Prediction] = {}
+        """Per run id, what its queued batches will leave: chain head, seq, facts and
+        the digest chain of its fact chunks (None: they do not tile); a prediction the
+        writer checks under the run's lock."""
         # the feature tables (ensure_tables) known to exist in this store
         self._ready_tables: set[str] = set()
-        self._fingerprint: str | None = None
-        # per run this process writes, the fencing epoch of its claim (start_run: 0);
-        # a write finding another epoch in the run's row is refused (RunSuperseded)
-        self._epochs: dict[str, int] = {}
-        # queued runs this process took (audit.run_queue): start_run fills their row
-        self._taken: set[str] = set()
+        self.known_fingerprint: str | None = None
+        """The key fingerprint the store records, as far as this object knows (None:
+        not known to be keyed; ``audit.store_key`` reads it again before refusing)."""
+        self.claim_epochs: dict[str, int] = {}
+        """Per run id this process writes, the fencing epoch of its claim (start_run:
+        0); a write finding another epoch in the run's row is refused (RunSuperseded)."""
+        self.taken_runs: set[str] = set()
+        """Queued run ids this process took (audit.run_queue): start_run fills their row."""
 
     @contextmanager
-    def _tx(self, *, write: bool = True, settle: bool = True) -> Iterator[Connection]:
-        """One transaction, after the batch in flight (unless ``settle`` is false: the
-        writer thread's own); database failures become ``StoreError``."""
+    def transaction(self, *, write: bool = True, settle: bool = True) -> Iterator[Connection]:
+        """A context manager yielding the ``Connection`` of one transaction, committed
+        on exit, begun after the batch in flight (unless ``settle`` is false: the
+        writer thread's own). ``write=False`` is a read (on PostgreSQL one REPEATABLE
+        READ snapshot). Database failures become ``StoreError``."""
         if settle:
-            self._writer.settle()
+            self.writer.settle()
         try:
-            with self._engine.connect() as conn:
+            with self.sql_engine.connect() as conn:
                 if write:
                     conn.execution_options(**{WRITE: True})
-                elif self._pg:
+                elif self.is_postgres:
                     # a consistent snapshot across the statements of a read
                     conn.execution_options(isolation_level="REPEATABLE READ")
                 with conn.begin():
@@ -124,8 +139,8 @@ class StoreCore:
         names = frozenset(t.name for t in tables)
         if names <= ready:
             return
-        with self._tx() as conn:
-            if self._pg:
+        with self.transaction() as conn:
+            if self.is_postgres:
                 conn.execute(text(f"SELECT pg_advisory_xact_lock({int(lock_id)})"))
             for table in tables:
                 table.create(conn, checkfirst=True)
@@ -137,7 +152,7 @@ class StoreCore:
         """Whether the feature table ``name`` exists (asked once it does)."""
         if name in self._ready_tables:
             return True
-        with self._tx(write=False) as conn:
+        with self.transaction(write=False) as conn:
             found = inspect(conn).has_table(name)
         if found:
             self._ready_tables.add(name)
@@ -148,15 +163,15 @@ class StoreCore:
         database file with a passive checkpoint, which runs beside other writers: the
         commit that crosses ``wal_autocheckpoint`` would otherwise do it while a run
         waits (~35 ms per 100k facts, measured on W2's last commit)."""
-        raw = self._engine.raw_connection()
+        raw = self.sql_engine.raw_connection()
         try:
             # on the DBAPI connection: autocommit, so no transaction pins the snapshot
             raw.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)")  # type: ignore[union-attr]
         finally:
             raw.close()
 
-    def _written(self, run_id: str) -> None:
+    def wait_written(self, run_id: str) -> None:
         """Wait for the queued batches; raise the failure of a batch of ``run_id``
         (``StoreError``). The run's next write reads its chain head from the database."""
-        self._heads.pop(run_id, None)
-        self._writer.wait(run_id)
+        self.predicted_heads.pop(run_id, None)
+        self.writer.wait(run_id)

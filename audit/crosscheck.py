@@ -4,18 +4,20 @@ The ``runs`` columns (stop kind, category, reason, cycles, facts count, facts ro
 must equal the run's last chained ``run_stopped`` / ``run_paused`` event; every
 gate row must equal its chained ``gate_opened`` and ``gate_decided`` events; the
 stored checkpoint's sha256 must equal the one chained with the stop or pause that
-wrote it. Each check returns why it fails (and at which seq), or None.
+wrote it (:func:`engine.hashing.checkpoint.checkpoint_digest`). Each check returns
+why it fails (and at which seq), or None.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any
 
 from audit.cells import same_json
 from audit.chain import ChainRow
+from engine.hashing.checkpoint import checkpoint_digest as checkpoint_digest
+from engine.status import GateStatus
 
 TERMINAL = ("run_stopped", "run_paused")
 """The events that carry a run's outcome (and the digest of its checkpoint)."""
@@ -25,11 +27,6 @@ CHECKPOINTED = (*TERMINAL, "checkpoint_saved")
 
 Problem = tuple[int, str] | None
 """(seq, reason) of the first disagreement, or None."""
-
-
-def checkpoint_digest(blob: str) -> str:
-    """The sha256 (hex) of a stored checkpoint's text."""
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 def last_terminal(
@@ -133,7 +130,7 @@ def check_gates(gate_rows: Sequence[Any], rows: Sequence[ChainRow]) -> Problem:
         if not same_json(g.proposal, p.get("proposal")):
             return seq, f"gate {g.gate_id} differs from the chain (proposal)"
         decision = decided.get(g.gate_id)
-        if g.status == "pending":
+        if g.status == GateStatus.PENDING:
             if decision is not None:
                 return decision[0], f"gate {g.gate_id} differs from the chain (status)"
             continue

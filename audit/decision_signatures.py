@@ -82,7 +82,7 @@ def decision_statement(
 
 def chain_holds(store: StoreCore, run_id: str, head: str) -> bool:
     """Whether ``head`` is the hash of one of the run's events (a head signed at)."""
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         found = conn.execute(
             select(audit_events.c.seq)
             .where(audit_events.c.run_id == run_id, audit_events.c.hash == head)

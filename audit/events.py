@@ -32,8 +32,9 @@ from audit.core import StoreCore
 from audit.crosscheck import TERMINAL
 from audit.sequencer import record_head
 from audit.tables import runs
-from audit.writer import ChainedBatch, Prediction, QueuedBatch, chain_batch, fold_digest
+from audit.writer import ChainedBatch, Prediction, QueuedBatch, chain_batch
 from engine.errors import RunNotFound, RunSuperseded, StoreError
+from engine.hashing.checkpoint import fold_digest
 from engine.store import AuditEvent, BatchItem, PromotedFacts
 
 
@@ -41,7 +42,7 @@ def lock_run(store: StoreCore, conn: Connection, run_id: str) -> tuple[str, int,
     """Lock the run's row for this transaction: its head hash, last seq, cycles and
     facts (``RunNotFound`` when there is none).
 
-    The fence: when this process holds a claim on the run (``store._epochs``), the
+    The fence: when this process holds a claim on the run (``store.claim_epochs``), the
     row's epoch must still be that claim's, else ``RunSuperseded`` and nothing of
     the transaction is written. Every write of a run's events goes through here.
     """
@@ -52,7 +53,7 @@ def lock_run(store: StoreCore, conn: Connection, run_id: str) -> tuple[str, int,
     ).one_or_none()
     if row is None:
         raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
-    held = store._epochs.get(run_id)
+    held = store.claim_epochs.get(run_id)
     if held == -1:
         raise RunSuperseded(
             f"run {run_id!r} already exists in audit store {store.shown} (another run "
@@ -71,8 +72,8 @@ def append(store: StoreCore, conn: Connection, run_id: str, events: Sequence[Bat
     head, seq, cycles, facts = lock_run(store, conn, run_id)
     if not events:
         return
-    batch = chain_batch(run_id, events, head, seq, store._key)
-    store._inserter.insert(conn, batch, facts)
+    batch = chain_batch(run_id, events, head, seq, store.key)
+    store.inserter.insert(conn, batch, facts)
     move_head(
         store, conn, run_id, batch.head, batch.seq, max(cycles, batch.top), facts + batch.promoted
     )
@@ -127,12 +128,12 @@ def append_events(store: StoreCore, run_id: str, events: Sequence[BatchItem]) ->
         return
     limit = store.write_behind_events
     if limit is None or sum(len(e) if type(e) is PromotedFacts else 1 for e in events) < limit:
-        store._written(run_id)
-        with store._tx() as conn:
+        store.wait_written(run_id)
+        with store.transaction() as conn:
             append(store, conn, run_id, events)
         return
     known = predict(store, run_id)
-    batch = chain_batch(run_id, events, known[0], known[1], store._key)
+    batch = chain_batch(run_id, events, known[0], known[1], store.key)
     _queue(store, run_id, QueuedBatch(events, batch, known[:3]), _after(known, batch))
 
 
@@ -145,19 +146,19 @@ def save_checkpoint(
     :meth:`audit.store.SqlRunStore.save_checkpoint`)."""
     known = predict(store, run_id) if store.write_behind_events is not None else None
     if known is not None and known[3] is not None and checkpoint.get("facts") is None:
-        batch = chain_batch(run_id, events, known[0], known[1], store._key)
+        batch = chain_batch(run_id, events, known[0], known[1], store.key)
         after = _after(known, batch)
         chunks = after[3]
         if int(checkpoint.get("facts_count", -1)) == after[2] and chunks is not None:
             blob = checkpoint_blob(run_id, checkpoint, chunks)
             saved = chain_batch(
-                run_id, [saved_event(checkpoint, blob)], batch.head, batch.seq, store._key
+                run_id, [saved_event(checkpoint, blob)], batch.head, batch.seq, store.key
             )
             item = QueuedBatch(events, batch, known[:3], checkpoint, blob, saved)
             _queue(store, run_id, item, (saved.head, saved.seq, after[2], chunks))
             return
-    store._written(run_id)
-    with store._tx() as conn:
+    store.wait_written(run_id)
+    with store.transaction() as conn:
         written = append_checkpointed(store, conn, run_id, events, checkpoint)
         assert written is not None
         append(store, conn, run_id, [saved_event(checkpoint, written)])
@@ -167,11 +168,11 @@ def save_checkpoint(
 def predict(store: StoreCore, run_id: str) -> Prediction:
     """What the run's queued batches will leave (read after they are committed
     when this process has no prediction yet)."""
-    known = store._heads.get(run_id)
+    known = store.predicted_heads.get(run_id)
     if known is not None:
         return known
-    store._written(run_id)
-    with store._tx(write=False) as conn:
+    store.wait_written(run_id)
+    with store.transaction(write=False) as conn:
         row = conn.execute(
             select(runs.c.head_hash, runs.c.last_seq, runs.c.facts_count).where(
                 runs.c.run_id == run_id
@@ -188,11 +189,11 @@ def predict(store: StoreCore, run_id: str) -> Prediction:
 
 def _queue(store: StoreCore, run_id: str, item: QueuedBatch, after: Prediction) -> None:
     try:
-        store._writer.submit(run_id, item)
+        store.writer.submit(run_id, item)
     except StoreError:
-        store._heads.pop(run_id, None)
+        store.predicted_heads.pop(run_id, None)
         raise
-    store._heads[run_id] = after
+    store.predicted_heads[run_id] = after
 
 
 def _after(known: Prediction, batch: ChainedBatch) -> Prediction:
@@ -207,16 +208,16 @@ def commit(store: StoreCore, run_id: str, items: list[QueuedBatch]) -> None:
     """(writer thread) Insert queued batches of ``run_id`` in one transaction, each
     chained after the one before (with a checkpoint, its ``checkpoint_saved``
     event and blob); chain them again if another writer moved the run meanwhile."""
-    with store._tx(settle=False) as conn:
+    with store.transaction(settle=False) as conn:
         head, seq, cycles, facts = lock_run(store, conn, run_id)
         again = (head, seq, facts) != items[0].known
         if again:
-            store._heads.pop(run_id, None)
+            store.predicted_heads.pop(run_id, None)
         for item in items:
             batch = item.batch
             if again:
-                batch = chain_batch(run_id, item.events, head, seq, store._key)
-            store._inserter.insert(conn, batch, facts)
+                batch = chain_batch(run_id, item.events, head, seq, store.key)
+            store.inserter.insert(conn, batch, facts)
             head, seq = batch.head, batch.seq
             cycles = max(cycles, batch.top)
             facts += batch.promoted
@@ -228,9 +229,9 @@ def commit(store: StoreCore, run_id: str, items: list[QueuedBatch]) -> None:
                 chunks = chunks_digest(store, conn, run_id, count)
                 blob = checkpoint_blob(run_id, item.checkpoint, chunks)
                 saved = chain_batch(
-                    run_id, [saved_event(item.checkpoint, blob)], head, seq, store._key
+                    run_id, [saved_event(item.checkpoint, blob)], head, seq, store.key
                 )
-            store._inserter.insert(conn, saved, facts)
+            store.inserter.insert(conn, saved, facts)
             head, seq = saved.head, saved.seq
             put_checkpoint(store, conn, run_id, item.checkpoint, blob)
         move_head(store, conn, run_id, head, seq, cycles, facts)

@@ -13,7 +13,7 @@ fact that differs), so its chain must show:
   the facts promoted before it (initial facts included), so the recorded stop and
   the recorded facts agree (but for a stop by a failing store, which holds only a
   prefix of the run's facts), under the scheme its ``run_started`` names
-  (``engine.integrity``: RFC 6962, or LEGACY for runs recorded before).
+  (``engine.hashing.merkle``: RFC 6962, or LEGACY for runs recorded before).
 
 The first violation is reported as ``(seq, why)`` (the event that shows it).
 """
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from audit.chain import ChainRow
 from audit.crosscheck import TERMINAL, Problem
 from engine.facts import canonical_json
-from engine.integrity import LEAF_PREFIX, LEGACY, merkle_scheme, root_of_leaves
+from engine.hashing.merkle import LEAF_PREFIX, LEGACY, merkle_scheme, root_of_leaves
 
 __all__ = ["check_exactly_once"]
 
@@ -53,7 +53,7 @@ def check_exactly_once(rows: Sequence[ChainRow]) -> Problem:
             leaves.append(sha(leaf_prefix + row.payload.encode()).digest())
         elif kind == "run_started":
             started = json.loads(row.payload)
-            try:  # the run's facts root scheme (engine.integrity), for its whole life
+            try:  # the run's facts root scheme (engine.hashing.merkle), for its whole life
                 scheme = merkle_scheme(started.get("facts_merkle"))
             except ValueError as exc:
                 return row.seq, str(exc)

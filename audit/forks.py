@@ -89,7 +89,7 @@ def fork_links(store: StoreCore, run_ids: Iterable[str]) -> dict[str, ForkLink]:
     ids = list(dict.fromkeys(run_ids))
     ev = audit_events.c
     out: dict[str, ForkLink] = {}
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         for i in range(0, len(ids), _IN_CLAUSE):
             part = ids[i : i + _IN_CLAUSE]
             rows = conn.execute(
@@ -115,7 +115,7 @@ def fork_links(store: StoreCore, run_ids: Iterable[str]) -> dict[str, ForkLink]:
 def fork_link(store: StoreCore, run_id: str) -> ForkLink | None:
     """The link of ``run_id`` to its parent, None when it is no fork (its ``runs``
     row names no parent) or no such run."""
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         parent = conn.execute(select(runs.c.parent_run_id).where(runs.c.run_id == run_id)).scalar()
     return None if parent is None else fork_links(store, [run_id]).get(run_id)
 
@@ -123,7 +123,7 @@ def fork_link(store: StoreCore, run_id: str) -> ForkLink | None:
 def forks_of(store: StoreCore, run_id: str) -> list[ForkLink]:
     """The forks of ``run_id`` (runs whose ``runs`` row names it as parent and whose
     chain links to it), oldest first."""
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         children = list(
             conn.execute(
                 select(runs.c.run_id)

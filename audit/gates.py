@@ -27,10 +27,11 @@ from engine.errors import (
     StoreError,
 )
 from engine.hitl import GateDecision, iso_utc
+from engine.status import GateStatus, RunStatus
 from engine.stop_categories import RESUMABLE
 from engine.store import AuditEvent, BatchItem, Claim, GateRecord, RunOutcome
 
-_DECIDED = ("approved", "rejected", "expired")
+_DECIDED = (GateStatus.APPROVED, GateStatus.REJECTED, GateStatus.EXPIRED)
 _GOES_ON = frozenset(c.value for c in RESUMABLE)  # categories a stopped run can resume from
 
 
@@ -44,8 +45,8 @@ def pause_run(
 ) -> None:
     """Write the events, the pending gate, the checkpoint and the ``paused``
     outcome, in one transaction."""
-    store._written(run_id)
-    with store._tx() as conn:
+    store.wait_written(run_id)
+    with store.transaction() as conn:
         blob = append_checkpointed(store, conn, run_id, events, checkpoint)
         conn.execute(
             insert(gates).values(
@@ -73,7 +74,7 @@ def pause_run(
 
 def get_gate(store: StoreCore, gate_id: str) -> GateRecord:
     """The gate (raises ``GateNotFound``)."""
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         row = conn.execute(select(gates).where(gates.c.gate_id == gate_id)).one_or_none()
     if row is None:
         raise GateNotFound(f"no gate {gate_id!r} in audit store {store.shown}")
@@ -84,9 +85,9 @@ def list_gates(store: StoreCore, pending: bool = False) -> list[GateRecord]:
     """HITL gates, newest first (only ``pending`` ones when asked)."""
     q = select(gates)
     if pending:
-        q = q.where(gates.c.status == "pending")
+        q = q.where(gates.c.status == GateStatus.PENDING)
     q = q.order_by(gates.c.opened_at.desc(), gates.c.gate_id.desc())
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         return [gate_record(r._mapping) for r in conn.execute(q)]
 
 
@@ -95,12 +96,12 @@ def decide_gate(store: StoreCore, gate_id: str, decision: GateDecision, status: 
     as a ``gate_decided`` event, in one transaction; ``GateAlreadyDecided`` for the
     callers that lose, ``GateNotFound`` for an unknown gate."""
     if status not in _DECIDED:
-        raise StoreError(f"gate status must be one of {_DECIDED}, got {status!r}")
+        raise StoreError(f"gate status must be one of {', '.join(_DECIDED)}, got {status!r}")
     now = time.time()
-    with store._tx() as conn:
+    with store.transaction() as conn:
         done = conn.execute(
             update(gates)
-            .where(gates.c.gate_id == gate_id, gates.c.status == "pending")
+            .where(gates.c.gate_id == gate_id, gates.c.status == GateStatus.PENDING)
             .values(status=status, decided_by=decision.by, decided_at=now, reason=decision.reason)
         )
         row = conn.execute(select(gates).where(gates.c.gate_id == gate_id)).one_or_none()
@@ -151,7 +152,7 @@ def claim_resume(
     ``events`` are appended after the claim in the same transaction.
     """
     pid, host = this_writer()
-    with store._tx() as conn:
+    with store.transaction() as conn:
         row = conn.execute(
             select(
                 runs.c.status,
@@ -168,13 +169,13 @@ def claim_resume(
         if row is None:
             raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
         was = row.status
-        if was == "running":
+        if was == RunStatus.RUNNING:
             if writer_alive(row.pid, row.hostname):
                 raise RunBusy(f"run {run_id} is running: another process is resuming it")
-            was = "crashed"  # its writer died (kill -9): take the run over
-        elif was == "stopped" and row.category is not None and row.category not in _GOES_ON:
+            was = RunStatus.CRASHED  # its writer died (kill -9): take the run over
+        elif was == RunStatus.STOPPED and row.category is not None and row.category not in _GOES_ON:
             raise RunFinished(f"run {run_id} already finished ({row.stop_kind})")
-        elif was not in ("paused", "stopped"):
+        elif was not in (RunStatus.PAUSED, RunStatus.STOPPED):
             raise RunBusy(f"run {run_id} is {was}: it cannot be claimed")
         if (expected_epoch is not None and row.epoch != expected_epoch) or (
             expected_seq is not None and row.last_seq != expected_seq
@@ -189,16 +190,16 @@ def claim_resume(
                 runs.c.status == row.status,
                 runs.c.last_seq == row.last_seq,
             )
-            .values(status="running", pid=pid, hostname=host, epoch=epoch)
+            .values(status=RunStatus.RUNNING, pid=pid, hostname=host, epoch=epoch)
         )
         if done.rowcount != 1:
             raise RunBusy(f"run {run_id} was claimed by another process first")
-        store._epochs[run_id] = epoch
-        store._heads.pop(run_id, None)
+        store.claim_epochs[run_id] = epoch
+        store.predicted_heads.pop(run_id, None)
         if events:  # the leg's first events go with its claim: one unit of recovery
             append(store, conn, run_id, events)
-    store._epochs[run_id] = epoch
-    store._heads.pop(run_id, None)  # the next write reads the chain head after the claim
+    store.claim_epochs[run_id] = epoch
+    store.predicted_heads.pop(run_id, None)  # the next write reads the chain head after the claim
     return Claim(run_id, epoch, was, row.pid, row.hostname)
 
 
@@ -206,14 +207,14 @@ def release_claim(store: StoreCore, claim: Claim) -> None:
     """Give the run back as the claim found it (status, writer and epoch) when the
     resume cannot start: it wrote nothing, so a process that read the run before
     this claim may still claim it; a superseded claim changes nothing."""
-    status = "running" if claim.was == "crashed" else claim.was
-    with store._tx() as conn:
+    status = RunStatus.RUNNING if claim.was == RunStatus.CRASHED else claim.was
+    with store.transaction() as conn:
         conn.execute(
             update(runs)
             .where(runs.c.run_id == claim.run_id, runs.c.epoch == claim.epoch)
             .values(status=status, pid=claim.pid, hostname=claim.hostname, epoch=claim.epoch - 1)
         )
-    store._epochs.pop(claim.run_id, None)
+    store.claim_epochs.pop(claim.run_id, None)
 
 
 def gate_record(m: Any) -> GateRecord:

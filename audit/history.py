@@ -43,7 +43,7 @@ def read_history(store: StoreCore, run_id: str, until_cycle: int) -> RunHistory:
     run = get_run(store, run_id)
     ev = audit_events.c
     base = select(ev.seq, ev.kind, ev.cycle, ev.ts, ev.payload).where(ev.run_id == run_id)
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         first = conn.execute(base.where(ev.seq == 1)).one_or_none()
         highest = conn.execute(
             select(ev.cycle).where(ev.run_id == run_id).order_by(ev.cycle.desc()).limit(1)

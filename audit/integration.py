@@ -20,16 +20,16 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select, tuple_, update
 
-from audit.chain import GENESIS
 from audit.core import StoreCore
-from audit.ledger import LEDGER_HEAD, entry_message, parse_anchor
-from audit.merkle import leaf_hash
+from audit.ledger import LEDGER_HEAD
 from audit.proofs import HEAD_TYPE
 from audit.signing import Signer, ensure_signature_tables, keep_statement, stored_statement
 from audit.store_key import keyed_as
 from audit.tables import ledger, ledger_pending, meta
 from engine.errors import StoreError
-from engine.integrity import MerkleFrontier
+from engine.hashing.chain import GENESIS
+from engine.hashing.ledger import entry_message, parse_anchor
+from engine.hashing.merkle import MerkleFrontier, leaf_hash
 
 __all__ = [
     "INTEGRATE_LIMIT",
@@ -92,7 +92,7 @@ def _append(
     values = []
     for run_id, last_seq, head in rows:
         seq += 1
-        prev = store._hash(prev, entry_message(seq, run_id, last_seq, head))
+        prev = store.chain_hash(prev, entry_message(seq, run_id, last_seq, head))
         values.append(
             {"seq": seq, "run_id": run_id, "last_seq": last_seq, "head": head, "hash": prev}
         )
@@ -156,16 +156,16 @@ def integrate(store: StoreCore, *, wait: bool = True, signer: Signer | None = No
     """
     if signer is not None:
         ensure_signature_tables(store)
-        if store._ledger.frontier is None:  # read the tree before taking the lock
-            with store._tx(write=False, settle=False) as conn:
+        if store.ledger_timing.frontier is None:  # read the tree before taking the lock
+            with store.transaction(write=False, settle=False) as conn:
                 size = conn.execute(select(func.max(ledger.c.seq))).scalar() or 0
-                store._ledger.frontier = _frontier(conn, store, int(size))
+                store.ledger_timing.frontier = _frontier(conn, store, int(size))
     total = 0
     while True:
-        with store._tx(settle=False) as conn:
+        with store.transaction(settle=False) as conn:
             done, frontier = _pass(conn, store, wait, signer)
         if frontier is not None:  # committed: the tree of this process's next head
-            store._ledger.frontier = frontier
+            store.ledger_timing.frontier = frontier
         if done is None:
             return None if total == 0 else total
         total += done
@@ -177,7 +177,7 @@ def integrate_own(store: StoreCore, signer: Signer | None = None) -> None:
     """(end of a run, a pause, ``close``) A pass waiting for the ledger, when this
     process recorded pending heads: none of them is left behind by a process that
     exits. A failure is logged (the heads stay pending for the next pass)."""
-    timing = store._ledger
+    timing = store.ledger_timing
     try:
         # a read first: a pass that finds nothing would still be a write transaction
         if not timing.ever_recorded or not pending_count(store):
@@ -203,7 +203,7 @@ def integrate_pending(store: StoreCore, signer: Signer | None = None) -> int:
 
 def pending_count(store: StoreCore) -> int:
     """How many committed run heads wait for the sequencer."""
-    with store._tx(write=False, settle=False) as conn:
+    with store.transaction(write=False, settle=False) as conn:
         return int(conn.execute(select(func.count()).select_from(ledger_pending)).scalar() or 0)
 
 
@@ -214,7 +214,7 @@ def _frontier(conn: Connection, store: StoreCore, size: int) -> tuple[MerkleFron
     """The tree's frontier at ``size`` entries and the chain hash of entry ``size``:
     this process's frontier, extended by the entries since (rebuilt when the ledger
     no longer continues it); None when an entry is missing."""
-    kept = store._ledger.frontier
+    kept = store.ledger_timing.frontier
     start = 0 if kept is None or kept[0].count > size else kept[0].count
     rows = conn.execute(
         select(ledger.c.seq, ledger.c.run_id, ledger.c.last_seq, ledger.c.head, ledger.c.hash)
@@ -224,7 +224,7 @@ def _frontier(conn: Connection, store: StoreCore, size: int) -> tuple[MerkleFron
     frontier, chain = MerkleFrontier(), GENESIS
     if kept is not None and start > 0:
         if not rows or rows[0].seq != start or rows[0].hash != kept[1]:
-            store._ledger.frontier = None  # rewritten under it: start again
+            store.ledger_timing.frontier = None  # rewritten under it: start again
             return _frontier(conn, store, size)
         rows = rows[1:]
         frontier, chain = MerkleFrontier(kept[0].count, list(kept[0].nodes)), kept[1]
@@ -253,7 +253,7 @@ def _sign(
             "type": HEAD_TYPE,
             "size": size,
             "root": root,
-            "ts": int(store._ledger.clock()),
+            "ts": int(store.ledger_timing.clock()),
         }
         keyed = keyed_as(store)
         if keyed is not None:  # as audit.proofs.signed_head: a keyed store says so

@@ -93,7 +93,7 @@ def add_person(store: StoreCore, name: str, public_key: str | None = None) -> Pe
     kid = None if public_key is None else key_id(public_key_from_pem(public_key))
     ensure_people_table(store)
     now = time.time()
-    with store._tx() as conn:
+    with store.transaction() as conn:
         known = conn.execute(
             select(people_table.c.name).where(people_table.c.name == name).with_for_update()
         ).scalar()
@@ -127,7 +127,7 @@ def people(store: StoreCore) -> list[Person]:
     """Everyone registered, by name."""
     if not _ready_to_read(store):
         return []
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         rows = conn.execute(select(people_table).order_by(people_table.c.name)).all()
     return [Person(r.name, r.public_key, r.key_id, r.added_at) for r in rows]
 
@@ -136,7 +136,7 @@ def person(store: StoreCore, name: str) -> Person | None:
     """The registered person ``name``, or None."""
     if not _ready_to_read(store):
         return None
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         r = conn.execute(select(people_table).where(people_table.c.name == name)).one_or_none()
     return None if r is None else Person(r.name, r.public_key, r.key_id, r.added_at)
 
@@ -145,7 +145,7 @@ def anyone_registered(store: StoreCore) -> bool:
     """True once anyone is registered: ``--by`` must then name a known person."""
     if not _ready_to_read(store):
         return False
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         return conn.execute(select(people_table.c.name).limit(1)).first() is not None
 
 

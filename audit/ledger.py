@@ -6,14 +6,12 @@ then catches what a per-run chain cannot: a run cut short (its head set back to 
 earlier row) no longer equals its latest ledger entry, and a deleted run is still
 named by the ledger. ``anchor`` prints the ledger head (``seq:hash``) to keep
 outside the database; ``verify --anchor`` proves nothing before it was removed or
-rewritten, even by someone able to recompute plain sha256 chains.
+rewritten, even by someone able to recompute plain sha256 chains. The hashing
+(an entry's message, the anchor, the key's fingerprint) is :mod:`engine.hashing.ledger`'s.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,6 +19,22 @@ from sqlalchemy import Connection, insert, select, update
 
 from audit.chain import GENESIS, VerifyReport
 from audit.tables import ledger, meta
+from engine.hashing.ledger import entry_message, key_fingerprint, parse_anchor
+
+__all__ = [
+    "KEY_FINGERPRINT",
+    "LEDGER_HEAD",
+    "LEDGER_ID",
+    "LEDGER_SINCE",
+    "LedgerState",
+    "append",
+    "check_run",
+    "entry_message",
+    "key_fingerprint",
+    "parse_anchor",
+    "read_head",
+    "verify_ledger",
+]
 
 LEDGER_HEAD = "ledger_head"
 """``converge_meta`` key of the ledger head, ``"seq:hash"`` (locked by each writer)."""
@@ -34,29 +48,6 @@ KEY_FINGERPRINT = "key_fingerprint"
 
 LEDGER_ID = "(ledger)"
 """The ``run_id`` of the reports about the ledger itself."""
-
-
-def key_fingerprint(key: bytes) -> str:
-    """A fingerprint that identifies the key without revealing it (HMAC of a constant)."""
-    return hmac.new(key, b"converge audit key fingerprint", hashlib.sha256).hexdigest()[:32]
-
-
-def entry_message(seq: int, run_id: str, last_seq: int, head: str) -> str:
-    """The canonical JSON of one ledger entry (sorted keys, compact)."""
-    return json.dumps(
-        {"head": head, "last_seq": last_seq, "run_id": run_id, "seq": seq},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-
-
-def parse_anchor(text: str) -> tuple[int, str]:
-    """``"seq:hash"`` → (seq, hash); raises ``ValueError`` for anything else."""
-    seq, sep, digest = text.strip().partition(":")
-    if not sep or not seq.isdigit() or len(digest) != 64:
-        raise ValueError(f"{text!r} is not a ledger anchor (seq:hash, as `converge anchor` prints)")
-    return int(seq), digest
 
 
 def read_head(conn: Connection, *, lock: bool = False) -> tuple[int, str]:

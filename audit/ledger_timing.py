@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from engine.errors import ConfigurationError
-from engine.integrity import MerkleFrontier
+from engine.hashing.merkle import MerkleFrontier
 
 __all__ = [
     "BATCH_HEADS",

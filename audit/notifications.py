@@ -31,6 +31,7 @@ from audit.queries import this_writer
 from audit.store import SqlRunStore
 from audit.store_key import require_key
 from audit.tables import NOTIFICATION_TABLES, gates, notification_deliveries
+from engine.status import GateStatus
 from engine.store import AuditEvent, GateRecord
 
 EVENTS = ("opened", "escalated", "decided", "expired")
@@ -111,7 +112,7 @@ def deliveries(store: SqlRunStore, gate_id: str) -> list[Delivery]:
     for a gate without sinks, or an unknown one). Raises ``StoreError``."""
     ensure_notification_tables(store)
     nd = notification_deliveries
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         rows = conn.execute(
             select(nd).where(nd.c.gate_id == gate_id).order_by(nd.c.first_at, nd.c.sink)
         ).all()
@@ -138,10 +139,10 @@ def gates_to_notify(store: SqlRunStore) -> list[GateRecord]:
     in_flight = exists().where(nd.c.gate_id == gates.c.gate_id, nd.c.status == SENDING)
     q = (
         select(gates)
-        .where(named, or_(gates.c.status == "pending", not_(final_told), in_flight))
+        .where(named, or_(gates.c.status == GateStatus.PENDING, not_(final_told), in_flight))
         .order_by(gates.c.opened_at, gates.c.gate_id)
     )
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         return [gate_record(r._mapping) for r in conn.execute(q)]
 
 
@@ -152,7 +153,7 @@ def recorded(store: SqlRunStore, gate_ids: Sequence[str]) -> dict[str, list[Deli
     out: dict[str, list[Delivery]] = {}
     if not gate_ids:
         return out
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         for i in range(0, len(gate_ids), 500):
             part = list(gate_ids[i : i + 500])
             for r in conn.execute(select(nd).where(nd.c.gate_id.in_(part))):
@@ -163,7 +164,7 @@ def recorded(store: SqlRunStore, gate_ids: Sequence[str]) -> dict[str, list[Deli
 
 def _insert_new(store: SqlRunStore, conn: Connection, values: dict[str, Any]) -> bool:
     """Insert a delivery row unless one exists (then nothing): True when inserted."""
-    dialect = postgresql if store._pg else sqlite
+    dialect = postgresql if store.is_postgres else sqlite
     nd = notification_deliveries
     stmt = dialect.insert(nd).values(**values).on_conflict_do_nothing().returning(nd.c.gate_id)
     return conn.execute(stmt).first() is not None
@@ -197,12 +198,12 @@ def claim(
     pid, host = this_writer()
     me = f"{host}:{pid}"
     taken: list[tuple[str, str]] = []
-    with store._tx() as conn:
+    with store.transaction() as conn:
         if escalate_to is not None:
             status = conn.execute(
                 select(gates.c.status).where(gates.c.gate_id == gate.gate_id).with_for_update()
             ).scalar_one_or_none()
-            if status != "pending":
+            if status != GateStatus.PENDING:
                 wanted = [(e, s) for e, s in wanted if e != "escalated"]
             elif _insert_new(store, conn, _row(gate, "escalated", CHAIN_SINK, RECORDED, me, now)):
                 # the escalation enters the run's chain with the row that records it
@@ -256,7 +257,7 @@ def delivery(store: SqlRunStore, gate_id: str, event: str, sink: str) -> Deliver
     """The recorded delivery of ``event`` of ``gate_id`` to ``sink`` (None: none yet)."""
     ensure_notification_tables(store)
     nd = notification_deliveries
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         row = conn.execute(
             select(nd).where(nd.c.gate_id == gate_id, nd.c.event == event, nd.c.sink == sink)
         ).one_or_none()
@@ -281,7 +282,7 @@ def record_attempt(
     process sending keeps its claim. Returns the row as recorded; ``StoreError``."""
     nd = notification_deliveries
     key = (nd.c.gate_id == gate_id, nd.c.event == event, nd.c.sink == sink)
-    with store._tx() as conn:
+    with store.transaction() as conn:
         conn.execute(
             update(nd)
             .where(*key)

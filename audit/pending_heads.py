@@ -44,7 +44,7 @@ def run_in_ledger(
     :func:`audit.ledger.check_run`, unless the head is pending; then a note while
     within the bound, a problem past it or when an integrated entry of the run is
     no longer in its chain (``rows``)."""
-    problem = ledger_log.check_run(conn, store._hash, run_id, last_seq, head)
+    problem = ledger_log.check_run(conn, store.chain_hash, run_id, last_seq, head)
     if problem not in _NOT_THERE:
         return problem, None
     committed = conn.execute(
@@ -67,7 +67,7 @@ def run_in_ledger(
         kept = rows[at - 1].hash if 0 < at <= len(rows) and rows[at - 1].seq == at else None
         if at > last_seq or kept != latest[1]:
             return f"run cut short or rewritten below its ledger entry (seq {at})", None
-    timing = store._ledger
+    timing = store.ledger_timing
     age = max(timing.clock() - float(committed), 0.0)
     if age > timing.bound:
         return (

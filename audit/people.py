@@ -30,7 +30,7 @@ def add_to_groups(store: SqlRunStore, name: str, groups: list[str]) -> None:
     ensure_inbox_tables(store)
     for group in groups:
         try:
-            with store._tx() as conn:
+            with store.transaction() as conn:
                 conn.execute(
                     insert(group_members).values(group_name=group, name=name, added_at=time.time())
                 )
@@ -42,7 +42,7 @@ def add_to_groups(store: SqlRunStore, name: str, groups: list[str]) -> None:
 def remove_from_group(store: SqlRunStore, name: str, group: str) -> None:
     """End ``name``'s membership of ``group``."""
     ensure_inbox_tables(store)
-    with store._tx() as conn:
+    with store.transaction() as conn:
         conn.execute(
             delete(group_members).where(
                 group_members.c.group_name == group, group_members.c.name == name
@@ -53,7 +53,7 @@ def remove_from_group(store: SqlRunStore, name: str, group: str) -> None:
 def groups_of(store: SqlRunStore, name: str) -> set[str]:
     """The groups ``name`` belongs to."""
     ensure_inbox_tables(store)
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         rows = conn.execute(
             select(group_members.c.group_name).where(group_members.c.name == name)
         ).all()
@@ -63,7 +63,7 @@ def groups_of(store: SqlRunStore, name: str) -> set[str]:
 def members(store: SqlRunStore) -> dict[str, set[str]]:
     """Every group and its members."""
     ensure_inbox_tables(store)
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         rows = conn.execute(select(group_members.c.group_name, group_members.c.name)).all()
     out: dict[str, set[str]] = {}
     for group, name in rows:
@@ -77,7 +77,7 @@ def knows(store: SqlRunStore, name: str) -> bool:
     if person(store, name) is not None:
         return True
     ensure_inbox_tables(store)
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         token = conn.execute(
             select(api_tokens.c.name)
             .where(api_tokens.c.name == name, api_tokens.c.revoked_at.is_(None))
@@ -93,7 +93,7 @@ def record_actor(store: SqlRunStore, run_id: str, name: str, action: str) -> Non
     """Record that ``name`` ``action``-ed the run (``submitted``, ``ran``, ``resumed``)."""
     ensure_inbox_tables(store)
     try:
-        with store._tx() as conn:
+        with store.transaction() as conn:
             conn.execute(
                 insert(run_actors).values(run_id=run_id, name=name, action=action, ts=time.time())
             )
@@ -105,7 +105,7 @@ def record_actor(store: SqlRunStore, run_id: str, name: str, action: str) -> Non
 def actors_of(store: SqlRunStore, run_id: str) -> set[str]:
     """Everyone who submitted, ran or resumed ``run_id``."""
     ensure_inbox_tables(store)
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         rows = conn.execute(select(run_actors.c.name).where(run_actors.c.run_id == run_id)).all()
     return {r[0] for r in rows}
 
@@ -137,7 +137,7 @@ def log_access(
 ) -> None:
     """Add a row to the access log (never a token or secret in ``detail``)."""
     ensure_inbox_tables(store)
-    with store._tx() as conn:
+    with store.transaction() as conn:
         conn.execute(
             insert(access_log).values(
                 ts=time.time(),
@@ -157,7 +157,7 @@ def access_entries(store: SqlRunStore, target: str | None = None) -> list[Access
     q = select(access_log).order_by(access_log.c.ts, access_log.c.id)
     if target is not None:
         q = q.where(access_log.c.target == target)
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         rows = conn.execute(q).all()
     return [
         AccessEntry(r.ts, r.client, r.name, r.action, r.target, r.outcome, r.detail) for r in rows

@@ -2,7 +2,7 @@
 
 Leaf ``i`` (from 0) of the ledger's tree is ``sha256(0x00 ‖ canonical JSON of
 {head, last_seq, run_id, seq})`` of the entry ``seq = i + 1``, the same JSON the
-ledger's own chain hashes (:func:`audit.ledger.entry_message`). The tree is
+ledger's own chain hashes (:func:`engine.hashing.ledger.entry_message`). The tree is
 computed from the ``ledger`` rows when a head is taken (``converge anchor``,
 ``converge export --proof``), never inside a run's commit. A signed head is the
 statement ``{"type": "converge.ledger_head/1", "size", "root", "ts"}`` (and
@@ -21,8 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import select
 
 from audit.core import StoreCore
-from audit.ledger import entry_message, key_fingerprint, verify_ledger
-from audit.merkle import MerkleTree, leaf_hash, verify_consistency
+from audit.ledger import verify_ledger
 from audit.signing import (
     Signer,
     canonical,
@@ -34,13 +33,13 @@ from audit.signing import (
 )
 from audit.tables import ledger
 from engine.errors import ConvergeError
+from engine.errors import LedgerForked as LedgerForked  # re-exported: it lived here
+from engine.hashing.ledger import entry_message, key_fingerprint
+from engine.hashing.merkle import leaf_hash
+from engine.hashing.proofs import MerkleTree, verify_consistency
 
 HEAD_TYPE = "converge.ledger_head/1"
 """The ``type`` of a signed ledger head."""
-
-
-class LedgerForked(ConvergeError):
-    """The ledger's tree no longer has the root a head signed earlier says it had."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +52,7 @@ class LedgerEntry:
     head: str
 
     def message(self) -> str:
-        """The canonical JSON the leaf hashes (:func:`audit.ledger.entry_message`)."""
+        """The canonical JSON the leaf hashes (:func:`engine.hashing.ledger.entry_message`)."""
         return entry_message(self.seq, self.run_id, self.last_seq, self.head)
 
     def to_json(self) -> dict[str, Any]:
@@ -68,7 +67,7 @@ class LedgerEntry:
 
 def ledger_entries(store: StoreCore) -> list[LedgerEntry]:
     """Every ledger row in ``seq`` order; ``ConvergeError`` when a seq is missing."""
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         rows = conn.execute(
             select(ledger.c.seq, ledger.c.run_id, ledger.c.last_seq, ledger.c.head).order_by(
                 ledger.c.seq
@@ -114,7 +113,7 @@ def signed_head(store: StoreCore, signer: Signer, tree: MerkleTree | None = None
         tree = ledger_tree(ledger_entries(store))
     size, root = tree.size, tree.root().hex()
     ensure_signature_tables(store)
-    with store._tx() as conn:
+    with store.transaction() as conn:
         kept = stored_statement(conn, "ledger_head", str(size), signer.key_id)
         if kept is not None:
             if kept.get("root") != root:
@@ -125,7 +124,9 @@ def signed_head(store: StoreCore, signer: Signer, tree: MerkleTree | None = None
             return kept
         ts = int(time.time())
         statement: dict[str, Any] = {"type": HEAD_TYPE, "size": size, "root": root, "ts": ts}
-        keyed = store._fingerprint or (None if store._key is None else key_fingerprint(store._key))
+        keyed = store.known_fingerprint or (
+            None if store.key is None else key_fingerprint(store.key)
+        )
         if keyed is not None:  # a keyed store says so where a writer cannot remove it
             statement["keyed"] = keyed
         signed = signer.sign(statement)
@@ -208,8 +209,8 @@ def _fork(
     for name, h in (("HEAD1", heads[0]), ("HEAD2", heads[1])):
         if h["size"] in differs:
             where += f"; {name} (size {h['size']}) no longer matches the store's ledger"
-    with store._tx(write=False) as conn:
-        state = verify_ledger(conn, store._hash)
+    with store.transaction(write=False) as conn:
+        state = verify_ledger(conn, store.chain_hash)
     if not state.report.ok:
         where += (
             f"; the ledger's chain: {state.report.reason} at entry {state.report.first_bad_seq}"

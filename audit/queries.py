@@ -27,12 +27,11 @@ from audit.cells import bad_cell, json_cell
 from audit.core import StoreCore
 from audit.tables import audit_events, runs
 from engine.effect import Usage
+from engine.errors import AmbiguousRunId as AmbiguousRunId  # re-exported: it lived here
 from engine.errors import CorruptRow, RunNotFound
 from engine.facts import Fact, fact_from_dict
+from engine.status import RunStatus
 from engine.stop import StopReason, parse_stop_reason, stop_reason_to_dict
-
-CRASHED = "crashed"
-"""Status reported for a ``running`` run whose writer process (on this host) is dead."""
 
 DEFAULT_LIMIT = 100
 
@@ -173,8 +172,8 @@ def run_row(r: Row[Any]) -> RunRow:
     if bad is not None:
         raise CorruptRow("runs", where, *bad)
     status = m["status"]
-    if status == "running" and not writer_alive(m["pid"], m["hostname"]):
-        status = CRASHED
+    if status == RunStatus.RUNNING and not writer_alive(m["pid"], m["hostname"]):
+        status = RunStatus.CRASHED
     reason = None
     if m["reason"]:
         data, why = json_cell(m["reason"], dict)
@@ -243,7 +242,7 @@ def runs_query(
     if job is not None:
         q = q.where(runs.c.job == job)
     if status is not None:
-        q = q.where(runs.c.status == ("running" if status == CRASHED else status))
+        q = q.where(runs.c.status == (RunStatus.RUNNING if status == RunStatus.CRASHED else status))
     if since is not None:
         q = q.where(runs.c.started_at >= since)
     q = q.order_by(runs.c.started_at.desc(), runs.c.run_id.desc())
@@ -277,7 +276,8 @@ def read_runs(
     """Recorded runs, newest first, filtered as :func:`list_runs`; a row that
     cannot be read is an :class:`UnreadableRun` in its place, so one corrupt row
     never hides the others."""
-    live = status in (CRASHED, "running")  # whether the writer lives is not a column
+    # whether the writer lives is not a column
+    live = status in (RunStatus.CRASHED, RunStatus.RUNNING)
     q = runs_query(
         category=category,
         kind=kind,
@@ -287,7 +287,7 @@ def read_runs(
         limit=None if live else limit,
     )
     out: list[RunRow | UnreadableRun] = []
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         for r in conn.execute(q):
             try:
                 out.append(run_row(r))
@@ -325,20 +325,11 @@ def list_runs(
 
 def get_run(store: StoreCore, run_id: str) -> RunRow:
     """One recorded run (raises ``RunNotFound``)."""
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one_or_none()
     if row is None:
         raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
     return run_row(row)
-
-
-class AmbiguousRunId(RunNotFound):
-    """A run id prefix that starts the ids of several runs; ``candidates`` holds
-    them, sorted (at most :data:`CANDIDATES`)."""
-
-    def __init__(self, message: str, candidates: Sequence[str]) -> None:
-        super().__init__(message)
-        self.candidates = tuple(candidates)
 
 
 CANDIDATES = 10
@@ -353,7 +344,7 @@ def resolve_run_id(store: StoreCore, text: str) -> str:
     :class:`AmbiguousRunId` listing the candidates when several do.
     """
     text = text.strip()
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         exact = conn.execute(select(runs.c.run_id).where(runs.c.run_id == text)).scalar()
         if exact is not None:
             return str(exact)
@@ -387,7 +378,7 @@ def read_events(
     if kinds is not None:
         q = q.where(audit_events.c.kind.in_(list(kinds)))
     q = q.order_by(audit_events.c.seq)
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         return [_stored_event(r) for r in conn.execute(q)]
 
 
@@ -407,7 +398,7 @@ def _stored_event(r: Row[Any]) -> StoredEvent:
 def read_facts(store: StoreCore, run_id: str, key: str | None = None) -> list[Fact]:
     """The run's facts in promotion order: the initial ones, then every
     ``fact_promoted`` (only those of ``key`` when given); raises ``RunNotFound``."""
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         known = conn.execute(select(runs.c.run_id).where(runs.c.run_id == run_id)).scalar()
     if known is None:  # the facts are the events': a row that cannot be read is no matter
         raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")

@@ -32,10 +32,12 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from audit.cells import bad_cell, json_cell, of_type, same_json
-from audit.chain import KEYED, PLAIN, ChainRow
+from audit.chain import ChainRow
 from audit.crosscheck import TERMINAL, Problem
 from audit.json_text import loads
 from audit.tables import audit_events, gates, runs
+from engine.hashing.chain import KEYED, PLAIN
+from engine.status import GateStatus, RunStatus
 from engine.store import RunHeader
 
 __all__ = [
@@ -167,11 +169,11 @@ def check_status(run: Any, rows: Sequence[ChainRow]) -> Problem:
     if run.chain not in (PLAIN, KEYED):  # the chain function its events were hashed with
         return _differs(run.last_seq or 1, "chain")
     if last == "run_stopped":
-        ok = status == "stopped"
+        ok = status == RunStatus.STOPPED
     elif last == "run_paused":
-        ok = status == "paused" or (status == "running" and decided)
+        ok = status == RunStatus.PAUSED or (status == RunStatus.RUNNING and decided)
     else:
-        ok = status == "running"
+        ok = status == RunStatus.RUNNING
     return None if ok else _differs(run.last_seq or 1, "status")
 
 
@@ -192,7 +194,7 @@ def check_gate_columns(gate_rows: Sequence[Any], rows: Sequence[ChainRow]) -> Pr
             continue  # crosscheck.check_gates: never opened in the chain
         row, p = found
         expected: dict[str, Any] = {"cycle": row.cycle}
-        if g.status == "pending":  # undecided: no decision in the row either
+        if g.status == GateStatus.PENDING:  # undecided: no decision in the row either
             expected.update(decided_by=None, decided_at=None, reason=None)
         expected.update((c, p[c]) for c in ("opened_at", "expires_at", "on_timeout") if c in p)
         expected["extra"] = {k: v for k, v in p.items() if k not in _GATE_OPENED}

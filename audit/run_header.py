@@ -23,12 +23,12 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from audit.cells import bad_cell, json_cell
-from audit.chain import GENESIS, KEYED, PLAIN, event_message
 from audit.core import StoreCore
-from audit.ledger import key_fingerprint
 from audit.row_checks import HEADER_COLUMNS, header_column, header_record
 from audit.tables import audit_events, runs
 from engine.errors import CorruptRow, RunNotFound, TamperedRow
+from engine.hashing.chain import GENESIS, KEYED, PLAIN, event_message
+from engine.hashing.ledger import key_fingerprint
 from engine.store import AuditEvent, BatchItem, RunHeader
 
 __all__ = ["read_header", "with_header"]
@@ -50,10 +50,10 @@ def with_header(
 def _hash_checkable(store: StoreCore, chain: str) -> bool:
     """True when this store object can recompute the run's chain: the run was
     chained as the store chains now, and a keyed store's key is the right one."""
-    if chain != store._chain or chain not in (PLAIN, KEYED):
+    if chain != store.chain_kind or chain not in (PLAIN, KEYED):
         return False
-    key = store._key
-    return key is None or store._fingerprint in (None, key_fingerprint(key))
+    key = store.key
+    return key is None or store.known_fingerprint in (None, key_fingerprint(key))
 
 
 def read_header(store: StoreCore, conn: Connection, run_id: str) -> RunHeader:
@@ -120,7 +120,7 @@ def _check_started(store: StoreCore, run_id: str, row: Any, ev: Any) -> None:
             ev["ts"],
             ev["payload"],
         )
-        if store._hash(GENESIS, message) != ev["hash"]:
+        if store.chain_hash(GENESIS, message) != ev["hash"]:
             raise TamperedRow(run_id, "run_started", "its hash does not verify")
     payload, why = json_cell(ev["payload"], dict)
     if why is not None:

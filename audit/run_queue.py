@@ -25,10 +25,8 @@ from audit.queries import this_writer, writer_alive
 from audit.store import SqlRunStore
 from audit.tables import SERVICE_TABLES, run_cancels, runs
 from engine.errors import RunBusy, RunNotFound, StoreError
+from engine.status import RunStatus
 from engine.store import RunHeader
-
-QUEUED = "queued"
-"""The status of a run submitted and not yet taken by a worker."""
 
 
 def ensure_service_tables(store: SqlRunStore) -> None:
@@ -43,22 +41,22 @@ def queue_run(store: SqlRunStore, header: RunHeader) -> None:
     when a worker takes the run. Raises ``StoreError`` when the run id exists or
     the store refuses the write (wrong key included).
     """
-    if store._key is not None and store._fingerprint not in (None, key_fingerprint(store._key)):
+    if store.key is not None and store.known_fingerprint not in (None, key_fingerprint(store.key)):
         raise StoreError(f"audit store {store.shown}: wrong key (not the key it was written with)")
     try:
         spec = None if header.job_spec is None else json_compact(header.job_spec)
-        with store._tx() as conn:
+        with store.transaction() as conn:
             conn.execute(
                 insert(runs).values(
                     run_id=header.run_id,
                     job=header.job,
                     job_spec=spec,
                     suggestors=json_compact(list(header.suggestors)),
-                    status=QUEUED,
+                    status=RunStatus.QUEUED,
                     started_at=header.started_at,
                     cycles=0,
                     facts_count=0,
-                    chain=store._chain,
+                    chain=store.chain_kind,
                     head_hash=GENESIS,
                     last_seq=0,
                     parent_run_id=header.parent_run_id,
@@ -80,7 +78,7 @@ def take_queued(store: SqlRunStore, run_id: str) -> None:
     it, ``RunNotFound``.
     """
     pid, host = this_writer()
-    with store._tx() as conn:
+    with store.transaction() as conn:
         row = conn.execute(
             select(runs.c.status, runs.c.pid, runs.c.hostname, runs.c.last_seq)
             .where(runs.c.run_id == run_id)
@@ -88,17 +86,19 @@ def take_queued(store: SqlRunStore, run_id: str) -> None:
         ).one_or_none()
         if row is None:
             raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
-        orphan = row.status == "running" and row.last_seq == 0
-        if row.status != QUEUED and not (orphan and not writer_alive(row.pid, row.hostname)):
+        orphan = row.status == RunStatus.RUNNING and row.last_seq == 0
+        if row.status != RunStatus.QUEUED and not (
+            orphan and not writer_alive(row.pid, row.hostname)
+        ):
             raise RunBusy(f"run {run_id} is {row.status}: another process took it")
         done = conn.execute(
             update(runs)
             .where(runs.c.run_id == run_id, runs.c.status == row.status, runs.c.last_seq == 0)
-            .values(status="running", pid=pid, hostname=host)
+            .values(status=RunStatus.RUNNING, pid=pid, hostname=host)
         )
         if done.rowcount != 1:
             raise RunBusy(f"run {run_id} was taken by another process first")
-    store._taken.add(run_id)
+    store.taken_runs.add(run_id)
 
 
 def request_cancel(store: SqlRunStore, run_id: str, by: str) -> str:
@@ -109,10 +109,10 @@ def request_cancel(store: SqlRunStore, run_id: str, by: str) -> str:
     ``RunBusy`` when the run is neither queued nor running (nothing to cancel).
     """
     status = store.run(run_id).status
-    if status not in (QUEUED, "running"):
+    if status not in (RunStatus.QUEUED, RunStatus.RUNNING):
         raise RunBusy(f"run {run_id} is {status}: only a queued or running run can be cancelled")
     ensure_service_tables(store)
-    with store._tx() as conn:
+    with store.transaction() as conn:
         conn.execute(delete(run_cancels).where(run_cancels.c.run_id == run_id))
         conn.execute(
             insert(run_cancels).values(run_id=run_id, requested_by=by, requested_at=time.time())
@@ -123,7 +123,7 @@ def request_cancel(store: SqlRunStore, run_id: str, by: str) -> str:
 def cancel_requested(store: SqlRunStore, run_id: str) -> bool:
     """True when someone asked to cancel ``run_id`` and it has not ended since."""
     ensure_service_tables(store)
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         found = conn.execute(
             select(run_cancels.c.run_id).where(run_cancels.c.run_id == run_id)
         ).first()
@@ -133,7 +133,7 @@ def cancel_requested(store: SqlRunStore, run_id: str) -> bool:
 def clear_cancel(store: SqlRunStore, run_id: str) -> None:
     """Forget the cancel request of a run whose leg ended."""
     ensure_service_tables(store)
-    with store._tx() as conn:
+    with store.transaction() as conn:
         conn.execute(delete(run_cancels).where(run_cancels.c.run_id == run_id))
 
 
@@ -141,15 +141,15 @@ def runs_to_recover(store: SqlRunStore) -> list[tuple[str, str]]:
     """``(run_id, status)`` of the runs no process is executing: ``queued`` ones, and
     ``running`` ones whose writer on this host is gone (``crashed``), oldest first."""
     found: list[tuple[str, str]] = []
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         rows = conn.execute(
             select(runs.c.run_id, runs.c.status, runs.c.pid, runs.c.hostname)
-            .where(runs.c.status.in_((QUEUED, "running")))
+            .where(runs.c.status.in_((RunStatus.QUEUED, RunStatus.RUNNING)))
             .order_by(runs.c.started_at)
         ).all()
     for r in rows:
-        if r.status == QUEUED:
-            found.append((r.run_id, QUEUED))
+        if r.status == RunStatus.QUEUED:
+            found.append((r.run_id, RunStatus.QUEUED))
         elif not writer_alive(r.pid, r.hostname):
-            found.append((r.run_id, "crashed"))
+            found.append((r.run_id, RunStatus.CRASHED))
     return found

@@ -9,18 +9,20 @@ from typing import Any
 from sqlalchemy import Connection, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from audit.chain import GENESIS
 from audit.checkpoints import put_checkpoint, saved_event
 from audit.core import StoreCore, json_compact
 from audit.events import append, append_checkpointed
-from audit.ledger import key_fingerprint
 from audit.queries import this_writer
 from audit.run_header import read_header, with_header
 from audit.sequencer import record_head
 from audit.tables import fact_chunks, runs
-from audit.writer import chain_batch, fold_digest
+from audit.writer import chain_batch
 from engine.errors import RunSuperseded, StoreError
 from engine.facts import canonical_json
+from engine.hashing.chain import GENESIS
+from engine.hashing.checkpoint import fold_digest
+from engine.hashing.ledger import key_fingerprint
+from engine.status import RunStatus
 from engine.stop import stop_reason_to_dict
 from engine.store import AuditEvent, BatchItem, RunHeader, RunOutcome
 
@@ -35,40 +37,40 @@ def start_run(
     their ledger entry, and ``checkpoint`` when given; the row of a queued run this
     process took is filled instead. ``StoreError`` when the run exists or the key
     is wrong."""
-    if store._key is not None and store._fingerprint not in (None, key_fingerprint(store._key)):
+    if store.key is not None and store.known_fingerprint not in (None, key_fingerprint(store.key)):
         raise StoreError(
             f"audit store {store.shown}: wrong key (CONVERGE_AUDIT_KEY is not the key "
             "this store was written with)"
         )
-    store._written(header.run_id)
+    store.wait_written(header.run_id)
     try:
         spec = None if header.job_spec is None else json_compact(header.job_spec)
         canonical_json(header.job_spec)  # as the chain will hash it
     except (TypeError, ValueError) as exc:
         raise StoreError(f"job spec of run {header.run_id} is not JSON: {exc}") from exc
-    taken = header.run_id in store._taken
+    taken = header.run_id in store.taken_runs
     # the header the row gets, chained in run_started (a taken run keeps its submit time)
     started_at = _queued_at(store, header.run_id) if taken else header.started_at
     events = with_header(events, header, started_at)
-    batch = chain_batch(header.run_id, events, GENESIS, 0, store._key)
+    batch = chain_batch(header.run_id, events, GENESIS, 0, store.key)
     head, seq = batch.head, batch.seq
     pid, host = this_writer()
     values = {
         "job": header.job,
         "job_spec": spec,
         "suggestors": json_compact(list(header.suggestors)),
-        "status": "running",
+        "status": RunStatus.RUNNING,
         "pid": pid,
         "hostname": host,
         "cycles": 0,
         "facts_count": _initial_facts(events),
-        "chain": store._chain,
+        "chain": store.chain_kind,
         "head_hash": head,
         "last_seq": seq,
         "parent_run_id": header.parent_run_id,
     }
     try:
-        with store._tx() as conn:
+        with store.transaction() as conn:
             if taken:
                 _fill_taken(store, conn, header.run_id, values)
             else:
@@ -78,19 +80,19 @@ def start_run(
                     )
                 )
             if len(batch):
-                store._inserter.insert(conn, batch, 0)
+                store.inserter.insert(conn, batch, 0)
             record_head(store, conn, header.run_id, seq, head)
             if checkpoint is not None:
                 _first_checkpoint(store, conn, header.run_id, checkpoint)
-        store._taken.discard(header.run_id)
+        store.taken_runs.discard(header.run_id)
         chunks = GENESIS if not batch.chunk else fold_digest(GENESIS, batch.chunk_row()[1])
         if checkpoint is None:
-            store._heads[header.run_id] = (head, seq, len(batch.chunk), chunks)
-        store._epochs[header.run_id] = 0
+            store.predicted_heads[header.run_id] = (head, seq, len(batch.chunk), chunks)
+        store.claim_epochs[header.run_id] = 0
     except StoreError as exc:
         if isinstance(exc.__cause__, IntegrityError):
             # another run holds this id: refuse every later write of this one to it
-            store._epochs[header.run_id] = -1
+            store.claim_epochs[header.run_id] = -1
             raise StoreError(
                 f"run {header.run_id!r} already exists in audit store {store.shown}"
             ) from exc
@@ -99,7 +101,7 @@ def start_run(
 
 def _queued_at(store: StoreCore, run_id: str) -> float:
     """When the queued run this process took was submitted (its row's ``started_at``)."""
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         at = conn.execute(select(runs.c.started_at).where(runs.c.run_id == run_id)).scalar()
     if not isinstance(at, int | float):
         raise StoreError(f"run {run_id}: its queued row has no start time")
@@ -113,7 +115,7 @@ def _fill_taken(store: StoreCore, conn: Connection, run_id: str, values: dict[st
         update(runs)
         .where(
             runs.c.run_id == run_id,
-            runs.c.status == "running",
+            runs.c.status == RunStatus.RUNNING,
             runs.c.pid == pid,
             runs.c.hostname == host,
             runs.c.last_seq == 0,
@@ -121,8 +123,8 @@ def _fill_taken(store: StoreCore, conn: Connection, run_id: str, values: dict[st
         .values(**values)
     )
     if done.rowcount != 1:
-        store._taken.discard(run_id)
-        store._epochs[run_id] = -1
+        store.taken_runs.discard(run_id)
+        store.claim_epochs[run_id] = -1
         raise RunSuperseded(f"run {run_id} was taken over by another process")
 
 
@@ -153,8 +155,8 @@ def finish_run(
     """Write the last events (the checkpoint's sha256 on the terminal one), the
     outcome and ``checkpoint``, in one transaction; without a checkpoint, drop the
     stale one and the run's fact chunks."""
-    store._written(run_id)
-    with store._tx() as conn:
+    store.wait_written(run_id)
+    with store.transaction() as conn:
         blob = append_checkpointed(store, conn, run_id, events, checkpoint)
         conn.execute(update(runs).where(runs.c.run_id == run_id).values(**outcome_values(outcome)))
         put_checkpoint(store, conn, run_id, checkpoint, blob)
@@ -190,5 +192,5 @@ def get_run_header(store: StoreCore, run_id: str) -> RunHeader:
     """The header the run was started with, checked against the one its
     ``run_started`` chained (:func:`audit.run_header.read_header`). Raises
     ``RunNotFound``, ``CorruptRow`` or ``TamperedRow`` (the row was edited)."""
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         return read_header(store, conn, run_id)

@@ -28,7 +28,7 @@ def ensure_schema(store: StoreCore) -> None:
     """
     try:
         # fast path: an up-to-date store answers one query (no inspection, no lock)
-        with store._tx(write=False) as conn:
+        with store.transaction(write=False) as conn:
             if conn.execute(
                 select(meta.c.value).where(meta.c.key == "schema_version")
             ).scalar() == str(SCHEMA_VERSION):
@@ -36,8 +36,8 @@ def ensure_schema(store: StoreCore) -> None:
     except StoreError:
         pass
     try:
-        with store._tx() as conn:
-            if store._pg:
+        with store.transaction() as conn:
+            if store.is_postgres:
                 conn.execute(text("SELECT pg_advisory_xact_lock(714522)"))
             _check_and_create(conn, store.shown)
     except StoreError as exc:

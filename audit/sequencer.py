@@ -71,7 +71,7 @@ _RECORD = insert(ledger_pending)
 def record_head(store: StoreCore, conn: Connection, run_id: str, last_seq: int, head: str) -> None:
     """The run's new head (its ``last_seq`` and hash), in the commit's transaction:
     appended to the ledger now (delay 0), or pending for the sequencer."""
-    timing = store._ledger
+    timing = store.ledger_timing
     if timing.inline:
         append_inline(store, conn, run_id, last_seq, head)
         return
@@ -97,7 +97,7 @@ def start_sequencing(
     batch's head with ``signer`` when given. With ``idle_s`` it stops once this
     process recorded no head for that long (a committing process's; the next head
     starts it again); without, it runs until stopped (``converge serve``, a worker)."""
-    timing = store._ledger
+    timing = store.ledger_timing
     with timing.lock:
         runner = timing.runner
         if isinstance(runner, LedgerSequencer) and runner.running(store):
@@ -113,7 +113,7 @@ def start_sequencing(
 
 def stop_sequencing(store: StoreCore, signer: Signer | None = None) -> None:
     """(``close``) Stop this process's sequencer and integrate the heads it left."""
-    timing = store._ledger
+    timing = store.ledger_timing
     with timing.lock:
         runner, timing.runner = timing.runner, None
     if runner is not None and timing.runner_pid == os.getpid():
@@ -146,7 +146,7 @@ class LedgerSequencer:
         self._active = time.monotonic()
         self._pid = os.getpid()
         self.signer = signer
-        delay = store._ledger.delay
+        delay = store.ledger_timing.delay
         self.every_s = every_s if every_s is not None else (delay if delay > 0 else 1.0)
         self.follow_s = follow_s
         self._lead: Connection | None = None
@@ -167,7 +167,7 @@ class LedgerSequencer:
     def leading(self) -> bool:
         """True while this sequencer leads the store's passes (on SQLite, always);
         one that does not tries to take the lead at most every ``follow_s``."""
-        if not self.store._pg or self._lead is not None:
+        if not self.store.is_postgres or self._lead is not None:
             return True
         now = time.monotonic()
         if now - self._tried < self.follow_s:
@@ -175,7 +175,7 @@ class LedgerSequencer:
         self._tried = now
         conn: Connection | None = None
         try:
-            conn = self.store._engine.connect()
+            conn = self.store.sql_engine.connect()
             lock = func.pg_try_advisory_lock(LEADER_LOCK, func.hashtext(func.current_schema()))
             got = bool(conn.execute(select(lock)).scalar())
             conn.commit()  # the session keeps the lock, no transaction stays open
@@ -211,7 +211,7 @@ class LedgerSequencer:
     def tick(self) -> int:
         """One turn: when leading, a pass if a head is pending; the heads integrated."""
         with self._turn:
-            timing = self.store._ledger
+            timing = self.store.ledger_timing
             if timing.recorded:
                 self._active = time.monotonic()
             timing.recorded = 0

@@ -71,7 +71,7 @@ def get_setting(store: StoreCore, name: str) -> str:
     """The value of setting ``name`` (its default when never set); ``ConfigurationError``
     for an unknown name."""
     setting = _known(name)
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         value = conn.execute(select(meta.c.value).where(meta.c.key == _PREFIX + name)).scalar()
     return setting.default if value is None else str(value)
 
@@ -84,7 +84,7 @@ def set_setting(store: StoreCore, name: str, value: str) -> str:
         stored = setting.parse(value)
     except ValueError as exc:
         raise ConfigurationError(f"setting {name}: {exc}") from exc
-    with store._tx() as conn:
+    with store.transaction() as conn:
         conn.execute(delete(meta).where(meta.c.key == _PREFIX + name))
         conn.execute(insert(meta).values(key=_PREFIX + name, value=stored))
     return stored

@@ -27,7 +27,7 @@ from sqlalchemy import Connection, insert, inspect, select
 
 from audit.core import StoreCore
 from audit.tables import SIGNATURE_TABLES, runs, signatures
-from engine.errors import ConvergeError
+from engine.errors import SigningKeyError
 
 __all__ = [
     "KEY_FILE",
@@ -54,10 +54,6 @@ canonical: Callable[[Any], str] = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 ).encode
 """The canonical JSON text of a statement: sorted keys, compact, UTF-8 kept."""
-
-
-class SigningKeyError(ConvergeError):
-    """A key file is missing, unreadable, not an Ed25519 key, or would be overwritten."""
 
 
 def key_id(public: Ed25519PublicKey) -> str:
@@ -186,7 +182,7 @@ def stored_statement(conn: Connection, kind: str, subject: str, kid: str) -> dic
 
 def stored_statements(store: StoreCore, kind: str) -> list[dict[str, Any]]:
     """Every signed statement of ``kind`` kept in the store (none when the table is missing)."""
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         if not inspect(conn).has_table(signatures.name):
             return []
         rows = conn.execute(select(signatures.c.statement).where(signatures.c.kind == kind))
@@ -211,7 +207,7 @@ def sign_facts_root(store: StoreCore, signer: Signer, run_id: str) -> dict[str, 
     earlier one of the same key (a resumed run stops again). None for a run with no
     facts root recorded."""
     ensure_signature_tables(store)
-    with store._tx() as conn:
+    with store.transaction() as conn:
         row = conn.execute(
             select(runs.c.facts_root, runs.c.facts_count).where(runs.c.run_id == run_id)
         ).one_or_none()

@@ -105,9 +105,9 @@ class SqlRunStore(StoreCore):
     def close(self) -> None:
         """Finish the batch in flight, integrate this process's pending run heads into
         the ledger, and release the database connections."""
-        self._writer.close()
+        self.writer.close()
         _sequencer.stop_sequencing(self, self.signer)
-        self._engine.dispose()
+        self.sql_engine.dispose()
 
     def ensure_schema(self) -> None:
         """Create the tables on first use; refuse a foreign or newer schema.
@@ -120,18 +120,18 @@ class SqlRunStore(StoreCore):
     def check_key(self) -> None:
         """Record the key's fingerprint in a store that has none; note a wrong or
         missing key (``verify`` then says so; a wrong key refuses to write)."""
-        with self._tx(write=False) as conn:
+        with self.transaction(write=False) as conn:
             stored = conn.execute(
                 select(meta.c.value).where(meta.c.key == KEY_FINGERPRINT)
             ).scalar()
-        self._fingerprint = stored
-        if self._key is None or stored is not None:
+        self.known_fingerprint = stored
+        if self.key is None or stored is not None:
             return
-        mine = key_fingerprint(self._key)
+        mine = key_fingerprint(self.key)
         try:
-            with self._tx() as conn:
+            with self.transaction() as conn:
                 conn.execute(insert(meta).values(key=KEY_FINGERPRINT, value=mine))
-            self._fingerprint = mine
+            self.known_fingerprint = mine
         except StoreError:
             pass  # a read-only copy, or a racing writer recorded it first
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from audit.core import StoreCore
-from audit.ledger import KEY_FINGERPRINT, key_fingerprint
+from audit.ledger import KEY_FINGERPRINT
 from audit.tables import meta
-from engine.errors import StoreError
+from engine.errors import AuditKeyError
+from engine.hashing.ledger import key_fingerprint
 
 __all__ = [
     "KEY_REQUIRED",
@@ -36,22 +37,10 @@ WRONG_KEY = "wrong key"
 """The problem of a process whose key is not the one the store was written with."""
 
 
-class AuditKeyError(StoreError):
-    """The store is keyed and this process's ``CONVERGE_AUDIT_KEY`` is missing or is
-    not its key: the write was refused before anything was recorded.
-
-    ``problem`` is :data:`KEY_REQUIRED` or :data:`WRONG_KEY`.
-    """
-
-    def __init__(self, message: str, problem: str) -> None:
-        super().__init__(message)
-        self.problem = problem
-
-
 def stored_fingerprint(store: StoreCore) -> str | None:
     """The key fingerprint the store records now (read from the database), or None."""
     # one row of converge_meta: no need to wait for the writer thread's batches
-    with store._tx(write=False, settle=False) as conn:
+    with store.transaction(write=False, settle=False) as conn:
         value = conn.execute(select(meta.c.value).where(meta.c.key == KEY_FINGERPRINT)).scalar()
     return None if value is None else str(value)
 
@@ -59,24 +48,24 @@ def stored_fingerprint(store: StoreCore) -> str | None:
 def keyed_as(store: StoreCore) -> str | None:
     """The fingerprint of the key the store is keyed with (as opened: its recorded
     fingerprint, else this process's key's), or None for a plain store."""
-    if store._fingerprint is not None:
-        return store._fingerprint
-    return None if store._key is None else key_fingerprint(store._key)
+    if store.known_fingerprint is not None:
+        return store.known_fingerprint
+    return None if store.key is None else key_fingerprint(store.key)
 
 
 def key_problem(store: StoreCore) -> tuple[str, str] | None:
     """(problem, the store's fingerprint) when this process's key does not fit the
     store, else None. A store not known as keyed when it was opened is read again:
     another process may have keyed it since."""
-    stored = store._fingerprint
+    stored = store.known_fingerprint
     if stored is None:
         stored = stored_fingerprint(store)
         if stored is None:
             return None
-        store._fingerprint = stored
-    if store._key is None:
+        store.known_fingerprint = stored
+    if store.key is None:
         return KEY_REQUIRED, stored
-    if key_fingerprint(store._key) != stored:
+    if key_fingerprint(store.key) != stored:
         return WRONG_KEY, stored
     return None
 
@@ -92,10 +81,10 @@ def require_key(store: StoreCore, action: str) -> None:
     if problem == KEY_REQUIRED:
         why = "CONVERGE_AUDIT_KEY is not set"
     else:
-        assert store._key is not None
+        assert store.key is not None
         why = (
             f"CONVERGE_AUDIT_KEY is not its key (yours has fingerprint "
-            f"{key_fingerprint(store._key)})"
+            f"{key_fingerprint(store.key)})"
         )
     raise AuditKeyError(
         f"{problem}: audit store {store.shown} is keyed (key fingerprint {stored}) and "

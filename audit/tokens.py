@@ -70,7 +70,7 @@ def add_token(
     ensure_inbox_tables(store)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     now = time.time()
-    with store._tx() as conn:
+    with store.transaction() as conn:
         conn.execute(
             insert(api_tokens).values(
                 token_hash=token_hash(token),
@@ -86,7 +86,7 @@ def add_token(
 def revoke_tokens(store: SqlRunStore, name: str) -> int:
     """Revoke every token of person ``name`` at once (sessions included); how many."""
     ensure_inbox_tables(store)
-    with store._tx() as conn:
+    with store.transaction() as conn:
         done = conn.execute(
             update(api_tokens)
             .where(api_tokens.c.name == name, api_tokens.c.revoked_at.is_(None))
@@ -102,7 +102,7 @@ def authenticate(store: SqlRunStore, token: str, now: float | None = None) -> Pr
         return None
     ensure_inbox_tables(store)
     digest = token_hash(token)
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         row = conn.execute(
             select(
                 api_tokens.c.token_hash,

@@ -12,13 +12,13 @@ from sqlalchemy import func, select
 
 from audit import ledger as ledger_log
 from audit.anchors import anchor_text, claim_reports, parse_claim
-from audit.chain import GENESIS, KEYED, ChainRow, VerifyReport, verify_chain
+from audit.chain import ChainRow, VerifyReport, verify_chain
 from audit.checkpoints import chunks_problem, read_checkpoint
 from audit.core import StoreCore
 from audit.crosscheck import Problem, check_checkpoint, check_gates, check_outcome
 from audit.decision_signatures import check_run_signatures
 from audit.exactly_once import check_exactly_once
-from audit.ledger import key_fingerprint, verify_ledger
+from audit.ledger import verify_ledger
 from audit.pending_heads import deleted_pending, run_in_ledger
 from audit.row_checks import (
     EventCells,
@@ -32,16 +32,19 @@ from audit.row_checks import (
 )
 from audit.tables import audit_events, gates, runs
 from engine.errors import RunNotFound
+from engine.hashing.chain import GENESIS, KEYED
+from engine.hashing.ledger import key_fingerprint
+from engine.status import RunStatus
 
 
 def _key_problem(store: StoreCore) -> str | None:
     """``wrong key`` / ``key required`` when the verifier's key does not fit the store."""
-    stored = store._fingerprint
+    stored = store.known_fingerprint
     if stored is None:
         return None
-    if store._key is None:
+    if store.key is None:
         return "key required"
-    if key_fingerprint(store._key) != stored:
+    if key_fingerprint(store.key) != stored:
         return "wrong key"
     return None
 
@@ -49,11 +52,11 @@ def _key_problem(store: StoreCore) -> str | None:
 def verify_run(store: StoreCore, run_id: str) -> VerifyReport:
     """The report of one run: its chain, then its row's outcome, gates, checkpoint,
     fact chunks and ledger entry checked against it (``RunNotFound`` when no row)."""
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         run = conn.execute(select(runs).where(runs.c.run_id == run_id)).one_or_none()
         if run is None:
             raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
-        events = read_events(conn, run_id, typed=store._pg)
+        events = read_events(conn, run_id, typed=store.is_postgres)
         rows = events.rows
         gate_rows = conn.execute(select(gates).where(gates.c.run_id == run_id)).all()
         blob = read_checkpoint(conn, run_id)
@@ -68,7 +71,7 @@ def verify_run(store: StoreCore, run_id: str) -> VerifyReport:
         chunks = chunks_problem(conn, run_id, blob)
     if cells is not None:
         return VerifyReport(run_id, False, len(rows), cells[0], cells[1])
-    if run.status == "queued":
+    if run.status == RunStatus.QUEUED:
         # submitted, not taken yet: nothing is recorded before a worker starts it
         if rows or gate_rows or blob is not None or run.last_seq or run.head_hash != GENESIS:
             return VerifyReport(run_id, False, len(rows), 1, "a queued run holds events")
@@ -76,7 +79,7 @@ def verify_run(store: StoreCore, run_id: str) -> VerifyReport:
     problem = _key_problem(store)
     if problem is not None:
         return VerifyReport(run_id, False, len(rows), 1, problem)
-    if store._fingerprint is not None and run.chain != KEYED:
+    if store.known_fingerprint is not None and run.chain != KEYED:
         return VerifyReport(run_id, False, len(rows), 1, "chain not keyed")
     report = verify_chain(
         run_id,
@@ -84,7 +87,7 @@ def verify_run(store: StoreCore, run_id: str) -> VerifyReport:
         head_hash=run.head_hash,
         last_seq=run.last_seq,
         chain=run.chain,
-        key=store._key,
+        key=store.key,
     )
     if not report.ok:
         return report
@@ -135,14 +138,14 @@ def verify_all(store: StoreCore) -> list[VerifyReport]:
     """Every run's report (oldest first), then the rows no run or ledger accounts
     for: events of no known run, runs the ledger names but the store lost, a
     broken ledger."""
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         ids = list(conn.execute(select(runs.c.run_id).order_by(runs.c.started_at)).scalars())
         orphans = conn.execute(
             select(audit_events.c.run_id, func.min(audit_events.c.seq), func.count())
             .where(audit_events.c.run_id.not_in(select(runs.c.run_id)))
             .group_by(audit_events.c.run_id)
         ).all()
-        state = verify_ledger(conn, store._hash)
+        state = verify_ledger(conn, store.chain_hash)
         deleted = deleted_pending(conn, set(state.latest))
     reports = [
         verify_run(store, run_id)
@@ -165,7 +168,7 @@ def verify_all(store: StoreCore) -> list[VerifyReport]:
 
 def anchor(store: StoreCore) -> str:
     """The ledger head, ``seq:hash`` (``seq:hash:keyed:FINGERPRINT`` in a keyed store)."""
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         seq, digest = ledger_log.read_head(conn)
     return anchor_text(store, seq, digest)
 

@@ -1,7 +1,7 @@
 """The audited write path: number and chain a cycle's events, then insert them in bulk.
 
 :func:`chain_batch` turns an event batch into rows: one hash per event, with the
-exact bytes of :func:`audit.chain.event_message`, in one pass. A
+exact bytes of :func:`engine.hashing.chain.event_message`, in one pass. A
 :class:`engine.store.PromotedFacts` item (the facts of a merge, their canonical JSON
 already built by the engine) is chained in a tight loop over its texts and kept as
 one :class:`FactRows` segment, so that :class:`BulkInserter` can hand it to the
@@ -14,8 +14,6 @@ to ``executemany``); on PostgreSQL one ``COPY`` fed one text buffer.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import json
 import sys
 import threading
@@ -25,12 +23,13 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, insert
 
-from audit.chain import event_message, hasher
 from audit.spliced import started_json
 from audit.tables import audit_events, fact_chunks
 from engine.errors import StoreError
-from engine.facts import canonical_json, fact_from_dict, fact_json
-from engine.run_state import fact_row
+from engine.facts import canonical_json, fact_from_dict, fact_json, fact_row
+from engine.hashing.chain import event_message, fact_links, hasher
+from engine.hashing.checkpoint import checkpoint_digest
+from engine.hashing.checkpoint import fold_digest as fold_digest
 from engine.store import BatchItem, PromotedFacts
 
 EVENT_COLUMNS = ("run_id", "seq", "cycle", "kind", "ts", "payload", "hash", "fact_id")
@@ -101,7 +100,7 @@ class ChainedBatch:
         """The ``fact_chunks`` data of the batch and its sha256 (hex), built once."""
         if self._chunk_row is None:
             data = "[" + ",".join(self.chunk) + "]"
-            self._chunk_row = (data, hashlib.sha256(data.encode()).hexdigest())
+            self._chunk_row = (data, checkpoint_digest(data))
         return self._chunk_row
 
 
@@ -122,11 +121,6 @@ class QueuedBatch:
     checkpoint: dict[str, Any] | None = None
     blob: str | None = None
     saved: ChainedBatch | None = None
-
-
-def fold_digest(digest: str, chunk_digest: str) -> str:
-    """The chain of fact-chunk digests a checkpoint refers to, one chunk further."""
-    return hashlib.sha256(f"{digest}{chunk_digest}".encode()).hexdigest()
 
 
 def chain_batch(
@@ -179,7 +173,7 @@ def chain_batch(
                 initial = ev.payload.get("initial_facts") or ()
                 texts = ev.fact_texts
                 if texts is not None and len(texts) == len(initial):
-                    # fact dicts as chunk rows (engine.run_state loads both forms)
+                    # fact dicts as chunk rows (engine._cycle.run loads both forms)
                     out.chunk[:0] = texts
                 else:
                     out.chunk[:0] = [canonical_json(fact_row(fact_from_dict(f))) for f in initial]
@@ -192,30 +186,10 @@ def chain_batch(
 def _chain_facts(
     ev: PromotedFacts, rid: str, prev: str, seq: int, key: bytes | None
 ) -> tuple[FactRows, str]:
-    """The hashes of ``ev``'s facts: :func:`audit.chain.event_message`'s bytes, with
-    its constant parts built once per batch (the hot loop of an audited run)."""
-    cycle, ts = ev.cycle, float(ev.ts)
-    pre = f'{{"cycle":{cycle},"kind":"fact_promoted","payload":'
-    mid = f',"run_id":{rid},"seq":'
-    tail = f',"ts":{ts!r}}}'
-    texts = ev.texts
-    hashes: list[str] = []
-    push = hashes.append
-    s = seq
-    if key is None:
-        sha = hashlib.sha256
-        for text in texts:
-            s += 1
-            prev = sha(f"{prev}{pre}{text}{mid}{s}{tail}".encode()).hexdigest()
-            push(prev)
-    else:
-        base = hmac.new(key, digestmod=hashlib.sha256)
-        for text in texts:
-            s += 1
-            m = base.copy()
-            m.update(f"{prev}{pre}{text}{mid}{s}{tail}".encode())
-            prev = m.hexdigest()
-            push(prev)
+    """The hashes of ``ev``'s facts (:func:`engine.hashing.chain.fact_links`: one
+    call per segment, the hot loop of an audited run)."""
+    cycle, ts, texts = ev.cycle, float(ev.ts), ev.texts
+    hashes, prev = fact_links(prev, seq, rid, cycle, ts, texts, key)
     return FactRows(seq + 1, cycle, ts, texts, hashes, [_quote(f.id) for f in ev.facts]), prev
 
 

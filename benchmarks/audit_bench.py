@@ -7,7 +7,7 @@
 - W2 100 suggestors x 100 facts x 10 cycles (100k facts) without a store and with
   the SQLite store (every fact an event), facts/s and the slowdown;
 - Q1 ``runs(category="budget")`` over 100k runs inserted in bulk;
-- C1 ``load_checkpoint`` + ``RunState.from_checkpoint`` of a 10k-fact run.
+- C1 ``load_checkpoint`` + ``Run.from_checkpoint`` of a 10k-fact run.
 
 In ``python -m benchmarks``, :func:`run_q1` adds the Q1 rows, measured with
 ``build_runs_query(n, directory)``.
@@ -77,7 +77,7 @@ def populate_runs(store: SqlRunStore, n: int, batch: int = 20_000) -> None:
     """Insert ``n`` finished runs in bulk (Core executemany), a category each in turn."""
     now = time.time() - n
     rows: list[dict[str, Any]] = []
-    with store._tx() as conn:
+    with store.transaction() as conn:
         for i in range(n):
             cat = CATEGORIES[i % len(CATEGORIES)]
             kind = KINDS[cat]
@@ -218,21 +218,21 @@ def w2_facts_per_second(directory: Path) -> tuple[float, float]:
 # -- C1 ---------------------------------------------------------------------------------
 def checkpoint_load_ms(directory: Path, facts: int = 10_000) -> float:
     """Median ms to load a 10k-fact checkpoint and rebuild the run state."""
-    from engine.collector import bulk_load
-    from engine.run_state import RunState
+    from engine._cycle.collector import bulk_load
+    from engine._cycle.run import Run
 
     store = open_store(str(directory / "c1.db"))
-    state = RunState("c1", Budget())
+    state = Run("c1", Budget())
     for i in range(facts):
         f = Fact(f"k#{i}", "k", {"name": f"pkg-{i}", "v": i}, 1.0, Provenance("s", 1, f"p{i}"))
-        state.context._promote(f, ("k", i))
+        state.facts.promote(f, ("k", i))
     store.start_run(RunHeader("c1", None, None, ("s",), time.time()), [])
-    with store._tx() as conn:
+    with store.transaction() as conn:
         store._put_checkpoint(conn, "c1", state.to_checkpoint(["s"]))
 
     def load() -> None:
         with bulk_load():  # as Engine.resume loads it
-            RunState.from_checkpoint(store.load_checkpoint("c1"))
+            Run.from_checkpoint(store.load_checkpoint("c1"))
 
     ms = median_s(load) * 1000
     store.close()

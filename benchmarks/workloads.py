@@ -25,6 +25,10 @@ from engine import Budget, Engine, Proposal, RunResult, RunStore, suggestor
 from engine.context import Context
 from engine.suggestor import FunctionSuggestor
 
+W2_SQLITE_FLOOR_RATIO = 1.4
+"""W2 on SQLite meets its target at 150k facts/s or within this ratio of the raw
+floor (loop + executemany + sha256) measured in the same run."""
+
 W2_SUGGESTORS = 100
 W2_FACTS_PER_EXECUTION = 100
 W2_CYCLES = 10
@@ -302,6 +306,13 @@ def run_w2(suite: Suite) -> None:
         with GcMonitor() as mon:
             series = suite.time(build_throughput(factory, sw, sf, sc))
         _close(factory())
+        floor = suite.limit(["plain loop", "sqlite3 executemany", "sha256 chain"], lambda s: 1 / s)
+        note = gc_note(mon)
+        if name == "w2-sqlite" and target is not None and floor is not None:
+            # the SQLite target (docs/performance.md): 150k facts/s or within 1.4x of
+            # the raw floor measured in the same run, whichever is lower
+            target = min(target, floor.median / W2_SQLITE_FLOOR_RATIO)
+            note += f"; target: 150,000 or floor / {W2_SQLITE_FLOOR_RATIO}"
         row = Row(
             label,
             f"{sw}x{sf}x{sc}",
@@ -309,11 +320,9 @@ def run_w2(suite: Suite) -> None:
             True,
             Stat.of(series, lambda t: store_total / t),
             target=None if target is None else (">=", target),
-            limit=suite.limit(
-                ["plain loop", "sqlite3 executemany", "sha256 chain"], lambda s: 1 / s
-            ),
+            limit=floor,
             limit_name="loop + executemany + sha256",
-            note=gc_note(mon),
+            note=note,
         )
         suite.add(row, series)
 

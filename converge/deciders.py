@@ -24,21 +24,9 @@ from audit.people import knows
 from audit.settings import REQUIRE_TOKEN, get_setting
 from audit.store import SqlRunStore
 from audit.tokens import authenticate
-from converge.governance import NotAllowed
+from engine.errors import BadToken, TokenRequired, UnknownPerson
 
 __all__ = ["BadToken", "TokenRequired", "UnknownPerson", "check_known", "cli_decider"]
-
-
-class UnknownPerson(NotAllowed):
-    """The decision names nobody the store knows (once anyone is registered)."""
-
-
-class TokenRequired(NotAllowed):
-    """The store requires the decider's token for command-line decisions (``require-token``)."""
-
-
-class BadToken(NotAllowed):
-    """The token given is unknown, expired or revoked, a viewer's, or another person's."""
 
 
 def check_known(store: SqlRunStore, name: str) -> None:

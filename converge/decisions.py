@@ -46,7 +46,9 @@ from engine import (
     GateRecord,
     RunResult,
 )
+from engine.errors import InvalidValue as InvalidValue  # re-exported: it lived here
 from engine.hitl import iso_utc
+from engine.status import GateStatus
 from gates.hitl import ApprovalPolicy
 
 Clock = Callable[[], float]
@@ -63,10 +65,6 @@ def executor_for(store: SqlRunStore) -> Execute:
         return step(job.build_engine(store))
 
     return execute
-
-
-class InvalidValue(ConvergeError):
-    """The value given with an approval is refused by the gate policy's hook."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +137,9 @@ def checked_value(job: Job | None, gate: GateRecord, decision: GateDecision) -> 
 def is_expired(gate: GateRecord, now: float | None = None) -> bool:
     """True when a pending ``gate`` is past its deadline (``expires_at``)."""
     at = time.time() if now is None else now
-    return gate.status == "pending" and gate.expires_at is not None and at > gate.expires_at
+    return (
+        gate.status == GateStatus.PENDING and gate.expires_at is not None and at > gate.expires_at
+    )
 
 
 def apply_expiry(
@@ -164,7 +164,7 @@ def apply_expiry(
     )
     require_key(store, f"expiring gate {gate.gate_id}")
     try:
-        store.decide_gate(gate.gate_id, timeout, "expired")
+        store.decide_gate(gate.gate_id, timeout, GateStatus.EXPIRED)
     except GateAlreadyDecided:
         return None
     if not resume:
@@ -240,7 +240,7 @@ def decide(
     if is_expired(gate, clock()):
         apply_expiry(store, gate, run, queue=queue)
         raise GateExpired(f"gate {gate_id} expired; decided by on_timeout={gate.on_timeout!r}")
-    if gate.status != "pending":
+    if gate.status != GateStatus.PENDING:
         raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, iso_utc(gate.decided_at))
     try:
         check_known(store, decision.by)
@@ -279,7 +279,9 @@ def decide(
         if decision.signature is not None:  # the deciding vote's signed statement
             final = final.model_copy(update={"signature": decision.signature})
     if queue is not None:
-        recorded = store.decide_gate(gate_id, final, "approved" if final.approved else "rejected")
+        recorded = store.decide_gate(
+            gate_id, final, GateStatus.APPROVED if final.approved else GateStatus.REJECTED
+        )
         queue.send(gate.run_id, "resume")
         return DecisionReport(recorded, cast, required, 0, None)
     try:

@@ -19,16 +19,9 @@ from typing import Any
 
 from audit.people import actors_of, groups_of
 from audit.store import SqlRunStore
-from engine import ConvergeError, GateDecision, GateRecord
-
-
-class NotAllowed(ConvergeError):
-    """This person may not decide (or see) this gate: not an approver, the run's own
-    submitter under four eyes, or a decision without a required reason."""
-
-
-class MissingReason(ConvergeError):
-    """The gate requires a reason for this decision (``reason_required``) and none was given."""
+from engine import GateDecision, GateRecord
+from engine.errors import MissingReason as MissingReason  # re-exported: it lived here
+from engine.errors import NotAllowed as NotAllowed  # re-exported: it lived here
 
 
 @dataclass(frozen=True, slots=True)

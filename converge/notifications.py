@@ -55,12 +55,15 @@ from audit.notifications import (
 )
 from audit.store import SqlRunStore
 from engine import ConvergeError
+from engine.errors import NotSent
+from engine.status import GateStatus
 from engine.store import GateRecord
 
 __all__ = [
     "MAX_ATTEMPTS",
     "SIGNATURE_HEADER",
     "Delivery",
+    "NotSent",
     "deliveries",
     "notify_after_command",
     "notify_due",
@@ -97,10 +100,6 @@ class Sink:
     webhook: str | None = None
     secret_env: str | None = None
     email: str | None = None
-
-
-class NotSent(Exception):
-    """A notification that cannot be sent as configured (retrying will not help)."""
 
 
 def rules_of(gate: GateRecord) -> dict[str, Any]:
@@ -180,7 +179,7 @@ def payload(gate: GateRecord, event: str) -> dict[str, Any]:
         "gate_id": gate.gate_id,
         "run_id": gate.run_id,
         "summary": gate.summary,
-        "status": gate.status if final else "pending",
+        "status": gate.status if final else GateStatus.PENDING,
         "decided_by": gate.decided_by if final else None,
         "reason": gate.reason if final else None,
         "approvers": approvers_at(gate, rules, ts),
@@ -200,11 +199,11 @@ def due_events(gate: GateRecord, rules: dict[str, Any], now: float) -> list[str]
     """The events of ``gate`` that have happened by ``now``, in order."""
     events = ["opened"]
     when = escalation_at(gate, rules)
-    if gate.status == "pending" and when is not None and now >= when:
+    if gate.status == GateStatus.PENDING and when is not None and now >= when:
         events.append("escalated")
-    if gate.status in ("approved", "rejected"):
+    if gate.status in (GateStatus.APPROVED, GateStatus.REJECTED):
         events.append("decided")
-    elif gate.status == "expired":
+    elif gate.status == GateStatus.EXPIRED:
         events.append("expired")
     return events
 

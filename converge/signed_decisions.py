@@ -30,15 +30,10 @@ from audit.decision_signatures import (
 from audit.known_people import person, public_key_from_pem
 from audit.signing import Signer, canonical
 from audit.store import SqlRunStore
-from converge.governance import NotAllowed
 from engine import GateDecision, GateRecord
+from engine.errors import SignatureRefused
 
 __all__ = ["SignatureRefused", "statement_for", "with_signature"]
-
-
-class SignatureRefused(NotAllowed):
-    """A signed decision that cannot be recorded: no registered key, another key, a
-    statement that is not this decision, or a signature that does not verify."""
 
 
 def statement_for(

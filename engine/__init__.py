@@ -3,6 +3,7 @@
 Everything a user needs to write suggestors and run them is importable from here.
 """
 
+from engine._cycle.start import new_run_id
 from engine.budget import Budget, BudgetStatus, DimensionStatus, RemainingBudget
 from engine.context import Context
 from engine.criterion import Blocked, Criterion, CriterionReport, CriterionResult, Met, Unmet
@@ -25,18 +26,20 @@ from engine.errors import (
     RunNotFound,
     RunSuperseded,
     SchemaVersionError,
+    StopRun,
     StoreError,
     TamperedRow,
 )
 from engine.executor import CycleWork, Executor
 from engine.facts import Fact, Proposal, Provenance, content_key, fact_from_dict, fact_to_dict
+from engine.hashing.merkle import facts_root
 from engine.hitl import GateDecision, HitlPolicy
-from engine.integrity import facts_root
 from engine.invariant import Invariant, Violation
 from engine.policy import Continue, RunStats, StopDecision, StopPolicy
 from engine.promotion import PromotionGate, Rejection
 from engine.references import resolve_reference
 from engine.result import ContinuationRecord, RunResult
+from engine.status import GateStatus, RunStatus
 from engine.stop import (
     AgentRefused,
     ConsecutiveErrorsExceeded,
@@ -76,7 +79,7 @@ from engine.store import (
     RunStore,
     expand_events,
 )
-from engine.suggestor import FunctionSuggestor, StopRun, Suggestor, suggestor
+from engine.suggestor import FunctionSuggestor, Suggestor, suggestor
 
 __all__ = [
     "AgentRefused",
@@ -119,6 +122,7 @@ __all__ = [
     "GateExpired",
     "GateNotFound",
     "GateRecord",
+    "GateStatus",
     "HitlGatePending",
     "HitlPolicy",
     "HumanInterventionRequired",
@@ -147,6 +151,7 @@ __all__ = [
     "RunOutcome",
     "RunResult",
     "RunStats",
+    "RunStatus",
     "RunStore",
     "RunSuperseded",
     "SchemaVersionError",
@@ -170,6 +175,7 @@ __all__ = [
     "fact_from_dict",
     "fact_to_dict",
     "facts_root",
+    "new_run_id",
     "parse_stop_reason",
     "resolve_reference",
     "suggestor",

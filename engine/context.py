@@ -19,7 +19,7 @@ class Context:
     ``ctx.has(key)``, ``ctx.keys()``, ``len(ctx)``, iteration over every fact,
     ``ctx.cycle`` (the cycle being executed; 0 before the first), ``ctx.fact(id)``,
     ``ctx.remaining_budget()``; ``ctx.record_usage(...)`` counts what a failed or
-    cut execution spent. Only the engine adds facts (through :meth:`_promote`).
+    cut execution spent. Only the engine adds facts (through its :class:`FactIndex`).
     """
 
     __slots__ = (
@@ -33,17 +33,17 @@ class Context:
         "cycle",
     )
 
-    def __init__(self) -> None:
-        self._facts: list[Fact] = []
-        self._by_key: dict[str, list[Fact]] = {}
-        self._tuples: dict[str, tuple[Fact, ...]] = {}
-        self._by_id: dict[str, Fact] = {}
-        self._identities: set[tuple[str, Any]] = set()
+    def __init__(self, index: FactIndex | None = None, *, cycle: int = 0) -> None:
+        # the index's own containers: the engine writes them, this view reads them
+        index = FactIndex() if index is None else index
+        self._facts = index.facts
+        self._by_key = index.by_key
+        self._tuples = index.tuples
+        self._by_id = index.by_id
+        self._identities = index.identities
         self._remaining: Callable[[], RemainingBudget] | None = None
-        # usage recorded by executions that will not return it (record_usage);
-        # the engine takes it when it collects the cycle (never replaced: cleared)
-        self._recorded: list[tuple[str, Usage]] = []
-        self.cycle = 0
+        self._recorded = index.recorded
+        self.cycle = cycle
 
     @classmethod
     def of(
@@ -56,12 +56,13 @@ class Context:
 
         Raises ``TypeError``/``ValueError`` for content that is not JSON-serialisable.
         """
-        ctx = cls()
+        index = FactIndex()
         for fact in facts:
-            ctx._promote(fact, (fact.key, content_key(fact.content)))
+            index.promote(fact, (fact.key, content_key(fact.content)))
+        ctx = cls(index)
         ctx.cycle = cycle
         if remaining is not None:
-            ctx._remaining = lambda: remaining
+            ctx.bind_remaining(lambda: remaining)
         return ctx
 
     # -- reading ---------------------------------------------------------------
@@ -152,20 +153,62 @@ class Context:
     def __repr__(self) -> str:
         return f"Context(facts={len(self._facts)}, keys={len(self._by_key)}, cycle={self.cycle})"
 
-    # -- engine only -------------------------------------------------------------
-    def _promote(self, fact: Fact, identity: tuple[str, Any]) -> None:
+    def bind_remaining(self, source: Callable[[], RemainingBudget] | None) -> None:
+        """Engine side: what :meth:`remaining_budget` computes from now on."""
+        self._remaining = source
+
+
+class FactIndex:
+    """The facts behind a :class:`Context`, written by the engine only: ``facts`` in
+    promotion order, ``by_key`` (key → its facts), ``identities`` ((key, content
+    key) pairs, for deduplication), the lazily built ``by_id`` and the per-key
+    ``tuples`` snapshots the context hands out, and the usage ``recorded`` by
+    executions (``Context.record_usage``) that the engine has not collected yet.
+    A context built on an index reads these very containers."""
+
+    __slots__ = ("by_id", "by_key", "facts", "identities", "recorded", "tuples")
+
+    def __init__(self, facts: list[Fact] | None = None) -> None:
+        self.facts: list[Fact] = []
+        self.by_key: dict[str, list[Fact]] = {}
+        self.tuples: dict[str, tuple[Fact, ...]] = {}
+        self.by_id: dict[str, Fact] = {}
+        self.identities: set[tuple[str, Any]] = set()
+        # never replaced, only cleared: the context holds this very list
+        self.recorded: list[tuple[str, Usage]] = []
+        if facts:  # loaded from a checkpoint or fact chunks, in order
+            self.facts.extend(facts)
+            by_key = self.by_key
+            identities = self.identities
+            for fact in facts:
+                key = fact[1]
+                bucket = by_key.get(key)
+                if bucket is None:
+                    by_key[key] = [fact]
+                else:
+                    bucket.append(fact)
+                content = fact[2]
+                c = type(content)
+                identities.add(
+                    (key, content if c is str or c is int or c is float else content_key(content))
+                )
+
+    def promote(self, fact: Fact, identity: tuple[str, Any]) -> None:
+        """Add ``fact`` (whose identity is ``identity``) after the others."""
         key = fact.key
-        self._facts.append(fact)
-        bucket = self._by_key.get(key)
+        self.facts.append(fact)
+        bucket = self.by_key.get(key)
         if bucket is None:
-            self._by_key[key] = [fact]
+            self.by_key[key] = [fact]
         else:
             bucket.append(fact)
-        self._identities.add(identity)
+        self.identities.add(identity)
 
-    def _has_identity(self, identity: tuple[str, Any]) -> bool:
-        return identity in self._identities
+    def has_identity(self, identity: tuple[str, Any]) -> bool:
+        """True when a fact of this (key, content key) identity is in."""
+        return identity in self.identities
 
-    def _next_id(self, key: str) -> str:
-        facts = self._by_key.get(key)
+    def next_id(self, key: str) -> str:
+        """The id the next fact on ``key`` gets: ``{key}#{n}``."""
+        facts = self.by_key.get(key)
         return f"{key}#{len(facts) if facts is not None else 0}"

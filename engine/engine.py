@@ -1,10 +1,10 @@
 """The engine: a façade over the steps of the cycle (docs/concepts.md).
 
-A run alternates *cycles*: find the eligible suggestors (:mod:`engine.scheduling`),
-execute them (:mod:`engine.execution`), collect their outcomes
-(:mod:`engine.collection`), merge their proposals into facts (:mod:`engine.merge`),
-then judge the stop (:mod:`engine.judgement`); :mod:`engine.loop` drives it,
-:mod:`engine.recording` writes the audit trail and :mod:`engine.resume` loads
+A run alternates *cycles*: find the eligible suggestors (:mod:`engine._cycle.scheduling`),
+execute them (:mod:`engine._cycle.execution`), collect their outcomes
+(:mod:`engine._cycle.collection`), merge their proposals into facts (:mod:`engine._cycle.merge`),
+then judge the stop (:mod:`engine._cycle.judgement`); :mod:`engine._cycle.steps` drives it,
+:mod:`engine._cycle.recording` writes the audit trail and :mod:`engine._cycle.resume` loads
 paused and stopped runs back. Every end is one ``StopReason``; whatever ends the
 run, the facts promoted so far are returned.
 """
@@ -14,14 +14,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from engine.accounting import run_stats
+from engine._cycle.accounting import run_stats
+from engine._cycle.resume import load_paused, load_stopped
+from engine._cycle.start import start
+from engine._cycle.steps import drive_async, drive_sync
 from engine.budget import Budget
 from engine.fork import load_fork
 from engine.hitl import GateDecision
-from engine.loop import drive_async, drive_sync, start
 from engine.policy import RunStats
 from engine.result import RunResult
-from engine.resume import load_paused, load_stopped
 from engine.settings import EngineSettings, OnStop
 from engine.suggestor import Suggestor
 
@@ -51,7 +52,7 @@ class Engine(EngineSettings):
         """Ask a run (or every run of this engine in flight) to stop.
 
         Thread-safe. Sync work finishes its cycle; in-flight async suggestors are
-        cancelled within ``engine.execution.CANCEL_POLL_S`` (50 ms). The run ends
+        cancelled within ``engine._cycle.execution.CANCEL_POLL_S`` (50 ms). The run ends
         with ``UserCancelled`` and keeps the facts promoted before.
         """
         self.runs.cancel(run_id)
@@ -113,7 +114,7 @@ class Engine(EngineSettings):
 
     def stats(self, result: RunResult) -> RunStats | None:
         """The last :class:`RunStats` of a run kept by this engine (stopped or paused)."""
-        st = self.runs.stopped.get(result.run_id)
-        if st is None:
-            st = next((s for s in self.runs.paused.values() if s.run_id == result.run_id), None)
-        return run_stats(self, st) if st is not None else None
+        run = self.runs.stopped.get(result.run_id)
+        if run is None:
+            run = next((s for s in self.runs.paused.values() if s.run_id == result.run_id), None)
+        return run_stats(self, run) if run is not None else None

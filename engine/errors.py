@@ -1,14 +1,99 @@
-"""Every error converge raises, in one hierarchy under :class:`ConvergeError`.
+"""Every exception of converge in one module: the errors, in one hierarchy under
+:class:`ConvergeError`, and the control-flow signals apart from them.
 
 Catch the family (``ConvergeError``) or one case. A run itself never raises for a
-failing suggestor: it stops with a typed ``StopReason`` instead.
+failing suggestor: it stops with a typed ``StopReason`` instead. The signals
+(:class:`StopRun`, :class:`ToolBudgetHit`) are not errors: they unwind code on
+purpose and derive from ``BaseException``, so that ``except Exception:`` in a
+suggestor, a tool or a library between the raise and its catcher cannot swallow
+them (as ``KeyboardInterrupt``). Each module that raised one of these before
+they lived here still exports it under its old name.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.stop import InvocationBudgetExhausted
+
+__all__ = [
+    "AmbiguousRunId",
+    "AuditKeyError",
+    "BadToken",
+    "BundleError",
+    "ChainError",
+    "ConfigurationError",
+    "ConvergeError",
+    "CorruptRow",
+    "DuplicateVote",
+    "ExecutorUnavailable",
+    "ExportError",
+    "ForkError",
+    "GateAlreadyDecided",
+    "GateExpired",
+    "GateNotFound",
+    "ImportReferenceError",
+    "InvalidValue",
+    "JobFileError",
+    "LedgerForked",
+    "LoginRequired",
+    "MissingReason",
+    "NotAllowed",
+    "NotRecorded",
+    "NotSent",
+    "RemoteSuggestorError",
+    "ReplayError",
+    "ReplayedSuggestorError",
+    "ResumeError",
+    "RunBusy",
+    "RunFinished",
+    "RunNotFound",
+    "RunSuperseded",
+    "SchemaVersionError",
+    "SignatureRefused",
+    "SigningKeyError",
+    "StopRun",
+    "StoreError",
+    "TamperedRow",
+    "TapeMissing",
+    "TokenRequired",
+    "ToolBudgetHit",
+    "UnknownPerson",
+]
+
 
 class ConvergeError(Exception):
     """Base class of every error raised by converge."""
+
+
+# --- control-flow signals ------------------------------------------------------
+# BaseException, so that no `except Exception` between the raise and its one catcher
+# (the engine's collection for StopRun, the agent call for ToolBudgetHit) swallows it.
+
+
+class StopRun(BaseException):
+    """Raise inside a suggestor to stop the run on purpose → ``StopRequested``.
+
+    ``context`` is attached to the stop reason for diagnosis (JSON-serialisable).
+    A ``BaseException``: a suggestor's own ``except Exception:`` does not catch it.
+    """
+
+    def __init__(self, message: str, *, context: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.context: dict[str, Any] = dict(context or {})
+
+
+class ToolBudgetHit(BaseException):
+    """Raised inside the agent run before a tool call past its limit (never escapes
+    :func:`converge.agents.call_agent`, which returns ``reason`` as its signal).
+    A ``BaseException``: pydantic-ai's and the tools' ``except Exception`` let it through."""
+
+    def __init__(self, reason: InvocationBudgetExhausted) -> None:
+        super().__init__(str(reason))
+        self.reason = reason
 
 
 # --- configuration -------------------------------------------------------------
@@ -37,6 +122,15 @@ class ImportReferenceError(ConfigurationError):
 
 class RunNotFound(ConvergeError):
     """No run with that id is known (to this engine or its store)."""
+
+
+class AmbiguousRunId(RunNotFound):
+    """A run id prefix that starts the ids of several runs; ``candidates`` holds
+    them, sorted (at most :data:`audit.queries.CANDIDATES`)."""
+
+    def __init__(self, message: str, candidates: Sequence[str]) -> None:
+        super().__init__(message)
+        self.candidates = tuple(candidates)
 
 
 class ResumeError(ConvergeError):
@@ -73,6 +167,11 @@ class RunBusy(ResumeError):
 class RunFinished(ResumeError):
     """The run already finished with a stop that leaves nothing to continue
     (success, validation, error or human intervention): it is not claimable."""
+
+
+class ForkError(ConvergeError):
+    """A run cannot be forked at the cycle asked: no store or one that cannot read a
+    run's history, an unknown run, a cycle it never reached, events missing."""
 
 
 # --- storage -------------------------------------------------------------------
@@ -123,9 +222,143 @@ class CorruptRow(StoreError):
         super().__init__(f"{row}: cannot read {table}.{column}: {why}")
 
 
+class AuditKeyError(StoreError):
+    """The store is keyed and this process's ``CONVERGE_AUDIT_KEY`` is missing or is
+    not its key: the write was refused before anything was recorded.
+
+    ``problem`` is :data:`audit.store_key.KEY_REQUIRED` or
+    :data:`audit.store_key.WRONG_KEY`.
+    """
+
+    def __init__(self, message: str, problem: str) -> None:
+        super().__init__(message)
+        self.problem = problem
+
+
 # --- executors -----------------------------------------------------------------
 
 
 class ExecutorUnavailable(ConvergeError):
     """An executor cannot dispatch a cycle's executions or read their results
     (broker or result backend unreachable) → ``Error(error_category="external")``."""
+
+
+# --- the audit's proofs, keys and bundles --------------------------------------
+
+
+class ExportError(ConvergeError):
+    """The run cannot be exported: not stopped yet, its chain does not verify, an
+    unknown fact id."""
+
+
+class LedgerForked(ConvergeError):
+    """The ledger's tree no longer has the root a head signed earlier says it had."""
+
+
+class SigningKeyError(ConvergeError):
+    """A key file is missing, unreadable, not an Ed25519 key, or would be overwritten."""
+
+
+class BundleError(ConvergeError):
+    """The file is not a proof bundle (not JSON, another format)."""
+
+
+# --- the application: decisions and governance ---------------------------------
+
+
+class DuplicateVote(ConvergeError):
+    """This person already approved or rejected this gate: a quorum needs distinct people."""
+
+    def __init__(self, gate_id: str, voter: str) -> None:
+        self.gate_id = gate_id
+        self.voter = voter
+        super().__init__(f"{voter} already voted on gate {gate_id}; another person must approve")
+
+
+class InvalidValue(ConvergeError):
+    """The value given with an approval is refused by the gate policy's hook."""
+
+
+class NotAllowed(ConvergeError):
+    """This person may not decide (or see) this gate: not an approver, the run's own
+    submitter under four eyes, or a decision without a required reason."""
+
+
+class MissingReason(ConvergeError):
+    """The gate requires a reason for this decision (``reason_required``) and none was given."""
+
+
+class UnknownPerson(NotAllowed):
+    """The decision names nobody the store knows (once anyone is registered)."""
+
+
+class TokenRequired(NotAllowed):
+    """The store requires the decider's token for command-line decisions (``require-token``)."""
+
+
+class BadToken(NotAllowed):
+    """The token given is unknown, expired or revoked, a viewer's, or another person's."""
+
+
+class SignatureRefused(NotAllowed):
+    """A signed decision that cannot be recorded: no registered key, another key, a
+    statement that is not this decision, or a signature that does not verify."""
+
+
+# --- the application: web ------------------------------------------------------
+
+
+class LoginRequired(ConvergeError):
+    """A page was asked for without a session: the app redirects to ``/login``."""
+
+
+# --- the application: workers --------------------------------------------------
+
+
+# Not a ConvergeError: it stands for the suggestor's own exception (a ValueError on
+# the worker), which converge does not raise and an ``except ConvergeError`` must
+# not take for one of its own, as with the same exception raised in-process.
+class RemoteSuggestorError(Exception):
+    """Base of the exceptions rebuilt from a worker's reply.
+
+    Each is a subclass named like the exception raised on the worker (``ValueError``
+    → a ``ValueError`` subclass of this), so the stop message reads exactly as
+    in-process: ``"name: ValueError: message"``. ``traceback_text`` is the
+    worker's own traceback (recorded in the ``suggestor_failed`` event). The
+    subclasses are made in :mod:`converge.workers.wire`.
+    """
+
+    traceback_text: str = ""
+
+
+# --- the application: agents and replay ----------------------------------------
+
+
+class TapeMissing(ConvergeError):
+    """An agent asked its model more than the recording holds: replay cannot answer
+    it without calling the model."""
+
+
+class ReplayError(ConvergeError):
+    """A run cannot be replayed: no job to run (none recorded, none given), or a fork
+    (its state at the fork point comes from its parent)."""
+
+
+class NotRecorded(ConvergeError):
+    """Replay needs an output the recorded run did not keep (a suggestor marked
+    non-deterministic after the run, a store written before outputs were recorded)."""
+
+
+# Not a ConvergeError, as RemoteSuggestorError: it replays a suggestor's own failure.
+class ReplayedSuggestorError(Exception):
+    """Base of the exceptions ``converge replay`` raises for a failure a run recorded:
+    each is a subclass named like the recorded exception (``"ValueError: bad"`` → a
+    ``ValueError`` subclass of this), so the replayed failure reads as the recorded
+    one. The subclasses are made in :mod:`converge.replay.recorded`."""
+
+
+# --- the application: notifications --------------------------------------------
+
+
+class NotSent(ConvergeError):
+    """A notification that cannot be sent as configured (retrying will not help)."""

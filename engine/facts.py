@@ -2,15 +2,20 @@
 
 They are immutable named tuples, compared by value: a run builds hundreds of
 thousands of them on its hot path, and a tuple is built four times faster than a
-frozen dataclass (docs/performance.md). Use :func:`fact_to_dict` for JSON.
+frozen dataclass (docs/performance.md). Use :func:`fact_to_dict` for JSON; a fact's
+canonical text, :func:`fact_json`, and :func:`canonical_json` are the hashing core's
+(:mod:`engine.hashing.canonical`), importable from here too.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from operator import itemgetter
 from typing import Any, NamedTuple
+
+from engine.hashing.canonical import canonical_json as canonical_json
+from engine.hashing.canonical import fact_json as fact_json
 
 INPUT_SOURCE = "input"
 """The ``Provenance.suggestor`` of facts given as the run's initial input."""
@@ -182,39 +187,53 @@ def proposal_from_dict(data: dict[str, Any]) -> Proposal:
     )
 
 
-canonical_json: Callable[[Any], str] = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False
-).encode
-"""Deterministic JSON text: sorted keys, compact, UTF-8, no NaN (raises ``ValueError``)."""
+# -- checkpoint rows: the compact form of facts in checkpoints and fact chunks --
+def fact_row(f: Fact) -> list[Any]:
+    """A fact as a checkpoint row: ``[id, key, content, confidence, suggestor, cycle,
+    proposal_id, parents]``."""
+    p = f.provenance
+    return [f.id, f.key, f.content, f.confidence, p[0], p[1], p[2], list(p[3])]
 
-_quote: Callable[[str], str] = json.encoder.encode_basestring
+
+def dict_prefix(rows: list[Any]) -> int:
+    """How many of ``rows`` are fact dicts: they come first (a fork's inherited
+    facts), so a binary search finds the end (a row out of place fails its load)."""
+    lo, hi = 0, len(rows)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if type(rows[mid]) is dict:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
-def fact_json(fact: Fact) -> str:
-    """``canonical_json(fact_to_dict(fact))``, built straight from the tuple (2-3x faster).
+def facts_of_dicts(dicts: list[Any]) -> list[Fact]:
+    """Facts given as :func:`fact_to_dict` output, in order (raises ValueError,
+    KeyError or TypeError for other shapes)."""
+    new = tuple.__new__  # as the engine's merge: skips the named tuples' own __new__
+    fact_of = itemgetter("id", "key", "content", "confidence", "provenance")
+    provenance_of = itemgetter("suggestor", "cycle", "proposal_id", "parents")
+    built: list[Fact] = []
+    push = built.append
+    for fid, key, content, confidence, p in map(fact_of, dicts):
+        sug, cycle, pid, parents = provenance_of(p)
+        if type(fid) is not str or type(key) is not str or type(cycle) is not int:
+            raise ValueError(f"bad fact {fid!r}")
+        prov = new(Provenance, (sug, cycle, pid, tuple(parents)))
+        push(new(Fact, (fid, key, content, float(confidence), prov)))
+    return built
 
-    The one encoding of a fact: the audit trail's ``fact_promoted`` payload and
-    the Merkle leaf of :func:`engine.integrity.facts_root` both use it. Raises
-    ``ValueError``/``TypeError`` for content that is not JSON (NaN included).
-    """
-    content = fact.content
-    ct = type(content)
-    if ct is str:
-        cs = _quote(content)
-    elif ct is int:
-        cs = str(content)
-    else:
-        cs = canonical_json(content)
-    conf = fact.confidence
-    confs = repr(conf) if type(conf) is float and math.isfinite(conf) else canonical_json(conf)
-    prov = fact.provenance
-    parents = prov.parents
-    ps = "[" + ",".join([_quote(x) for x in parents]) + "]" if parents else "[]"
-    cycle = prov.cycle
-    cyc = str(cycle) if type(cycle) is int else canonical_json(cycle)
-    return (
-        f'{{"confidence":{confs},"content":{cs},"id":{_quote(fact.id)},'
-        f'"key":{_quote(fact.key)},"provenance":{{"cycle":{cyc},'
-        f'"parents":{ps},"proposal_id":{_quote(prov.proposal_id)},'
-        f'"suggestor":{_quote(prov.suggestor)}}}}}'
-    )
+
+def facts_of_rows(rows: list[Any]) -> list[Fact]:
+    """Facts given as :func:`fact_row` rows, in order (the hot part of a resume;
+    raises ValueError or TypeError for other shapes)."""
+    new = tuple.__new__
+    built: list[Fact] = []
+    push = built.append
+    for fid, key, content, confidence, sug, cycle, pid, parents in rows:
+        if type(fid) is not str or type(key) is not str or type(cycle) is not int:
+            raise ValueError(f"bad fact row {fid!r}")
+        prov = new(Provenance, (sug, cycle, pid, tuple(parents)))
+        push(new(Fact, (fid, key, content, float(confidence), prov)))
+    return built

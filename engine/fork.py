@@ -25,31 +25,25 @@ not remembered) and continuations. The fork's ``run_started`` carries
 
 from __future__ import annotations
 
-import hashlib
 import time
 from typing import Any
 
+from engine._cycle.collector import bulk_load
+from engine._cycle.recording import checkpoint_of, store_call, take_events
+from engine._cycle.run import CHECKPOINT_VERSION, Run
+from engine._cycle.start import new_run_id
 from engine.budget import Budget
-from engine.collector import bulk_load
-from engine.errors import ConvergeError, ResumeError
-from engine.integrity import MerkleFrontier, merkle_scheme
-from engine.loop import new_run_id
-from engine.recording import checkpoint_of, store_call, take_events
-from engine.run_state import CHECKPOINT_VERSION, RunState
+from engine.errors import ForkError, ResumeError
+from engine.hashing.merkle import MerkleFrontier, merkle_scheme, text_leaves
 from engine.settings import EngineSettings
 from engine.store import AuditEvent, RunHeader, RunHistory, RunHistoryStore
 
 __all__ = ["ForkError", "fork_link", "load_fork", "state_at"]
 
 
-class ForkError(ConvergeError):
-    """A run cannot be forked at the cycle asked: no store or one that cannot read a
-    run's history, an unknown run, a cycle it never reached, events missing."""
-
-
 def load_fork(
-    eng: EngineSettings, run_id: str, cycle: int, budget: Budget | None = None
-) -> RunState:
+    settings: EngineSettings, run_id: str, cycle: int, budget: Budget | None = None
+) -> Run:
     """The state after ``cycle`` of the stored run ``run_id``, as a new run of this
     engine (recorded: its ``run_started`` with the fork's link), to drive to a stop.
 
@@ -57,7 +51,7 @@ def load_fork(
     and facts inherited count). Raises :class:`ForkError` (with the reason the
     store gives) or ``RunNotFound``.
     """
-    store = eng.store
+    store = settings.store
     if store is None:
         raise ForkError("Engine.fork reads the parent run from a store: give Engine(store=...)")
     if not isinstance(store, RunHistoryStore):
@@ -67,25 +61,29 @@ def load_fork(
     try:
         with bulk_load() as load:
             history = store.run_history(run_id, cycle)
-            st = state_at(history, new_run_id(), budget or eng.budget)
+            run = state_at(history, new_run_id(), budget or settings.budget)
     except ResumeError as exc:
         raise ForkError(str(exc)) from None
-    st.frozen_on_load = load.froze
-    st.leg_started = eng.clock()
-    st.wall_started = time.time()
-    eng.runs.enter(st.run_id, clear_cancel=True)
-    _record_start(eng, st, history)
-    return st
+    run.recovery.frozen_on_load = load.froze
+    run.spend.leg_started = settings.clock()
+    run.spend.wall_started = time.time()
+    settings.runs.enter(run.run_id, clear_cancel=True)
+    _record_start(settings, run, history)
+    return run
 
 
-def fork_link(history: RunHistory, st: RunState) -> dict[str, Any]:
+def fork_link(history: RunHistory, run: Run) -> dict[str, Any]:
     """``{run, cycle, facts_root}``: the parent, the cycle forked at and the root of
     the facts taken from it (the ``forked_from`` of the fork's ``run_started``)."""
-    return {"run": history.run_id, "cycle": history.cycle, "facts_root": st.frontier.root()}
+    return {
+        "run": history.run_id,
+        "cycle": history.cycle,
+        "facts_root": run.integrity.frontier.root(),
+    }
 
 
-def state_at(history: RunHistory, run_id: str, budget: Budget) -> RunState:
-    """The :class:`RunState` after ``history.cycle``, under ``run_id`` and ``budget``.
+def state_at(history: RunHistory, run_id: str, budget: Budget) -> Run:
+    """The :class:`Run` after ``history.cycle``, under ``run_id`` and ``budget``.
 
     Raises ``ResumeError`` when the recorded facts or events do not make a state.
     """
@@ -94,9 +92,7 @@ def state_at(history: RunHistory, run_id: str, budget: Budget) -> RunState:
     except ValueError as exc:
         raise ResumeError(f"run {history.run_id}: {exc}") from None
     frontier = MerkleFrontier(scheme=scheme)
-    prefix = frontier.leaf_prefix
-    sha = hashlib.sha256
-    frontier.extend([sha(prefix + t).digest() for t in map(str.encode, history.texts)])
+    frontier.extend(text_leaves(history.texts, scheme))
     n = history.cycle
     data: dict[str, Any] = {
         "version": CHECKPOINT_VERSION,
@@ -120,7 +116,7 @@ def state_at(history: RunHistory, run_id: str, budget: Budget) -> RunState:
         "dirty": _promoted_in(history.facts, n),
         **_counters(history.events, n),
     }
-    return RunState.from_checkpoint(data)
+    return Run.from_checkpoint(data)
 
 
 def _promoted_in(facts: list[dict[str, Any]], n: int) -> list[str]:
@@ -212,34 +208,37 @@ def _add(total: list[Any], usage: Any) -> None:
         total[2] += float(usage[2])
 
 
-def _record_start(eng: EngineSettings, st: RunState, history: RunHistory) -> None:
+def _record_start(settings: EngineSettings, run: Run, history: RunHistory) -> None:
     """The fork's ``run_started`` (its facts as ``initial_facts``, its link to the
     parent as ``forked_from``) and its ``runs`` row (``parent_run_id``)."""
-    if eng.store is None:
+    if settings.store is None:
         return
     payload = {
-        "run_id": st.run_id,
-        "job": eng.job_name,
-        "suggestors": list(eng.suggestor_names),
-        "budget": st.budget.model_dump(mode="json"),
+        "run_id": run.run_id,
+        "job": settings.job_name,
+        "suggestors": list(settings.suggestor_names),
+        "budget": run.budget.model_dump(mode="json"),
         "initial_facts": history.facts,
-        "facts_merkle": st.frontier.scheme,
-        "forked_from": fork_link(history, st),
+        "facts_merkle": run.integrity.frontier.scheme,
+        "forked_from": fork_link(history, run),
     }
     # the facts' JSON is the parent's recorded texts: the store splices them in and
     # keeps them as the fork's first fact chunk, never encoding them again (F1)
-    st.events.append(AuditEvent("run_started", 0, payload, time.time(), fact_texts=history.texts))
+    run.events.append(AuditEvent("run_started", 0, payload, time.time(), fact_texts=history.texts))
     header = RunHeader(
-        st.run_id,
-        eng.job_name,
-        eng.job_spec,
-        eng.suggestor_names,
-        st.wall_started,
+        run.run_id,
+        settings.job_name,
+        settings.job_spec,
+        settings.suggestor_names,
+        run.spend.wall_started,
         parent_run_id=history.run_id,
     )
-    events = take_events(eng, st)
-    if eng.checkpoint_at_start and getattr(eng.store, "save_checkpoint", None) is not None:
-        data = checkpoint_of(eng, st)
-        store_call(eng, st, lambda s: s.start_run(header, events, data))
+    events = take_events(settings, run)
+    if (
+        settings.checkpoint_at_start
+        and getattr(settings.store, "save_checkpoint", None) is not None
+    ):
+        data = checkpoint_of(settings, run)
+        store_call(settings, run, lambda s: s.start_run(header, events, data))
     else:
-        store_call(eng, st, lambda s: s.start_run(header, events))
+        store_call(settings, run, lambda s: s.start_run(header, events))

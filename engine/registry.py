@@ -62,9 +62,13 @@ class SuggestorRegistry:
             self.index[name] = i
             self.is_async.append(is_async_suggestor(s))
             # decorator suggestors are called without their wrapper's extra frame
-            plain = type(s) is FunctionSuggestor
-            self.execute.append(s._fn if plain else s.execute)  # type: ignore[attr-defined]
-            self.accepts.append(None if plain and s._accepts is None else s.accepts)  # type: ignore[attr-defined]
+            if type(s) is FunctionSuggestor:
+                fn, accepts = s.callables()
+                self.execute.append(fn)
+                self.accepts.append(None if accepts is None else s.accepts)
+            else:
+                self.execute.append(s.execute)
+                self.accepts.append(s.accepts)
             self.records_effect.append(getattr(s, "deterministic", True) is False)
             self.any_async = self.any_async or self.is_async[-1]
             self.any_accepts = self.any_accepts or self.accepts[-1] is not None

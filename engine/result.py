@@ -10,7 +10,7 @@ from engine.context import Context
 from engine.criterion import CriterionReport
 from engine.effect import Usage
 from engine.facts import Fact, fact_to_dict
-from engine.integrity import facts_root
+from engine.hashing.merkle import facts_root
 from engine.stop import StopReason, stop_reason_to_dict
 
 

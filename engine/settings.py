@@ -2,7 +2,7 @@
 
 :class:`EngineSettings` is the base of :class:`engine.engine.Engine`; the steps of
 the cycle (scheduling, execution, collection, merge, judgement, recording,
-resume) are functions of it and of the run's :class:`RunState`, so each can be
+resume) are functions of it and of the run's :class:`~engine._cycle.run.Run`, so each can be
 read and tested alone and none imports the façade.
 """
 
@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
+from engine._cycle.runs import RunTable
 from engine.budget import Budget
 from engine.criterion import Criterion
 from engine.errors import ConfigurationError
@@ -21,7 +22,6 @@ from engine.invariant import Invariant
 from engine.policy import Continue, RunStats, StopPolicy
 from engine.promotion import PromotionGate
 from engine.registry import SuggestorRegistry
-from engine.runs import RunTable
 from engine.stop import InvariantClass, StopReason
 from engine.store import RunStore
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 from engine.effect import Usage
 from engine.facts import Fact, fact_to_dict
 from engine.hitl import GateDecision
+from engine.status import GateStatus
 from engine.stop import StopReason
 
 EVENT_KINDS = (
@@ -109,8 +110,8 @@ class PromotedFacts:
     Stands for one ``fact_promoted`` event per fact, in order, all at ``ts`` (unix
     seconds) in ``cycle``; ``texts[i]`` is ``engine.facts.fact_json(facts[i])``, the
     event's payload and the fact's Merkle leaf, encoded once; ``rows[i]`` the JSON of
-    its checkpoint row (``engine.run_state.fact_row``), for a store's fact chunks. A store that sets
-    ``promoted_facts_batches = True`` receives these items in its event batches and
+    its checkpoint row (``engine._cycle.run.fact_row``), for a store's fact chunks. A
+    store that sets ``promoted_facts_batches = True`` receives these items in its event batches and
     writes them in bulk; any other store receives :meth:`events` instead
     (:func:`expand_events`).
     """
@@ -175,7 +176,7 @@ class RunHeader:
 class RunOutcome:
     """How a run (or one leg of it, up to a pause) ended.
 
-    ``status`` is ``"stopped"`` or ``"paused"``; ``facts_root`` is the sha256
+    ``status`` is ``RunStatus.STOPPED`` or ``RunStatus.PAUSED``; ``facts_root`` is the sha256
     Merkle root over the facts in promotion order; ``duration_ms`` excludes pauses.
     """
 
@@ -205,7 +206,7 @@ class GateRecord:
     summary: str
     cycle: int
     policy: str
-    status: str = "pending"
+    status: str = GateStatus.PENDING
     opened_at: float = 0.0
     expires_at: float | None = None
     on_timeout: str = "reject"

@@ -8,6 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from engine.context import Context
 from engine.effect import Effect
+from engine.errors import StopRun as StopRun  # re-exported: it lived here
 from engine.facts import Proposal
 
 SuggestorOutput = Effect | list[Proposal] | tuple[Proposal, ...] | Proposal | None
@@ -36,18 +37,6 @@ class Suggestor(Protocol):
     def accepts(self, ctx: Context) -> bool: ...
 
     def execute(self, ctx: Context) -> Any: ...
-
-
-class StopRun(Exception):
-    """Raise inside a suggestor to stop the run on purpose → ``StopRequested``.
-
-    ``context`` is attached to the stop reason for diagnosis (JSON-serialisable).
-    """
-
-    def __init__(self, message: str, *, context: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.context: dict[str, Any] = dict(context or {})
 
 
 class FunctionSuggestor:
@@ -80,6 +69,11 @@ class FunctionSuggestor:
 
     def __call__(self, ctx: Context) -> Any:
         return self._fn(ctx)
+
+    def callables(self) -> tuple[Callable[[Context], Any], Callable[[Context], bool] | None]:
+        """The wrapped function and the ``accepts`` callable (None: every context), for
+        the registry to call without this wrapper's frame."""
+        return self._fn, self._accepts
 
     def __repr__(self) -> str:
         return f"<suggestor {self.name} deps={sorted(self.dependencies)}>"

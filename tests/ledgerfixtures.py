@@ -66,7 +66,9 @@ def delayed(url: str, clock: Clock | None = None, *, delay: float = 3600.0) -> S
     ``clock``: with the default, no pass is ever due but the first)."""
     store = open_store(url)
     # no sequencer thread: the test runs the passes
-    store._ledger = LedgerTiming(delay=delay, bound=10.0, clock=clock or Clock(), background=False)
+    store.ledger_timing = LedgerTiming(
+        delay=delay, bound=10.0, clock=clock or Clock(), background=False
+    )
     return store
 
 
@@ -80,8 +82,8 @@ def no_end_pass(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def crash(store: SqlRunStore) -> None:
     """Let go of ``store`` as a process killed -9 would: no last pass."""
-    store._writer.close()
-    store._engine.dispose()
+    store.writer.close()
+    store.sql_engine.dispose()
 
 
 def run(store: SqlRunStore, run_id: str, cycles: int = 5) -> None:
@@ -91,13 +93,13 @@ def run(store: SqlRunStore, run_id: str, cycles: int = 5) -> None:
 
 
 def ledger_rows(store: SqlRunStore) -> list[tuple[int, str, int, str]]:
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         rows = conn.execute(text("SELECT seq, run_id, last_seq, head FROM ledger ORDER BY seq"))
         return [(r[0], r[1], r[2], r[3]) for r in rows]
 
 
 def chain_hash(store: SqlRunStore, run_id: str, seq: int) -> str | None:
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         query = text("SELECT hash FROM audit_events WHERE run_id = :r AND seq = :s")
         value = conn.execute(query, {"r": run_id, "s": seq}).scalar()
     return None if value is None else str(value)
@@ -116,8 +118,8 @@ def assert_ledger_in_order(store: SqlRunStore, heads: list[tuple[str, int, str]]
     for _seq, run_id, last_seq, head in rows:
         assert last_seq == 0 or chain_hash(store, run_id, last_seq) == head
     assert pending_count(store) == 0
-    with store._tx(write=False) as conn:
-        assert verify_ledger(conn, store._hash).report.ok
+    with store.transaction(write=False) as conn:
+        assert verify_ledger(conn, store.chain_hash).report.ok
     reports = store.verify_all()
     assert all(r.ok and r.reason is None for r in reports), [str(r) for r in reports]
 

@@ -138,6 +138,51 @@ def _long_classes(modules: Mapping[str, Path], limit: int = MAX_CLASS_LINES) -> 
     return out
 
 
+# -- no module reads another object's private attributes --------------------------------
+PRIVATE_CHECKED = ("engine", "criteria", "gates", "audit", "converge")
+"""The application packages whose modules touch no ``x._name`` of another object."""
+
+LIBRARY_CONVENTIONS = {
+    # SQLAlchemy's Row: ``_mapping`` is its documented dict view (the underscore keeps
+    # it apart from the column names)
+    "_mapping",
+    # namedtuple's documented methods, underscored for the same reason
+    "_replace",
+    "_asdict",
+    "_fields",
+    "_make",
+}
+"""Underscored attribute names that are a library's public API, on any receiver."""
+
+ALLOWED_SITES = {
+    # CPython's documented frame access: the caller's module, for an agent's reference
+    ("converge/agents/suggestor.py", "sys._getframe"),
+    # pydantic-ai has no public hook on the chat messages it sends; EndpointChatModel
+    # overrides its one private method to send an assistant's ``content: null`` as "".
+    ("converge/agents/endpoint.py", "super()._map_messages"),
+}
+"""(file, ``receiver._name``): the single sites allowed, each with its reason."""
+
+
+def _private_reads(path: Path, root: Path) -> list[str]:
+    """Each ``x._name`` (not a dunder) in ``path`` whose ``x`` is not ``self``/``cls``,
+    as ``file:line: x._name``, minus the library conventions and allowed sites."""
+    file = path.relative_to(root).as_posix()
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Attribute):
+            continue
+        name = node.attr
+        if not name.startswith("_") or name.startswith("__") or name in LIBRARY_CONVENTIONS:
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            continue
+        site = f"{ast.unparse(node.value)}.{name}"
+        if (file, site) not in ALLOWED_SITES:
+            found.append(f"{file}:{node.lineno}: {site}")
+    return found
+
+
 PACKAGES = _packages(ROOT)
 
 
@@ -176,6 +221,15 @@ def test_the_engine_class_is_a_facade_under_300_lines() -> None:
     engine = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Engine")
     assert engine.end_lineno is not None
     assert engine.end_lineno - engine.lineno + 1 < MAX_CLASS_LINES
+
+
+def test_no_module_reads_another_objects_private_attributes() -> None:
+    found = [
+        read
+        for path in sorted(p for pkg in PRIVATE_CHECKED for p in (ROOT / pkg).rglob("*.py"))
+        for read in _private_reads(path, ROOT)
+    ]
+    assert found == [], "private attributes read from outside their object:\n" + "\n".join(found)
 
 
 # -- the checks can fail ---------------------------------------------------------------
@@ -250,3 +304,22 @@ def test_an_import_cycle_through_importlib_is_reported(tmp_path: Path) -> None:
     )
     assert _packages(tmp_path) == ["bench"]
     assert [sorted(c) for c in _import_cycles(modules)] == [["bench.agents", "bench.suite"]]
+
+
+def test_a_read_of_another_objects_private_attribute_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "probe.py").write_text(
+        "import sys\n"
+        "class C:\n"
+        "    def f(self, store, row):\n"
+        "        self._own = store._tx()\n"
+        "        store.inner._key = row._mapping\n"
+        "        return sys._getframe, self.__dict__, C()._made\n",
+        encoding="utf-8",
+    )
+    # self's own, a dunder, a Row's ``_mapping`` pass; the rest is named
+    assert sorted(_private_reads(tmp_path / "probe.py", tmp_path)) == [
+        "probe.py:4: store._tx",
+        "probe.py:5: store.inner._key",
+        "probe.py:6: C()._made",
+        "probe.py:6: sys._getframe",
+    ]

@@ -1,4 +1,4 @@
-"""The garbage collector stays out of a large merge (engine/collector.py).
+"""The garbage collector stays out of a large merge (engine/_cycle/collector.py).
 
 The facts a merge builds all survive it, so a collection in the middle of one walks
 the growing context to free nothing: R1 (benchmarks/resume_bench.py) paused up to
@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from engine import Budget, Engine, Proposal
-from engine.collector import FREEZE_AFTER_FACTS
+from engine._cycle.collector import FREEZE_AFTER_FACTS
 from engine.context import Context
 from engine.suggestor import FunctionSuggestor
 from gates.hitl import require_approval
 from gates.promotion import promotion_gate
 
-MERGE_FILE = str(Path(__file__).resolve().parent.parent / "engine" / "merge.py")
+MERGE_FILE = str(Path(__file__).resolve().parent.parent / "engine" / "_cycle" / "merge.py")
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from engine import (
     UserCancelled,
     suggestor,
 )
-from engine.run_state import RunState
+from engine._cycle.run import Run
 
 
 class FakeClock:
@@ -164,11 +164,11 @@ def test_suggestors_the_invocation_budget_refused_run_once_it_is_raised() -> Non
 
 
 def test_the_cut_suggestors_travel_in_the_checkpoint_and_older_checkpoints_still_load() -> None:
-    st = RunState("r", Budget())
-    st.cut = ["hang", "slow"]
-    data = st.to_checkpoint(["first", "hang", "slow"])
-    assert RunState.from_checkpoint(data).cut == ["hang", "slow"]
+    run = Run("r", Budget())
+    run.cursor.cut = ["hang", "slow"]
+    data = run.to_checkpoint(["first", "hang", "slow"])
+    assert Run.from_checkpoint(data).cursor.cut == ["hang", "slow"]
     with pytest.raises(ResumeError, match="cut"):
-        RunState.from_checkpoint({**data, "cut": "hang"})
+        Run.from_checkpoint({**data, "cut": "hang"})
     del data["cut"]  # as written before cut work was kept
-    assert RunState.from_checkpoint(data).cut == []
+    assert Run.from_checkpoint(data).cursor.cut == []

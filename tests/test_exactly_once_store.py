@@ -85,7 +85,7 @@ def test_a_superseded_process_writes_nothing_more_to_the_run(store: SqlRunStore)
     try:
         assert first.claim_resume(run_id).epoch == 1
         # its writer looks gone (a pid no process has): the second takes the run over
-        with second._tx() as conn:
+        with second.transaction() as conn:
             conn.execute(text("UPDATE runs SET pid = 2147483646 WHERE run_id = :r"), {"r": run_id})
         taken = second.claim_resume(run_id)
         assert (taken.epoch, taken.was) == (2, "crashed")
@@ -179,7 +179,7 @@ def test_a_version_3_store_is_upgraded_with_its_fact_ids(tmp_path: Path) -> None
     engine.dispose()
     store = open_store(str(db))
     assert store.verify(run_id).ok
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         unset = "SELECT count(*) FROM audit_events WHERE fact_id IS NULL AND kind = 'fact_promoted'"
         assert conn.execute(text(unset)).scalar() == 0
     result = Engine(store=store).register(tick).resume_run(run_id, Budget(max_cycles=5))
@@ -227,7 +227,7 @@ def test_a_version_4_store_is_upgraded_without_its_unique_fact_id_index(tmp_path
         conn.execute(text("UPDATE converge_meta SET value = '4' WHERE key = 'schema_version'"))
     engine.dispose()
     store = open_store(str(db))
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         indexes = "SELECT name FROM sqlite_master WHERE type = 'index'"
         assert "ux_audit_events_fact_id" not in {r[0] for r in conn.execute(text(indexes))}
         version = "SELECT value FROM converge_meta WHERE key = 'schema_version'"

@@ -168,7 +168,7 @@ def test_comments_are_on_the_page_in_the_chain_and_an_edit_fails_verify(
     ]
     assert len(store.events(gate.run_id, kinds=["gate_comment"])) == 2
     assert store.verify(gate.run_id).ok
-    with store._tx() as conn:
+    with store.transaction() as conn:
         conn.execute(
             text(
                 "UPDATE audit_events SET payload = replace(payload, 'vendored', 'forged') "

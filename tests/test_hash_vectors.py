@@ -2,35 +2,63 @@
 
 A change of canonical JSON, of an event's message, of the chain, the ledger, the
 facts tree or a checkpoint's digest would re-hash every store silently while every
-round-trip test still passed; these cases fail instead. Chain cases are named by
-attack (``payload-bit-flip-@seq3.json``: what was done and where verify must stop).
-``store-v3.sql`` is a store written by converge at schema version 3 (before fencing
-epochs, before RFC 6962 facts trees): it must still open, upgrade and verify.
-The RFC 6962 roots are the reference test vectors of Certificate Transparency.
+round-trip test still passed; these cases fail instead. One loader test reads every
+``tests/vectors/*.json`` through the hashing core (:mod:`engine.hashing`): a file no
+check reads fails it. Chain cases are named by attack (``payload-bit-flip-@seq3.json``:
+what was done and where verify must stop). ``store-v3.sql`` is a store written by
+converge at schema version 3 (before fencing epochs, before RFC 6962 facts trees):
+it must still open, upgrade and verify. The RFC 6962 roots are the reference test
+vectors of Certificate Transparency. The independent verifier
+(``examples/verify_bundle.py``, which imports nothing of converge) must hash as the
+core does on the same vectors.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import json
 import sqlite3
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from audit import open_store
-from audit.chain import GENESIS, ChainRow, event_message, hasher, verify_chain
-from audit.crosscheck import checkpoint_digest
-from audit.ledger import entry_message
-from audit.merkle import MerkleTree, leaf_hash
-from audit.writer import fold_digest
-from engine.facts import canonical_json, fact_from_dict, fact_json
-from engine.integrity import LEGACY, RFC6962, MerkleFrontier, facts_root
-
-VECTORS = Path(__file__).parent / "vectors"
-CHAIN_CASES = sorted(
-    p.name for p in VECTORS.glob("*.json") if "events" in json.loads(p.read_text("utf-8"))
+from audit.chain import ChainRow, verify_chain
+from engine.facts import fact_from_dict
+from engine.hashing import (
+    GENESIS,
+    LEGACY,
+    PLAIN,
+    RFC6962,
+    MerkleFrontier,
+    MerkleTree,
+    canonical_json,
+    checkpoint_digest,
+    entry_message,
+    event_message,
+    fact_json,
+    fact_leaf,
+    facts_root,
+    fold_digest,
+    hasher,
+    key_fingerprint,
+    leaf_hash,
+    node_hash,
+    parse_anchor,
+    text_leaves,
+    verify_consistency,
+    verify_inclusion,
 )
+
+ROOT = Path(__file__).parent.parent
+VECTORS = Path(__file__).parent / "vectors"
+ALL_CASES = sorted(p.name for p in VECTORS.glob("*.json"))
+CHAIN_CASES = [n for n in ALL_CASES if "events" in json.loads((VECTORS / n).read_text("utf-8"))]
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -38,27 +66,26 @@ def _load(name: str) -> dict[str, Any]:
     return data
 
 
-def test_every_attack_named_by_the_issue_has_a_case() -> None:
-    assert {
-        "happy-path.json",
-        "happy-path-keyed.json",
-        "payload-bit-flip-@seq3.json",
-        "row-deleted-@seq2.json",
-        "relabelled-plain.json",
-    } <= set(CHAIN_CASES)
+def _key(case: dict[str, Any]) -> bytes | None:
+    return case["key"].encode() if case["key"] else None
 
 
-@pytest.mark.parametrize("name", CHAIN_CASES)
-def test_a_chain_case_verifies_or_fails_where_its_name_says(name: str) -> None:
-    case = _load(name)
-    key = case["key"].encode() if case["key"] else None
-    rows = [
+def _chain_rows(case: dict[str, Any]) -> list[ChainRow]:
+    return [
         ChainRow(e["seq"], e["kind"], e["cycle"], e["ts"], e["payload"], e["hash"])
         for e in case["events"]
     ]
+
+
+# -- one check per kind of vector file -----------------------------------------------
+
+
+def _chain_case(name: str, case: dict[str, Any]) -> None:
+    """A run's events: verify stops where the name says, or every link is fixed."""
+    key = _key(case)
     report = verify_chain(
         case["run_id"],
-        rows,
+        _chain_rows(case),
         head_hash=case["head_hash"],
         last_seq=case["last_seq"],
         chain=case["chain"],
@@ -78,29 +105,32 @@ def test_a_chain_case_verifies_or_fails_where_its_name_says(name: str) -> None:
         )
         prev = h(prev, message)
         assert prev == e["hash"], f"{name}: seq {e['seq']}"
+    assert prev == case["head_hash"]
 
 
-def test_canonical_json_is_byte_exact() -> None:
-    for case in _load("canonical-json.json")["cases"]:
-        assert canonical_json(case["value"]) == case["canonical"]
-        assert checkpoint_digest(case["canonical"]) == case["sha256"]
+def _canonical_json(name: str, case: dict[str, Any]) -> None:
+    for c in case["cases"]:
+        assert canonical_json(c["value"]) == c["canonical"]
+        assert checkpoint_digest(c["canonical"]) == c["sha256"]
 
 
-def test_the_facts_root_of_each_scheme_is_fixed() -> None:
-    case = _load("facts-root.json")
+def _facts_root(name: str, case: dict[str, Any]) -> None:
     facts = [fact_from_dict(f) for f in case["facts"]]
     assert [fact_json(f) for f in facts] == case["fact_json"]
     assert facts_root(facts, RFC6962) == case["roots"][RFC6962]
     assert facts_root(facts, LEGACY) == case["roots"][LEGACY]
     assert facts_root([], RFC6962) == case["empty_root"]
-    # the engine's incremental tree agrees with the whole-tree root
-    frontier = MerkleFrontier()
-    frontier.extend([leaf_hash(t.encode()) for t in case["fact_json"]])
-    assert frontier.root() == case["roots"][RFC6962]
+    for scheme in (RFC6962, LEGACY):
+        leaves = text_leaves(case["fact_json"], scheme)
+        assert leaves == [fact_leaf(f, scheme) for f in facts]
+        # the engine's incremental tree agrees with the whole-tree root
+        frontier = MerkleFrontier(scheme=scheme)
+        frontier.extend(leaves)
+        assert frontier.root() == case["roots"][scheme]
+        assert MerkleTree(leaves, scheme).root().hex() == case["roots"][scheme]
 
 
-def test_the_merkle_tree_matches_rfc_6962_reference_roots() -> None:
-    case = _load("rfc6962-roots.json")
+def _rfc6962_roots(name: str, case: dict[str, Any]) -> None:
     leaves = [leaf_hash(bytes.fromhex(x)) for x in case["leaves_hex"]]
     tree = MerkleTree(leaves)
     for size, root in case["roots"].items():
@@ -110,8 +140,7 @@ def test_the_merkle_tree_matches_rfc_6962_reference_roots() -> None:
         assert frontier.root() == root, size
 
 
-def test_ledger_entries_and_the_anchor_are_fixed() -> None:
-    case = _load("ledger.json")
+def _ledger(name: str, case: dict[str, Any]) -> None:
     for chain, key in (("plain", None), ("keyed", case["key"].encode())):
         h = hasher(key)
         prev = GENESIS
@@ -120,16 +149,76 @@ def test_ledger_entries_and_the_anchor_are_fixed() -> None:
             assert prev == e["hash"], (chain, e["seq"])
     last = case["plain"][-1]
     assert case["anchor_plain"] == f"{last['seq']}:{last['hash']}"
+    assert parse_anchor(case["anchor_plain"]) == (last["seq"], last["hash"])
 
 
-def test_checkpoint_and_fact_chunk_digests_are_fixed() -> None:
-    case = _load("checkpoint-digest.json")
+def _ledger_tree(name: str, case: dict[str, Any]) -> None:
+    """The ledger's RFC 6962 tree (signed heads sign its root), and its proofs."""
+    entries = case["entries"]
+    leaves = [
+        leaf_hash(entry_message(e["seq"], e["run_id"], e["last_seq"], e["head"]).encode())
+        for e in entries
+    ]
+    assert [x.hex() for x in leaves] == case["leaves"]
+    tree = MerkleTree(leaves)
+    for size, root in case["roots"].items():
+        assert tree.root(int(size)).hex() == root, size
+    size = len(entries)
+    top = bytes.fromhex(case["roots"][str(size)])
+    for index, path in enumerate(case["inclusion"]):
+        assert [p.hex() for p in tree.inclusion_proof(index, size)] == path, index
+        assert verify_inclusion(leaves[index], index, size, [bytes.fromhex(p) for p in path], top)
+    for size1, path in case["consistency"].items():
+        assert [p.hex() for p in tree.consistency_proof(int(size1), size)] == path, size1
+        root1 = bytes.fromhex(case["roots"][size1])
+        assert verify_consistency(int(size1), size, [bytes.fromhex(p) for p in path], root1, top)
+
+
+def _key_fingerprint(name: str, case: dict[str, Any]) -> None:
+    """The key's fingerprint the store keeps (``key_fingerprint``) and anchors carry."""
+    for c in case["cases"]:
+        assert key_fingerprint(c["key"].encode()) == c["fingerprint"]
+    assert case["anchor_keyed"].endswith(f":keyed:{case['cases'][0]['fingerprint']}")
+
+
+def _checkpoint_digest(name: str, case: dict[str, Any]) -> None:
     assert checkpoint_digest(case["blob"]) == case["checkpoint_digest"]
     assert [checkpoint_digest(c) for c in case["chunks"]] == case["chunk_digests"]
     folded = case["folded_from"]
     for digest in case["chunk_digests"]:
         folded = fold_digest(folded, digest)
     assert folded == case["folded"]
+
+
+CHECKS: dict[str, Callable[[str, dict[str, Any]], None]] = {
+    "canonical-json.json": _canonical_json,
+    "checkpoint-digest.json": _checkpoint_digest,
+    "facts-root.json": _facts_root,
+    "key-fingerprint.json": _key_fingerprint,
+    "ledger.json": _ledger,
+    "ledger-tree.json": _ledger_tree,
+    "rfc6962-roots.json": _rfc6962_roots,
+}
+"""The check of each vector file that is not a chain case (those have ``events``)."""
+
+
+@pytest.mark.parametrize("name", ALL_CASES)
+def test_every_vector_file_is_read_and_its_digests_hold(name: str) -> None:
+    case = _load(name)
+    check = _chain_case if name in CHAIN_CASES else CHECKS.get(name)
+    assert check is not None, f"no check reads tests/vectors/{name}: add one to CHECKS"
+    check(name, case)
+
+
+def test_every_attack_named_by_the_issue_has_a_case() -> None:
+    assert {
+        "happy-path.json",
+        "happy-path-keyed.json",
+        "payload-bit-flip-@seq3.json",
+        "row-deleted-@seq2.json",
+        "relabelled-plain.json",
+    } <= set(CHAIN_CASES)
+    assert set(CHECKS) <= set(ALL_CASES), "a check names a vector file that is gone"
 
 
 def test_a_store_written_at_schema_version_3_still_verifies(tmp_path: Path) -> None:
@@ -148,3 +237,117 @@ def test_a_store_written_at_schema_version_3_still_verifies(tmp_path: Path) -> N
         assert facts_root(facts, LEGACY) == run.facts_root
     finally:
         store.close()
+
+
+def test_the_hashing_core_imports_the_standard_library_only() -> None:
+    for path in sorted((ROOT / "engine" / "hashing").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            for module in names:
+                top = module.split(".")[0]
+                inside = module == "engine.hashing" or module.startswith("engine.hashing.")
+                assert inside or top in sys.stdlib_module_names or top == "__future__", (
+                    f"{path.name} imports {module}"
+                )
+
+
+# -- the independent verifier hashes as the core does ----------------------------------
+
+
+def _independent() -> ModuleType:
+    path = ROOT / "examples" / "verify_bundle.py"
+    spec = importlib.util.spec_from_file_location("verify_bundle_vectors", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_independent_verifier_imports_nothing_of_converge() -> None:
+    tree = ast.parse((ROOT / "examples" / "verify_bundle.py").read_text("utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            for module in names:
+                top = (module or "").split(".")[0]
+                assert top in sys.stdlib_module_names or top in ("__future__", "cryptography")
+
+
+def test_the_independent_verifier_agrees_on_canonical_json_and_merkle_trees() -> None:
+    vb = _independent()
+    for c in _load("canonical-json.json")["cases"]:
+        assert vb.canonical(c["value"]).decode() == canonical_json(c["value"])
+    ct = _load("rfc6962-roots.json")
+    data = [bytes.fromhex(x) for x in ct["leaves_hex"]]
+    leaves = [leaf_hash(d) for d in data]
+    assert [vb.leaf(d) for d in data] == leaves
+    assert vb.node(leaves[0], leaves[1]) == node_hash(leaves[0], leaves[1])
+    for size, root in ct["roots"].items():
+        assert vb.tree_root(leaves[: int(size)]).hex() == root
+    case = _load("facts-root.json")
+    for scheme in (RFC6962, LEGACY):
+        mine = [vb.leaf(t.encode(), scheme) for t in case["fact_json"]]
+        assert mine == text_leaves(case["fact_json"], scheme)
+        assert vb.tree_root(mine, scheme).hex() == case["roots"][scheme]
+    assert vb.tree_root([]).hex() == case["empty_root"]
+
+
+def test_the_independent_verifier_agrees_on_the_ledger_and_its_proofs() -> None:
+    vb = _independent()
+    case = _load("ledger-tree.json")
+    entries = case["entries"]
+    leaves = [vb._ledger_leaf(e) for e in entries]
+    assert [x.hex() for x in leaves] == case["leaves"]
+    size = len(entries)
+    top = bytes.fromhex(case["roots"][str(size)])
+    assert vb.tree_root(leaves) == top
+    for index, path in enumerate(case["inclusion"]):
+        proof = [bytes.fromhex(p) for p in path]
+        assert vb.verify_inclusion(leaves[index], index, size, proof, top)
+        assert verify_inclusion(leaves[index], index, size, proof, top)
+        if proof:  # a tampered path fails both
+            bad = [bytes(32), *proof[1:]]
+            assert not vb.verify_inclusion(leaves[index], index, size, bad, top)
+            assert not verify_inclusion(leaves[index], index, size, bad, top)
+    for size1, path in case["consistency"].items():
+        proof = [bytes.fromhex(p) for p in path]
+        root1 = bytes.fromhex(case["roots"][size1])
+        assert vb.verify_consistency(int(size1), size, proof, root1, top)
+        assert verify_consistency(int(size1), size, proof, root1, top)
+
+
+@pytest.mark.parametrize("name", CHAIN_CASES)
+def test_the_independent_verifier_agrees_on_each_event_chain(name: str) -> None:
+    vb = _independent()
+    case = _load(name)
+    rid = json.dumps(case["run_id"])
+    events = [
+        {**e, "ts": repr(float(e["ts"]))}  # a bundle carries the timestamp's text
+        for e in case["events"]
+    ]
+    scan = vb.scan({"format": vb.V2, "events": events}, {"run_id": case["run_id"], "chain": PLAIN})
+    # the core on the same events, numbered by position as a bundle numbers them
+    h, prev, bad, messages = hasher(None), GENESIS, None, []
+    for seq, e in enumerate(case["events"], 1):
+        message = event_message(rid, seq, e["kind"], e["cycle"], e["ts"], e["payload"])
+        messages.append(message)
+        prev = h(prev, message)
+        if bad is None and prev != e["hash"]:
+            bad = seq
+    assert scan["root"] == MerkleTree(text_leaves(messages)).root()
+    assert (scan["bad"], scan["head"]) == (bad, prev)
+    if case["chain"] == PLAIN and case["expect"]["ok"]:
+        assert scan["head"] == case["head_hash"]
+
+
+def test_the_independent_verifier_agrees_on_the_checkpoint_digest() -> None:
+    vb = _independent()
+    case = _load("checkpoint-digest.json")
+    recorded = json.dumps({"checkpoint_sha256": checkpoint_digest(case["blob"])})
+    assert vb._checkpoint(case["blob"], {"read": [("run_stopped", recorded)]})
+    assert not vb._checkpoint(case["blob"] + " ", {"read": [("run_stopped", recorded)]})

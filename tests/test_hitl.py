@@ -21,7 +21,7 @@ from engine import (
     RunResult,
     suggestor,
 )
-from engine.run_state import RunState
+from engine._cycle.run import Run
 from gates import require_approval
 
 
@@ -173,14 +173,15 @@ def test_a_checkpoint_survives_json_and_resumes_to_the_same_facts() -> None:
     first = engine.run({"seed": [1]}, run_id="cp")
     assert isinstance(first.stop_reason, HitlGatePending)
     state = engine.runs.paused[first.stop_reason.gate_id]
-    gate = state.pending_gate
+    gate = state.gating.pending_gate
     assert gate is not None
     data = json.loads(json.dumps(state.to_checkpoint(engine.suggestor_names)))
-    restored = RunState.from_checkpoint(data, gate.record)
+    restored = Run.from_checkpoint(data, gate.record)
     assert restored.context.facts() == state.context.facts()
-    assert restored.merge_effects == state.merge_effects
-    assert restored.merge_pos == state.merge_pos
-    assert restored.cycle == state.cycle and restored.dirty == state.dirty
+    assert restored.cursor.merge_effects == state.cursor.merge_effects
+    assert restored.cursor.merge_pos == state.cursor.merge_pos
+    assert restored.cursor.cycle == state.cursor.cycle
+    assert restored.cursor.dirty == state.cursor.dirty
 
 
 @pytest.mark.parametrize(
@@ -197,8 +198,8 @@ def test_a_corrupted_checkpoint_is_a_resume_error(damage: Any) -> None:
     first = engine.run({"seed": [1]})
     assert isinstance(first.stop_reason, HitlGatePending)
     state = engine.runs.paused[first.stop_reason.gate_id]
-    assert state.pending_gate is not None
+    assert state.gating.pending_gate is not None
     data = json.loads(json.dumps(state.to_checkpoint(engine.suggestor_names)))
     damage(data)
     with pytest.raises(ResumeError):
-        RunState.from_checkpoint(data, state.pending_gate.record)
+        Run.from_checkpoint(data, state.gating.pending_gate.record)

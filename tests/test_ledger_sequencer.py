@@ -63,7 +63,7 @@ def test_concurrent_runs_on_postgresql_are_integrated_in_order_nothing_lost_or_t
     def one_run(i: int) -> None:
         store = open_store(pg_url)  # a store (an engine, a pool) of its own per run
         try:
-            assert not store._ledger.inline
+            assert not store.ledger_timing.inline
             run(store, f"run-{i}", cycles=30)
         except BaseException as exc:
             failures.append(exc)
@@ -84,7 +84,7 @@ def test_concurrent_runs_on_postgresql_are_integrated_in_order_nothing_lost_or_t
 
 def test_sqlite_integrates_each_commit_inline_by_default(tmp_path: Path) -> None:
     store = open_store(str(tmp_path / "inline.db"))
-    assert store._ledger.inline
+    assert store.ledger_timing.inline
     store.start_run(RunHeader("inline", None, None, ("a",), T0), [])
     for cycle in range(1, 4):
         store.append_events("inline", [AuditEvent("cycle_started", cycle, {}, T0 + cycle)])
@@ -101,7 +101,7 @@ def test_one_process_leads_the_passes_and_another_takes_over(url: str) -> None:
     b.start_run(RunHeader("b", None, None, ("b",), T0), [])
     assert first.tick() == 1 and first.leading()
     b.append_events("b", [AuditEvent("cycle_started", 1, {}, T0 + 1)])
-    if b._pg:  # one leader per store: the other process's turns integrate nothing
+    if b.is_postgres:  # one leader per store: the other process's turns integrate nothing
         assert second.tick() == 0 and not second.leading() and pending_count(b) == 1
     first.stop()  # the leader exits (integrating what is pending) and gives the lead up
     b.append_events("b", [AuditEvent("cycle_started", 2, {}, T0 + 2)])
@@ -115,11 +115,11 @@ def test_one_process_leads_the_passes_and_another_takes_over(url: str) -> None:
 def test_a_committing_process_starts_its_sequencer_and_closing_stops_it(pg_url: str) -> None:
     store = open_store(pg_url)
     store.start_run(RunHeader("live", None, None, ("a",), T0), [])
-    runner = store._ledger.runner
+    runner = store.ledger_timing.runner
     assert isinstance(runner, LedgerSequencer) and runner.every_s == 0.1
     assert runner._thread is not None and runner._thread.is_alive()
     store.close()  # the thread stopped, what it left integrated, the lead given up
-    assert store._ledger.runner is None and not runner._thread.is_alive()
+    assert store.ledger_timing.runner is None and not runner._thread.is_alive()
     assert runner._lead is None
     store = open_store(pg_url)
     assert pending_count(store) == 0 and ledger_rows(store)[-1][1:3] == ("live", 0)
@@ -129,7 +129,7 @@ def test_a_committing_process_starts_its_sequencer_and_closing_stops_it(pg_url: 
 def test_a_store_dropped_without_close_keeps_no_sequencer_alive(pg_url: str) -> None:
     store = open_store(pg_url)
     store.start_run(RunHeader("dropped", None, None, ("a",), T0), [])
-    runner = store._ledger.runner
+    runner = store.ledger_timing.runner
     assert isinstance(runner, LedgerSequencer) and runner._thread is not None
     dropped = weakref.ref(store)
     del store
@@ -194,7 +194,7 @@ def _cut_back(store: SqlRunStore, run_id: str, to: int) -> None:
     ``cycles`` with it), the later events deleted, and a pending head made up so
     that the row seems merely not integrated yet."""
     head = chain_hash(store, run_id, to)
-    with store._tx() as conn:
+    with store.transaction() as conn:
         conn.execute(
             text("DELETE FROM audit_events WHERE run_id = :r AND seq > :s"), {"r": run_id, "s": to}
         )
@@ -207,7 +207,7 @@ def _cut_back(store: SqlRunStore, run_id: str, to: int) -> None:
         )
         conn.execute(
             text("INSERT INTO ledger_pending VALUES (:r, :s, :h, :t)"),
-            {"r": run_id, "s": to, "h": head, "t": store._ledger.clock()},
+            {"r": run_id, "s": to, "h": head, "t": store.ledger_timing.clock()},
         )
 
 
@@ -224,7 +224,7 @@ def test_runs_cut_short_or_deleted_after_integration_are_still_named(
         integrate(store)
         run(store, "pending-deleted")
     _cut_back(store, "cut", 3)
-    with store._tx() as conn:
+    with store.transaction() as conn:
         for run_id in ("deleted", "pending-deleted"):
             for table in ("audit_events", "runs", "checkpoints", "fact_chunks"):
                 conn.execute(text(f"DELETE FROM {table} WHERE run_id = :r"), {"r": run_id})
@@ -277,12 +277,12 @@ def test_a_version_5_store_is_upgraded_in_place(tmp_path: Path) -> None:
     db = str(tmp_path / "v5.db")
     store = open_store(db)
     run(store, "old")
-    with store._tx() as conn:
+    with store.transaction() as conn:
         conn.execute(text("DROP TABLE ledger_pending"))
         conn.execute(text("UPDATE converge_meta SET value = '5' WHERE key = 'schema_version'"))
     store.close()
     store = open_store(db)
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         version = "SELECT value FROM converge_meta WHERE key = 'schema_version'"
         assert conn.execute(text(version)).scalar() == str(SCHEMA_VERSION) == "6"
     assert pending_count(store) == 0

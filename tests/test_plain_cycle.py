@@ -1,4 +1,4 @@
-"""The sync driver's plain cycles (engine.loop.run_plain) change nothing but speed.
+"""The sync driver's plain cycles (engine._cycle.plain.run_plain) change nothing but speed.
 
 An engine with no store, gate or HITL policy runs its cycles through the plain
 cycle; the same engine with a promotion gate that passes everything runs the
@@ -30,8 +30,8 @@ from engine import (
     Usage,
     suggestor,
 )
-from engine.collector import CollectorFreeze
-from engine.loop import plain_engine
+from engine._cycle.collector import CollectorFreeze
+from engine._cycle.plain import plain_engine
 from engine.promotion import Rejection
 from engine.suggestor import FunctionSuggestor
 
@@ -372,7 +372,7 @@ def test_random_jobs_give_the_same_run_both_ways(
 def test_the_collector_is_frozen_after_the_same_facts_both_ways(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import engine.loop
+    import engine._cycle.steps
 
     freezes: list[list[int]] = []
 
@@ -390,7 +390,7 @@ def test_the_collector_is_frozen_after_the_same_facts_both_ways(
             if facts and self._pending == 0:
                 freezes[-1].append(self.total)
 
-    monkeypatch.setattr(engine.loop, "CollectorFreeze", Spy)
+    monkeypatch.setattr(engine._cycle.steps, "CollectorFreeze", Spy)
 
     def build() -> list[FunctionSuggestor]:
         @suggestor(name="driver", dependencies=["tick"])

@@ -409,7 +409,7 @@ def test_a_run_recorded_without_model_responses_names_the_agent_it_cannot_answer
     sqlite_store: SqlRunStore,
 ) -> None:
     recorded = three_agents(sqlite_store).run({"topic": ["replay"]})
-    with sqlite_store._tx() as conn:  # as a store written before responses were recorded
+    with sqlite_store.transaction() as conn:  # as a store written before responses were recorded
         rows = conn.execute(
             select(audit_events.c.seq, audit_events.c.payload).where(
                 audit_events.c.run_id == recorded.run_id,

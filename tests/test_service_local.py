@@ -94,12 +94,12 @@ def test_a_queued_run_taken_by_a_process_that_died_before_writing_is_taken_again
         capture_output=True,
         text=True,
     )
-    with store._tx() as conn:
+    with store.transaction() as conn:
         conn.execute(
             text("UPDATE runs SET pid = :pid WHERE run_id = :run"),
             {"pid": int(dead.stdout), "run": run_id},
         )
-    store._taken.clear()
+    store.taken_runs.clear()
 
     _permits(livejobs.LAST)
     result = execute_run(store, run_id)
@@ -110,7 +110,7 @@ def test_a_queued_run_taken_by_a_process_that_died_before_writing_is_taken_again
 
 def test_verify_refuses_a_queued_run_that_holds_events(store: SqlRunStore) -> None:
     result = run_job(quorum_job(1), store)
-    with store._tx() as conn:
+    with store.transaction() as conn:
         conn.execute(
             text("UPDATE runs SET status = 'queued' WHERE run_id = :run"), {"run": result.run_id}
         )

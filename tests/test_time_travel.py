@@ -160,7 +160,7 @@ def test_forks_leave_the_parent_verifying_and_chain_their_link(store: SqlRunStor
         inherited = [f for f in store.facts(parent.run_id) if f.provenance.cycle <= n]
         assert store.facts(fork.run_id)[: len(inherited)] == inherited
         # the parent's texts are spliced into the first event: still canonical JSON
-        with store._tx(write=False) as conn:
+        with store.transaction(write=False) as conn:
             text = conn.execute(
                 select(audit_events.c.payload).where(
                     audit_events.c.run_id == fork.run_id, audit_events.c.seq == 1
@@ -208,7 +208,7 @@ def test_a_cycle_the_store_cannot_rebuild_is_a_fork_error(store: SqlRunStore) ->
         engine.fork("no-such-run", 1)
     with pytest.raises(ForkError, match="store"):
         Engine().register(ping, pong).fork(parent.run_id, 1)
-    with store._tx() as conn:  # a cycle's events lost
+    with store.transaction() as conn:  # a cycle's events lost
         conn.execute(
             delete(audit_events).where(
                 audit_events.c.run_id == parent.run_id,

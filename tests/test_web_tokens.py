@@ -30,7 +30,7 @@ def test_token_add_prints_the_token_last_and_stores_only_its_hash(tmp_path: Path
     assert token.startswith("cvg_") and len(token) > 40
     store = open_store(db)
     try:
-        with store._tx(write=False) as conn:
+        with store.transaction(write=False) as conn:
             rows = conn.execute(select(api_tokens)).all()
         assert [(r.name, r.role) for r in rows] == [("alice", "viewer")]
         assert rows[0].token_hash == hashlib.sha256(token.encode()).hexdigest()

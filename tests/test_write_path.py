@@ -59,7 +59,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 def _table_rows(store: SqlRunStore, sql: str) -> list[Any]:
-    with store._tx(write=False) as conn:
+    with store.transaction(write=False) as conn:
         return list(conn.execute(text(sql)).all())
 
 
@@ -115,7 +115,7 @@ def test_big_batches_go_through_the_writer_thread_and_verify(store_url: str) -> 
 
 def test_a_failed_background_commit_stops_the_run_with_a_storage_error(tmp_path: Path) -> None:
     store = open_store(str(tmp_path / "fail.db"))
-    inserter = store._inserter
+    inserter = store.inserter
     real = inserter.insert
     calls = {"n": 0}
 
@@ -287,7 +287,7 @@ def test_a_failed_batch_is_reported_to_its_own_run_only(tmp_path: Path) -> None:
     import threading
 
     store = open_store(str(tmp_path / "two.db"))
-    inserter = store._inserter
+    inserter = store.inserter
     real = inserter.insert
 
     def failing(conn: Any, batch: Any, first: int) -> None:
@@ -324,7 +324,7 @@ def test_the_writer_checkpoints_the_wal_once_idle_so_the_database_file_holds_the
     store = open_store(str(db))
     engine = Engine(budget=Budget(max_cycles=6), store=store).register(_burst(1500))
     result = engine.run({"tick": [0]}, run_id="wal")
-    store._writer.close()  # the queue and the idle work
+    store.writer.close()  # the queue and the idle work
     copy = tmp_path / "copy.db"
     copy.write_bytes(db.read_bytes())  # the file without its -wal
     backup = create_engine(f"sqlite:///{copy}")
@@ -402,7 +402,7 @@ def test_failing_idle_work_fails_no_run() -> None:
 
 def test_only_a_sqlite_file_store_checkpoints_when_idle(tmp_path: Path) -> None:
     file_store, memory_store = open_store(str(tmp_path / "f.db")), open_store(":memory:")
-    assert file_store._writer._idle is not None
-    assert memory_store._writer._idle is None  # one shared connection: no second user
+    assert file_store.writer._idle is not None
+    assert memory_store.writer._idle is None  # one shared connection: no second user
     file_store.close()
     memory_store.close()

@@ -20,6 +20,7 @@ from pydantic_ai.exceptions import UsageLimitExceeded
 
 from converge.agents.pricing import Price, cost_usd
 from engine import Context, InvocationBudgetExhausted
+from engine.errors import ToolBudgetHit
 
 __all__ = ["CallLedger", "CycleSpend", "ToolBudgetHit", "cycle_spend"]
 
@@ -53,15 +54,6 @@ def cycle_spend(ctx: Context) -> Iterator[CycleSpend]:
         spend.in_flight -= 1
         if spend.in_flight == 0:
             _SPEND.pop(key, None)
-
-
-class ToolBudgetHit(Exception):
-    """Raised inside the agent run before a tool call past its limit (never escapes
-    :func:`converge.agents.call_agent`, which returns ``reason`` as its signal)."""
-
-    def __init__(self, reason: InvocationBudgetExhausted) -> None:
-        super().__init__(str(reason))
-        self.reason = reason
 
 
 def _usage_cost(usage: Any, price: Price | None) -> float:

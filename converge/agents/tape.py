@@ -39,7 +39,8 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_core import to_jsonable_python
 
-from engine import Context, ConvergeError
+from engine import Context
+from engine.errors import TapeMissing
 
 __all__ = [
     "ModelTape",
@@ -142,11 +143,6 @@ def response_of(data: dict[str, Any]) -> ModelResponse:
     if not isinstance(message, ModelResponse):
         raise TypeError("a recorded response is not a model response")
     return message
-
-
-class TapeMissing(ConvergeError):
-    """An agent asked its model more than the recording holds: replay cannot answer
-    it without calling the model."""
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from converge.cli.render import (
 )
 from converge.cli.tables import Column
 from engine import ConvergeError, Fact, StopCategory, fact_to_dict
+from engine.status import RunStatus
 from engine.stop import ALL_VARIANTS
 
 app = CommandGroup()
@@ -74,7 +75,7 @@ def _content(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
-STATUSES = ("queued", "running", "paused", "stopped", "crashed")
+STATUSES = tuple(s.value for s in RunStatus)
 CATEGORIES = tuple(c.value for c in StopCategory)
 KINDS = tuple(sorted(v.model_fields["kind"].default for v in ALL_VARIANTS))
 
@@ -100,7 +101,7 @@ def runs_cmd(
     ] = None,
     job: Annotated[str | None, typer.Option("--job", help="Job name.")] = None,
     status: Annotated[
-        str | None, typer.Option("--status", help="queued, running, paused, stopped or crashed.")
+        str | None, typer.Option("--status", help=f"{', '.join(STATUSES[:-1])} or {STATUSES[-1]}.")
     ] = None,
     limit: Annotated[int, typer.Option("--limit", help="At most N runs (0 = all).")] = 100,
     db: DbOption = None,
@@ -260,7 +261,7 @@ def show_cmd(
         colour = "green" if reason.is_success() else "yellow" if reason.is_hitl_pending() else "red"
         out.print(f"[bold]stop:[/] [{colour}]{escape(str(reason))}[/]")
         out.print(f"[bold]explain:[/] {escape(reason.explain())}")
-        if row.status == "paused":
+        if row.status == RunStatus.PAUSED:
             print_next_commands(reason)
     if budget is not None:
         out.print(f"[bold]budget:[/] {escape(budget.summary())} (overall {budget.percent:.1f}%)")

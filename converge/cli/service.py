@@ -19,7 +19,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from audit.queries import RunRow
-from audit.run_queue import QUEUED, request_cancel
+from audit.run_queue import request_cancel
 from audit.store import SqlRunStore
 from converge.cli.actors import ActorOption, record
 from converge.cli.commands import CommandGroup
@@ -28,6 +28,7 @@ from converge.jobs import load_job
 from converge.run_queue import Action
 from converge.service import RunQueue, submit_run
 from engine import ConvergeError
+from engine.status import RunStatus
 
 app = CommandGroup()
 
@@ -106,7 +107,7 @@ def submit(
         fail(str(exc))
     record(store, run_id, by, "submitted")
     if as_json:
-        out.print_json(data={"run_id": run_id, "status": QUEUED})
+        out.print_json(data={"run_id": run_id, "status": RunStatus.QUEUED})
     else:
         out.print(run_id, highlight=False)
 
@@ -197,7 +198,9 @@ def follow(
                 task,
                 description=f"{run_id} {row.status}: cycle {row.cycles}, {row.facts_count} facts",
             )
-            if row.status == "stopped" or (row.status == "paused" and _waits(store, run_id)):
+            if row.status == RunStatus.STOPPED or (
+                row.status == RunStatus.PAUSED and _waits(store, run_id)
+            ):
                 return row
             if timeout is not None and clock() - started >= timeout:
                 return None

@@ -16,13 +16,13 @@ from typing import Any
 from converge.replay.recording import ACCEPTS_FAILED, Execution, Recording
 from engine import (
     Context,
-    ConvergeError,
     Effect,
     StopRun,
     Suggestor,
     Usage,
     parse_stop_reason,
 )
+from engine.errors import NotRecorded, ReplayedSuggestorError
 from engine.facts import proposal_from_dict
 
 __all__ = ["NotRecorded", "RecordedSuggestor"]
@@ -32,11 +32,6 @@ _ENGINE_KEYS = frozenset({"suggestor", "proposals", "usage", "refusal", "tool_ca
 the effect's own audit details."""
 
 _DESCRIBED = re.compile(r"^([A-Za-z_][\w.]*): (.*)$", re.S)
-
-
-class NotRecorded(ConvergeError):
-    """Replay needs an output the recorded run did not keep (a suggestor marked
-    non-deterministic after the run, a store written before outputs were recorded)."""
 
 
 class RecordedSuggestor:
@@ -118,5 +113,5 @@ def _replayed_error(described: str) -> Exception:
     m = _DESCRIBED.match(described)
     if m is None:
         return NotRecorded(described)
-    cls: type[Exception] = type(m.group(1).rsplit(".", 1)[-1], (Exception,), {})
+    cls: type[Exception] = type(m.group(1).rsplit(".", 1)[-1], (ReplayedSuggestorError,), {})
     return cls(m.group(2))

@@ -36,17 +36,13 @@ from converge.replay.recorded import RecordedSuggestor
 from converge.replay.recording import Recording, read_recording
 from converge.replay.report import ReplayReport
 from engine import ConvergeError, Engine, HitlGatePending, RunResult, RunStore
+from engine.errors import ReplayError
 from engine.registry import SuggestorRegistry
 
 __all__ = ["EngineFactory", "ReplayError", "replay_run"]
 
 EngineFactory = Callable[[RunStore], Engine]
 """Builds the engine to replay with, on the store it is given (the scratch store)."""
-
-
-class ReplayError(ConvergeError):
-    """A run cannot be replayed: no job to run (none recorded, none given), or a fork
-    (its state at the fork point comes from its parent)."""
 
 
 def replay_run(

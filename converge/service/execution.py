@@ -18,13 +18,14 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from audit.run_queue import QUEUED, cancel_requested, clear_cancel, take_queued
+from audit.run_queue import cancel_requested, clear_cancel, take_queued
 from audit.store import SqlRunStore
 from audit.store_key import require_key
 from converge.decisions import job_of_run
 from converge.jobs import Job
 from converge.run_queue import Action
 from engine import ConvergeError, Engine, RunBusy, RunFinished, RunResult
+from engine.status import RunStatus
 
 CANCEL_POLL_S = 0.1
 """How often (seconds) the process running a run reads its cancel requests."""
@@ -46,7 +47,7 @@ def execute_run(
     require_key(store, f"executing run {run_id}")
     row = store.run(run_id)
     status = row.status
-    if status == QUEUED or (status == "crashed" and row.last_seq == 0):
+    if status == RunStatus.QUEUED or (status == RunStatus.CRASHED and row.last_seq == 0):
         try:
             take_queued(store, run_id)
         except RunBusy:
@@ -55,7 +56,9 @@ def execute_run(
         engine = _engine(store, job, run_id)
         engine.checkpoint_at_start = True
         return _leg(store, engine, run_id, lambda: engine.run(job.spec.initial or None, run_id))
-    if status == "crashed" or (action == "resume" and status in ("paused", "stopped")):
+    if status == RunStatus.CRASHED or (
+        action == "resume" and status in (RunStatus.PAUSED, RunStatus.STOPPED)
+    ):
         engine = _engine(store, job_of_run(store, run_id), run_id)
         return _leg(store, engine, run_id, lambda: engine.resume_run(run_id))
     return None

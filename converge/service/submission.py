@@ -15,8 +15,7 @@ from audit.run_queue import queue_run, runs_to_recover
 from audit.store import SqlRunStore
 from converge.jobs import Job
 from converge.service.queues import RunQueue
-from engine import RunHeader
-from engine.loop import new_run_id
+from engine import RunHeader, new_run_id
 
 log = logging.getLogger("converge.service")
 

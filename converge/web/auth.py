@@ -21,13 +21,10 @@ from audit.people import log_access
 from audit.store import SqlRunStore
 from audit.tokens import Principal, authenticate, token_hash
 from converge.web.limits import FailureLimiter
+from engine.errors import LoginRequired as LoginRequired  # re-exported: it lived here
 
 SESSION_COOKIE = "converge_session"
 LOGIN_CSRF_COOKIE = "converge_login_csrf"
-
-
-class LoginRequired(Exception):
-    """A page was asked for without a session: the app redirects to ``/login``."""
 
 
 def store_of(request: Request) -> SqlRunStore:

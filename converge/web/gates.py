@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -18,8 +19,15 @@ from converge.web.auth import api_decider, api_principal, check_csrf, page_princ
 from converge.web.errors import answers, http_error
 from converge.web.views import gate_dict, gate_page_data, gates_list
 from engine import ConvergeError, GateDecision
+from engine.status import GateStatus
 
 router = APIRouter()
+
+if TYPE_CHECKING:
+    GateFilter = str
+else:
+    GateFilter = StrEnum("GateFilter", {**{s.value: s.value for s in GateStatus}, "all": "all"})
+    GateFilter.__doc__ = "The ``status`` filter of ``/api/gates``: a gate status, or ``all``."
 
 FORM_FIELDS = frozenset({"csrf", "decision", "reason", "value"})
 MAX_VALUE_CHARS = 1_000
@@ -71,13 +79,11 @@ async def _decide(request: Request, gate_id: str, decision: GateDecision) -> Dec
 async def api_gates(
     request: Request,
     who: Annotated[Principal, Depends(api_principal)],
-    status: Annotated[Literal["pending", "approved", "rejected", "expired", "all"], Query()] = (
-        "pending"
-    ),
+    status: Annotated[GateFilter, Query()] = GateStatus.PENDING,
 ) -> list[dict[str, Any]]:
     """The gates this person may see with ``status`` (default pending; ``all``), newest
     first; ``may_decide`` says which they may decide."""
-    wanted = None if status == "all" else status
+    wanted = None if status == "all" else GateStatus(status)
     return await run_in_threadpool(
         gates_list, store_of(request), wanted, request.app.state.clock, who.name
     )
@@ -134,9 +140,9 @@ async def inbox_page(
     rows = await run_in_threadpool(
         gates_list, store_of(request), None, request.app.state.clock, who.name
     )
-    pending = [g for g in rows if g["status"] == "pending" and g["may_decide"]]
-    watching = [g for g in rows if g["status"] == "pending" and not g["may_decide"]]
-    recent = [g for g in rows if g["status"] != "pending"][:20]
+    pending = [g for g in rows if g["status"] == GateStatus.PENDING and g["may_decide"]]
+    watching = [g for g in rows if g["status"] == GateStatus.PENDING and not g["may_decide"]]
+    recent = [g for g in rows if g["status"] != GateStatus.PENDING][:20]
     page: Response = request.app.state.render(
         request, "inbox.html", who=who, pending=pending, watching=watching, recent=recent
     )

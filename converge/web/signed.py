@@ -28,6 +28,7 @@ from converge.web.errors import Unprocessable, answers, http_error
 from converge.web.gates import DecisionIn
 from converge.web.views import gate_dict
 from engine import ConvergeError, GateAlreadyDecided, GateDecision
+from engine.status import GateStatus
 
 router = APIRouter()
 
@@ -51,7 +52,7 @@ class SignedDecisionIn(BaseModel):
 def _statement(request: Request, gate_id: str, who: Principal, body: DecisionIn) -> dict[str, Any]:
     store = store_of(request)
     gate = store.get_gate(gate_id)
-    if gate.status != "pending":
+    if gate.status != GateStatus.PENDING:
         raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, None)
     decision = GateDecision(
         approved=body.approved, by=who.name, reason=body.reason, value=body.value

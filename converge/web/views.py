@@ -25,8 +25,7 @@ from converge.jobs import Job
 from converge.web.pictures import budget_svg, graph_svg
 from engine import Budget, BudgetStatus, ConvergeError, Fact, GateRecord
 from engine.facts import fact_to_dict
-
-GATE_STATUSES = ("pending", "approved", "rejected", "expired")
+from engine.status import GateStatus, RunStatus
 
 
 def _job(store: SqlRunStore, run_id: str) -> Job | None:
@@ -55,7 +54,7 @@ def gate_dict(store: SqlRunStore, g: GateRecord, *, clock: Clock = time.time) ->
         "gate_id": g.gate_id,
         "run_id": g.run_id,
         "job": recorded.name if recorded else None,
-        "status": "expired" if is_expired(g, now) else g.status,
+        "status": GateStatus.EXPIRED if is_expired(g, now) else g.status,
         "summary": g.summary,
         "suggestor": g.suggestor,
         "cycle": g.cycle,
@@ -71,10 +70,12 @@ def gate_dict(store: SqlRunStore, g: GateRecord, *, clock: Clock = time.time) ->
         "reason": g.reason,
         "approvals_required": required,
         "approvals": [vote_dict(v) for v in cast],
-        "still_needed": max(required - approvals, 0) if g.status == "pending" else 0,
+        "still_needed": max(required - approvals, 0) if g.status == GateStatus.PENDING else 0,
         # decisive votes on a gate still pending: the process that recorded the
         # deciding vote stopped before resuming the run; its voter may apply it
-        "deciding_vote": None if g.status != "pending" or deciding is None else vote_dict(deciding),
+        "deciding_vote": None
+        if g.status != GateStatus.PENDING or deciding is None
+        else vote_dict(deciding),
         "approvers": None if allowed is None else sorted(allowed),
         "four_eyes": rules.four_eyes,
         "reason_required": rules.reason_required,
@@ -93,7 +94,7 @@ def gates_list(
     past its deadline shows ``expired`` (the process keeping the deadlines decides it)."""
     now = clock()
     out: list[dict[str, Any]] = []
-    for g in store.gates(pending=status == "pending"):
+    for g in store.gates(pending=status == GateStatus.PENDING):
         if status is not None and g.status != status:
             continue
         if who is not None and not may_see(store, g, who, now):
@@ -212,8 +213,11 @@ def run_page_data(store: SqlRunStore, run_id: str, clock: Clock = time.time) -> 
     return {
         "run": row.to_dict(),
         # queued, running, or paused with its gate decided (its resume on its way)
-        "live": row.status in ("queued", "running")
-        or (row.status == "paused" and not any(g.status == "pending" for g in run_gates)),
+        "live": row.status in (RunStatus.QUEUED, RunStatus.RUNNING)
+        or (
+            row.status == RunStatus.PAUSED
+            and not any(g.status == GateStatus.PENDING for g in run_gates)
+        ),
         "stop": None if reason is None else str(reason),
         "explain": None if reason is None else reason.explain(),
         "timeline": [c.to_dict() for c in timeline(events)],

@@ -20,7 +20,7 @@ from converge.workers.wire import (
     with_recorded_usage,
 )
 from engine import Context, ConvergeError, Fact, fact_from_dict, resolve_reference
-from engine.errors import ImportReferenceError
+from engine.errors import ImportReferenceError, StopRun
 
 try:
     from celery import Celery, current_app
@@ -125,7 +125,7 @@ def run_execution(
         out = s.execute(ctx)
         if inspect.isawaitable(out):
             out = asyncio.run(_awaited(out))
-    except Exception as exc:
+    except (Exception, StopRun) as exc:  # StopRun, a signal, is no Exception
         return with_recorded_usage(encode_exception(exc), ctx)
     return with_recorded_usage(encode_output(out), ctx)
 

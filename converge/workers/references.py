@@ -28,7 +28,7 @@ def reference_of(s: Suggestor, given: Mapping[str, str] | None = None) -> str:
     """
     if given and s.name in given:
         return given[s.name]
-    fn = s._fn if type(s) is FunctionSuggestor else None
+    fn = s.callables()[0] if type(s) is FunctionSuggestor else None
     # a suggestor object may say which module built it (an agent: defined_in)
     module_name = getattr(s, "defined_in", None) or getattr(
         fn if fn is not None else type(s), "__module__", None

@@ -46,9 +46,25 @@ def run_message(run_id: str, action: Action = "run") -> dict[str, Any]:
     return {"run_id": run_id, "stop": None if result is None else result.stop_reason.kind_code()}
 
 
+def warm_up(**_: Any) -> None:
+    """Open this worker process's store as it starts (Celery's ``worker_process_init``),
+    so that its first run does not pay for the connection, the schema check and the
+    imports (a burst of CPU that, on a host shared with ``converge serve``, delays
+    the server's answers). A store that cannot be opened yet is opened, and its
+    error reported, by the first run."""
+    try:
+        _worker_store()
+    except ConvergeError as exc:
+        log.warning("worker store not opened at start: %s", exc)
+
+
 def register_run_task(app: Any) -> None:
     """Register ``converge.run`` on a worker's Celery ``app``: acknowledged late,
-    rejected (put back) when the worker process running it is lost, no result."""
+    rejected (put back) when the worker process running it is lost, no result; each
+    worker process opens its store as it starts (:func:`warm_up`)."""
+    from celery.signals import worker_process_init
+
     app.task(name=RUN_TASK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)(
         run_message
     )
+    worker_process_init.connect(warm_up, weak=False)

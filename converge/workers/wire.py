@@ -32,6 +32,7 @@ from engine import (
     Usage,
     parse_stop_reason,
 )
+from engine.errors import RemoteSuggestorError
 from engine.safe_json import json_safe
 from engine.stop import stop_reason_to_dict
 
@@ -44,18 +45,6 @@ __all__ = [
     "record_replied_usage",
     "with_recorded_usage",
 ]
-
-
-class RemoteSuggestorError(Exception):
-    """Base of the exceptions rebuilt from a worker's reply.
-
-    Each is a subclass named like the exception raised on the worker (``ValueError``
-    → a ``ValueError`` subclass of this), so the stop message reads exactly as
-    in-process: ``"name: ValueError: message"``. ``traceback_text`` is the
-    worker's own traceback (recorded in the ``suggestor_failed`` event).
-    """
-
-    traceback_text: str = ""
 
 
 _remote_types: dict[str, type[RemoteSuggestorError]] = {}
@@ -208,7 +197,7 @@ def outcome_of(reply: Any, name: str) -> Any:
     raised = reply.get("raised")
     if raised is not None:
         exc = _remote_type(str(raised["type"]))(str(raised["message"]))
-        # the worker's own traceback, for the suggestor_failed event (engine.collection)
+        # the worker's own traceback, for the suggestor_failed event (engine._cycle.collection)
         exc.traceback_text = str(raised.get("traceback") or "")
         return exc
     stop = reply.get("stop_run")

@@ -5,8 +5,8 @@ is paired with its suggestor in registration order: usage is added up,
 invocations counted, failures recorded (``on_error``), ``StopRun`` and refusals
 become signals, and what is left is the cycle's list of effects for the merge.
 The eligible suggestors whose execution was cut (timed out, cancelled, not
-admitted by the invocation budget) go to ``RunState.cut``: the cycle is then no
-fixed point (:func:`engine.judgement.after_merge`) and they are eligible again in
+admitted by the invocation budget) go to ``Run.cut``: the cycle is then no
+fixed point (:func:`engine._cycle.judgement.after_merge`) and they are eligible again in
 the next cycle, after a resume too.
 """
 
@@ -16,11 +16,11 @@ import time
 from traceback import format_exception
 from typing import Any
 
-from engine.accounting import elapsed_ms, ms
+from engine._cycle.accounting import elapsed_ms, ms
+from engine._cycle.execution import CANCELLED, NOT_DONE, TIMED_OUT
+from engine._cycle.run import Run
 from engine.effect import NO_USAGE, Effect, Usage, usage_problem
-from engine.execution import CANCELLED, NOT_DONE, TIMED_OUT
 from engine.facts import Proposal, proposal_to_dict
-from engine.run_state import RunState
 from engine.safe_json import json_safe
 from engine.settings import EngineSettings
 from engine.stop import (
@@ -38,19 +38,19 @@ from engine.store import AuditEvent
 from engine.suggestor import StopRun
 
 
-def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: list[Any]) -> None:
+def collect(settings: EngineSettings, run: Run, eligible: list[int], outcomes: list[Any]) -> None:
     """Turn outcomes into effects to merge, in registration order; record failures."""
-    admitted = st.admitted if st.admitted is not None else eligible
-    st.admitted = None
-    store = eng.store is not None
-    events = st.events
+    admitted = run.cursor.admitted if run.cursor.admitted is not None else eligible
+    run.cursor.admitted = None
+    store = settings.store is not None
+    events = run.events
     effects: list[tuple[str, list[Proposal]]] = []
     last: list[str] = []
     usage_in = usage_out = 0
     cost = 0.0
     timed_out = cancelled = False
-    names = eng.registry.names
-    records = eng.registry.records_effect  # not deterministic: the proposals are recorded
+    names = settings.registry.names
+    records = settings.registry.records_effect  # not deterministic: the proposals are recorded
     cut: list[str] = []  # eligible but not run to the end: eligible again next cycle
     for slot, out in enumerate(outcomes):
         name = names[admitted[slot]]
@@ -62,21 +62,21 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
             cut.append(name)
             if not cancelled:
                 cancelled = True
-                st.pending_signals.append(UserCancelled())
+                run.cursor.pending_signals.append(UserCancelled())
             continue
         last.append(name)
-        st.invocations += 1
-        st.invocations_by[name] = st.invocations_by.get(name, 0) + 1
-        st.history.append(name)
+        run.spend.invocations += 1
+        run.spend.invocations_by[name] = run.spend.invocations_by.get(name, 0) + 1
+        run.spend.history.append(name)
         if isinstance(out, BaseException):
             if isinstance(out, StopRun):
-                _stop_requested(st, name, out, store)
+                _stop_requested(run, name, out, store)
                 break
-            if record_failure(eng, st, name, describe(out), out):
+            if record_failure(settings, run, name, describe(out), out):
                 break
             continue
         if out is NOT_DONE:  # a task that ended without an outcome
-            if record_failure(eng, st, name, "the execution ended without a result"):
+            if record_failure(settings, run, name, "the execution ended without a result"):
                 break
             continue
         # the common case, a plain list of proposals, builds no Effect
@@ -96,12 +96,12 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
             effect = out if type(out) is Effect else _normalise(out)
             if effect is None:
                 msg = f"returned {type(out).__name__}, expected an Effect or a list of Proposal"
-                if record_failure(eng, st, name, msg):
+                if record_failure(settings, run, name, msg):
                     break
                 continue
             problem = _invalid_effect(effect)
             if problem is not None:
-                if record_failure(eng, st, name, problem):
+                if record_failure(settings, run, name, problem):
                     break
                 continue
             u = effect.usage
@@ -112,12 +112,12 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
                 refusal = json_safe(refusal)
             inner = None
             if effect.tool_calls or effect.signal is not None or effect.audit:
-                inner = _inner_activity(st, name, effect, last)
+                inner = _inner_activity(run, name, effect, last)
             usage_in += u.input_tokens
             usage_out += u.output_tokens
             cost += u.cost_usd
-        if st.streaks:
-            st.streaks.pop(name, None)
+        if run.spend.streaks:
+            run.spend.streaks.pop(name, None)
         if store:
             payload: dict[str, Any] = {
                 "suggestor": name,
@@ -128,13 +128,13 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
             }
             if records[admitted[slot]]:
                 payload["effect"] = _effect_record(proposals, signal)
-            events.append(AuditEvent("suggestor_executed", st.cycle, payload, time.time()))
+            events.append(AuditEvent("suggestor_executed", run.cursor.cycle, payload, time.time()))
         if refusal is not None:
-            st.pending_signals.append(AgentRefused(agent_id=name, reason=refusal))
+            run.cursor.pending_signals.append(AgentRefused(agent_id=name, reason=refusal))
             break
         if proposals:
             effects.append((name, proposals))
-    recorded = st.context._recorded
+    recorded = run.facts.recorded
     if recorded:
         # spent by executions that raised or were cut (Context.record_usage)
         taken = recorded[:]
@@ -147,50 +147,54 @@ def collect(eng: EngineSettings, st: RunState, eligible: list[int], outcomes: li
                 events.append(
                     AuditEvent(
                         "usage_recorded",
-                        st.cycle,
+                        run.cursor.cycle,
                         {"suggestor": name, "usage": [u.input_tokens, u.output_tokens, u.cost_usd]},
                         time.time(),
                     )
                 )
     if usage_in or usage_out or cost:
-        st.usage = Usage(
-            st.usage.input_tokens + usage_in,
-            st.usage.output_tokens + usage_out,
-            st.usage.cost_usd + cost,
+        run.spend.usage = Usage(
+            run.spend.usage.input_tokens + usage_in,
+            run.spend.usage.output_tokens + usage_out,
+            run.spend.usage.cost_usd + cost,
         )
     if timed_out:
-        limit_ms = ms(st.budget.max_seconds or 0)
+        limit_ms = ms(run.budget.max_seconds or 0)
         # the event loop's timer may fire a hair before our clock reads the deadline
-        elapsed = max(elapsed_ms(eng, st), limit_ms)
-        st.pending_signals.append(TimeBudgetExhausted(duration_ms=elapsed, limit_ms=limit_ms))
+        elapsed = max(elapsed_ms(settings, run), limit_ms)
+        run.cursor.pending_signals.append(
+            TimeBudgetExhausted(duration_ms=elapsed, limit_ms=limit_ms)
+        )
     if len(admitted) < len(eligible):  # the invocation budget admitted a prefix
         cut.extend(names[i] for i in eligible[len(admitted) :])
-    st.cut = cut
-    st.last_suggestors = tuple(last)
-    st.merge_effects = effects
-    st.merge_pos = (0, 0)
-    st.cycle_new = []
+    run.cursor.cut = cut
+    run.cursor.last_suggestors = tuple(last)
+    run.cursor.merge_effects = effects
+    run.cursor.merge_pos = (0, 0)
+    run.cursor.cycle_new = []
 
 
-def _inner_activity(st: RunState, name: str, effect: Effect, last: list[str]) -> dict[str, Any]:
+def _inner_activity(run: Run, name: str, effect: Effect, last: list[str]) -> dict[str, Any]:
     """What an execution reported from inside (see :class:`Effect`): each tool call is
     an invocation ``NAME.TOOL`` (past its ``per_suggestor`` limit it stops the run:
     the engine cannot refuse a call made inside); its signal joins the pending
     signals; the details returned go to its ``suggestor_executed`` event."""
-    per = st.budget.per_suggestor
+    per = run.budget.per_suggestor
     for tool in effect.tool_calls:
         invocation = f"{name}.{tool}"
         last.append(invocation)
-        st.invocations += 1
-        used = st.invocations_by[invocation] = st.invocations_by.get(invocation, 0) + 1
-        st.history.append(invocation)
+        run.spend.invocations += 1
+        used = run.spend.invocations_by[invocation] = (
+            run.spend.invocations_by.get(invocation, 0) + 1
+        )
+        run.spend.history.append(invocation)
         limit = per.get(invocation)
         if limit and used == limit + 1:
-            st.pending_signals.append(
+            run.cursor.pending_signals.append(
                 InvocationBudgetExhausted(invocations=used, limit=limit, suggestor=invocation)
             )
     if effect.signal is not None:
-        st.pending_signals.append(effect.signal)
+        run.cursor.pending_signals.append(effect.signal)
     details: dict[str, Any] = json_safe(dict(effect.audit)) if effect.audit else {}
     if effect.tool_calls:
         details["tool_calls"] = list(effect.tool_calls)
@@ -230,17 +234,17 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-def _stop_requested(st: RunState, name: str, out: StopRun, store: bool) -> None:
+def _stop_requested(run: Run, name: str, out: StopRun, store: bool) -> None:
     context = json_safe(getattr(out, "context", None) or {})
     if not isinstance(context, dict):
         context = {"context": context}
     message = json_safe(str(getattr(out, "message", "")))
-    st.pending_signals.append(StopRequested(source=name, message=message, context=context))
+    run.cursor.pending_signals.append(StopRequested(source=name, message=message, context=context))
     if store:
-        st.events.append(
+        run.events.append(
             AuditEvent(
                 "suggestor_executed",
-                st.cycle,
+                run.cursor.cycle,
                 {"suggestor": name, "stop_requested": message},
                 time.time(),
             )
@@ -248,29 +252,29 @@ def _stop_requested(st: RunState, name: str, out: StopRun, store: bool) -> None:
 
 
 def record_failure(
-    eng: EngineSettings, st: RunState, name: str, message: str, exc: BaseException | None = None
+    settings: EngineSettings, run: Run, name: str, message: str, exc: BaseException | None = None
 ) -> bool:
     """Record a failed execution (with ``exc``'s traceback in the audit event when it
     raised); True when the run must stop (``on_error="stop"``)."""
     message = json_safe(message)
-    st.streaks[name] = st.streaks.get(name, 0) + 1
-    st.last_error = f"{name}: {message}"
-    if eng.store is not None:
-        st.events.append(
+    run.spend.streaks[name] = run.spend.streaks.get(name, 0) + 1
+    run.spend.last_error = f"{name}: {message}"
+    if settings.store is not None:
+        run.events.append(
             AuditEvent(
                 "suggestor_failed",
-                st.cycle,
+                run.cursor.cycle,
                 {
                     "suggestor": name,
                     "error": message,
-                    "streak": st.streaks[name],
+                    "streak": run.spend.streaks[name],
                     **({"traceback": _traceback(exc)} if exc is not None else {}),
                 },
                 time.time(),
             )
         )
-    if eng.on_error == "stop":
-        st.pending_signals.append(
+    if settings.on_error == "stop":
+        run.cursor.pending_signals.append(
             Error(message=f"{name}: {message}", error_category=ErrorCategory.SUGGESTOR)
         )
         return True

@@ -11,10 +11,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from engine.accounting import run_stats
+from engine._cycle.accounting import run_stats
+from engine._cycle.run import Run
 from engine.criterion import Criterion, CriterionReport, Met, Unmet
 from engine.invariant import Invariant
-from engine.run_state import RunState
 from engine.settings import EngineSettings
 from engine.stop import (
     CriteriaMet,
@@ -30,13 +30,13 @@ from engine.store import AuditEvent
 
 
 def check_invariants(
-    eng: EngineSettings, st: RunState, invariants: list[Invariant]
+    settings: EngineSettings, run: Run, invariants: list[Invariant]
 ) -> list[StopReason]:
     """One ``InvariantViolated`` per failing invariant (recorded as an event)."""
     out: list[StopReason] = []
     for inv in invariants:
         try:
-            violation = inv.check(st.context)
+            violation = inv.check(run.context)
         except Exception as exc:
             reason = f"check raised {type(exc).__name__}: {exc}"
         else:
@@ -46,19 +46,21 @@ def check_invariants(
         sig = InvariantViolated(
             invariant_class=InvariantClass(inv.invariant_class), name=inv.name, reason=reason
         )
-        if eng.store is not None:
-            st.events.append(
-                AuditEvent("invariant_violated", st.cycle, stop_reason_to_dict(sig), time.time())
+        if settings.store is not None:
+            run.events.append(
+                AuditEvent(
+                    "invariant_violated", run.cursor.cycle, stop_reason_to_dict(sig), time.time()
+                )
             )
         out.append(sig)
     return out
 
 
-def evaluate_policies(eng: EngineSettings, st: RunState) -> list[StopReason]:
+def evaluate_policies(settings: EngineSettings, run: Run) -> list[StopReason]:
     """The stops the custom and declarative stop policies decide on this cycle."""
-    stats = run_stats(eng, st)
+    stats = run_stats(settings, run)
     out: list[StopReason] = []
-    for policy in eng.stop_policies:
+    for policy in settings.stop_policies:
         try:
             decision = policy.evaluate(stats)
         except Exception as exc:
@@ -80,29 +82,29 @@ def evaluate_policies(eng: EngineSettings, st: RunState) -> list[StopReason]:
     return out
 
 
-def evaluate_criteria(eng: EngineSettings, st: RunState) -> list[tuple[Criterion, Any]]:
+def evaluate_criteria(settings: EngineSettings, run: Run) -> list[tuple[Criterion, Any]]:
     """Every criterion's result now; also kept as the run's criteria reports."""
     results: list[tuple[Criterion, Any]] = []
-    for c in eng.criteria:
+    for c in settings.criteria:
         try:
-            results.append((c, c.evaluate(st.context)))
+            results.append((c, c.evaluate(run.context)))
         except Exception as exc:
             results.append((c, Unmet(f"evaluate raised {type(exc).__name__}: {exc}")))
-    st.criteria_reports = tuple(CriterionReport.of(c, r) for c, r in results)
+    run.cursor.criteria_reports = tuple(CriterionReport.of(c, r) for c, r in results)
     return results
 
 
-def criteria_met_early(eng: EngineSettings, st: RunState) -> list[StopReason]:
+def criteria_met_early(settings: EngineSettings, run: Run) -> list[StopReason]:
     """When every required criterion is met before a fixed point: ``CriteriaMet``,
     or the acceptance invariants it violates (a run never ends successfully past
     a failing acceptance invariant, as converge-core). Else nothing."""
-    required = [c for c in eng.criteria if getattr(c, "required", True)]
+    required = [c for c in settings.criteria if getattr(c, "required", True)]
     if not required:
         return []
-    results = evaluate_criteria(eng, st)
+    results = evaluate_criteria(settings, run)
     if all(isinstance(r, Met) for c, r in results if getattr(c, "required", True)):
-        if eng.acceptance:
-            violations = check_invariants(eng, st, eng.acceptance)
+        if settings.acceptance:
+            violations = check_invariants(settings, run, settings.acceptance)
             if violations:
                 return violations
         return [CriteriaMet(criteria=[c.id for c in required])]

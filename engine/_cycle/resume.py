@@ -18,17 +18,18 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from engine._cycle.collector import bulk_load
+from engine._cycle.run import Run
 from engine.budget import Budget
-from engine.collector import bulk_load
 from engine.errors import GateAlreadyDecided, GateExpired, GateNotFound, ResumeError, RunNotFound
 from engine.facts import canonical_json
 from engine.hitl import GateDecision, iso_utc
-from engine.run_state import RunState
 from engine.settings import EngineSettings
+from engine.status import GateStatus, RunStatus
 from engine.store import AuditEvent, GateRecord
 
 
-def load_paused(eng: EngineSettings, gate_id: str, decision: GateDecision) -> RunState:
+def load_paused(settings: EngineSettings, gate_id: str, decision: GateDecision) -> Run:
     """The run paused at ``gate_id``, with ``decision`` applied when it goes on.
 
     From this engine's memory (no store), or decided and claimed in the store.
@@ -42,32 +43,32 @@ def load_paused(eng: EngineSettings, gate_id: str, decision: GateDecision) -> Ru
             canonical_json(decision.value)
         except (TypeError, ValueError) as exc:
             raise ResumeError(f"the decision's value is not JSON: {exc}") from exc
-    runs = eng.runs
-    st = runs.paused.get(gate_id)
-    if eng.store is None:
-        if st is None:
+    runs = settings.runs
+    run = runs.paused.get(gate_id)
+    if settings.store is None:
+        if run is None:
             done = runs.decided.get(gate_id)
             if done is not None:
                 raise GateAlreadyDecided(gate_id, done[0], done[1], iso_utc(done[2]))
             raise GateNotFound(f"no pending gate {gate_id!r} in this engine (and no store)")
         del runs.paused[gate_id]
-        status = "approved" if decision.approved else "rejected"
+        status = GateStatus.APPROVED if decision.approved else GateStatus.REJECTED
         runs.decided[gate_id] = (status, decision.by, time.time())
     else:
         with bulk_load() as load:
-            st = load_paused_from_store(eng, gate_id, decision, st)
-        st.frozen_on_load = load.froze
+            run = load_paused_from_store(settings, gate_id, decision, run)
+        run.recovery.frozen_on_load = load.froze
         runs.paused.pop(gate_id, None)
-    assert st.pending_gate is not None
-    st.pending_gate.decision = decision
+    assert run.gating.pending_gate is not None
+    run.gating.pending_gate.decision = decision
     if decision.approved and decision.value is not None:
-        _take_value(st, decision.value)
-    st.leg_started = eng.clock()
-    runs.enter(st.run_id)
-    return st
+        _take_value(run, decision.value)
+    run.spend.leg_started = settings.clock()
+    runs.enter(run.run_id)
+    return run
 
 
-def load_stopped(eng: EngineSettings, run_id: str, budget: Budget | None) -> RunState:
+def load_stopped(settings: EngineSettings, run_id: str, budget: Budget | None) -> Run:
     """A run stopped resumably (or crashed), to go on with ``budget`` (None: its own).
 
     With a store, the ``run_resumed`` event (the leg's budget) is written in the
@@ -75,53 +76,55 @@ def load_stopped(eng: EngineSettings, run_id: str, budget: Budget | None) -> Run
     budget it was resuming with for the recovery. Raises ``RunNotFound``,
     ``RunFinished``, ``ResumeError`` or ``RunBusy``.
     """
-    st = eng.runs.stopped.pop(run_id, None)
-    if st is not None and eng.store is not None:
+    run = settings.runs.stopped.pop(run_id, None)
+    if run is not None and settings.store is not None:
         # stopped in this process: still claim it, so a resume racing in another
         # process cannot continue it too (the epoch is the one this process wrote)
         if budget is not None:
-            st.budget = budget
+            run.budget = budget
         try:
-            st.epoch = eng.store.claim_resume(run_id, st.epoch, None, [_resumed(st)]).epoch
+            run.recovery.epoch = settings.store.claim_resume(
+                run_id, run.recovery.epoch, None, [_resumed(run)]
+            ).epoch
         except ResumeError:
-            eng.runs.stopped[run_id] = st
+            settings.runs.stopped[run_id] = run
             raise
-    elif st is None and eng.store is not None:
+    elif run is None and settings.store is not None:
         with bulk_load() as load:
-            st = load_stopped_from_store(eng, run_id, budget)
-        st.frozen_on_load = load.froze
-    if st is None:
+            run = load_stopped_from_store(settings, run_id, budget)
+        run.recovery.frozen_on_load = load.froze
+    if run is None:
         raise RunNotFound(f"no resumable run {run_id!r} in this engine or its store")
     if budget is not None:
-        st.budget = budget
-    st.exhausted_overrides.clear()
-    st.criteria_reports = ()
-    st.leg_started = eng.clock()
-    eng.runs.enter(run_id, clear_cancel=True)
-    return st
+        run.budget = budget
+    run.spend.exhausted_overrides.clear()
+    run.cursor.criteria_reports = ()
+    run.spend.leg_started = settings.clock()
+    settings.runs.enter(run_id, clear_cancel=True)
+    return run
 
 
-def _resumed(st: RunState) -> AuditEvent:
-    """The ``run_resumed`` event of a leg that goes on with ``st.budget``."""
+def _resumed(run: Run) -> AuditEvent:
+    """The ``run_resumed`` event of a leg that goes on with ``run.budget``."""
     return AuditEvent(
         "run_resumed",
-        st.cycle,
-        {"budget": st.budget.model_dump(mode="json"), "from": st.resumed_from},
+        run.cursor.cycle,
+        {"budget": run.budget.model_dump(mode="json"), "from": run.recovery.resumed_from},
         time.time(),
     )
 
 
-def _take_value(st: RunState, value: Any) -> None:
+def _take_value(run: Run, value: Any) -> None:
     """The approved proposal's content becomes the decision's ``value`` (a human answer)."""
-    pg = st.pending_gate
+    pg = run.gating.pending_gate
     assert pg is not None
-    proposals = st.merge_effects[pg.effect_index][1]
+    proposals = run.cursor.merge_effects[pg.effect_index][1]
     proposals[pg.proposal_index] = proposals[pg.proposal_index]._replace(content=value)
 
 
 def check_suggestors(engine: EngineSettings, recorded: list[str]) -> None:
     """Raise ``ResumeError`` naming missing or extra suggestors."""
-    mine = set(engine.suggestor_names)
+    mine = set(engine.registry.names)
     theirs = set(recorded)
     if mine != theirs:
         missing = sorted(theirs - mine)
@@ -133,8 +136,8 @@ def check_suggestors(engine: EngineSettings, recorded: list[str]) -> None:
 
 
 def load_paused_from_store(
-    engine: EngineSettings, gate_id: str, decision: GateDecision, in_memory: RunState | None
-) -> RunState:
+    engine: EngineSettings, gate_id: str, decision: GateDecision, in_memory: Run | None
+) -> Run:
     """Decide the gate in the store (compare-and-set), claim the run, load its state.
 
     Raises ``GateNotFound``, ``GateAlreadyDecided``, ``GateExpired``,
@@ -144,22 +147,22 @@ def load_paused_from_store(
     store = engine.store
     assert store is not None
     gate = store.get_gate(gate_id)
-    if gate.status != "pending":
+    if gate.status != GateStatus.PENDING:
         raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, iso_utc(gate.decided_at))
     if in_memory is not None:
-        st = in_memory
-        expected: int | None = st.epoch
+        run = in_memory
+        expected: int | None = run.recovery.epoch
     else:
         try:
             checkpoint = store.load_checkpoint(gate.run_id)
             expected = checkpoint.get("run_epoch")
             check_suggestors(engine, list(checkpoint.get("suggestors", [])))
-            st = RunState.from_checkpoint(checkpoint, gate)
+            run = Run.from_checkpoint(checkpoint, gate)
         except ResumeError:
             # a racing approver may have decided the gate and finished the run (its
             # checkpoint dropped or replaced) since we read the gate: say so
             now = store.get_gate(gate_id)
-            if now.status != "pending":
+            if now.status != GateStatus.PENDING:
                 raise GateAlreadyDecided(
                     gate_id, now.status, now.decided_by, iso_utc(now.decided_at)
                 ) from None
@@ -168,41 +171,41 @@ def load_paused_from_store(
         timeout_decision = GateDecision(
             approved=gate.on_timeout == "approve", by="timeout", reason="gate expired"
         )
-        store.decide_gate(gate_id, timeout_decision, "expired")
+        store.decide_gate(gate_id, timeout_decision, GateStatus.EXPIRED)
         raise GateExpired(
             f"gate {gate_id} expired; decided by on_timeout={gate.on_timeout!r}. "
             f"Resume the run with `converge resume {gate.run_id}` "
             f"(Engine.resume_run in Python)"
         )
-    status = "approved" if decision.approved else "rejected"
+    status = GateStatus.APPROVED if decision.approved else GateStatus.REJECTED
     store.decide_gate(gate_id, decision, status)
     # the claim expects the epoch the checkpoint was read at: if another process
     # claimed the run since (a resume after this decision), it continues and this
     # one gets RunBusy; the recorded decision (value included) is what it applies
-    st.epoch = store.claim_resume(gate.run_id, expected).epoch
+    run.recovery.epoch = store.claim_resume(gate.run_id, expected).epoch
     # decide_gate chained gate_decided; the engine records run_resumed when it applies it
-    return st
+    return run
 
 
 def recorded_decision(gate: GateRecord, value: Any = None) -> GateDecision:
     """The decision stored on a decided gate (an expired one: its ``on_timeout``),
     with ``value``, the human answer its chained ``gate_decided`` event carries."""
-    if gate.status == "expired":
+    if gate.status == GateStatus.EXPIRED:
         return GateDecision(
             approved=gate.on_timeout == "approve", by=gate.decided_by or "timeout", reason=None
         )
     return GateDecision(
-        approved=gate.status == "approved",
+        approved=gate.status == GateStatus.APPROVED,
         by=gate.decided_by or "?",
         reason=gate.reason,
-        value=value if gate.status == "approved" else None,
+        value=value if gate.status == GateStatus.APPROVED else None,
     )
 
 
 def recorded_value(store: Any, gate: GateRecord) -> Any:
     """The ``value`` of the gate's chained ``gate_decided`` event (None when it has none)."""
     events = getattr(store, "events", None)
-    if events is None or gate.status != "approved":
+    if events is None or gate.status != GateStatus.APPROVED:
         return None
     for ev in reversed(events(gate.run_id, kinds=("gate_decided",))):
         if ev.payload.get("gate_id") == gate.gate_id:
@@ -212,7 +215,7 @@ def recorded_value(store: Any, gate: GateRecord) -> Any:
 
 def load_stopped_from_store(
     engine: EngineSettings, run_id: str, budget: Budget | None = None
-) -> RunState:
+) -> Run:
     """Load a run to continue, and claim it for this process.
 
     The run is stopped (budget, policy, cancel), paused on a gate decided without
@@ -238,44 +241,44 @@ def load_stopped_from_store(
         if not isinstance(gate_id, str):
             raise ResumeError(f"corrupted checkpoint of run {run_id}: bad pending_gate")
         gate = store.get_gate(gate_id)
-        if gate.status == "pending":
+        if gate.status == GateStatus.PENDING:
             raise ResumeError(
                 f"run {run_id} waits on gate {gate_id}; decide it with "
                 f"`converge approve {gate_id} --by NAME` or "
                 f"`converge reject {gate_id} --by NAME --reason WHY`"
             )
-    st = RunState.from_checkpoint(checkpoint, gate)
-    if st.pending_gate is not None and gate is not None:
+    run = Run.from_checkpoint(checkpoint, gate)
+    if run.gating.pending_gate is not None and gate is not None:
         decision = recorded_decision(gate, recorded_value(store, gate))
-        st.pending_gate.decision = decision
+        run.gating.pending_gate.decision = decision
         if decision.approved and decision.value is not None:
-            _take_value(st, decision.value)
-    if checkpoint.get("run_status") == "running":
+            _take_value(run, decision.value)
+    if checkpoint.get("run_status") == RunStatus.RUNNING:
         # left running: crashed if its writer is gone (else the claim says RunBusy)
-        st.resumed_from = "crash"
-        st.facts_inline = True  # the replayed cycles' facts are chunked out of order
-        _load_replayed(store, st)
+        run.recovery.resumed_from = "crash"
+        run.recovery.facts_inline = True  # the replayed cycles' facts are chunked out of order
+        _load_replayed(store, run)
     if budget is not None:
-        st.budget = budget
-    limit = st.budget.max_cycles
+        run.budget = budget
+    limit = run.budget.max_cycles
     if (
         limit is not None
-        and st.cycle >= limit
-        and st.pending_gate is None
-        and st.resumed_from != "crash"
+        and run.cursor.cycle >= limit
+        and run.gating.pending_gate is None
+        and run.recovery.resumed_from != "crash"
     ):
         # checked on the state this resume read: a resume that raced another one
         # and read the run after that one went on finds its budget already used
         raise ResumeError(
-            f"run {run_id} has done {st.cycle} cycles already: max_cycles {limit} leaves "
+            f"run {run_id} has done {run.cursor.cycle} cycles already: max_cycles {limit} leaves "
             "nothing to continue (budgets are totals: give a larger one)"
         )
     expected = (checkpoint.get("run_epoch"), checkpoint.get("run_seq"))
-    st.epoch = store.claim_resume(run_id, *expected, [_resumed(st)]).epoch
-    return st
+    run.recovery.epoch = store.claim_resume(run_id, *expected, [_resumed(run)]).epoch
+    return run
 
 
-def _load_replayed(store: Any, st: RunState) -> None:
+def _load_replayed(store: Any, run: Run) -> None:
     """What the dead process recorded after the checkpoint: facts, decisions, and
     the budget its leg ran with (the last ``run_resumed``'s), which the recovery
     goes on with unless its caller gives another: a leg resumed with more budget
@@ -283,12 +286,12 @@ def _load_replayed(store: Any, st: RunState) -> None:
     events = getattr(store, "events", None)
     if events is None:
         return
-    known = {f.id for f in st.context}
-    for ev in events(st.run_id, kinds=("fact_promoted", "run_resumed")):
+    known = {f.id for f in run.context}
+    for ev in events(run.run_id, kinds=("fact_promoted", "run_resumed")):
         if ev.kind == "fact_promoted":
             if ev.payload["id"] not in known:
-                st.replayed[ev.payload["id"]] = ev.payload
+                run.recovery.replayed[ev.payload["id"]] = ev.payload
         elif "gate_id" in ev.payload:
-            st.replayed_gates.add(ev.payload["gate_id"])
+            run.recovery.replayed_gates.add(ev.payload["gate_id"])
         elif isinstance(ev.payload.get("budget"), dict):
-            st.budget = Budget.model_validate(ev.payload["budget"])
+            run.budget = Budget.model_validate(ev.payload["budget"])

@@ -6,7 +6,7 @@ they run concurrently (at most ``max_concurrency`` in flight) while the sync one
 run inline; in-flight async work is cut at the time budget or by
 ``Engine.cancel()``. With ``Engine(executor=...)`` the cycle goes to that
 :class:`engine.executor.Executor` instead (:func:`execute_elsewhere`). An
-*outcome* per admitted suggestor is handed to :mod:`engine.collection`: what it
+*outcome* per admitted suggestor is handed to :mod:`engine._cycle.collection`: what it
 returned, the exception it raised, or a marker (timed out, cancelled).
 """
 
@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from engine.accounting import elapsed_ms
+from engine._cycle.accounting import elapsed_ms
+from engine._cycle.run import Run
 from engine.effect import Effect
 from engine.errors import ConfigurationError, ExecutorUnavailable
 from engine.executor import CANCELLED, NOT_DONE, TIMED_OUT, CycleWork
-from engine.run_state import RunState
 from engine.settings import EngineSettings
 from engine.stop import Error, ErrorCategory, InvocationBudgetExhausted
 from engine.suggestor import StopRun
@@ -39,28 +39,28 @@ CANCEL_POLL_S = 0.05
 """How often (seconds) in-flight async work checks for ``Engine.cancel()``."""
 
 
-def admit(eng: EngineSettings, st: RunState, eligible: list[int]) -> list[int]:
+def admit(settings: EngineSettings, run: Run, eligible: list[int]) -> list[int]:
     """``eligible`` cut before the first invocation past the invocation budget
-    (never exceeded); the budget's signal goes to ``st.pending_signals``."""
-    budget = st.budget
+    (never exceeded); the budget's signal goes to ``run.cursor.pending_signals``."""
+    budget = run.budget
     limit_total = budget.max_invocations
     per = budget.per_suggestor
     if not limit_total and not per:
         return eligible
-    names = eng.registry.names
+    names = settings.registry.names
     admitted: list[int] = []
-    total = st.invocations
+    total = run.spend.invocations
     for i in eligible:
         name = names[i]
         if limit_total and total >= limit_total:
-            st.pending_signals.append(
+            run.cursor.pending_signals.append(
                 InvocationBudgetExhausted(invocations=total, limit=limit_total)
             )
             break
         lim = per.get(name)
-        used = st.invocations_by.get(name, 0)
+        used = run.spend.invocations_by.get(name, 0)
         if lim and used >= lim:
-            st.pending_signals.append(
+            run.cursor.pending_signals.append(
                 InvocationBudgetExhausted(invocations=used, limit=lim, suggestor=name)
             )
             break
@@ -69,17 +69,17 @@ def admit(eng: EngineSettings, st: RunState, eligible: list[int]) -> list[int]:
     return admitted
 
 
-def execute_sync(eng: EngineSettings, st: RunState, eligible: list[int]) -> list[Any]:
+def execute_sync(settings: EngineSettings, run: Run, eligible: list[int]) -> list[Any]:
     """Run sync suggestors in order; stop at the first error (``on_error="stop"``),
-    ``StopRun`` or refusal. Outcomes pair with ``eligible`` (or ``st.admitted``)."""
-    ctx = st.context
+    ``StopRun`` or refusal. Outcomes pair with ``eligible`` (or ``run.cursor.admitted``)."""
+    ctx = run.context
     outcomes: list[Any] = []
-    stop_on_error = eng.on_error == "stop"
-    execute = eng.registry.execute
-    budget = st.budget
+    stop_on_error = settings.on_error == "stop"
+    execute = settings.registry.execute
+    budget = run.budget
     if budget.max_invocations or budget.per_suggestor:
         # a prefix: outcomes still pair by slot; collection keeps the rest as cut
-        eligible = st.admitted = admit(eng, st, eligible)
+        eligible = run.cursor.admitted = admit(settings, run, eligible)
     for i in eligible:
         try:
             out = execute[i](ctx)
@@ -96,17 +96,17 @@ def execute_sync(eng: EngineSettings, st: RunState, eligible: list[int]) -> list
     return outcomes
 
 
-async def execute_async(eng: EngineSettings, st: RunState, eligible: list[int]) -> list[Any]:
+async def execute_async(settings: EngineSettings, run: Run, eligible: list[int]) -> list[Any]:
     """Run a cycle with async suggestors: those concurrently, sync ones inline.
 
     ``max_seconds`` and ``Engine.cancel()`` cut work in flight (polled every
     ``CANCEL_POLL_S``); cut executions get the ``TIMED_OUT`` / ``CANCELLED`` marker.
     """
-    admitted = admit(eng, st, eligible)
-    ctx = st.context
-    reg = eng.registry
+    admitted = admit(settings, run, eligible)
+    ctx = run.context
+    reg = settings.registry
     outcomes: list[Any] = [NOT_DONE] * len(admitted)
-    sem = asyncio.Semaphore(eng.max_concurrency)
+    sem = asyncio.Semaphore(settings.max_concurrency)
 
     async def one(slot: int, i: int) -> None:
         async with sem:
@@ -137,20 +137,20 @@ async def execute_async(eng: EngineSettings, st: RunState, eligible: list[int]) 
             except BaseException as exc:
                 outcomes[slot] = exc
     if tasks:
-        await _wait(eng, st, tasks, outcomes)
+        await _wait(settings, run, tasks, outcomes)
     # keep the admitted order so collection pairs outcomes with suggestors
-    st.admitted = admitted
+    run.cursor.admitted = admitted
     return outcomes
 
 
 async def _wait(
-    eng: EngineSettings, st: RunState, tasks: list[asyncio.Task[None]], outcomes: list[Any]
+    settings: EngineSettings, run: Run, tasks: list[asyncio.Task[None]], outcomes: list[Any]
 ) -> None:
     """Wait for ``tasks``, waking now and then so that cancel() interrupts them."""
     loop = asyncio.get_running_loop()
     end = None
-    if st.budget.max_seconds:
-        end = loop.time() + max(0.0, st.budget.max_seconds - elapsed_ms(eng, st) / 1000)
+    if run.budget.max_seconds:
+        end = loop.time() + max(0.0, run.budget.max_seconds - elapsed_ms(settings, run) / 1000)
     pending: set[asyncio.Task[None]] = set(tasks)
     cancelled = False
     while pending:
@@ -158,7 +158,7 @@ async def _wait(
         _, pending = await asyncio.wait(pending, timeout=max(0.0, wait_s))
         if not pending:
             break
-        if st.run_id in eng.runs.cancelled:
+        if run.run_id in settings.runs.cancelled:
             cancelled = True
             break
         if end is not None and loop.time() >= end:
@@ -173,33 +173,33 @@ async def _wait(
                 outcomes[slot] = cut
 
 
-def execute_elsewhere(eng: EngineSettings, st: RunState, eligible: list[int]) -> list[Any]:
-    """Hand the admitted suggestors to ``eng.executor``; their outcomes, in order.
+def execute_elsewhere(settings: EngineSettings, run: Run, eligible: list[int]) -> list[Any]:
+    """Hand the admitted suggestors to ``settings.executor``; their outcomes, in order.
 
     An executor that cannot reach its workers (``ExecutorUnavailable``) or cannot
     ship a suggestor (``ConfigurationError``) ends the run with ``Error`` of
     category ``external`` / ``configuration`` (any other exception: ``internal``);
     the facts promoted before are kept.
     """
-    executor = eng.executor
+    executor = settings.executor
     assert executor is not None
-    admitted = admit(eng, st, eligible)
-    st.admitted = admitted
+    admitted = admit(settings, run, eligible)
+    run.cursor.admitted = admitted
     if not admitted:
         return []
     remaining: float | None = None
-    if st.budget.max_seconds:
-        remaining = max(0.0, st.budget.max_seconds - elapsed_ms(eng, st) / 1000)
-    run_id = st.run_id
-    cancelled = eng.runs.cancelled
-    suggestors = eng.registry.suggestors
+    if run.budget.max_seconds:
+        remaining = max(0.0, run.budget.max_seconds - elapsed_ms(settings, run) / 1000)
+    run_id = run.run_id
+    cancelled = settings.runs.cancelled
+    suggestors = settings.registry.suggestors
     work = CycleWork(
         run_id,
-        st.cycle,
-        st.context,
+        run.cursor.cycle,
+        run.context,
         [suggestors[i] for i in admitted],
         remaining,
-        eng.on_error == "stop",
+        settings.on_error == "stop",
         lambda: run_id in cancelled,
     )
     try:
@@ -213,5 +213,5 @@ def execute_elsewhere(eng: EngineSettings, st: RunState, eligible: list[int]) ->
     except Exception as exc:  # a defect of the executor still ends the run typed
         category = ErrorCategory.INTERNAL
         message = f"executor {type(executor).__name__} failed: {type(exc).__name__}: {exc}"
-    st.pending_signals.append(Error(message=message, error_category=category))
+    run.cursor.pending_signals.append(Error(message=message, error_category=category))
     return []

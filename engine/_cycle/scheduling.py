@@ -13,76 +13,81 @@ from __future__ import annotations
 
 import time
 
-from engine.accounting import elapsed_ms, ms
-from engine.collection import describe, record_failure
-from engine.judgement import fixed_point, stop, stop_or_continue
+from engine._cycle.accounting import elapsed_ms, ms
+from engine._cycle.collection import describe, record_failure
+from engine._cycle.judgement import fixed_point, stop, stop_or_continue
+from engine._cycle.run import Run
 from engine.result import RunResult
-from engine.run_state import RunState
 from engine.settings import EngineSettings
 from engine.stop import CycleBudgetExhausted, TimeBudgetExhausted, UserCancelled
 from engine.store import AuditEvent
 
 
-def prelude(eng: EngineSettings, st: RunState) -> list[int] | RunResult:
+def prelude(settings: EngineSettings, run: Run) -> list[int] | RunResult:
     """Checks before a cycle, then the eligible suggestors (registration order);
     the run's result when it ends here."""
-    if st.run_id in eng.runs.cancelled:
-        return stop(eng, st, [UserCancelled()])
-    budget = st.budget
+    if run.run_id in settings.runs.cancelled:
+        return stop(settings, run, [UserCancelled()])
+    budget = run.budget
     if budget.max_seconds:
-        elapsed = elapsed_ms(eng, st)
+        elapsed = elapsed_ms(settings, run)
         if elapsed > budget.max_seconds * 1000:
             r = stop_or_continue(
-                eng,
-                st,
+                settings,
+                run,
                 [TimeBudgetExhausted(duration_ms=elapsed, limit_ms=ms(budget.max_seconds))],
             )
             if r is not None:
                 return r
-    ctx = st.context
-    ctx.cycle = st.cycle + 1
-    dirty = st.dirty
-    cut = st.cut
-    eligible = eligible_suggestors(eng, st)
+    ctx = run.context
+    ctx.cycle = run.cursor.cycle + 1
+    dirty = run.cursor.dirty
+    cut = run.cursor.cut
+    eligible = eligible_suggestors(settings, run)
     if eligible is None:  # accepts() raised and on_error="stop"
-        signals = st.pending_signals
-        st.pending_signals = []
-        return stop(eng, st, signals)
+        signals = run.cursor.pending_signals
+        run.cursor.pending_signals = []
+        return stop(settings, run, signals)
     if not eligible:
-        return fixed_point(eng, st, list(st.pending_signals))
-    if budget.max_cycles and st.cycle >= budget.max_cycles:
-        st.dirty = dirty  # kept: a resumed run wakes the same subscribers
-        st.cut = cut  # and runs the work cut before
+        return fixed_point(settings, run, list(run.cursor.pending_signals))
+    if budget.max_cycles and run.cursor.cycle >= budget.max_cycles:
+        run.cursor.dirty = dirty  # kept: a resumed run wakes the same subscribers
+        run.cursor.cut = cut  # and runs the work cut before
         r = stop_or_continue(
-            eng, st, [CycleBudgetExhausted(cycles_executed=st.cycle, limit=budget.max_cycles)]
+            settings,
+            run,
+            [CycleBudgetExhausted(cycles_executed=run.cursor.cycle, limit=budget.max_cycles)],
         )
         if r is not None:
-            ctx.cycle = st.cycle
+            ctx.cycle = run.cursor.cycle
             return r
-        st.dirty = set()
-        st.cut = []
-    st.cycle += 1
-    if eng.store is not None:
-        names = eng.registry.names
-        st.events.append(
+        run.cursor.dirty = set()
+        run.cursor.cut = []
+    run.cursor.cycle += 1
+    if settings.store is not None:
+        names = settings.registry.names
+        run.events.append(
             AuditEvent(
-                "cycle_started", st.cycle, {"eligible": [names[i] for i in eligible]}, time.time()
+                "cycle_started",
+                run.cursor.cycle,
+                {"eligible": [names[i] for i in eligible]},
+                time.time(),
             )
         )
     return eligible
 
 
-def eligible_suggestors(eng: EngineSettings, st: RunState) -> list[int] | None:
+def eligible_suggestors(settings: EngineSettings, run: Run) -> list[int] | None:
     """Eligible suggestors in registration order; None when ``accepts`` raised and
-    ``on_error="stop"`` (the ``Error`` is in ``st.pending_signals``). Costs
+    ``on_error="stop"`` (the ``Error`` is in ``run.cursor.pending_signals``). Costs
     O(subscribers of the dirty keys + dependency-free suggestors + cut ones): the
-    suggestors whose execution was cut (``st.cut``) are eligible again."""
-    ctx = st.context
-    dirty = st.dirty
-    reg = eng.registry
+    suggestors whose execution was cut (``run.cursor.cut``) are eligible again."""
+    ctx = run.context
+    dirty = run.cursor.dirty
+    reg = settings.registry
     subs = reg.subscribers
-    st.dirty = set()
-    cut = st.cut
+    run.cursor.dirty = set()
+    cut = run.cursor.cut
     ordered: list[int]
     if len(dirty) == 1 and not reg.dependency_free and not cut:
         # one changed key: its subscribers are already in registration order
@@ -95,7 +100,7 @@ def eligible_suggestors(eng: EngineSettings, st: RunState) -> list[int] | None:
             if s is not None:
                 candidates.update(s)
         if cut:  # executions cut last cycle (or before a resume) run again
-            st.cut = []
+            run.cursor.cut = []
             index = reg.index
             candidates.update(index[name] for name in cut if name in index)
         ordered = sorted(candidates)
@@ -115,7 +120,7 @@ def eligible_suggestors(eng: EngineSettings, st: RunState) -> list[int] | None:
                 raise
             # a failing accepts() counts as a failed execution of that suggestor
             msg = f"accepts raised {describe(exc)}"
-            if record_failure(eng, st, reg.names[i], msg):
+            if record_failure(settings, run, reg.names[i], msg):
                 return None
             continue
         if ok:

@@ -4,7 +4,7 @@ After each merge (docs/concepts.md (step 6)): structural invariants; no new fact
 fixed point (acceptance invariants, then criteria decide the stop); otherwise
 semantic invariants, the fact, token and cost budgets, stop policies and early
 criteria. A cycle whose eligible executions did not all complete (cut by the time
-budget, a cancel or the invocation budget: ``RunState.cut``) is never a fixed
+budget, a cancel or the invocation budget: ``Run.cut``) is never a fixed
 point and judges no criterion: it ends with the stop that cut it (or goes on
 under ``on_stop``), and the cut suggestors run again in the next cycle. Every
 condition that fired is a *signal*; the most urgent (lowest priority, then
@@ -18,19 +18,19 @@ from __future__ import annotations
 import contextlib
 import time
 
-from engine.accounting import budget_status, elapsed_ms, ms, run_result, run_stats
-from engine.budget import Budget
-from engine.criterion import Blocked, Met
-from engine.evaluation import (
+from engine._cycle.accounting import budget_status, elapsed_ms, ms, run_result, run_stats
+from engine._cycle.evaluation import (
     check_invariants,
     criteria_met_early,
     evaluate_criteria,
     evaluate_policies,
 )
+from engine._cycle.recording import checkpoint, flush, record_pause, record_stop
+from engine._cycle.run import Run
+from engine.budget import Budget
+from engine.criterion import Blocked, Met
 from engine.policy import Continue
-from engine.recording import checkpoint, flush, record_pause, record_stop
 from engine.result import ContinuationRecord, RunResult
-from engine.run_state import RunState
 from engine.settings import EngineSettings
 from engine.stop import (
     Converged,
@@ -67,78 +67,82 @@ BUDGET_FIELDS: dict[str, str] = {
 """The :class:`Budget` field behind each budget stop's ``kind``."""
 
 
-def after_merge(eng: EngineSettings, st: RunState) -> RunResult | None:
+def after_merge(settings: EngineSettings, run: Run) -> RunResult | None:
     """Judge the cycle just merged: the run's result if it stops, None to go on."""
-    pending = st.pending_signals
+    pending = run.cursor.pending_signals
     signals: list[StopReason] = []
     if pending:
         signals.extend(pending)
-        st.pending_signals = []
-    new = st.cycle_new
-    dirty = st.dirty
+        run.cursor.pending_signals = []
+    new = run.cursor.cycle_new
+    dirty = run.cursor.dirty
     for fact in new:
         dirty.add(fact.key)
-    if eng.structural:
-        signals.extend(check_invariants(eng, st, eng.structural))
-    if st.cut:
+    if settings.structural:
+        signals.extend(check_invariants(settings, run, settings.structural))
+    if run.cursor.cut:
         # some eligible execution was cut (its signal is pending): the cycle is not
         # complete, so it is no fixed point and no criterion is judged on it
-        if new and eng.semantic:
-            signals.extend(check_invariants(eng, st, eng.semantic))
-        return judge_budgets(eng, st, signals, cut=True)
+        if new and settings.semantic:
+            signals.extend(check_invariants(settings, run, settings.semantic))
+        return judge_budgets(settings, run, signals, cut=True)
     if not new:
         if signals and not all(s.category in OVERRIDABLE for s in signals):
-            return stop(eng, st, signals)
-        return fixed_point(eng, st, signals)
-    if eng.semantic:
-        signals.extend(check_invariants(eng, st, eng.semantic))
-    return judge_budgets(eng, st, signals)
+            return stop(settings, run, signals)
+        return fixed_point(settings, run, signals)
+    if settings.semantic:
+        signals.extend(check_invariants(settings, run, settings.semantic))
+    return judge_budgets(settings, run, signals)
 
 
 def judge_budgets(
-    eng: EngineSettings, st: RunState, signals: list[StopReason], *, cut: bool = False
+    settings: EngineSettings, run: Run, signals: list[StopReason], *, cut: bool = False
 ) -> RunResult | None:
     """The rest of :func:`after_merge` once a cycle promoted facts: the fact, token
     and cost budgets, stop policies, early criteria; then the store and progress.
     A ``cut`` cycle (some eligible execution did not complete) judges no criterion,
     and no stop policy unless it promoted facts."""
-    budget = st.budget
-    ctx = st.context
-    if budget.max_facts and len(ctx) > budget.max_facts:
-        signals.append(FactBudgetExhausted(facts_count=len(ctx), limit=budget.max_facts))
+    budget = run.budget
+    count = len(run.facts.facts)
+    if budget.max_facts and count > budget.max_facts:
+        signals.append(FactBudgetExhausted(facts_count=count, limit=budget.max_facts))
     if budget.max_tokens:
-        used = st.usage.input_tokens + st.usage.output_tokens
+        used = run.spend.usage.input_tokens + run.spend.usage.output_tokens
         if used > budget.max_tokens:
             signals.append(TokenBudgetExhausted(tokens_consumed=used, limit=budget.max_tokens))
-    if budget.max_cost_usd and st.usage.cost_usd > budget.max_cost_usd:
+    if budget.max_cost_usd and run.spend.usage.cost_usd > budget.max_cost_usd:
         signals.append(
-            CostBudgetExhausted(cost_usd=st.usage.cost_usd, limit_usd=budget.max_cost_usd)
+            CostBudgetExhausted(cost_usd=run.spend.usage.cost_usd, limit_usd=budget.max_cost_usd)
         )
-    if eng.stop_policies and (not cut or st.cycle_new):
-        signals.extend(evaluate_policies(eng, st))
-    if eng.criteria and not cut and not any(s.category is StopCategory.VALIDATION for s in signals):
-        signals.extend(criteria_met_early(eng, st))
+    if settings.stop_policies and (not cut or run.cursor.cycle_new):
+        signals.extend(evaluate_policies(settings, run))
+    if (
+        settings.criteria
+        and not cut
+        and not any(s.category is StopCategory.VALIDATION for s in signals)
+    ):
+        signals.extend(criteria_met_early(settings, run))
     if signals:
-        stopped = stop_or_continue(eng, st, signals)
+        stopped = stop_or_continue(settings, run, signals)
         if stopped is not None:
             return stopped
-    if eng.store is not None:
-        every = eng.checkpoint_every
-        if every and st.cycle % every == 0:
-            checkpoint(eng, st)
-        elif st.events:
-            flush(eng, st)
-    if eng.progress is not None:
-        eng.progress(st.cycle, budget_status(st, elapsed_ms(eng, st)).percent)
+    if settings.store is not None:
+        every = settings.checkpoint_every
+        if every and run.cursor.cycle % every == 0:
+            checkpoint(settings, run)
+        elif run.events:
+            flush(settings, run)
+    if settings.progress is not None:
+        settings.progress(run.cursor.cycle, budget_status(run, elapsed_ms(settings, run)).percent)
     return None
 
 
-def fixed_point(eng: EngineSettings, st: RunState, signals: list[StopReason]) -> RunResult:
+def fixed_point(settings: EngineSettings, run: Run, signals: list[StopReason]) -> RunResult:
     """No new fact: acceptance invariants, then criteria decide the stop."""
-    if eng.acceptance:
-        signals.extend(check_invariants(eng, st, eng.acceptance))
-    if eng.criteria:
-        results = evaluate_criteria(eng, st)
+    if settings.acceptance:
+        signals.extend(check_invariants(settings, run, settings.acceptance))
+    if settings.criteria:
+        results = evaluate_criteria(settings, run)
         required = [(c, r) for c, r in results if getattr(c, "required", True)]
         if not required:
             signals.append(CONVERGED)
@@ -158,83 +162,85 @@ def fixed_point(eng: EngineSettings, st: RunState, signals: list[StopReason]) ->
                 )
     else:
         signals.append(CONVERGED)
-    return stop(eng, st, signals)
+    return stop(settings, run, signals)
 
 
 def stop_or_continue(
-    eng: EngineSettings, st: RunState, signals: list[StopReason]
+    settings: EngineSettings, run: Run, signals: list[StopReason]
 ) -> RunResult | None:
     """Stop with the most urgent signal, unless ``on_stop`` continues a budget/policy stop."""
     ordered = order(signals)
     top = ordered[0]
-    if eng.on_stop is not None and top.category in OVERRIDABLE:
+    if settings.on_stop is not None and top.category in OVERRIDABLE:
         keys = [signal_key(s) for s in ordered]
-        if not any(k in st.exhausted_overrides for k in keys):
+        if not any(k in run.spend.exhausted_overrides for k in keys):
             decision = None
             with contextlib.suppress(Exception):
-                decision = eng.on_stop(ordered, run_stats(eng, st))
+                decision = settings.on_stop(ordered, run_stats(settings, run))
             if isinstance(decision, Continue):
-                _continue(eng, st, ordered, keys, decision)
+                _continue(settings, run, ordered, keys, decision)
                 return None
-    return stop(eng, st, ordered)
+    return stop(settings, run, ordered)
 
 
 def _continue(
-    eng: EngineSettings,
-    st: RunState,
+    settings: EngineSettings,
+    run: Run,
     ordered: list[StopReason],
     keys: list[str],
     decision: Continue,
 ) -> None:
-    raised = decision.budget is not None and raises(st.budget, decision.budget, ordered)
+    raised = decision.budget is not None and raises(run.budget, decision.budget, ordered)
     if decision.budget is not None:
-        st.budget = decision.budget
+        run.budget = decision.budget
     if not raised:
-        st.exhausted_overrides.update(keys)
-    st.continuations.append(ContinuationRecord(st.cycle, tuple(keys), decision.note, raised))
-    if eng.store is not None:
-        st.events.append(
+        run.spend.exhausted_overrides.update(keys)
+    run.spend.continuations.append(
+        ContinuationRecord(run.cursor.cycle, tuple(keys), decision.note, raised)
+    )
+    if settings.store is not None:
+        run.events.append(
             AuditEvent(
                 "run_continued",
-                st.cycle,
+                run.cursor.cycle,
                 {
                     "signals": [stop_reason_to_dict(s) for s in ordered],
                     "note": decision.note,
-                    "budget": st.budget.model_dump(mode="json"),
+                    "budget": run.budget.model_dump(mode="json"),
                     "budget_raised": raised,
                 },
                 time.time(),
             )
         )
-        flush(eng, st)
+        flush(settings, run)
 
 
-def stop(eng: EngineSettings, st: RunState, signals: list[StopReason]) -> RunResult:
+def stop(settings: EngineSettings, run: Run, signals: list[StopReason]) -> RunResult:
     """End the run with the most urgent of ``signals``; record it; keep it if resumable."""
-    ordered = order(signals)
+    ordered = list(signals) if len(signals) == 1 else order(signals)
     reason = ordered[0]
-    if eng.criteria:  # as they stand at the stop, not at their last evaluation
-        evaluate_criteria(eng, st)
-    result = run_result(eng, st, reason, tuple(ordered))
-    if eng.store is not None:
-        written = record_stop(eng, st, ordered, result)
+    if settings.criteria:  # as they stand at the stop, not at their last evaluation
+        evaluate_criteria(settings, run)
+    result = run_result(settings, run, reason, tuple(ordered))
+    if settings.store is not None:
+        written = record_stop(settings, run, ordered, result)
         if written is not result:
             return written
     if reason.is_resumable():
-        eng.runs.stopped[st.run_id] = st
+        settings.runs.stopped[run.run_id] = run
     return result
 
 
-def pause(eng: EngineSettings, st: RunState, reason: HitlGatePending) -> RunResult:
+def pause(settings: EngineSettings, run: Run, reason: HitlGatePending) -> RunResult:
     """Pause the run at a HITL gate: its clock stops, it is kept (and checkpointed)."""
-    assert st.pending_gate is not None
-    st.elapsed_before_ms = elapsed_ms(eng, st)
-    if eng.criteria:
-        evaluate_criteria(eng, st)
-    result = run_result(eng, st, reason, (reason,))
-    eng.runs.paused[reason.gate_id] = st
-    if eng.store is not None:
-        return record_pause(eng, st, reason, result)
+    assert run.gating.pending_gate is not None
+    run.spend.elapsed_before_ms = elapsed_ms(settings, run)
+    if settings.criteria:
+        evaluate_criteria(settings, run)
+    result = run_result(settings, run, reason, (reason,))
+    settings.runs.paused[reason.gate_id] = run
+    if settings.store is not None:
+        return record_pause(settings, run, reason, result)
     return result
 
 

@@ -5,7 +5,7 @@ or to one a human rejected in this run, is dropped first (so no gate opens twice
 for the same thing); the others pass the promotion gates (a rejection stops the
 run with ``PromotionRejected``, or drops the proposal with ``on_reject="drop"``),
 then the HITL policies (a match pauses the run, §6), then become facts with their
-provenance. A pause keeps its place in the merge (``st.merge_pos``) so that a
+provenance. A pause keeps its place in the merge (``run.cursor.merge_pos``) so that a
 resume goes on from the proposal the gate decided.
 """
 
@@ -18,10 +18,9 @@ from hashlib import sha256
 from math import isfinite
 from typing import Any
 
+from engine._cycle.run import PendingGate, Run
 from engine.facts import MAX_INT, Fact, Proposal, Provenance, canonical_json, content_key
 from engine.hitl import GateDecision, HitlPolicy
-from engine.recording import catch_up_leaves
-from engine.run_state import PendingGate, RunState
 from engine.settings import EngineSettings
 from engine.stop import Error, ErrorCategory, HitlGatePending, PromotionRejected, StopReason
 from engine.store import AuditEvent, GateRecord, PromotedFacts
@@ -32,29 +31,29 @@ FOLD_LEAVES = 4096
 """Merkle leaves kept before they are folded into the run's frontier."""
 
 
-def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
+def merge(settings: EngineSettings, run: Run) -> StopReason | None:
     """Promote the cycle's proposals in registration order; a stop or a pause ends it."""
-    ctx = st.context
-    cycle = st.cycle
-    new = st.cycle_new
-    gates = eng.promotion_gates
-    hitl = eng.hitl_policies
-    store = eng.store is not None
-    events = st.events
-    rejected = st.rejected
-    has = ctx._identities
+    cycle = run.cursor.cycle
+    new = run.cursor.cycle_new
+    gates = settings.promotion_gates
+    hitl = settings.hitl_policies
+    store = settings.store is not None
+    events = run.events
+    rejected = run.gating.rejected
+    facts = run.facts
+    has = facts.identities
     add_identity = has.add
-    by_key = ctx._by_key
-    facts_append = ctx._facts.append
+    by_key = facts.by_key
+    facts_append = facts.facts.append
     new_append = new.append
     tuple_new = tuple.__new__
-    effects = st.merge_effects
-    start_i, start_j = st.merge_pos
+    effects = run.cursor.merge_effects
+    start_i, start_j = run.cursor.merge_pos
     if store:
-        leaf_append = st.leaves.append
-        leaf_prefix = st.frontier.leaf_prefix  # RFC 6962's 0x00 (b"" for a LEGACY run)
-        if st.frontier.count + len(st.leaves) != len(ctx._facts):
-            catch_up_leaves(st)  # the leaves of input or checkpointed facts
+        leaf_append = run.integrity.leaves.append
+        leaf_prefix = run.integrity.frontier.leaf_prefix  # RFC 6962's 0x00 (b"" for a LEGACY run)
+        if run.integrity.frontier.count + len(run.integrity.leaves) != len(facts.facts):
+            run.integrity.root(facts.facts)  # the leaves of input or checkpointed facts
         batch = PromotedFacts(cycle, time.time())
         events.append(batch)
         batch_fact, batch_text, batch_row = _appenders(batch)
@@ -94,7 +93,7 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
                 if given_id is not None and (type(given_id) is not str or not given_id):
                     raise TypeError(f"id must be a non-empty string, got {given_id!r}")
             except (TypeError, ValueError) as exc:
-                st.merge_effects = []
+                run.cursor.merge_effects = []
                 return Error(
                     message=f"{name}: invalid proposal {pj}: {exc}",
                     error_category=ErrorCategory.SUGGESTOR,
@@ -105,7 +104,7 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
             if gates or hitl:
                 before = len(events)
                 if gates:
-                    verdict = check_promotion_gates(eng, st, p, pid, name)
+                    verdict = check_promotion_gates(settings, run, p, pid, name)
                     if verdict is not None:
                         if isinstance(verdict, str):
                             if store and len(events) != before:
@@ -113,13 +112,16 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
                                 events.append(batch)
                                 batch_fact, batch_text, batch_row = _appenders(batch)
                             continue
-                        st.merge_effects = []
+                        run.cursor.merge_effects = []
                         return verdict
                 if hitl:
-                    if st.approved_once is not None and st.approved_once == (ei, pj):
-                        st.approved_once = None
+                    if run.gating.approved_once is not None and run.gating.approved_once == (
+                        ei,
+                        pj,
+                    ):
+                        run.gating.approved_once = None
                     else:
-                        opened = open_gate_if_matched(eng, st, p, pid, name, ei, pj)
+                        opened = open_gate_if_matched(settings, run, p, pid, name, ei, pj)
                         if opened is not None:
                             return opened
             # built with tuple.__new__: the named tuples' own __new__ costs 2x more
@@ -164,17 +166,17 @@ def merge(eng: EngineSettings, st: RunState) -> StopReason | None:
                 leaf_append(sha256(leaf_prefix + text.encode()).digest())
                 batch_fact(fact)
                 batch_text(text)
-                # its checkpoint row (run_state.fact_row), for the store's fact chunks
+                # its checkpoint row (engine._cycle.run.fact_row), for the store's fact chunks
                 batch_row(f"[{qid},{qkey},{cs},{confs},{qname},{cyc},{qpid},{ps}]")
     if store:
         if not batch.facts and events and events[-1] is batch:
             events.pop()
-        if len(st.leaves) >= FOLD_LEAVES:
+        if len(run.integrity.leaves) >= FOLD_LEAVES:
             # fold the leaves into the Merkle frontier as the run goes: a checkpoint
             # or the stop then costs O(log n), not a pass over every fact since
-            st.fold_leaves()
-    st.merge_effects = []
-    st.merge_pos = (0, 0)
+            run.integrity.fold_leaves()
+    run.cursor.merge_effects = []
+    run.cursor.merge_pos = (0, 0)
     return None
 
 
@@ -195,24 +197,24 @@ def _checked_parents(parents: object) -> tuple[str, ...]:
 
 
 def check_promotion_gates(
-    eng: EngineSettings, st: RunState, p: Proposal, pid: str, name: str
+    settings: EngineSettings, run: Run, p: Proposal, pid: str, name: str
 ) -> StopReason | str | None:
     """None when every promotion gate passes ``p``; ``"drop"`` when one drops it;
     ``PromotionRejected`` when one rejects it (recorded as ``proposal_rejected``)."""
-    for gate in eng.promotion_gates:
+    for gate in settings.promotion_gates:
         try:
-            rejection = gate.check(p, name, st.context)
+            rejection = gate.check(p, name, run.context)
         except Exception as exc:
             rejection_reason = f"gate {gate.name} raised {type(exc).__name__}: {exc}"
         else:
             if rejection is None:
                 continue
             rejection_reason = f"{gate.name}: {rejection.reason}"
-        if eng.store is not None:
-            st.events.append(
+        if settings.store is not None:
+            run.events.append(
                 AuditEvent(
                     "proposal_rejected",
-                    st.cycle,
+                    run.cursor.cycle,
                     {
                         "proposal_id": pid,
                         "suggestor": name,
@@ -225,35 +227,35 @@ def check_promotion_gates(
                 )
             )
         if gate.on_reject == "drop":
-            st.dropped += 1
+            run.spend.dropped += 1
             return "drop"
         return PromotionRejected(proposal_id=pid, reason=rejection_reason)
     return None
 
 
 def open_gate_if_matched(
-    eng: EngineSettings, st: RunState, p: Proposal, pid: str, name: str, ei: int, pj: int
+    settings: EngineSettings, run: Run, p: Proposal, pid: str, name: str, ei: int, pj: int
 ) -> StopReason | None:
     """Open a HITL gate on ``p`` when a policy matches it: ``HitlGatePending``
     (the merge keeps its place), an ``Error`` if a policy raised, else None."""
-    for policy in eng.hitl_policies:
+    for policy in settings.hitl_policies:
         try:
-            summary = policy.match(p, name, st.context)
+            summary = policy.match(p, name, run.context)
         except Exception as exc:
-            st.merge_effects = []
+            run.cursor.merge_effects = []
             return Error(
                 message=f"hitl policy {policy.name} raised {type(exc).__name__}: {exc}",
                 error_category=ErrorCategory.CONFIGURATION,
             )
         if summary is None:
             continue
-        st.gates_opened += 1
-        gate_id = f"{st.run_id}-g{st.gates_opened}"
+        run.gating.gates_opened += 1
+        gate_id = f"{run.run_id}-g{run.gating.gates_opened}"
         now = time.time()
         timeout = policy.timeout_s
         record = GateRecord(
             gate_id=gate_id,
-            run_id=st.run_id,
+            run_id=run.run_id,
             proposal_id=pid,
             proposal={
                 "key": p.key,
@@ -264,17 +266,17 @@ def open_gate_if_matched(
             },
             suggestor=name,
             summary=summary,
-            cycle=st.cycle,
+            cycle=run.cursor.cycle,
             policy=policy.name,
             opened_at=now,
             expires_at=(now + timeout) if timeout else None,
             on_timeout=policy.on_timeout,
             extra=_rules_of(policy),
         )
-        st.pending_gate = PendingGate(record, ei, pj)
-        st.merge_pos = (ei, pj)
+        run.gating.pending_gate = PendingGate(record, ei, pj)
+        run.cursor.merge_pos = (ei, pj)
         return HitlGatePending(
-            gate_id=gate_id, proposal_id=pid, summary=summary, agent_id=name, cycle=st.cycle
+            gate_id=gate_id, proposal_id=pid, summary=summary, agent_id=name, cycle=run.cursor.cycle
         )
     return None
 
@@ -286,29 +288,31 @@ def _rules_of(policy: HitlPolicy) -> dict[str, Any]:
     return {"rules": dict(rules)} if isinstance(rules, dict) and rules else {}
 
 
-def apply_decision(eng: EngineSettings, st: RunState) -> None:
+def apply_decision(settings: EngineSettings, run: Run) -> None:
     """Apply the decision of the gate the run waited on, before its merge goes on.
 
     Approve → the proposal is promoted where it stood; reject → it is skipped,
     remembered (never reopens a gate) and a ``hitl.rejected`` diagnostic fact is
     proposed (as converge-core's ``hitl-rejected``).
     """
-    pg = st.pending_gate
+    pg = run.gating.pending_gate
     assert pg is not None and pg.decision is not None
     decision: GateDecision = pg.decision
     rec = pg.record
-    st.pending_gate = None
-    if eng.store is not None:
+    run.gating.pending_gate = None
+    if settings.store is not None:
         # the store chained gate_decided when it recorded the decision (compare-and-set)
-        st.events.append(AuditEvent("run_resumed", st.cycle, {"gate_id": rec.gate_id}, time.time()))
+        run.events.append(
+            AuditEvent("run_resumed", run.cursor.cycle, {"gate_id": rec.gate_id}, time.time())
+        )
     if decision.approved:
-        st.approved_once = (pg.effect_index, pg.proposal_index)
-        st.merge_pos = (pg.effect_index, pg.proposal_index)
+        run.gating.approved_once = (pg.effect_index, pg.proposal_index)
+        run.cursor.merge_pos = (pg.effect_index, pg.proposal_index)
         return
     key = rec.proposal["key"]
     content = rec.proposal["content"]
-    st.remember_rejected(key, content)
-    st.merge_pos = (pg.effect_index, pg.proposal_index + 1)
+    run.gating.remember_rejected(key, content)
+    run.cursor.merge_pos = (pg.effect_index, pg.proposal_index + 1)
     diag = Proposal(
         "hitl.rejected",
         {
@@ -321,4 +325,4 @@ def apply_decision(eng: EngineSettings, st: RunState) -> None:
         },
         parents=tuple(rec.proposal.get("parents", ())),  # lineage reaches what it came from
     )
-    st.merge_effects.append(("hitl", [diag]))
+    run.cursor.merge_effects.append(("hitl", [diag]))

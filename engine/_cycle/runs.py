@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from engine.run_state import RunState
+from engine._cycle.run import Run
 
 
 class RunTable:
@@ -24,8 +24,8 @@ class RunTable:
         self.lock = threading.Lock()
         self.active: set[str] = set()
         self.cancelled: set[str] = set()
-        self.paused: dict[str, RunState] = {}
-        self.stopped: dict[str, RunState] = {}
+        self.paused: dict[str, Run] = {}
+        self.stopped: dict[str, Run] = {}
         self.decided: dict[str, tuple[str, str, float]] = {}
 
     def cancel(self, run_id: str | None) -> None:

@@ -1,0 +1,247 @@
+"""Recording a run in its store: batched audit events, checkpoints, the facts root.
+
+Events gather in ``Run.events`` during a cycle and are written in one batch
+when the cycle goes on, the run stops or it pauses (docs/audit.md). With no store
+nothing is built. A failing store never crashes a run: the run stops with
+``Error(error_category="storage")`` and keeps its facts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from engine._cycle.accounting import run_result
+from engine._cycle.run import Run
+from engine.errors import StoreError
+from engine.facts import fact_to_dict
+from engine.result import RunResult
+from engine.settings import EngineSettings
+from engine.status import RunStatus
+from engine.stop import Error, ErrorCategory, HitlGatePending, StopReason, stop_reason_to_dict
+from engine.store import AuditEvent, BatchItem, RunHeader, RunOutcome, RunStore, expand_events
+
+
+def record_start(settings: EngineSettings, run: Run) -> None:
+    """``run_started`` with the budget and the initial facts; the run's header row."""
+    run.events.append(
+        AuditEvent(
+            "run_started",
+            0,
+            {
+                "run_id": run.run_id,
+                "job": settings.job_name,
+                "suggestors": list(settings.suggestor_names),
+                "budget": run.budget.model_dump(mode="json"),
+                "initial_facts": [fact_to_dict(f) for f in run.context],
+                "facts_merkle": run.integrity.frontier.scheme,
+            },
+            time.time(),
+        )
+    )
+    header = RunHeader(
+        run.run_id,
+        settings.job_name,
+        settings.job_spec,
+        settings.suggestor_names,
+        run.spend.wall_started,
+    )
+    events = take_events(settings, run)
+    if (
+        settings.checkpoint_at_start
+        and getattr(settings.store, "save_checkpoint", None) is not None
+    ):
+        data = checkpoint_of(settings, run)
+        store_call(settings, run, lambda s: s.start_run(header, events, data))
+    else:
+        store_call(settings, run, lambda s: s.start_run(header, events))
+
+
+def record_stop(
+    settings: EngineSettings, run: Run, ordered: list[StopReason], result: RunResult
+) -> RunResult:
+    """Write the stop (signals, ``run_stopped``, the outcome, a checkpoint when the
+    run is resumable); ``result``, or an ``Error(storage)`` result if the write failed."""
+    assert settings.store is not None
+    reason = result.stop_reason
+    for s in ordered:
+        run.events.append(
+            AuditEvent("stop_signal", run.cursor.cycle, stop_reason_to_dict(s), time.time())
+        )
+    outcome, payload = run_outcome(run, RunStatus.STOPPED, reason, result)
+    payload["budget_status"] = result.budget_status.model_dump(mode="json")
+    run.events.append(AuditEvent("run_stopped", run.cursor.cycle, payload, time.time()))
+    checkpoint = checkpoint_of(settings, run) if reason.is_resumable() else None
+    events = take_events(settings, run)
+    try:
+        settings.store.finish_run(run.run_id, events, outcome, checkpoint)
+    except StoreError as exc:
+        failed = _storage_failed(settings, run, exc, tuple(ordered))
+        _record_failed_stop(settings, run, failed)
+        return failed
+    return result
+
+
+def _record_failed_stop(settings: EngineSettings, run: Run, failed: RunResult) -> None:
+    """After a final write failed (a checkpoint too large, an event the store refused),
+    record at least the stop: the storage error, with no checkpoint and none of the
+    events that failed, so that the run is not left ``running``."""
+    assert settings.store is not None
+    outcome, payload = run_outcome(run, RunStatus.STOPPED, failed.stop_reason, failed)
+    payload["budget_status"] = failed.budget_status.model_dump(mode="json")
+    event = AuditEvent("run_stopped", run.cursor.cycle, payload, time.time())
+    # if the store is gone too, the result returned still says why
+    with contextlib.suppress(StoreError):
+        settings.store.finish_run(run.run_id, [event], outcome, None)
+
+
+def record_pause(
+    settings: EngineSettings, run: Run, reason: HitlGatePending, result: RunResult
+) -> RunResult:
+    """Write ``gate_opened``, ``run_paused``, the gate row and the checkpoint."""
+    assert settings.store is not None and run.gating.pending_gate is not None
+    rec = run.gating.pending_gate.record
+    run.events.append(
+        AuditEvent(
+            "gate_opened",
+            run.cursor.cycle,
+            {
+                "gate_id": rec.gate_id,
+                "proposal_id": rec.proposal_id,
+                "proposal": rec.proposal,
+                "suggestor": rec.suggestor,
+                "summary": rec.summary,
+                "policy": rec.policy,
+                # what the gate row keeps and a deadline reads: verify checks it
+                "opened_at": rec.opened_at,
+                "expires_at": rec.expires_at,
+                "on_timeout": rec.on_timeout,
+                **rec.extra,
+            },
+            time.time(),
+        )
+    )
+    outcome, payload = run_outcome(run, RunStatus.PAUSED, reason, result)
+    run.events.append(AuditEvent("run_paused", run.cursor.cycle, payload, time.time()))
+    checkpoint = checkpoint_of(settings, run)
+    events = take_events(settings, run)
+    try:
+        settings.store.pause_run(run.run_id, events, outcome, rec, checkpoint)
+    except StoreError as exc:
+        return _storage_failed(settings, run, exc, (reason,))
+    return result
+
+
+def _storage_failed(
+    settings: EngineSettings, run: Run, exc: StoreError, signals: tuple[StopReason, ...]
+) -> RunResult:
+    err = Error(message=f"audit store failed: {exc}", error_category=ErrorCategory.STORAGE)
+    return run_result(settings, run, err, (err, *signals))
+
+
+def run_outcome(
+    run: Run, status: str, reason: StopReason, result: RunResult
+) -> tuple[RunOutcome, dict[str, Any]]:
+    """The row a store keeps for a stopped or paused run, and what its
+    ``run_stopped`` / ``run_paused`` event chains of it: the stop (kind, category,
+    reason), cycles, facts count, facts root, usage, end time and duration — the
+    columns of the ``runs`` row, so that ``verify`` can check them."""
+    facts = run.facts.facts
+    u = run.spend.usage
+    outcome = RunOutcome(
+        status=status,
+        stop_reason=reason,
+        cycles=run.cursor.cycle,
+        facts_count=len(facts),
+        facts_root=run.integrity.root(facts),
+        usage=u,
+        duration_ms=result.duration_ms,
+        ended_at=time.time(),
+    )
+    payload = {
+        "kind": reason.kind_code(),
+        "category": reason.category.value,
+        "reason": stop_reason_to_dict(reason),
+        "cycles": outcome.cycles,
+        "facts_count": outcome.facts_count,
+        "facts_root": outcome.facts_root,
+        "usage": [u.input_tokens, u.output_tokens, u.cost_usd],
+        "ended_at": outcome.ended_at,
+        "duration_ms": outcome.duration_ms,
+    }
+    return outcome, payload
+
+
+def take_events(settings: EngineSettings, run: Run) -> Sequence[BatchItem]:
+    """The events gathered so far (and no longer in ``run``), minus those a crashed
+    process recorded already when this run replays its cycles.
+
+    Promoted facts stay :class:`engine.store.PromotedFacts` batches for a store that
+    takes them (``promoted_facts_batches``); any other store gets one event per fact.
+    """
+    events = run.events
+    run.events = []
+    if run.recovery.replayed or run.recovery.replayed_gates:
+        kept, differ = run.recovery.drop_replayed(expand_events(events))
+        if differ:
+            run.cursor.pending_signals.append(
+                Error(
+                    message=(
+                        f"audit store refused to record a fact id a second time in run "
+                        f"{run.run_id}: {', '.join(differ)} recorded with other content "
+                        "before the crash this run recovers from (a non-deterministic "
+                        "suggestor)"
+                    ),
+                    error_category=ErrorCategory.STORAGE,
+                )
+            )
+        return kept
+    if not getattr(settings.store, "promoted_facts_batches", False):
+        return expand_events(events)
+    return events
+
+
+def flush(settings: EngineSettings, run: Run) -> None:
+    """Write the events gathered so far (end of a cycle that goes on)."""
+    events = take_events(settings, run)
+    if events:
+        assert settings.store is not None
+        try:
+            settings.store.append_events(run.run_id, events)
+        except StoreError as exc:
+            run.cursor.pending_signals.append(
+                Error(message=f"audit store failed: {exc}", error_category=ErrorCategory.STORAGE)
+            )
+
+
+def checkpoint(settings: EngineSettings, run: Run) -> None:
+    """Write the cycle's events and a checkpoint of the run in flight, so that crash
+    recovery replays at most ``checkpoint_every`` cycles (stores without
+    ``save_checkpoint`` get the events only)."""
+    save = getattr(settings.store, "save_checkpoint", None)
+    if save is None:
+        flush(settings, run)
+        return
+    events = take_events(settings, run)
+    data = checkpoint_of(settings, run)
+    store_call(settings, run, lambda s: save(run.run_id, events, data))
+
+
+def checkpoint_of(settings: EngineSettings, run: Run) -> dict[str, Any]:
+    """The run's checkpoint; its facts by reference when the store keeps fact chunks
+    (``keeps_fact_chunks``), so that a checkpoint costs the same at any length."""
+    chunked = getattr(settings.store, "keeps_fact_chunks", False) and not run.recovery.facts_inline
+    return run.to_checkpoint(settings.suggestor_names, with_facts=not chunked)
+
+
+def store_call(settings: EngineSettings, run: Run, fn: Callable[[RunStore], None]) -> None:
+    """Call the store; a ``StoreError`` becomes a pending ``Error(storage)`` signal."""
+    assert settings.store is not None
+    try:
+        fn(settings.store)
+    except StoreError as exc:
+        run.cursor.pending_signals.append(
+            Error(message=f"audit store failed: {exc}", error_category=ErrorCategory.STORAGE)
+        )

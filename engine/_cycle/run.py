@@ -1,0 +1,165 @@
+"""A run in memory, in owned parts, and its checkpoint (a JSON-ready snapshot).
+
+:class:`Run` is the run's identity (id, budget), its facts (a :class:`Context`
+and the engine's :class:`~engine.context.FactIndex` behind it), the events not
+recorded yet, and five parts (:mod:`engine._cycle.run_parts`), each with its own
+mutators and its own slice of the checkpoint:
+
+- :class:`Cursor`: where the run is: its cycle, the keys changed, the work cut,
+  the merge in progress, the signals and criteria of the last judgement;
+- :class:`Spend`: what it used: tokens and USD, invocations, streaks, time, the
+  budget continuations;
+- :class:`Gating`: its human gates: the one it waits on, the proposal approved,
+  the contents rejected;
+- :class:`Integrity`: the facts' Merkle root, kept as it goes;
+- :class:`Recovery`: what a resume after a crash must not record twice, and the
+  fencing epoch of this process's claim.
+
+A checkpoint holds everything needed to go on from a pause or a resumable stop in
+another process; it is the sum of the slices (:data:`CHECKPOINT_VERSION`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from engine._cycle.run_parts import Cursor, Gating, Integrity, PendingGate, Recovery, Spend
+from engine.budget import Budget
+from engine.context import Context, FactIndex
+from engine.errors import ResumeError
+from engine.facts import dict_prefix, fact_row, facts_of_dicts, facts_of_rows
+from engine.store import BatchItem, GateRecord
+
+__all__ = [
+    "CHECKPOINT_VERSION",
+    "Cursor",
+    "Gating",
+    "Integrity",
+    "PendingGate",
+    "Recovery",
+    "Run",
+    "Spend",
+]
+
+CHECKPOINT_VERSION = 2
+"""Version 2 stores facts as compact rows (see :func:`fact_row`): half the JSON of
+version 1's dicts, and rows rebuild with no per-field lookups (resume ≤ 100 ms at 10k facts)."""
+
+_ORDER = [
+    "version",
+    "run_id",
+    "suggestors",
+    "budget",
+    "facts",
+    "facts_count",
+    "cycle",
+    "usage",
+    "invocations",
+    "invocations_by",
+    "history",
+    "streaks",
+    "last_error",
+    "last_suggestors",
+    "dirty",
+    "cut",
+    "rejected",
+    "pending_signals",
+    "merge_effects",
+    "merge_pos",
+    "cycle_new",
+    "pending_gate",
+    "gates_opened",
+    "elapsed_ms",
+    "continuations",
+    "merkle",
+    "facts_merkle",
+]
+"""The checkpoint's keys in the order it has always been written (its text is hashed)."""
+
+
+class Run:
+    """Everything that changes while a run goes on (engine-internal): ``run_id``,
+    ``budget``, the ``facts`` (:class:`FactIndex`) behind its ``context``, the
+    ``events`` gathered for the next batch (``PromotedFacts`` among them) and its
+    parts ``cursor``, ``spend``, ``gating``, ``integrity`` and ``recovery``."""
+
+    __slots__ = (
+        "budget",
+        "context",
+        "cursor",
+        "events",
+        "facts",
+        "gating",
+        "integrity",
+        "recovery",
+        "run_id",
+        "spend",
+    )
+
+    def __init__(self, run_id: str, budget: Budget) -> None:
+        self.run_id = run_id
+        self.budget = budget
+        self.facts = FactIndex()
+        self.context = Context(self.facts)
+        self.events: list[BatchItem] = []
+        self.cursor = Cursor()
+        self.spend = Spend()
+        self.gating = Gating()
+        self.integrity = Integrity()
+        self.recovery = Recovery()
+
+    def to_checkpoint(
+        self, suggestors: Sequence[str], *, with_facts: bool = True
+    ) -> dict[str, Any]:
+        """A JSON-ready snapshot of the run: its facts in promotion order as rows, or
+        with ``with_facts=False`` only their number (``"facts": None``,
+        ``"facts_count"``: a store that keeps fact chunks fills them in)."""
+        facts = self.facts.facts
+        parts: dict[str, Any] = {
+            "version": CHECKPOINT_VERSION,
+            "run_id": self.run_id,
+            "suggestors": list(suggestors),
+            "budget": self.budget.model_dump(mode="json"),
+            "facts": [fact_row(f) for f in facts] if with_facts else None,
+            "facts_count": len(facts),
+            **self.cursor.slice(),
+            **self.spend.slice(),
+            **self.gating.slice(),
+            **self.integrity.slice(len(facts)),
+        }
+        return {k: parts[k] for k in _ORDER}
+
+    @staticmethod
+    def from_checkpoint(data: dict[str, Any], gate: GateRecord | None = None) -> Run:
+        """Rebuild a run from :meth:`to_checkpoint`; raises ``ResumeError`` if corrupted."""
+        try:
+            if data.get("version") != CHECKPOINT_VERSION:
+                raise ResumeError(f"checkpoint version {data.get('version')!r} is not supported")
+            run = Run.__new__(Run)  # its parts from the checkpoint, not from scratch
+            run.run_id = str(data["run_id"])
+            run.budget = Budget.model_validate(data["budget"])
+            rows = data["facts"]
+            if rows and type(rows[0]) is dict:
+                # fact dicts first: a fork's inherited facts (engine.fork), also in
+                # its store's fact chunks; then the rows of the facts promoted since
+                dicts = dict_prefix(rows)
+                facts = facts_of_dicts(rows[:dicts])
+                if dicts < len(rows):
+                    facts += facts_of_rows(rows[dicts:])
+            else:
+                facts = facts_of_rows(rows)
+            run.facts = FactIndex(facts)
+            run.cursor = Cursor.of(data, facts)
+            run.context = Context(run.facts, cycle=run.cursor.cycle)
+            run.events = []
+            run.spend = Spend.of(data)
+            run.gating = Gating.of(data, run.run_id, gate)
+            run.integrity = Integrity.of(data, len(facts))
+            run.recovery = Recovery()
+            run.recovery.facts_inline = not data.get("facts_from_chunks", False)
+            return run
+        except ResumeError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise ResumeError(f"corrupted checkpoint: {type(exc).__name__}: {exc}") from exc
