@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 from engine._cycle.collector import bulk_load
-from engine._cycle.recording import checkpoint_of, store_call, take_events
+from engine._cycle.recording import start_in_store
 from engine._cycle.run import CHECKPOINT_VERSION, Run
 from engine._cycle.start import new_run_id
 from engine.budget import Budget
@@ -233,12 +233,4 @@ def _record_start(settings: EngineSettings, run: Run, history: RunHistory) -> No
         run.spend.wall_started,
         parent_run_id=history.run_id,
     )
-    events = take_events(settings, run)
-    if (
-        settings.checkpoint_at_start
-        and getattr(settings.store, "save_checkpoint", None) is not None
-    ):
-        data = checkpoint_of(settings, run)
-        store_call(settings, run, lambda s: s.start_run(header, events, data))
-    else:
-        store_call(settings, run, lambda s: s.start_run(header, events))
+    start_in_store(settings, run, header)

@@ -48,6 +48,12 @@ def record_start(settings: EngineSettings, run: Run) -> None:
         settings.suggestor_names,
         run.spend.wall_started,
     )
+    start_in_store(settings, run, header)
+
+
+def start_in_store(settings: EngineSettings, run: Run, header: RunHeader) -> None:
+    """Write the run's ``header`` row with the events gathered (its ``run_started``)
+    and, with ``checkpoint_at_start``, a checkpoint of cycle 0."""
     events = take_events(settings, run)
     if (
         settings.checkpoint_at_start
