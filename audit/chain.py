@@ -81,18 +81,23 @@ class ChainRow(NamedTuple):
     hash: str
 
 
+CHAIN_COLUMNS = (
+    audit_events.c.seq,
+    audit_events.c.kind,
+    audit_events.c.cycle,
+    audit_events.c.ts,
+    audit_events.c.payload,
+    audit_events.c.hash,
+)
+"""The columns of an event the chain hashes, in :class:`ChainRow`'s order."""
+
+
 def read_chain(conn: Connection, run_id: str) -> list[ChainRow]:
     """The run's stored events as the chain hashed them, in ``seq`` order (empty for
     an unknown run); the one query behind ``converge verify`` and ``converge export``."""
-    columns = (
-        audit_events.c.seq,
-        audit_events.c.kind,
-        audit_events.c.cycle,
-        audit_events.c.ts,
-        audit_events.c.payload,
-        audit_events.c.hash,
+    query = (
+        select(*CHAIN_COLUMNS).where(audit_events.c.run_id == run_id).order_by(audit_events.c.seq)
     )
-    query = select(*columns).where(audit_events.c.run_id == run_id).order_by(audit_events.c.seq)
     return list(map(ChainRow._make, conn.execute(query).all()))
 
 

@@ -32,7 +32,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from audit.cells import bad_cell, json_cell, of_type, same_json
-from audit.chain import ChainRow
+from audit.chain import CHAIN_COLUMNS, ChainRow
 from audit.crosscheck import TERMINAL, Problem
 from audit.json_text import loads
 from audit.tables import audit_events, gates, runs
@@ -238,15 +238,7 @@ def read_events(conn: Connection, run_id: str, *, typed: bool) -> EventCells:
     """The run's events, their ``fact_id`` cells and (unless ``typed``: the
     database enforces the types) the first cell of a wrong type."""
     query = (
-        select(
-            audit_events.c.seq,
-            audit_events.c.kind,
-            audit_events.c.cycle,
-            audit_events.c.ts,
-            audit_events.c.payload,
-            audit_events.c.hash,
-            audit_events.c.fact_id,
-        )
+        select(*CHAIN_COLUMNS, audit_events.c.fact_id)
         .where(audit_events.c.run_id == run_id)
         .order_by(audit_events.c.seq)
     )

@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from audit.cells import bad_cell, json_cell
+from audit.chain import CHAIN_COLUMNS
 from audit.core import StoreCore
 from audit.row_checks import HEADER_COLUMNS, header_column, header_record
 from audit.tables import audit_events, runs
@@ -78,14 +79,7 @@ def read_header(store: StoreCore, conn: Connection, run_id: str) -> RunHeader:
     if why is not None or not all(isinstance(s, str) for s in suggestors):
         raise CorruptRow("runs", where, "suggestors", why or "not a list of names")
     started = conn.execute(
-        select(
-            audit_events.c.seq,
-            audit_events.c.kind,
-            audit_events.c.cycle,
-            audit_events.c.ts,
-            audit_events.c.payload,
-            audit_events.c.hash,
-        ).where(audit_events.c.run_id == run_id, audit_events.c.seq == 1)
+        select(*CHAIN_COLUMNS).where(audit_events.c.run_id == run_id, audit_events.c.seq == 1)
     ).one_or_none()
     if started is None:
         if m["last_seq"]:
