@@ -96,6 +96,30 @@ def votes(store: SqlRunStore, gate_id: str) -> list[Vote]:
     return [Vote(r.voter, bool(r.approved), r.reason, r.ts) for r in rows]
 
 
+def votes_on(store: SqlRunStore, gate_ids: Sequence[str]) -> dict[str, list[Vote]]:
+    """The votes cast on each of ``gate_ids`` (oldest first; gates without votes are
+    absent), read in a few queries whatever their number (a page of gates)."""
+    ensure_inbox_tables(store)
+    out: dict[str, list[Vote]] = {}
+    ids = list(dict.fromkeys(gate_ids))
+    with store.transaction(write=False) as conn:
+        for i in range(0, len(ids), VOTES_PER_QUERY):
+            rows = conn.execute(
+                select(gate_votes)
+                .where(gate_votes.c.gate_id.in_(ids[i : i + VOTES_PER_QUERY]))
+                .order_by(gate_votes.c.ts, gate_votes.c.voter)
+            ).all()
+            for r in rows:
+                out.setdefault(r.gate_id, []).append(
+                    Vote(r.voter, bool(r.approved), r.reason, r.ts)
+                )
+    return out
+
+
+VOTES_PER_QUERY = 500
+"""Gate ids per query of :func:`votes_on` (well under every database's bound)."""
+
+
 def cast_vote(
     store: SqlRunStore,
     gate_id: str,

@@ -60,8 +60,13 @@ def add_comment(store: SqlRunStore, gate_id: str, by: str, text: str) -> Comment
 
 def comments(store: SqlRunStore, gate: str, run_id: str) -> list[Comment]:
     """The comments on ``gate`` (of run ``run_id``), oldest first, as chained."""
+    return [c for c in run_comments(store, run_id) if c.gate_id == gate]
+
+
+def run_comments(store: SqlRunStore, run_id: str) -> list[Comment]:
+    """The comments on every gate of run ``run_id``, oldest first, as chained (one
+    read for a page that shows several of its gates)."""
     return [
-        Comment(gate, str(e.payload["by"]), e.ts, str(e.payload["text"]))
+        Comment(str(e.payload.get("gate_id")), str(e.payload["by"]), e.ts, str(e.payload["text"]))
         for e in store.events(run_id, kinds=[KIND])
-        if e.payload.get("gate_id") == gate
     ]

@@ -12,8 +12,8 @@ from typing import Any
 import networkx as nx
 from markupsafe import Markup
 
-from audit.approvals import Vote, deciding_vote, votes
-from audit.comments import comments
+from audit.approvals import Vote, deciding_vote, votes_on
+from audit.comments import Comment, run_comments
 from audit.lineage import lineage_graph
 from audit.people import log_access
 from audit.queries import read_runs
@@ -28,11 +28,30 @@ from engine.facts import fact_to_dict
 from engine.status import GateStatus, RunStatus
 
 
-def _job(store: SqlRunStore, run_id: str) -> Job | None:
-    try:
-        return job_of_run(store, run_id)
-    except ConvergeError:
-        return None
+class GateLookups:
+    """What :func:`gate_dict` reads for a page of gates, each read once: the votes
+    on all of them (one query), and per run its job and its comments."""
+
+    def __init__(self, store: SqlRunStore, gates: list[GateRecord]) -> None:
+        self.store = store
+        self.votes = votes_on(store, [g.gate_id for g in gates])
+        self._jobs: dict[str, Job | None] = {}
+        self._comments: dict[str, list[Comment]] = {}
+
+    def job(self, run_id: str) -> Job | None:
+        """The job the run recorded (None when it recorded none that loads)."""
+        if run_id not in self._jobs:
+            try:
+                self._jobs[run_id] = job_of_run(self.store, run_id)
+            except ConvergeError:
+                self._jobs[run_id] = None
+        return self._jobs[run_id]
+
+    def comments(self, g: GateRecord) -> list[Comment]:
+        """The comments on gate ``g``, oldest first."""
+        if g.run_id not in self._comments:
+            self._comments[g.run_id] = run_comments(self.store, g.run_id)
+        return [c for c in self._comments[g.run_id] if c.gate_id == g.gate_id]
 
 
 def vote_dict(v: Vote) -> dict[str, Any]:
@@ -40,11 +59,19 @@ def vote_dict(v: Vote) -> dict[str, Any]:
     return {"by": v.voter, "approved": v.approved, "reason": v.reason, "at": v.ts}
 
 
-def gate_dict(store: SqlRunStore, g: GateRecord, *, clock: Clock = time.time) -> dict[str, Any]:
-    """A gate as JSON: the stored record, its votes, quorum and age (seconds)."""
+def gate_dict(
+    store: SqlRunStore,
+    g: GateRecord,
+    *,
+    clock: Clock = time.time,
+    lookups: GateLookups | None = None,
+) -> dict[str, Any]:
+    """A gate as JSON: the stored record, its votes, quorum and age (seconds), its
+    comments; ``lookups`` shares the reads of a page of gates."""
     now = clock()
-    recorded = _job(store, g.run_id)
-    cast = votes(store, g.gate_id)
+    known = GateLookups(store, [g]) if lookups is None else lookups
+    recorded = known.job(g.run_id)
+    cast = known.votes.get(g.gate_id, [])
     required = approvals_required(recorded, g)
     approvals = sum(1 for v in cast if v.approved)
     deciding = deciding_vote(cast, required) if required > 1 else None
@@ -80,9 +107,7 @@ def gate_dict(store: SqlRunStore, g: GateRecord, *, clock: Clock = time.time) ->
         "four_eyes": rules.four_eyes,
         "reason_required": rules.reason_required,
         "escalated": rules.escalated(g, now),
-        "comments": [
-            {"by": c.by, "at": c.ts, "text": c.text} for c in comments(store, g.gate_id, g.run_id)
-        ],
+        "comments": [{"by": c.by, "at": c.ts, "text": c.text} for c in known.comments(g)],
     }
 
 
@@ -93,13 +118,15 @@ def gates_list(
     those that person may see (``may_decide`` says which they may decide); a gate
     past its deadline shows ``expired`` (the process keeping the deadlines decides it)."""
     now = clock()
+    shown = [
+        g
+        for g in store.gates(pending=status == GateStatus.PENDING)
+        if (status is None or g.status == status) and (who is None or may_see(store, g, who, now))
+    ]
+    lookups = GateLookups(store, shown)
     out: list[dict[str, Any]] = []
-    for g in store.gates(pending=status == GateStatus.PENDING):
-        if status is not None and g.status != status:
-            continue
-        if who is not None and not may_see(store, g, who, now):
-            continue
-        row = gate_dict(store, g, clock=clock)
+    for g in shown:
+        row = gate_dict(store, g, clock=clock, lookups=lookups)
         row["may_decide"] = who is None or may_decide(store, g, who, now)
         out.append(row)
     return out
@@ -210,6 +237,7 @@ def run_page_data(store: SqlRunStore, run_id: str, clock: Clock = time.time) -> 
     reason = row.stop_reason
     facts = store.facts(run_id)
     run_gates = [g for g in store.gates() if g.run_id == run_id]
+    lookups = GateLookups(store, run_gates)
     return {
         "run": row.to_dict(),
         # queued, running, or paused with its gate decided (its resume on its way)
@@ -224,5 +252,5 @@ def run_page_data(store: SqlRunStore, run_id: str, clock: Clock = time.time) -> 
         "budget_status": None if status is None else status.model_dump(mode="json"),
         "budget_svg": Markup("") if status is None else budget_svg(status),
         "lineage_svg": graph_svg(key_graph(facts), title=f"lineage of run {run_id} by key"),
-        "gates": [gate_dict(store, g, clock=clock) for g in run_gates],
+        "gates": [gate_dict(store, g, clock=clock, lookups=lookups) for g in run_gates],
     }
