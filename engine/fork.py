@@ -36,7 +36,7 @@ from engine.budget import Budget
 from engine.errors import ForkError, ResumeError
 from engine.hashing.merkle import MerkleFrontier, merkle_scheme, text_leaves
 from engine.settings import EngineSettings
-from engine.store import AuditEvent, RunHeader, RunHistory, RunHistoryStore
+from engine.store import AuditEvent, RunHistory, RunHistoryStore
 
 __all__ = ["ForkError", "fork_link", "load_fork", "state_at"]
 
@@ -225,12 +225,4 @@ def _record_start(settings: EngineSettings, run: Run, history: RunHistory) -> No
     # the facts' JSON is the parent's recorded texts: the store splices them in and
     # keeps them as the fork's first fact chunk, never encoding them again (F1)
     run.events.append(AuditEvent("run_started", 0, payload, time.time(), fact_texts=history.texts))
-    header = RunHeader(
-        run.run_id,
-        settings.job_name,
-        settings.job_spec,
-        settings.suggestor_names,
-        run.spend.wall_started,
-        parent_run_id=history.run_id,
-    )
-    start_in_store(settings, run, header)
+    start_in_store(settings, run, parent_run_id=history.run_id)

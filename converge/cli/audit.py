@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,6 +31,7 @@ from converge.cli.render import (
     JsonOption,
     err,
     fail,
+    local_time,
     open_run_store,
     out,
     print_fitted,
@@ -59,15 +59,6 @@ def read_store(db: str | None) -> SqlRunStore:
 def print_json(data: Any) -> None:
     """``data`` as indented JSON on stdout."""
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-
-
-def _when(ts: float | None) -> str:
-    if ts is None:
-        return ""
-    try:
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
-    except (OverflowError, OSError, ValueError):  # no date (an edited cell): as stored
-        return str(ts)
 
 
 def _content(value: Any) -> str:
@@ -159,7 +150,7 @@ def _print_runs(rows: list[RunRow], links: dict[str, ForkLink]) -> None:
             r.category or "",
             str(r.cycles),
             str(r.facts_count),
-            _when(r.started_at),
+            local_time(r.started_at),
             "" if r.duration_ms is None else str(r.duration_ms),
         )
         for r in rows
@@ -226,8 +217,8 @@ def show_cmd(
     head.add_column("")
     head.add_row("job", escape(row.job or "-"))
     head.add_row("status", row.status)
-    head.add_row("started", _when(row.started_at))
-    head.add_row("ended", _when(row.ended_at))
+    head.add_row("started", local_time(row.started_at))
+    head.add_row("ended", local_time(row.ended_at))
     head.add_row("suggestors", escape(", ".join(row.suggestors)))
     if row.parent_run_id is not None:  # a fork (converge fork): its parent and cycle
         at = f" at cycle {link.get('cycle')}" if link is not None else ""

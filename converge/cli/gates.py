@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -49,6 +48,7 @@ from converge.cli.render import (
     err,
     execute_with_progress,
     fail,
+    local_time,
     open_run_store,
     print_fitted,
     render_result,
@@ -171,7 +171,7 @@ def gates_cmd(
             str(g.cycle),
             _content(g),
             g.summary,
-            f"{g.decided_by} {_when(g.decided_at)}" if g.decided_by else "",
+            f"{g.decided_by} {local_time(g.decided_at)}" if g.decided_by else "",
             g.reason or "",
         )
         for g in records
@@ -396,12 +396,3 @@ def resume_cmd(
     # after the leg: a kill before its claim leaves nothing of this command behind
     record(store, run_id, by, "resumed")
     _finish(result, as_json, job)
-
-
-def _when(ts: float | None) -> str:
-    if ts is None:
-        return ""
-    try:
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
-    except (OverflowError, OSError, ValueError):  # no date (an edited cell): as stored
-        return str(ts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -52,6 +53,17 @@ DbOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 
 BAD_INPUT = 2
+
+
+def local_time(ts: float | None) -> str:
+    """Unix seconds as local ``YYYY-MM-DD HH:MM:SS`` ("" for None); a value that is no
+    date (an edited cell) as stored."""
+    if ts is None:
+        return ""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    except (OverflowError, OSError, ValueError):
+        return str(ts)
 
 
 def fail(message: str, code: int = BAD_INPUT) -> NoReturn:

@@ -41,19 +41,21 @@ def record_start(settings: EngineSettings, run: Run) -> None:
             time.time(),
         )
     )
+    start_in_store(settings, run)
+
+
+def start_in_store(settings: EngineSettings, run: Run, parent_run_id: str | None = None) -> None:
+    """Write the run's header row (its fork's ``parent_run_id``) with the events
+    gathered (its ``run_started``) and, with ``checkpoint_at_start``, a checkpoint of
+    cycle 0."""
     header = RunHeader(
         run.run_id,
         settings.job_name,
         settings.job_spec,
         settings.suggestor_names,
         run.spend.wall_started,
+        parent_run_id=parent_run_id,
     )
-    start_in_store(settings, run, header)
-
-
-def start_in_store(settings: EngineSettings, run: Run, header: RunHeader) -> None:
-    """Write the run's ``header`` row with the events gathered (its ``run_started``)
-    and, with ``checkpoint_at_start``, a checkpoint of cycle 0."""
     events = take_events(settings, run)
     if (
         settings.checkpoint_at_start

@@ -153,12 +153,6 @@ class Spend:
         self.wall_started = 0.0
         self.elapsed_before_ms = 0
 
-    def invoked(self, name: str) -> None:
-        """Count one invocation of suggestor ``name``."""
-        self.invocations_by[name] = self.invocations_by.get(name, 0) + 1
-        self.history.append(name)
-        self.invocations += 1
-
     def slice(self) -> dict[str, Any]:
         """This part of the checkpoint."""
         u = self.usage
