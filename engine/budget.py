@@ -106,12 +106,18 @@ class BudgetStatus(BaseModel):
             "cost_usd": budget.max_cost_usd or None,
             "invocations": budget.max_invocations or None,
         }
-        dims: dict[str, dict[str, float | None]] = {}
-        for name, lim in limits.items():
-            dims[name] = _status(used.get(name, 0), lim)
+        amounts = dict(used)
         for name, lim_int in budget.per_suggestor.items():
-            dims[f"suggestor:{name}"] = _status(per_suggestor.get(name, 0), lim_int or None)
-        percents = [p for d in dims.values() if (p := d["percent"]) is not None]
+            limits[f"suggestor:{name}"] = lim_int or None
+            amounts[f"suggestor:{name}"] = per_suggestor.get(name, 0)
+        dims: dict[str, dict[str, float | None]] = {}
+        percents: list[float] = []
+        for name, lim in limits.items():
+            amount = amounts.get(name, 0)
+            percent = None if not lim else round(100.0 * amount / lim, 2)
+            dims[name] = {"used": amount, "limit": lim, "percent": percent}
+            if percent is not None:
+                percents.append(percent)
         # one validation of the whole tree: a run pays it at each stop
         return BudgetStatus.model_validate(
             {"dimensions": dims, "percent": max(percents, default=0.0)}
@@ -124,11 +130,6 @@ class BudgetStatus(BaseModel):
             if d.limit is not None:
                 parts.append(f"{name} {_fmt(d.used)}/{_fmt(d.limit)} ({d.percent:.1f}%)")
         return ", ".join(parts) if parts else "no limits"
-
-
-def _status(used: float, limit: float | None) -> dict[str, float | None]:
-    percent = None if not limit else round(100.0 * used / limit, 2)
-    return {"used": used, "limit": limit, "percent": percent}
 
 
 def _fmt(value: float) -> str:

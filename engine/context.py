@@ -27,8 +27,8 @@ class Context:
         "_by_key",
         "_facts",
         "_identities",
+        "_index",
         "_recorded",
-        "_remaining",
         "_tuples",
         "cycle",
     )
@@ -41,7 +41,7 @@ class Context:
         self._tuples = index.tuples
         self._by_id = index.by_id
         self._identities = index.identities
-        self._remaining: Callable[[], RemainingBudget] | None = None
+        self._index = index
         self._recorded = index.recorded
         self.cycle = cycle
 
@@ -62,7 +62,7 @@ class Context:
         ctx = cls(index)
         ctx.cycle = cycle
         if remaining is not None:
-            ctx.bind_remaining(lambda: remaining)
+            index.remaining = lambda: remaining
         return ctx
 
     # -- reading ---------------------------------------------------------------
@@ -114,7 +114,7 @@ class Context:
         """What is left of the run's budgets now, computed on each call (see
         :class:`~engine.budget.RemainingBudget`); ``None`` outside a run (a context
         built by hand, or rebuilt on a worker)."""
-        source = self._remaining
+        source = self._index.remaining
         return None if source is None else source()
 
     def record_usage(self, suggestor: str, usage: Usage) -> None:
@@ -153,20 +153,17 @@ class Context:
     def __repr__(self) -> str:
         return f"Context(facts={len(self._facts)}, keys={len(self._by_key)}, cycle={self.cycle})"
 
-    def bind_remaining(self, source: Callable[[], RemainingBudget] | None) -> None:
-        """Engine side: what :meth:`remaining_budget` computes from now on."""
-        self._remaining = source
-
 
 class FactIndex:
     """The facts behind a :class:`Context`, written by the engine only: ``facts`` in
     promotion order, ``by_key`` (key → its facts), ``identities`` ((key, content
     key) pairs, for deduplication), the lazily built ``by_id`` and the per-key
     ``tuples`` snapshots the context hands out, and the usage ``recorded`` by
-    executions (``Context.record_usage``) that the engine has not collected yet.
+    executions (``Context.record_usage``) that the engine has not collected yet;
+    ``remaining``: what ``Context.remaining_budget()`` calls (None outside a run).
     A context built on an index reads these very containers."""
 
-    __slots__ = ("by_id", "by_key", "facts", "identities", "recorded", "tuples")
+    __slots__ = ("by_id", "by_key", "facts", "identities", "recorded", "remaining", "tuples")
 
     def __init__(self, facts: list[Fact] | None = None) -> None:
         self.facts: list[Fact] = []
@@ -176,6 +173,7 @@ class FactIndex:
         self.identities: set[tuple[str, Any]] = set()
         # never replaced, only cleared: the context holds this very list
         self.recorded: list[tuple[str, Usage]] = []
+        self.remaining: Callable[[], RemainingBudget] | None = None
         if facts:  # loaded from a checkpoint or fact chunks, in order
             self.facts.extend(facts)
             by_key = self.by_key

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-from operator import itemgetter
 from typing import Any, NamedTuple
 
 from engine.hashing.canonical import canonical_json as canonical_json
@@ -72,13 +71,6 @@ MAX_INT = 10**4000
 """Integers of 4,000 digits or more are refused: CPython will not print past 4,300."""
 
 
-def _text_ok(text: str) -> bool:
-    # lone surrogates cannot be written as UTF-8 (the audit trail's encoding)
-    if not text.isascii():
-        text.encode("utf-8")
-    return True
-
-
 def content_key(content: Any) -> Any:
     """A hashable identity of JSON content: equal JSON values give equal keys.
 
@@ -89,9 +81,12 @@ def content_key(content: Any) -> Any:
     JSON cannot hold: non-JSON types, NaN or infinities, lone surrogates, integers
     of 4,000 digits or more, nesting deeper than Python's recursion limit.
     """
+    # a lone surrogate cannot be written as UTF-8 (the audit trail's encoding):
+    # str.encode raises for it; ASCII text, the usual case, needs no check
     cls = type(content)
     if cls is str:
-        _text_ok(content)
+        if not content.isascii():
+            content.encode("utf-8")
         return content
     if cls is int:
         if not -MAX_INT < content < MAX_INT:
@@ -103,11 +98,14 @@ def content_key(content: Any) -> Any:
         return content
     if cls is dict:
         for k, v in content.items():
-            if type(k) is not str or not _text_ok(k):
+            if type(k) is not str:
                 break
+            if not k.isascii():
+                k.encode("utf-8")
             vc = type(v)
             if vc is str:
-                _text_ok(v)
+                if not v.isascii():
+                    v.encode("utf-8")
             elif vc is int:
                 if not -MAX_INT < v < MAX_INT:
                     break  # the JSON path names the problem
@@ -126,7 +124,8 @@ def content_key(content: Any) -> Any:
         )
     except RecursionError:
         raise ValueError("content is nested too deeply for JSON") from None
-    _text_ok(text)
+    if not text.isascii():
+        text.encode("utf-8")
     return ("j", text)
 
 
@@ -193,47 +192,3 @@ def fact_row(f: Fact) -> list[Any]:
     proposal_id, parents]``."""
     p = f.provenance
     return [f.id, f.key, f.content, f.confidence, p[0], p[1], p[2], list(p[3])]
-
-
-def dict_prefix(rows: list[Any]) -> int:
-    """How many of ``rows`` are fact dicts: they come first (a fork's inherited
-    facts), so a binary search finds the end (a row out of place fails its load)."""
-    lo, hi = 0, len(rows)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if type(rows[mid]) is dict:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-def facts_of_dicts(dicts: list[Any]) -> list[Fact]:
-    """Facts given as :func:`fact_to_dict` output, in order (raises ValueError,
-    KeyError or TypeError for other shapes)."""
-    new = tuple.__new__  # as the engine's merge: skips the named tuples' own __new__
-    fact_of = itemgetter("id", "key", "content", "confidence", "provenance")
-    provenance_of = itemgetter("suggestor", "cycle", "proposal_id", "parents")
-    built: list[Fact] = []
-    push = built.append
-    for fid, key, content, confidence, p in map(fact_of, dicts):
-        sug, cycle, pid, parents = provenance_of(p)
-        if type(fid) is not str or type(key) is not str or type(cycle) is not int:
-            raise ValueError(f"bad fact {fid!r}")
-        prov = new(Provenance, (sug, cycle, pid, tuple(parents)))
-        push(new(Fact, (fid, key, content, float(confidence), prov)))
-    return built
-
-
-def facts_of_rows(rows: list[Any]) -> list[Fact]:
-    """Facts given as :func:`fact_row` rows, in order (the hot part of a resume;
-    raises ValueError or TypeError for other shapes)."""
-    new = tuple.__new__
-    built: list[Fact] = []
-    push = built.append
-    for fid, key, content, confidence, sug, cycle, pid, parents in rows:
-        if type(fid) is not str or type(key) is not str or type(cycle) is not int:
-            raise ValueError(f"bad fact row {fid!r}")
-        prov = new(Provenance, (sug, cycle, pid, tuple(parents)))
-        push(new(Fact, (fid, key, content, float(confidence), prov)))
-    return built

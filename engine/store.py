@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from engine.effect import Usage
 from engine.facts import Fact, fact_to_dict
@@ -104,6 +104,7 @@ class AuditEvent:
         return f"AuditEvent({self.kind!r}, {self.cycle}, {self.payload!r}, {self.ts!r})"
 
 
+@dataclass(slots=True, eq=False)
 class PromotedFacts:
     """The ``fact_promoted`` events of one stretch of a merge, as one batch item.
 
@@ -116,15 +117,12 @@ class PromotedFacts:
     (:func:`expand_events`).
     """
 
-    kind = "fact_promoted"
-    __slots__ = ("cycle", "facts", "rows", "texts", "ts")
-
-    def __init__(self, cycle: int, ts: float) -> None:
-        self.cycle = cycle
-        self.ts = ts
-        self.facts: list[Fact] = []
-        self.texts: list[str] = []
-        self.rows: list[str] = []
+    kind: ClassVar[str] = "fact_promoted"
+    cycle: int
+    ts: float
+    facts: list[Fact] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    rows: list[str] = field(default_factory=list)
 
     def events(self) -> list[AuditEvent]:
         """One ``fact_promoted`` :class:`AuditEvent` per fact."""

@@ -1,4 +1,4 @@
-"""The garbage collector stays out of a large merge (engine/_cycle/collector.py).
+"""The garbage collector stays out of a large merge (engine/_cycle/merge.py's ``Merge``).
 
 The facts a merge builds all survive it, so a collection in the middle of one walks
 the growing context to free nothing: R1 (benchmarks/resume_bench.py) paused up to
@@ -28,7 +28,7 @@ MERGE_FILE = str(Path(__file__).resolve().parent.parent / "engine" / "_cycle" / 
 
 @pytest.fixture
 def collections_in_merge() -> Iterator[list[int]]:
-    """The generations of the automatic collections that start inside ``merge``,
+    """The generations of the automatic collections that start inside the merge step,
     with thresholds low enough that a merge of thousands of facts would see many."""
     seen: list[int] = []
 
@@ -37,7 +37,7 @@ def collections_in_merge() -> Iterator[list[int]]:
             return
         frame = sys._getframe(1)
         while frame is not None:
-            if frame.f_code.co_name == "merge" and frame.f_code.co_filename == MERGE_FILE:
+            if frame.f_code.co_filename == MERGE_FILE:
                 seen.append(int(info["generation"]))
                 return
             frame = frame.f_back  # type: ignore[assignment]

@@ -2,7 +2,7 @@
 
 An engine with no store, gate or HITL policy runs its cycles through the plain
 cycle; the same engine with a promotion gate that passes everything runs the
-general path (prelude, execute_sync, collect, merge, after_merge). Every run here
+general steps (Prelude, Execute, Collect, Merge, Judge). Every run here
 is done both ways and must give the same facts (ids, provenance), stop, signals,
 cycles, usage, budget status and run stats.
 """

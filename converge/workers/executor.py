@@ -44,7 +44,7 @@ WAKE_S = 0.05
 
 
 def _stops(outcome: Any, stop_on_error: bool) -> bool:
-    """True when collection stops the cycle at this outcome (as execute_sync would)."""
+    """True when collection stops the cycle at this outcome (as the engine's Execute step would)."""
     if isinstance(outcome, StopRun):
         return True
     if isinstance(outcome, BaseException):

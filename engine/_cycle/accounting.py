@@ -46,7 +46,7 @@ def budget_status(run: Run, elapsed: int) -> BudgetStatus:
     """Used / limit / percent of every budget dimension, ``elapsed`` in ms."""
     used = {
         "cycles": run.cursor.cycle,
-        "facts": len(run.context),
+        "facts": len(run.facts.facts),
         "tokens": run.spend.usage.input_tokens + run.spend.usage.output_tokens,
         "seconds": elapsed / 1000,
         "cost_usd": run.spend.usage.cost_usd,

@@ -13,13 +13,16 @@ the next cycle, after a resume too.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from traceback import format_exception
 from typing import Any
 
 from engine._cycle.accounting import elapsed_ms, ms
-from engine._cycle.execution import CANCELLED, NOT_DONE, TIMED_OUT
+from engine._cycle.cycling import Cycling
+from engine._cycle.merge import MERGE, Merge
 from engine._cycle.run import Run
 from engine.effect import NO_USAGE, Effect, Usage, usage_problem
+from engine.executor import CANCELLED, NOT_DONE, TIMED_OUT
 from engine.facts import Proposal, proposal_to_dict
 from engine.safe_json import json_safe
 from engine.settings import EngineSettings
@@ -38,140 +41,156 @@ from engine.store import AuditEvent
 from engine.suggestor import StopRun
 
 
-def collect(settings: EngineSettings, run: Run, eligible: list[int], outcomes: list[Any]) -> None:
-    """Turn outcomes into effects to merge, in registration order; record failures."""
-    admitted = run.cursor.admitted if run.cursor.admitted is not None else eligible
-    run.cursor.admitted = None
-    store = settings.store is not None
-    events = run.events
-    effects: list[tuple[str, list[Proposal]]] = []
-    last: list[str] = []
-    usage_in = usage_out = 0
-    cost = 0.0
-    timed_out = cancelled = False
-    names = settings.registry.names
-    records = settings.registry.records_effect  # not deterministic: the proposals are recorded
-    cut: list[str] = []  # eligible but not run to the end: eligible again next cycle
-    for slot, out in enumerate(outcomes):
-        name = names[admitted[slot]]
-        if out is TIMED_OUT:
-            timed_out = True
-            cut.append(name)
-            continue
-        if out is CANCELLED:  # cut by cancel(): what was merged so far is kept
-            cut.append(name)
-            if not cancelled:
-                cancelled = True
-                run.cursor.pending_signals.append(UserCancelled())
-            continue
-        last.append(name)
-        run.spend.invocations += 1
-        run.spend.invocations_by[name] = run.spend.invocations_by.get(name, 0) + 1
-        run.spend.history.append(name)
-        if isinstance(out, BaseException):
-            if isinstance(out, StopRun):
-                _stop_requested(run, name, out, store)
-                break
-            if record_failure(settings, run, name, describe(out), out):
-                break
-            continue
-        if out is NOT_DONE:  # a task that ended without an outcome
-            if record_failure(settings, run, name, "the execution ended without a result"):
-                break
-            continue
-        # the common case, a plain list of proposals, builds no Effect
-        plain = type(out) is list
-        if plain:
-            for p in out:
-                if type(p) is not Proposal:
-                    plain = False
+@dataclass(slots=True)
+class Collect:
+    """The step that turns the ``outcomes`` of the ``eligible`` suggestors into
+    effects to merge, in registration order: usage, failures, ``StopRun``,
+    refusals."""
+
+    eligible: list[int]
+    outcomes: list[Any] = field(default_factory=list)
+
+    def run(self, cycle: Cycling) -> Merge:
+        """Collect, then merge."""
+        settings, run, eligible, outcomes = cycle.settings, cycle.run, self.eligible, self.outcomes
+        admitted = run.cursor.admitted if run.cursor.admitted is not None else eligible
+        run.cursor.admitted = None
+        store = settings.store is not None
+        events = run.events
+        effects: list[tuple[str, list[Proposal]]] = []
+        last: list[str] = []
+        usage_in = usage_out = 0
+        cost = 0.0
+        timed_out = cancelled = False
+        names = settings.registry.names
+        records = settings.registry.records_effect  # not deterministic: the proposals are recorded
+        cut: list[str] = []  # eligible but not run to the end: eligible again next cycle
+        for slot, out in enumerate(outcomes):
+            name = names[admitted[slot]]
+            if out is TIMED_OUT:
+                timed_out = True
+                cut.append(name)
+                continue
+            if out is CANCELLED:  # cut by cancel(): what was merged so far is kept
+                cut.append(name)
+                if not cancelled:
+                    cancelled = True
+                    run.cursor.pending_signals.append(UserCancelled())
+                continue
+            last.append(name)
+            run.spend.invocations += 1
+            run.spend.invocations_by[name] = run.spend.invocations_by.get(name, 0) + 1
+            run.spend.history.append(name)
+            if isinstance(out, BaseException):
+                if isinstance(out, StopRun):
+                    _stop_requested(run, name, out, store)
                     break
-        if plain:
-            proposals: list[Proposal] = out
-            u = NO_USAGE
-            refusal = None
-            inner = None
-            signal = None
-        else:
-            effect = out if type(out) is Effect else _normalise(out)
-            if effect is None:
-                msg = f"returned {type(out).__name__}, expected an Effect or a list of Proposal"
-                if record_failure(settings, run, name, msg):
+                if record_failure(settings, run, name, describe(out), out):
                     break
                 continue
-            problem = _invalid_effect(effect)
-            if problem is not None:
-                if record_failure(settings, run, name, problem):
+            if out is NOT_DONE:  # a task that ended without an outcome
+                if record_failure(settings, run, name, "the execution ended without a result"):
                     break
                 continue
-            u = effect.usage
-            proposals, refusal, signal = effect.proposals, effect.refusal, effect.signal
-            if type(proposals) is not list:
-                proposals = list(proposals)
-            if refusal is not None:
-                refusal = json_safe(refusal)
-            inner = None
-            if effect.tool_calls or effect.signal is not None or effect.audit:
-                inner = _inner_activity(run, name, effect, last)
-            usage_in += u.input_tokens
-            usage_out += u.output_tokens
-            cost += u.cost_usd
-        if run.spend.streaks:
-            run.spend.streaks.pop(name, None)
-        if store:
-            payload: dict[str, Any] = {
-                "suggestor": name,
-                "proposals": len(proposals),
-                "usage": [u.input_tokens, u.output_tokens, u.cost_usd],
-                **({"refusal": refusal} if refusal is not None else {}),
-                **(inner or {}),
-            }
-            if records[admitted[slot]]:
-                payload["effect"] = _effect_record(proposals, signal)
-            events.append(AuditEvent("suggestor_executed", run.cursor.cycle, payload, time.time()))
-        if refusal is not None:
-            run.cursor.pending_signals.append(AgentRefused(agent_id=name, reason=refusal))
-            break
-        if proposals:
-            effects.append((name, proposals))
-    recorded = run.facts.recorded
-    if recorded:
-        # spent by executions that raised or were cut (Context.record_usage)
-        taken = recorded[:]
-        recorded.clear()
-        for name, u in taken:
-            usage_in += u.input_tokens
-            usage_out += u.output_tokens
-            cost += u.cost_usd
+            # the common case, a plain list of proposals, builds no Effect
+            plain = type(out) is list
+            if plain:
+                for p in out:
+                    if type(p) is not Proposal:
+                        plain = False
+                        break
+            if plain:
+                proposals: list[Proposal] = out
+                u = NO_USAGE
+                refusal = None
+                inner = None
+                signal = None
+            else:
+                effect = out if type(out) is Effect else _normalise(out)
+                if effect is None:
+                    msg = f"returned {type(out).__name__}, expected an Effect or a list of Proposal"
+                    if record_failure(settings, run, name, msg):
+                        break
+                    continue
+                problem = _invalid_effect(effect)
+                if problem is not None:
+                    if record_failure(settings, run, name, problem):
+                        break
+                    continue
+                u = effect.usage
+                proposals, refusal, signal = effect.proposals, effect.refusal, effect.signal
+                if type(proposals) is not list:
+                    proposals = list(proposals)
+                if refusal is not None:
+                    refusal = json_safe(refusal)
+                inner = None
+                if effect.tool_calls or effect.signal is not None or effect.audit:
+                    inner = _inner_activity(run, name, effect, last)
+                usage_in += u.input_tokens
+                usage_out += u.output_tokens
+                cost += u.cost_usd
+            if run.spend.streaks:
+                run.spend.streaks.pop(name, None)
             if store:
+                payload: dict[str, Any] = {
+                    "suggestor": name,
+                    "proposals": len(proposals),
+                    "usage": [u.input_tokens, u.output_tokens, u.cost_usd],
+                    **({"refusal": refusal} if refusal is not None else {}),
+                    **(inner or {}),
+                }
+                if records[admitted[slot]]:
+                    payload["effect"] = _effect_record(proposals, signal)
                 events.append(
-                    AuditEvent(
-                        "usage_recorded",
-                        run.cursor.cycle,
-                        {"suggestor": name, "usage": [u.input_tokens, u.output_tokens, u.cost_usd]},
-                        time.time(),
-                    )
+                    AuditEvent("suggestor_executed", run.cursor.cycle, payload, time.time())
                 )
-    if usage_in or usage_out or cost:
-        run.spend.usage = Usage(
-            run.spend.usage.input_tokens + usage_in,
-            run.spend.usage.output_tokens + usage_out,
-            run.spend.usage.cost_usd + cost,
-        )
-    if timed_out:
-        limit_ms = ms(run.budget.max_seconds or 0)
-        # the event loop's timer may fire a hair before our clock reads the deadline
-        elapsed = max(elapsed_ms(settings, run), limit_ms)
-        run.cursor.pending_signals.append(
-            TimeBudgetExhausted(duration_ms=elapsed, limit_ms=limit_ms)
-        )
-    if len(admitted) < len(eligible):  # the invocation budget admitted a prefix
-        cut.extend(names[i] for i in eligible[len(admitted) :])
-    run.cursor.cut = cut
-    run.cursor.last_suggestors = tuple(last)
-    run.cursor.merge_effects = effects
-    run.cursor.merge_pos = (0, 0)
-    run.cursor.cycle_new = []
+            if refusal is not None:
+                run.cursor.pending_signals.append(AgentRefused(agent_id=name, reason=refusal))
+                break
+            if proposals:
+                effects.append((name, proposals))
+        recorded = run.facts.recorded
+        if recorded:
+            # spent by executions that raised or were cut (Context.record_usage)
+            taken = recorded[:]
+            recorded.clear()
+            for name, u in taken:
+                usage_in += u.input_tokens
+                usage_out += u.output_tokens
+                cost += u.cost_usd
+                if store:
+                    events.append(
+                        AuditEvent(
+                            "usage_recorded",
+                            run.cursor.cycle,
+                            {
+                                "suggestor": name,
+                                "usage": [u.input_tokens, u.output_tokens, u.cost_usd],
+                            },
+                            time.time(),
+                        )
+                    )
+        if usage_in or usage_out or cost:
+            run.spend.usage = Usage(
+                run.spend.usage.input_tokens + usage_in,
+                run.spend.usage.output_tokens + usage_out,
+                run.spend.usage.cost_usd + cost,
+            )
+        if timed_out:
+            limit_ms = ms(run.budget.max_seconds or 0)
+            # the event loop's timer may fire a hair before our clock reads the deadline
+            elapsed = max(elapsed_ms(settings, run), limit_ms)
+            run.cursor.pending_signals.append(
+                TimeBudgetExhausted(duration_ms=elapsed, limit_ms=limit_ms)
+            )
+        if len(admitted) < len(eligible):  # the invocation budget admitted a prefix
+            cut.extend(names[i] for i in eligible[len(admitted) :])
+        run.cursor.cut = cut
+        run.cursor.last_suggestors = tuple(last)
+        run.cursor.merge_effects = effects
+        run.cursor.merge_pos = (0, 0)
+        run.cursor.cycle_new = []
+        return MERGE
 
 
 def _inner_activity(run: Run, name: str, effect: Effect, last: list[str]) -> dict[str, Any]:

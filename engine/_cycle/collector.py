@@ -19,10 +19,11 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
 
 FREEZE_AFTER_FACTS = 4096
-"""Freeze once this many facts were promoted since the last freeze."""
+"""Freeze once this many facts were promoted since the last freeze (and no
+automatic collection during a merge of that many proposals: ``merge.Merge``)."""
 
 
 class CollectorFreeze:
@@ -57,34 +58,12 @@ class CollectorFreeze:
             gc.unfreeze()
 
 
+@dataclass(slots=True)
 class BulkLoad:
     """What :func:`bulk_load` did: ``froze`` is True when it froze what it loaded
     (the run that goes on adopts that freeze, see :class:`CollectorFreeze`)."""
 
-    __slots__ = ("froze",)
-
-    def __init__(self) -> None:
-        self.froze = False
-
-
-def pause_for_merge(effects: list[tuple[str, list[Any]]]) -> bool:
-    """Turn automatic collection off for a merge of at least :data:`FREEZE_AFTER_FACTS`
-    proposals; True when it did (the caller turns it back on with ``gc.enable()``
-    once the merge is done, and :meth:`CollectorFreeze.promoted` freezes the new facts).
-
-    The facts a merge builds all survive it, so a full collection in the middle of
-    it walks the growing context to free nothing: R1's run promoting 100k facts in
-    one cycle paused 60-230 ms three times inside its merge.
-    """
-    if not gc.isenabled() or len(effects) == 0:
-        return False
-    total = 0
-    for _name, proposals in effects:
-        total += len(proposals)
-    if total < FREEZE_AFTER_FACTS:
-        return False
-    gc.disable()
-    return True
+    froze: bool = False
 
 
 @contextmanager

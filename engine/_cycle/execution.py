@@ -13,9 +13,12 @@ returned, the exception it raised, or a marker (timed out, cancelled).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 from engine._cycle.accounting import elapsed_ms
+from engine._cycle.collection import Collect
+from engine._cycle.cycling import Cycling
 from engine._cycle.run import Run
 from engine.effect import Effect
 from engine.errors import ConfigurationError, ExecutorUnavailable
@@ -29,14 +32,71 @@ __all__ = [
     "CANCEL_POLL_S",
     "NOT_DONE",
     "TIMED_OUT",
+    "Execute",
     "admit",
     "execute_async",
     "execute_elsewhere",
-    "execute_sync",
 ]
 
 CANCEL_POLL_S = 0.05
 """How often (seconds) in-flight async work checks for ``Engine.cancel()``."""
+
+
+@dataclass(slots=True)
+class Execute:
+    """The step that runs the ``eligible`` suggestors: on the executor's workers
+    (:func:`execute_elsewhere`), on an event loop when async ones are among them
+    (:func:`execute_async`), else in registration order on this thread (the fast
+    path)."""
+
+    eligible: list[int]
+
+    def run(self, cycle: Cycling) -> Collect:
+        """Execute on the sync driver (an async suggestor gets the leg's own loop).
+
+        Sync suggestors run in order and stop at the first error (``on_error="stop"``),
+        ``StopRun`` or refusal; outcomes pair with ``eligible`` (or
+        ``run.cursor.admitted``, the prefix the invocation budget admits)."""
+        settings, run, eligible = cycle.settings, cycle.run, self.eligible
+        if settings.executor is not None:
+            return Collect(eligible, execute_elsewhere(settings, run, eligible))
+        if settings.registry.any_async and settings.registry.any_async_in(eligible):
+            if cycle.runner is None:
+                cycle.runner = asyncio.Runner()
+            return Collect(eligible, cycle.runner.run(execute_async(settings, run, eligible)))
+        ctx = run.context
+        outcomes: list[Any] = []
+        stop_on_error = settings.on_error == "stop"
+        execute = settings.registry.execute
+        budget = run.budget
+        if budget.max_invocations or budget.per_suggestor:
+            # a prefix: outcomes still pair by slot; collection keeps the rest as cut
+            eligible = run.cursor.admitted = admit(settings, run, eligible)
+        for i in eligible:
+            try:
+                out = execute[i](ctx)
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt | SystemExit):
+                    raise
+                outcomes.append(exc)
+                if stop_on_error or isinstance(exc, StopRun):
+                    break
+                continue
+            outcomes.append(out)
+            if type(out) is Effect and out.refusal is not None:
+                break
+        return Collect(self.eligible, outcomes)
+
+    async def arun(self, cycle: Cycling) -> Collect:
+        """Execute inside the caller's event loop (blocking work off it)."""
+        settings, run, eligible = cycle.settings, cycle.run, self.eligible
+        if settings.executor is not None:
+            outcomes = await asyncio.to_thread(execute_elsewhere, settings, run, eligible)
+        elif settings.registry.any_async_in(eligible):
+            outcomes = await execute_async(settings, run, eligible)
+        else:
+            return self.run(cycle)  # sync suggestors only: this thread, as the sync driver
+        return Collect(eligible, outcomes)
 
 
 def admit(settings: EngineSettings, run: Run, eligible: list[int]) -> list[int]:
@@ -67,33 +127,6 @@ def admit(settings: EngineSettings, run: Run, eligible: list[int]) -> list[int]:
         admitted.append(i)
         total += 1
     return admitted
-
-
-def execute_sync(settings: EngineSettings, run: Run, eligible: list[int]) -> list[Any]:
-    """Run sync suggestors in order; stop at the first error (``on_error="stop"``),
-    ``StopRun`` or refusal. Outcomes pair with ``eligible`` (or ``run.cursor.admitted``)."""
-    ctx = run.context
-    outcomes: list[Any] = []
-    stop_on_error = settings.on_error == "stop"
-    execute = settings.registry.execute
-    budget = run.budget
-    if budget.max_invocations or budget.per_suggestor:
-        # a prefix: outcomes still pair by slot; collection keeps the rest as cut
-        eligible = run.cursor.admitted = admit(settings, run, eligible)
-    for i in eligible:
-        try:
-            out = execute[i](ctx)
-        except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt | SystemExit):
-                raise
-            outcomes.append(exc)
-            if stop_on_error or isinstance(exc, StopRun):
-                break
-            continue
-        outcomes.append(out)
-        if type(out) is Effect and out.refusal is not None:
-            break
-    return outcomes
 
 
 async def execute_async(settings: EngineSettings, run: Run, eligible: list[int]) -> list[Any]:

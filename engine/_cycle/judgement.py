@@ -10,7 +10,7 @@ under ``on_stop``), and the cut suggestors run again in the next cycle. Every
 condition that fired is a *signal*; the most urgent (lowest priority, then
 evaluation order) is the stop reason (Cognesy's stop signals).
 ``on_stop`` may continue a budget or policy stop (Cognesy's continuation
-override); a continuation is recorded.
+override); a continuation is recorded. The step is :class:`Judge`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import contextlib
 import time
 
 from engine._cycle.accounting import budget_status, elapsed_ms, ms, run_result, run_stats
+from engine._cycle.cycling import NEXT_CYCLE, Cycling, End, NextCycle
 from engine._cycle.evaluation import (
     check_invariants,
     criteria_met_early,
@@ -65,6 +66,26 @@ BUDGET_FIELDS: dict[str, str] = {
     "invocation_budget_exhausted": "max_invocations",
 }
 """The :class:`Budget` field behind each budget stop's ``kind``."""
+
+
+class Judge:
+    """The step that judges the merged cycle: invariants, budgets, policies,
+    criteria (:func:`after_merge`); the run's end, or the next cycle."""
+
+    __slots__ = ()
+
+    def run(self, cycle: Cycling) -> NextCycle | End:
+        """:data:`NEXT_CYCLE`, or the run's end."""
+        run = cycle.run
+        done = after_merge(cycle.settings, run)
+        if done is not None:
+            return End(done)
+        if cycle.freezer.owned:
+            cycle.freezer.promoted(len(run.cursor.cycle_new))
+        return NEXT_CYCLE
+
+
+JUDGE = Judge()
 
 
 def after_merge(settings: EngineSettings, run: Run) -> RunResult | None:

@@ -160,7 +160,7 @@ def run_plain(
         cycle += 1
         run.cursor.cycle = cycle
         ctx.cycle = cycle
-        # as execute_sync and collect, for outcomes that are lists of proposals or None
+        # as Execute and Collect, for outcomes that are lists of proposals or None
         outcomes: list[Any]
         plain = True
         if len(eligible) == 1:

@@ -20,7 +20,7 @@ from engine.facts import fact_to_dict
 from engine.result import RunResult
 from engine.settings import EngineSettings
 from engine.status import RunStatus
-from engine.stop import Error, ErrorCategory, HitlGatePending, StopReason, stop_reason_to_dict
+from engine.stop import Error, ErrorCategory, HitlGatePending, StopReason
 from engine.store import AuditEvent, BatchItem, RunHeader, RunOutcome, RunStore, expand_events
 
 
@@ -74,11 +74,11 @@ def record_stop(
     run is resumable); ``result``, or an ``Error(storage)`` result if the write failed."""
     assert settings.store is not None
     reason = result.stop_reason
+    outcome, payload = run_outcome(run, RunStatus.STOPPED, reason, result)
     for s in ordered:
         run.events.append(
-            AuditEvent("stop_signal", run.cursor.cycle, stop_reason_to_dict(s), time.time())
+            AuditEvent("stop_signal", run.cursor.cycle, s.model_dump(mode="json"), time.time())
         )
-    outcome, payload = run_outcome(run, RunStatus.STOPPED, reason, result)
     payload["budget_status"] = result.budget_status.model_dump(mode="json")
     run.events.append(AuditEvent("run_stopped", run.cursor.cycle, payload, time.time()))
     checkpoint = checkpoint_of(settings, run) if reason.is_resumable() else None
@@ -169,9 +169,9 @@ def run_outcome(
         ended_at=time.time(),
     )
     payload = {
-        "kind": reason.kind_code(),
-        "category": reason.category.value,
-        "reason": stop_reason_to_dict(reason),
+        "kind": reason.kind,
+        "category": reason.category_.value,
+        "reason": reason.model_dump(mode="json"),
         "cycles": outcome.cycles,
         "facts_count": outcome.facts_count,
         "facts_root": outcome.facts_root,

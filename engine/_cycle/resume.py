@@ -32,9 +32,11 @@ from engine.store import AuditEvent, GateRecord
 def load_paused(settings: EngineSettings, gate_id: str, decision: GateDecision) -> Run:
     """The run paused at ``gate_id``, with ``decision`` applied when it goes on.
 
-    From this engine's memory (no store), or decided and claimed in the store.
-    Raises ``GateNotFound``, ``GateAlreadyDecided``, ``GateExpired``,
-    ``ResumeError`` or ``RunBusy``.
+    From this engine's memory (no store), or from the store: the gate decided there
+    (compare-and-set), the run claimed, its state loaded. Everything is validated
+    before the compare-and-set, so bad input changes nothing. Raises
+    ``GateNotFound``, ``GateAlreadyDecided``, ``GateExpired``, ``ResumeError``
+    (other suggestors, corrupted checkpoint) or ``RunBusy``.
     """
     if not isinstance(decision, GateDecision):
         raise ResumeError(f"decision must be a GateDecision, got {type(decision).__name__}")
@@ -45,18 +47,50 @@ def load_paused(settings: EngineSettings, gate_id: str, decision: GateDecision) 
             raise ResumeError(f"the decision's value is not JSON: {exc}") from exc
     runs = settings.runs
     run = runs.paused.get(gate_id)
-    if settings.store is None:
-        if run is None:
-            done = runs.decided.get(gate_id)
-            if done is not None:
-                raise GateAlreadyDecided(gate_id, done[0], done[1], iso_utc(done[2]))
-            raise GateNotFound(f"no pending gate {gate_id!r} in this engine (and no store)")
-        del runs.paused[gate_id]
-        status = GateStatus.APPROVED if decision.approved else GateStatus.REJECTED
-        runs.decided[gate_id] = (status, decision.by, time.time())
+    store = settings.store
+    if store is None:
+        run = _decided_in_memory(settings, gate_id, decision, run)
     else:
+        gate = store.get_gate(gate_id)
+        if gate.status != GateStatus.PENDING:
+            raise GateAlreadyDecided(
+                gate_id, gate.status, gate.decided_by, iso_utc(gate.decided_at)
+            )
         with bulk_load() as load:
-            run = load_paused_from_store(settings, gate_id, decision, run)
+            if run is not None:
+                expected: int | None = run.recovery.epoch
+            else:
+                try:
+                    checkpoint = store.load_checkpoint(gate.run_id)
+                    expected = checkpoint.get("run_epoch")
+                    run = Run.from_checkpoint(checkpoint, gate, settings.registry.names)
+                except ResumeError:
+                    # a racing approver may have decided the gate and finished the run
+                    # (its checkpoint dropped or replaced) since we read the gate: say so
+                    now = store.get_gate(gate_id)
+                    if now.status != GateStatus.PENDING:
+                        raise GateAlreadyDecided(
+                            gate_id, now.status, now.decided_by, iso_utc(now.decided_at)
+                        ) from None
+                    raise
+            if gate.expires_at is not None and time.time() > gate.expires_at:
+                timeout_decision = GateDecision(
+                    approved=gate.on_timeout == "approve", by="timeout", reason="gate expired"
+                )
+                store.decide_gate(gate_id, timeout_decision, GateStatus.EXPIRED)
+                raise GateExpired(
+                    f"gate {gate_id} expired; decided by on_timeout={gate.on_timeout!r}. "
+                    f"Resume the run with `converge resume {gate.run_id}` "
+                    f"(Engine.resume_run in Python)"
+                )
+            status = GateStatus.APPROVED if decision.approved else GateStatus.REJECTED
+            store.decide_gate(gate_id, decision, status)
+            # the claim expects the epoch the checkpoint was read at: if another process
+            # claimed the run since (a resume after this decision), it continues and this
+            # one gets RunBusy; the recorded decision (value included) is what it applies
+            run.recovery.epoch = store.claim_resume(gate.run_id, expected).epoch
+            # decide_gate chained gate_decided; the engine records run_resumed when it
+            # applies it
         run.recovery.frozen_on_load = load.froze
         runs.paused.pop(gate_id, None)
     assert run.gating.pending_gate is not None
@@ -65,6 +99,23 @@ def load_paused(settings: EngineSettings, gate_id: str, decision: GateDecision) 
         _take_value(run, decision.value)
     run.spend.leg_started = settings.clock()
     runs.enter(run.run_id)
+    return run
+
+
+def _decided_in_memory(
+    settings: EngineSettings, gate_id: str, decision: GateDecision, run: Run | None
+) -> Run:
+    """(no store) The run paused at ``gate_id`` in this engine, its gate decided
+    here; raises ``GateAlreadyDecided`` or ``GateNotFound``."""
+    runs = settings.runs
+    if run is None:
+        done = runs.decided.get(gate_id)
+        if done is not None:
+            raise GateAlreadyDecided(gate_id, done[0], done[1], iso_utc(done[2]))
+        raise GateNotFound(f"no pending gate {gate_id!r} in this engine (and no store)")
+    del runs.paused[gate_id]
+    status = GateStatus.APPROVED if decision.approved else GateStatus.REJECTED
+    runs.decided[gate_id] = (status, decision.by, time.time())
     return run
 
 
@@ -122,71 +173,6 @@ def _take_value(run: Run, value: Any) -> None:
     proposals[pg.proposal_index] = proposals[pg.proposal_index]._replace(content=value)
 
 
-def check_suggestors(engine: EngineSettings, recorded: list[str]) -> None:
-    """Raise ``ResumeError`` naming missing or extra suggestors."""
-    mine = set(engine.registry.names)
-    theirs = set(recorded)
-    if mine != theirs:
-        missing = sorted(theirs - mine)
-        extra = sorted(mine - theirs)
-        raise ResumeError(
-            "the engine's suggestors differ from the run's: "
-            f"missing {missing or 'none'}, extra {extra or 'none'}"
-        )
-
-
-def load_paused_from_store(
-    engine: EngineSettings, gate_id: str, decision: GateDecision, in_memory: Run | None
-) -> Run:
-    """Decide the gate in the store (compare-and-set), claim the run, load its state.
-
-    Raises ``GateNotFound``, ``GateAlreadyDecided``, ``GateExpired``,
-    ``ResumeError`` (other suggestors, corrupted checkpoint) or ``RunBusy``.
-    Everything is validated before the compare-and-set, so bad input changes nothing.
-    """
-    store = engine.store
-    assert store is not None
-    gate = store.get_gate(gate_id)
-    if gate.status != GateStatus.PENDING:
-        raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, iso_utc(gate.decided_at))
-    if in_memory is not None:
-        run = in_memory
-        expected: int | None = run.recovery.epoch
-    else:
-        try:
-            checkpoint = store.load_checkpoint(gate.run_id)
-            expected = checkpoint.get("run_epoch")
-            check_suggestors(engine, list(checkpoint.get("suggestors", [])))
-            run = Run.from_checkpoint(checkpoint, gate)
-        except ResumeError:
-            # a racing approver may have decided the gate and finished the run (its
-            # checkpoint dropped or replaced) since we read the gate: say so
-            now = store.get_gate(gate_id)
-            if now.status != GateStatus.PENDING:
-                raise GateAlreadyDecided(
-                    gate_id, now.status, now.decided_by, iso_utc(now.decided_at)
-                ) from None
-            raise
-    if gate.expires_at is not None and time.time() > gate.expires_at:
-        timeout_decision = GateDecision(
-            approved=gate.on_timeout == "approve", by="timeout", reason="gate expired"
-        )
-        store.decide_gate(gate_id, timeout_decision, GateStatus.EXPIRED)
-        raise GateExpired(
-            f"gate {gate_id} expired; decided by on_timeout={gate.on_timeout!r}. "
-            f"Resume the run with `converge resume {gate.run_id}` "
-            f"(Engine.resume_run in Python)"
-        )
-    status = GateStatus.APPROVED if decision.approved else GateStatus.REJECTED
-    store.decide_gate(gate_id, decision, status)
-    # the claim expects the epoch the checkpoint was read at: if another process
-    # claimed the run since (a resume after this decision), it continues and this
-    # one gets RunBusy; the recorded decision (value included) is what it applies
-    run.recovery.epoch = store.claim_resume(gate.run_id, expected).epoch
-    # decide_gate chained gate_decided; the engine records run_resumed when it applies it
-    return run
-
-
 def recorded_decision(gate: GateRecord, value: Any = None) -> GateDecision:
     """The decision stored on a decided gate (an expired one: its ``on_timeout``),
     with ``value``, the human answer its chained ``gate_decided`` event carries."""
@@ -233,7 +219,6 @@ def load_stopped_from_store(
     store = engine.store
     assert store is not None
     checkpoint = store.load_checkpoint(run_id)
-    check_suggestors(engine, list(checkpoint.get("suggestors", [])))
     pending = checkpoint.get("pending_gate")
     gate: GateRecord | None = None
     if pending is not None:
@@ -247,7 +232,7 @@ def load_stopped_from_store(
                 f"`converge approve {gate_id} --by NAME` or "
                 f"`converge reject {gate_id} --by NAME --reason WHY`"
             )
-    run = Run.from_checkpoint(checkpoint, gate)
+    run = Run.from_checkpoint(checkpoint, gate, engine.registry.names)
     if run.gating.pending_gate is not None and gate is not None:
         decision = recorded_decision(gate, recorded_value(store, gate))
         run.gating.pending_gate.decision = decision

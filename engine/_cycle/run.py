@@ -22,13 +22,14 @@ another process; it is the sum of the slices (:data:`CHECKPOINT_VERSION`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from engine._cycle.run_parts import Cursor, Gating, Integrity, PendingGate, Recovery, Spend
 from engine.budget import Budget
 from engine.context import Context, FactIndex
 from engine.errors import ResumeError
-from engine.facts import dict_prefix, fact_row, facts_of_dicts, facts_of_rows
+from engine.facts import Fact, Provenance, fact_row
 from engine.store import BatchItem, GateRecord
 
 __all__ = [
@@ -131,8 +132,22 @@ class Run:
         return {k: parts[k] for k in _ORDER}
 
     @staticmethod
-    def from_checkpoint(data: dict[str, Any], gate: GateRecord | None = None) -> Run:
-        """Rebuild a run from :meth:`to_checkpoint`; raises ``ResumeError`` if corrupted."""
+    def from_checkpoint(
+        data: dict[str, Any],
+        gate: GateRecord | None = None,
+        suggestors: Sequence[str] | None = None,
+    ) -> Run:
+        """Rebuild a run from :meth:`to_checkpoint`, to go on with ``suggestors`` (the
+        engine's; None: not checked): raises ``ResumeError`` naming the suggestors
+        missing or extra, or when the checkpoint is corrupted."""
+        recorded = set(data.get("suggestors", []))
+        if suggestors is not None and recorded != set(suggestors):
+            missing = sorted(recorded - set(suggestors))
+            extra = sorted(set(suggestors) - recorded)
+            raise ResumeError(
+                "the engine's suggestors differ from the run's: "
+                f"missing {missing or 'none'}, extra {extra or 'none'}"
+            )
         try:
             if data.get("version") != CHECKPOINT_VERSION:
                 raise ResumeError(f"checkpoint version {data.get('version')!r} is not supported")
@@ -140,26 +155,63 @@ class Run:
             run.run_id = str(data["run_id"])
             run.budget = Budget.model_validate(data["budget"])
             rows = data["facts"]
-            if rows and type(rows[0]) is dict:
-                # fact dicts first: a fork's inherited facts (engine.fork), also in
-                # its store's fact chunks; then the rows of the facts promoted since
-                dicts = dict_prefix(rows)
-                facts = facts_of_dicts(rows[:dicts])
-                if dicts < len(rows):
-                    facts += facts_of_rows(rows[dicts:])
-            else:
-                facts = facts_of_rows(rows)
+            # fact dicts first: a fork's inherited facts (engine.fork), also in its
+            # store's fact chunks; then the rows (fact_row) of the facts promoted since
+            dicts = dict_prefix(rows) if rows and type(rows[0]) is dict else 0
+            facts = facts_of_dicts(rows[:dicts]) if dicts else []
+            push = facts.append
+            new = tuple.__new__  # as the merge: skips the named tuples' own __new__
+            for fid, key, content, confidence, sug, cycle, pid, parents in (
+                rows[dicts:] if dicts else rows
+            ):
+                if type(fid) is not str or type(key) is not str or type(cycle) is not int:
+                    raise ValueError(f"bad fact row {fid!r}")
+                prov = new(Provenance, (sug, cycle, pid, tuple(parents)))
+                push(new(Fact, (fid, key, content, float(confidence), prov)))
             run.facts = FactIndex(facts)
-            run.cursor = Cursor.of(data, facts)
-            run.context = Context(run.facts, cycle=run.cursor.cycle)
+            run.context = Context(run.facts)
             run.events = []
+            run.cursor = Cursor.of(data, facts)
+            run.context.cycle = run.cursor.cycle
             run.spend = Spend.of(data)
             run.gating = Gating.of(data, run.run_id, gate)
+            run.recovery = Recovery(facts_inline=not data.get("facts_from_chunks", False))
             run.integrity = Integrity.of(data, len(facts))
-            run.recovery = Recovery()
-            run.recovery.facts_inline = not data.get("facts_from_chunks", False)
             return run
         except ResumeError:
             raise
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise ResumeError(f"corrupted checkpoint: {type(exc).__name__}: {exc}") from exc
+
+
+# -- a fork's inherited facts in a checkpoint: fact dicts, before the rows -----------
+
+
+def dict_prefix(rows: list[Any]) -> int:
+    """How many of ``rows`` are fact dicts: they come first (a fork's inherited
+    facts), so a binary search finds the end (a row out of place fails its load)."""
+    lo, hi = 0, len(rows)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if type(rows[mid]) is dict:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def facts_of_dicts(dicts: list[Any]) -> list[Fact]:
+    """Facts given as :func:`engine.facts.fact_to_dict` output, in order (raises ValueError,
+    KeyError or TypeError for other shapes)."""
+    new = tuple.__new__  # as the engine's merge: skips the named tuples' own __new__
+    fact_of = itemgetter("id", "key", "content", "confidence", "provenance")
+    provenance_of = itemgetter("suggestor", "cycle", "proposal_id", "parents")
+    built: list[Fact] = []
+    push = built.append
+    for fid, key, content, confidence, p in map(fact_of, dicts):
+        sug, cycle, pid, parents = provenance_of(p)
+        if type(fid) is not str or type(key) is not str or type(cycle) is not int:
+            raise ValueError(f"bad fact {fid!r}")
+        prov = new(Provenance, (sug, cycle, pid, tuple(parents)))
+        push(new(Fact, (fid, key, content, float(confidence), prov)))
+    return built

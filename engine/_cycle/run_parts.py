@@ -7,7 +7,7 @@ and its own slice of the checkpoint: :class:`Cursor` (where the run is),
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.criterion import CriterionReport
@@ -15,7 +15,7 @@ from engine.effect import Usage
 from engine.errors import ResumeError
 from engine.facts import Fact, Proposal, content_key, proposal_to_dict
 from engine.hitl import GateDecision
-from engine.integrity import MerkleFrontier, fact_leaf, merkle_scheme
+from engine.integrity import LEGACY, MerkleFrontier, fact_leaf, merkle_scheme
 from engine.result import ContinuationRecord
 from engine.stop import StopReason, parse_stop_reason, stop_reason_to_dict
 from engine.store import AuditEvent, GateRecord
@@ -296,15 +296,17 @@ class Integrity:
         ``facts_count`` facts is left for the resume to recompute."""
         self = cls.__new__(cls)
         self.leaves = []
-        scheme = merkle_scheme(data.get("facts_merkle"))
+        named = data.get("facts_merkle")
+        named = LEGACY if named is None else named
         merkle = data.get("merkle")
         frontier = None if merkle is None else MerkleFrontier.from_json(merkle)
-        if frontier is None or frontier.count != facts_count or frontier.scheme != scheme:
-            frontier = MerkleFrontier(scheme=scheme)
+        if frontier is None or frontier.count != facts_count or frontier.scheme != named:
+            frontier = MerkleFrontier(scheme=merkle_scheme(data.get("facts_merkle")))
         self.frontier = frontier
         return self
 
 
+@dataclass(slots=True, eq=False)
 class Recovery:
     """What a resume must know: what a dead process recorded after the checkpoint
     (``replayed`` facts by id, ``replayed_gates``), so that the replayed cycles do
@@ -313,22 +315,12 @@ class Recovery:
     store's fencing ``epoch`` of this process's claim; and whether checkpoints carry
     every fact (``facts_inline``: after a crash replay, or from one that did)."""
 
-    __slots__ = (
-        "epoch",
-        "facts_inline",
-        "frozen_on_load",
-        "replayed",
-        "replayed_gates",
-        "resumed_from",
-    )
-
-    def __init__(self) -> None:
-        self.replayed: dict[str, dict[str, Any]] = {}
-        self.replayed_gates: set[str] = set()
-        self.resumed_from = "stop"
-        self.frozen_on_load = False
-        self.epoch = 0
-        self.facts_inline = False
+    replayed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    replayed_gates: set[str] = field(default_factory=set)
+    resumed_from: str = "stop"
+    frozen_on_load: bool = False
+    epoch: int = 0
+    facts_inline: bool = False
 
     def drop_replayed(self, events: list[AuditEvent]) -> tuple[list[AuditEvent], list[str]]:
         """``events`` without those a crashed process recorded already, and the ids

@@ -6,7 +6,8 @@ Before a cycle: a cancel → ``UserCancelled``; the time budget used up →
 eligible suggestors are the subscribers of the keys that changed in the previous
 cycle (every key present in cycle 1), the dependency-free ones and those whose
 execution was cut in the previous cycle (before a resume too), in registration
-order, filtered by ``accepts(ctx)``; none is a fixed point.
+order, filtered by ``accepts(ctx)``; none is a fixed point. The step is
+:class:`Prelude`.
 """
 
 from __future__ import annotations
@@ -15,114 +16,107 @@ import time
 
 from engine._cycle.accounting import elapsed_ms, ms
 from engine._cycle.collection import describe, record_failure
+from engine._cycle.cycling import Cycling, End
+from engine._cycle.execution import Execute
 from engine._cycle.judgement import fixed_point, stop, stop_or_continue
-from engine._cycle.run import Run
-from engine.result import RunResult
-from engine.settings import EngineSettings
 from engine.stop import CycleBudgetExhausted, TimeBudgetExhausted, UserCancelled
 from engine.store import AuditEvent
 
 
-def prelude(settings: EngineSettings, run: Run) -> list[int] | RunResult:
-    """Checks before a cycle, then the eligible suggestors (registration order);
-    the run's result when it ends here."""
-    if run.run_id in settings.runs.cancelled:
-        return stop(settings, run, [UserCancelled()])
-    budget = run.budget
-    if budget.max_seconds:
-        elapsed = elapsed_ms(settings, run)
-        if elapsed > budget.max_seconds * 1000:
+class Prelude:
+    """Before a cycle: a cancel, the time and cycle budgets, then the eligible
+    suggestors; none is a fixed point."""
+
+    __slots__ = ()
+
+    def run(self, cycle: Cycling) -> Execute | End:
+        """The :class:`Execute` of the eligible suggestors (registration order), or
+        the run's end."""
+        settings, run = cycle.settings, cycle.run
+        if run.run_id in settings.runs.cancelled:
+            return End(stop(settings, run, [UserCancelled()]))
+        budget = run.budget
+        if budget.max_seconds:
+            elapsed = elapsed_ms(settings, run)
+            if elapsed > budget.max_seconds * 1000:
+                r = stop_or_continue(
+                    settings,
+                    run,
+                    [TimeBudgetExhausted(duration_ms=elapsed, limit_ms=ms(budget.max_seconds))],
+                )
+                if r is not None:
+                    return End(r)
+        ctx = run.context
+        ctx.cycle = run.cursor.cycle + 1
+        # the eligible suggestors, in O(subscribers of the dirty keys + dependency-free
+        # suggestors + cut ones): those whose execution was cut run again
+        dirty = run.cursor.dirty
+        cut = run.cursor.cut
+        reg = settings.registry
+        run.cursor.dirty = set()
+        ordered: list[int]
+        if len(dirty) == 1 and not reg.dependency_free and not cut:
+            # one changed key: its subscribers are already in registration order
+            for key in dirty:
+                ordered = reg.subscribers.get(key) or []
+        else:
+            candidates: set[int] = set(reg.dependency_free)
+            for key in dirty:
+                s = reg.subscribers.get(key)
+                if s is not None:
+                    candidates.update(s)
+            if cut:  # executions cut last cycle (or before a resume) run again
+                run.cursor.cut = []
+                index = reg.index
+                candidates.update(index[name] for name in cut if name in index)
+            ordered = sorted(candidates)
+        accepts = reg.accepts
+        eligible: list[int] = []
+        for i in ordered:
+            accept = accepts[i]
+            if accept is None:
+                eligible.append(i)
+                continue
+            try:
+                ok = accept(ctx)
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt | SystemExit):
+                    raise
+                # a failing accepts() counts as a failed execution of that suggestor
+                if record_failure(settings, run, reg.names[i], f"accepts raised {describe(exc)}"):
+                    signals = run.cursor.pending_signals  # on_error="stop"
+                    run.cursor.pending_signals = []
+                    return End(stop(settings, run, signals))
+                continue
+            if ok:
+                eligible.append(i)
+        if not eligible:
+            return End(fixed_point(settings, run, list(run.cursor.pending_signals)))
+        if budget.max_cycles and run.cursor.cycle >= budget.max_cycles:
+            run.cursor.dirty = dirty  # kept: a resumed run wakes the same subscribers
+            run.cursor.cut = cut  # and runs the work cut before
             r = stop_or_continue(
                 settings,
                 run,
-                [TimeBudgetExhausted(duration_ms=elapsed, limit_ms=ms(budget.max_seconds))],
+                [CycleBudgetExhausted(cycles_executed=run.cursor.cycle, limit=budget.max_cycles)],
             )
             if r is not None:
-                return r
-    ctx = run.context
-    ctx.cycle = run.cursor.cycle + 1
-    dirty = run.cursor.dirty
-    cut = run.cursor.cut
-    eligible = eligible_suggestors(settings, run)
-    if eligible is None:  # accepts() raised and on_error="stop"
-        signals = run.cursor.pending_signals
-        run.cursor.pending_signals = []
-        return stop(settings, run, signals)
-    if not eligible:
-        return fixed_point(settings, run, list(run.cursor.pending_signals))
-    if budget.max_cycles and run.cursor.cycle >= budget.max_cycles:
-        run.cursor.dirty = dirty  # kept: a resumed run wakes the same subscribers
-        run.cursor.cut = cut  # and runs the work cut before
-        r = stop_or_continue(
-            settings,
-            run,
-            [CycleBudgetExhausted(cycles_executed=run.cursor.cycle, limit=budget.max_cycles)],
-        )
-        if r is not None:
-            ctx.cycle = run.cursor.cycle
-            return r
-        run.cursor.dirty = set()
-        run.cursor.cut = []
-    run.cursor.cycle += 1
-    if settings.store is not None:
-        names = settings.registry.names
-        run.events.append(
-            AuditEvent(
-                "cycle_started",
-                run.cursor.cycle,
-                {"eligible": [names[i] for i in eligible]},
-                time.time(),
-            )
-        )
-    return eligible
-
-
-def eligible_suggestors(settings: EngineSettings, run: Run) -> list[int] | None:
-    """Eligible suggestors in registration order; None when ``accepts`` raised and
-    ``on_error="stop"`` (the ``Error`` is in ``run.cursor.pending_signals``). Costs
-    O(subscribers of the dirty keys + dependency-free suggestors + cut ones): the
-    suggestors whose execution was cut (``run.cursor.cut``) are eligible again."""
-    ctx = run.context
-    dirty = run.cursor.dirty
-    reg = settings.registry
-    subs = reg.subscribers
-    run.cursor.dirty = set()
-    cut = run.cursor.cut
-    ordered: list[int]
-    if len(dirty) == 1 and not reg.dependency_free and not cut:
-        # one changed key: its subscribers are already in registration order
-        for key in dirty:
-            ordered = subs.get(key) or []
-    else:
-        candidates: set[int] = set(reg.dependency_free)
-        for key in dirty:
-            s = subs.get(key)
-            if s is not None:
-                candidates.update(s)
-        if cut:  # executions cut last cycle (or before a resume) run again
+                ctx.cycle = run.cursor.cycle
+                return End(r)
+            run.cursor.dirty = set()
             run.cursor.cut = []
-            index = reg.index
-            candidates.update(index[name] for name in cut if name in index)
-        ordered = sorted(candidates)
-    if not ordered:
-        return []
-    accepts = reg.accepts
-    out: list[int] = []
-    for i in ordered:
-        accept = accepts[i]
-        if accept is None:
-            out.append(i)
-            continue
-        try:
-            ok = accept(ctx)
-        except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt | SystemExit):
-                raise
-            # a failing accepts() counts as a failed execution of that suggestor
-            msg = f"accepts raised {describe(exc)}"
-            if record_failure(settings, run, reg.names[i], msg):
-                return None
-            continue
-        if ok:
-            out.append(i)
-    return out
+        run.cursor.cycle += 1
+        if settings.store is not None:
+            names = reg.names
+            run.events.append(
+                AuditEvent(
+                    "cycle_started",
+                    run.cursor.cycle,
+                    {"eligible": [names[i] for i in eligible]},
+                    time.time(),
+                )
+            )
+        return Execute(eligible)
+
+
+PRELUDE = Prelude()

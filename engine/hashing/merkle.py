@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from engine.hashing.canonical import FactLike, fact_json
 
@@ -118,6 +119,7 @@ def facts_root(facts: Iterable[FactLike], scheme: str = RFC6962) -> str:
     return root_of_leaves([fact_leaf(f, scheme) for f in facts], scheme)
 
 
+@dataclass(slots=True, eq=False)
 class MerkleFrontier:
     """The Merkle root of :func:`root_of_leaves`, kept incrementally in O(log n).
 
@@ -126,25 +128,13 @@ class MerkleFrontier:
     keeps the root of each complete block, largest first, like a binary counter;
     the root folds them from the right. So a run's root costs one hash per fact
     as it goes, and a checkpoint carries a few dozen hashes instead of every leaf.
-    ``scheme`` is :data:`RFC6962` or :data:`LEGACY`.
+    ``count`` leaves in all, the blocks' ``nodes`` as ``(size, root)``; ``scheme`` is
+    :data:`RFC6962` or :data:`LEGACY`.
     """
 
-    __slots__ = ("count", "nodes", "scheme")
-
-    def __init__(
-        self,
-        count: int = 0,
-        nodes: list[tuple[int, bytes]] | None = None,
-        scheme: str = RFC6962,
-    ) -> None:
-        self.count = count
-        self.nodes: list[tuple[int, bytes]] = nodes or []
-        self.scheme = scheme
-
-    @property
-    def leaf_prefix(self) -> bytes:
-        """The bytes hashed before each leaf's data under this frontier's scheme."""
-        return LEAF_PREFIX[self.scheme]
+    count: int = 0
+    nodes: list[tuple[int, bytes]] = field(default_factory=list)
+    scheme: str = RFC6962
 
     def extend(self, leaves: Iterable[bytes]) -> None:
         """Append leaf hashes, in promotion order.
@@ -198,7 +188,9 @@ class MerkleFrontier:
         if not isinstance(data, list) or len(data) not in (2, 3):
             raise ValueError("a Merkle frontier is [count, nodes] or [count, nodes, scheme]")
         count, nodes = data[0], data[1]
-        scheme = merkle_scheme(data[2] if len(data) == 3 else None)
+        scheme = data[2] if len(data) == 3 else LEGACY
+        if scheme not in LEAF_PREFIX:
+            merkle_scheme(scheme)  # raises, naming it
         if type(count) is not int or not isinstance(nodes, list):
             raise ValueError("a Merkle frontier is [count, nodes]")
         parsed = [(int(size), bytes.fromhex(digest)) for size, digest in nodes]

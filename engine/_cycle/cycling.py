@@ -1,0 +1,50 @@
+"""What the steps of a cycle share: the leg of a run being driven, and the step
+answers that are no step (docs/architecture.md).
+
+Each step (``scheduling.Prelude``, ``execution.Execute``, ``collection.Collect``,
+``merge.Merge``, ``judgement.Judge``) lives beside the code it runs; its
+``run(cycle)`` takes the :class:`Cycling` of the leg and returns the next step,
+:data:`NEXT_CYCLE` (the driver starts the next cycle: a ``Prelude``, or the plain
+loop when it can take it) or :class:`End` (the run stopped or paused). The drivers
+that walk them are :mod:`engine._cycle.steps`'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from engine._cycle.collector import CollectorFreeze
+from engine._cycle.run import Run
+from engine.result import RunResult
+from engine.settings import EngineSettings
+
+
+@dataclass(slots=True)
+class Cycling:
+    """One leg of a run being driven: ``settings`` (the engine's), ``run`` (its
+    state), the collector ``freezer`` and, once an async suggestor runs on the sync
+    driver, its event loop ``runner``; ``plain``: the engine may take the plain
+    loop (:func:`engine._cycle.plain.plain_engine`)."""
+
+    settings: EngineSettings
+    run: Run
+    freezer: CollectorFreeze
+    plain: bool = False
+    runner: asyncio.Runner | None = None
+
+
+@dataclass(slots=True)
+class End:
+    """The run stopped or paused: its ``result``."""
+
+    result: RunResult
+
+
+class NextCycle:
+    """The judged cycle goes on: the driver starts the next one."""
+
+    __slots__ = ()
+
+
+NEXT_CYCLE = NextCycle()
