@@ -166,7 +166,7 @@ def test_the_incremental_merkle_root_equals_the_whole_tree_across_a_checkpoint(
 ) -> None:
     import hashlib
 
-    from engine.integrity import MerkleFrontier, root_of_leaves
+    from engine.hashing.merkle import MerkleFrontier, root_of_leaves
 
     leaves = [hashlib.sha256(str(i).encode()).digest() for i in range(n)]
     before = MerkleFrontier()

@@ -31,7 +31,7 @@ from converge.run_diff import diff_runs, snapshot
 from engine import Budget, Context, Engine, Proposal, RunNotFound, suggestor
 from engine.facts import canonical_json
 from engine.fork import ForkError
-from engine.integrity import RFC6962, facts_root
+from engine.hashing.merkle import RFC6962, facts_root
 from examples.oscillator import ping, pong
 from tests.hitlfixtures import STORES, opened_store
 

@@ -24,8 +24,8 @@ from engine._cycle.judgement import JUDGE, Judge, pause
 from engine._cycle.run import PendingGate, Run
 from engine.errors import ResumeError
 from engine.facts import MAX_INT, Fact, Proposal, Provenance, canonical_json, content_key
+from engine.hashing.merkle import LEAF_PREFIX
 from engine.hitl import HitlPolicy
-from engine.integrity import LEAF_PREFIX
 from engine.settings import EngineSettings
 from engine.stop import Error, ErrorCategory, HitlGatePending, PromotionRejected, StopReason
 from engine.store import AuditEvent, GateRecord, PromotedFacts

@@ -14,8 +14,8 @@ from engine.criterion import CriterionReport
 from engine.effect import Usage
 from engine.errors import ResumeError
 from engine.facts import Fact, Proposal, content_key, proposal_to_dict
+from engine.hashing.merkle import LEGACY, MerkleFrontier, fact_leaf, merkle_scheme
 from engine.hitl import GateDecision
-from engine.integrity import LEGACY, MerkleFrontier, fact_leaf, merkle_scheme
 from engine.result import ContinuationRecord
 from engine.stop import StopReason, parse_stop_reason, stop_reason_to_dict
 from engine.store import AuditEvent, GateRecord
