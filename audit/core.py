@@ -91,6 +91,10 @@ class StoreCore:
         self.known_fingerprint: str | None = None
         """The key fingerprint the store records, as far as this object knows (None:
         not known to be keyed; ``audit.store_key`` reads it again before refusing)."""
+        self.run_heads: dict[str, tuple[str, int, int]] = {}
+        """Per run id, the chain head, last seq and facts count this process last wrote
+        to its ``runs`` row (maybe in a transaction that rolled back): what
+        :mod:`audit.head_cas` compares-and-sets against."""
         self.claim_epochs: dict[str, int] = {}
         """Per run id this process writes, the fencing epoch of its claim (start_run:
         0); a write finding another epoch in the run's row is refused (RunSuperseded)."""

@@ -5,7 +5,9 @@ IMMEDIATE``, PostgreSQL ``SELECT ... FOR UPDATE``): the previous hash and ``seq`
 come from that row, so several writer processes can share one database. The
 rows are built by :func:`audit.writer.chain_batch` and inserted in bulk by the
 store's :class:`audit.writer.BulkInserter`; every commit moves the run's head and
-appends a ledger entry.
+appends a ledger entry. On PostgreSQL a small batch chained after the head this
+process last wrote goes in one statement instead (:mod:`audit.head_cas`), the
+locking write taking over when the row moved.
 
 A large batch (and a periodic checkpoint referring to the fact chunks) is chained
 here against the head the queued batches will leave (a *prediction*) and
@@ -30,6 +32,7 @@ from audit.checkpoints import (
 )
 from audit.core import StoreCore
 from audit.crosscheck import TERMINAL
+from audit.head_cas import append_known
 from audit.sequencer import record_head
 from audit.tables import runs
 from audit.writer import ChainedBatch, Prediction, QueuedBatch, chain_batch
@@ -91,6 +94,7 @@ def move_head(
         .values(head_hash=head, last_seq=seq, cycles=cycles, facts_count=facts)
     )
     record_head(store, conn, run_id, seq, head)
+    store.run_heads[run_id] = (head, seq, facts)
 
 
 def append_checkpointed(
@@ -129,6 +133,8 @@ def append_events(store: StoreCore, run_id: str, events: Sequence[BatchItem]) ->
     limit = store.write_behind_events
     if limit is None or sum(len(e) if type(e) is PromotedFacts else 1 for e in events) < limit:
         store.wait_written(run_id)
+        if append_known(store, run_id, events):  # PostgreSQL: one statement, one round trip
+            return
         with store.transaction() as conn:
             append(store, conn, run_id, events)
         return

@@ -96,9 +96,31 @@ def _append(
         values.append(
             {"seq": seq, "run_id": run_id, "last_seq": last_seq, "head": head, "hash": prev}
         )
-    conn.execute(insert(ledger), values)
+    if conn.dialect.name == "postgresql" and len(values) > 1:
+        conn.exec_driver_sql(_PG_APPEND, _arrays(values, _LEDGER_COLUMNS))
+    else:
+        conn.execute(insert(ledger), values)
     conn.execute(update(meta).where(meta.c.key == LEDGER_HEAD).values(value=f"{seq}:{prev}"))
     return seq, prev
+
+
+_LEDGER_COLUMNS = ("seq", "run_id", "last_seq", "head", "hash")
+_PG_APPEND = (
+    f"INSERT INTO {ledger.name} (seq, run_id, last_seq, head, hash) "
+    "SELECT * FROM unnest(%(seq)b::int[], %(run_id)b::text[], %(last_seq)b::int[], "
+    "%(head)b::text[], %(hash)b::text[])"
+)
+"""(PostgreSQL) A batch's ledger entries in one statement: one binary array per column."""
+_PG_CLEAR = (
+    f"DELETE FROM {ledger_pending.name} p USING unnest(%(run_id)b::text[], "
+    "%(last_seq)b::int[]) AS k(run_id, last_seq) "
+    "WHERE p.run_id = k.run_id AND p.last_seq = k.last_seq"
+)
+"""(PostgreSQL) The pending heads integrated, deleted by one statement of fixed text."""
+
+
+def _arrays(values: Sequence[dict[str, Any]], columns: Sequence[str]) -> dict[str, list[Any]]:
+    return {c: [v[c] for v in values] for c in columns}
 
 
 def _forward(rows: Sequence[Any]) -> list[tuple[str, int, str]]:
@@ -121,8 +143,14 @@ def _forward(rows: Sequence[Any]) -> list[tuple[str, int, str]]:
 
 def _clear(conn: Connection, rows: Sequence[Any]) -> None:
     """Delete the pending heads just integrated (and no head committed since)."""
-    keys = [(r[0], r[1]) for r in rows]
-    conn.execute(delete(ledger_pending).where(tuple_(_pending.run_id, _pending.last_seq).in_(keys)))
+    if conn.dialect.name == "postgresql":
+        keys = {"run_id": [r[0] for r in rows], "last_seq": [r[1] for r in rows]}
+        conn.exec_driver_sql(_PG_CLEAR, keys)
+        return
+    pairs = [(r[0], r[1]) for r in rows]
+    conn.execute(
+        delete(ledger_pending).where(tuple_(_pending.run_id, _pending.last_seq).in_(pairs))
+    )
 
 
 def _pass(

@@ -46,6 +46,7 @@ __all__ = [
     "IDLE_S",
     "LEADER_LOCK",
     "LedgerSequencer",
+    "head_recorded",
     "record_head",
     "start_sequencing",
     "stop_sequencing",
@@ -79,6 +80,15 @@ def record_head(store: StoreCore, conn: Connection, run_id: str, last_seq: int, 
         _RECORD,
         {"run_id": run_id, "last_seq": last_seq, "head": head, "committed_at": timing.clock()},
     )
+    head_recorded(store, run_id, last_seq, head)
+
+
+def head_recorded(store: StoreCore, run_id: str, last_seq: int, head: str) -> None:
+    """The run's new head was inserted into ``ledger_pending`` (by :func:`record_head`,
+    or by the commit's own statement: :mod:`audit.head_cas`): this process's
+    sequencer is started on its first head and woken after ``timing.batch`` of them
+    (the head's run, ``last_seq`` and hash are for whoever watches the heads)."""
+    timing = store.ledger_timing
     timing.recorded += 1
     timing.ever_recorded = True
     if not timing.background:

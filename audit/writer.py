@@ -17,7 +17,7 @@ import contextlib
 import json
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +69,16 @@ class FactRows:
     texts: list[str]
     hashes: list[str]
     ids: list[str]
+
+    def numbered(self) -> Iterator[tuple[int, str, str, str]]:
+        """``(seq, text, hash, fact_id)`` of each fact, in order."""
+        return zip(
+            range(self.seq0, self.seq0 + len(self.texts)),
+            self.texts,
+            self.hashes,
+            self.ids,
+            strict=True,
+        )
 
 
 @dataclass(slots=True)
@@ -295,13 +305,7 @@ class BulkInserter:
                     "".join(
                         [
                             f"{head}{seq}{body}{_copy_text(text)}\t{digest}\t{_copy_text(fid)}\n"
-                            for seq, text, digest, fid in zip(
-                                range(seg.seq0, seg.seq0 + len(seg.texts)),
-                                seg.texts,
-                                seg.hashes,
-                                seg.ids,
-                                strict=True,
-                            )
+                            for seq, text, digest, fid in seg.numbered()
                         ]
                     )
                 )
@@ -320,9 +324,9 @@ def _copy_text(value: str) -> str:
 def _fact_tuples(batch: ChainedBatch) -> list[tuple[Any, ...]]:
     rid = batch.run_id
     return [
-        (rid, seg.seq0 + i, seg.cycle, "fact_promoted", seg.ts, text, digest, fid)
+        (rid, seq, seg.cycle, "fact_promoted", seg.ts, text, digest, fid)
         for seg in batch.facts
-        for i, (text, digest, fid) in enumerate(zip(seg.texts, seg.hashes, seg.ids, strict=True))
+        for seq, text, digest, fid in seg.numbered()
     ]
 
 

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-import audit.events
-import audit.runs
+import audit.head_cas
 import audit.sequencer
 from audit import SqlRunStore, open_store
 from audit.integration import pending_count
@@ -126,16 +125,17 @@ def assert_ledger_in_order(store: SqlRunStore, heads: list[tuple[str, int, str]]
 
 @pytest.fixture
 def recorded_heads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, str]]:
-    """Every head any commit of this process records, as (run_id, last_seq, head)."""
+    """Every head any commit of this process records pending, as (run_id, last_seq,
+    head): through ``record_head`` or in the commit's own statement (audit.head_cas)."""
     heads: list[tuple[str, int, str]] = []
     lock = threading.Lock()
-    original = audit.sequencer.record_head
+    original = audit.sequencer.head_recorded
 
-    def spy(store: Any, conn: Any, run_id: str, last_seq: int, head: str) -> None:
-        original(store, conn, run_id, last_seq, head)
+    def spy(store: Any, run_id: str, last_seq: int, head: str) -> None:
+        original(store, run_id, last_seq, head)
         with lock:
             heads.append((run_id, last_seq, head))
 
-    monkeypatch.setattr(audit.events, "record_head", spy)
-    monkeypatch.setattr(audit.runs, "record_head", spy)
+    monkeypatch.setattr(audit.sequencer, "head_recorded", spy)
+    monkeypatch.setattr(audit.head_cas, "head_recorded", spy)
     return heads
