@@ -94,7 +94,8 @@ class StoreCore:
         self.run_heads: dict[str, tuple[str, int, int]] = {}
         """Per run id, the chain head, last seq and facts count this process last wrote
         to its ``runs`` row (maybe in a transaction that rolled back): what
-        :mod:`audit.head_cas` compares-and-sets against."""
+        :mod:`audit.head_cas` compares-and-sets against; dropped when the run stops or
+        pauses, so a long-lived process keeps only the runs it is writing."""
         self.claim_epochs: dict[str, int] = {}
         """Per run id this process writes, the fencing epoch of its claim (start_run:
         0); a write finding another epoch in the run's row is refused (RunSuperseded)."""

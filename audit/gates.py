@@ -70,6 +70,7 @@ def pause_run(
         )
         put_checkpoint(store, conn, run_id, checkpoint, blob)
         conn.execute(update(runs).where(runs.c.run_id == run_id).values(**outcome_values(outcome)))
+    store.run_heads.pop(run_id, None)  # a resume, here or elsewhere, locks the row again
 
 
 def get_gate(store: StoreCore, gate_id: str) -> GateRecord:

@@ -97,6 +97,7 @@ def test_each_cycle_of_a_run_is_one_statement_and_the_ledger_gets_every_head(
     assert calls["locked"] <= 5  # the first cycle, a checkpoint, the end
     _ok(store, "cas-run")
     assert_ledger_in_order(store, recorded_heads)
+    assert "cas-run" not in store.run_heads  # a process serving many runs keeps none it ended
     store.close()
 
 
