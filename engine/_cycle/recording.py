@@ -74,11 +74,11 @@ def record_stop(
     run is resumable); ``result``, or an ``Error(storage)`` result if the write failed."""
     assert settings.store is not None
     reason = result.stop_reason
-    outcome, payload = run_outcome(run, RunStatus.STOPPED, reason, result)
     for s in ordered:
         run.events.append(
             AuditEvent("stop_signal", run.cursor.cycle, s.model_dump(mode="json"), time.time())
         )
+    outcome, payload = run_outcome(run, RunStatus.STOPPED, reason, result)
     payload["budget_status"] = result.budget_status.model_dump(mode="json")
     run.events.append(AuditEvent("run_stopped", run.cursor.cycle, payload, time.time()))
     checkpoint = checkpoint_of(settings, run) if reason.is_resumable() else None

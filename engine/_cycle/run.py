@@ -140,15 +140,15 @@ class Run:
         """Rebuild a run from :meth:`to_checkpoint`, to go on with ``suggestors`` (the
         engine's; None: not checked): raises ``ResumeError`` naming the suggestors
         missing or extra, or when the checkpoint is corrupted."""
-        recorded = set(data.get("suggestors", []))
-        if suggestors is not None and recorded != set(suggestors):
-            missing = sorted(recorded - set(suggestors))
-            extra = sorted(set(suggestors) - recorded)
-            raise ResumeError(
-                "the engine's suggestors differ from the run's: "
-                f"missing {missing or 'none'}, extra {extra or 'none'}"
-            )
         try:
+            recorded = set(data.get("suggestors", []))
+            if suggestors is not None and recorded != set(suggestors):
+                missing = sorted(recorded - set(suggestors))
+                extra = sorted(set(suggestors) - recorded)
+                raise ResumeError(
+                    "the engine's suggestors differ from the run's: "
+                    f"missing {missing or 'none'}, extra {extra or 'none'}"
+                )
             if data.get("version") != CHECKPOINT_VERSION:
                 raise ResumeError(f"checkpoint version {data.get('version')!r} is not supported")
             run = Run.__new__(Run)  # its parts from the checkpoint, not from scratch
