@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select
 
-from audit.core import StoreCore, json_compact
+from audit.core import PENDING_FOLDS, StoreCore, json_compact
 from audit.crosscheck import CHECKPOINTED, TERMINAL
 from audit.json_text import loads as _loads
 from audit.run_header import read_header
@@ -54,11 +54,25 @@ def checkpoint_blob(run_id: str, checkpoint: dict[str, Any], chunks: str) -> str
 
 def chunks_digest(store: StoreCore, conn: Connection, run_id: str, count: int) -> str:
     """The sha256 chain of the digests of the chunks holding facts 0..count-1;
-    ``StoreError`` when they do not hold exactly those."""
-    digest, at = GENESIS, 0
+    ``StoreError`` when they do not hold exactly those.
+
+    Folds on from the chunks a committed transaction of this process last folded
+    (``StoreCore.chunk_folds``) or this transaction did: a periodic checkpoint reads
+    the chunks written since the one before, not all of the run's. Chunks below that
+    are taken as they were read then; one changed since no longer matches the
+    checkpoint's digest when a resume reads it (:func:`read_chunks`).
+    """
+    pending: dict[str, tuple[int, str]] = conn.info.setdefault(PENDING_FOLDS, {})
+    at, digest = pending.get(run_id) or store.chunk_folds.get(run_id) or (0, GENESIS)
+    if at > count:
+        at, digest = 0, GENESIS
     rows = conn.execute(
         select(fact_chunks.c.first, fact_chunks.c.count, fact_chunks.c.digest)
-        .where(fact_chunks.c.run_id == run_id, fact_chunks.c.first < count)
+        .where(
+            fact_chunks.c.run_id == run_id,
+            fact_chunks.c.first >= at,
+            fact_chunks.c.first < count,
+        )
         .order_by(fact_chunks.c.first)
     )
     for first, n, chunk_digest in rows:
@@ -71,6 +85,7 @@ def chunks_digest(store: StoreCore, conn: Connection, run_id: str, count: int) -
             f"audit store {store.shown}: the fact chunks of run {run_id} hold {at} of "
             f"its {count} facts; cannot checkpoint it by reference"
         )
+    pending[run_id] = (count, digest)
     return digest
 
 

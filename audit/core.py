@@ -30,6 +30,10 @@ json_compact: Callable[[Any], str] = json.JSONEncoder(
 ).encode
 """Compact JSON text (no spaces, non-ASCII kept) of the values the store keeps as text."""
 
+PENDING_FOLDS = "converge_chunk_folds"
+"""The key of ``Connection.info`` under which a transaction keeps the chunk folds it
+computed (run id -> facts count, digest chain), kept by the store once it commits."""
+
 
 class StoreCore:
     """The state of one audit store on a SQLAlchemy engine (see :class:`audit.store.SqlRunStore`).
@@ -96,11 +100,23 @@ class StoreCore:
         to its ``runs`` row (maybe in a transaction that rolled back): what
         :mod:`audit.head_cas` compares-and-sets against; dropped when the run stops or
         pauses, so a long-lived process keeps only the runs it is writing."""
+        self.chunk_folds: dict[str, tuple[int, str]] = {}
+        """Per run id this process writes, the facts count and the digest chain of the
+        fact chunks holding them, as a committed transaction last read or wrote them: a
+        periodic checkpoint folds only the chunks after it (:func:`audit.checkpoints.
+        chunks_digest`); dropped with :attr:`run_heads`."""
         self.claim_epochs: dict[str, int] = {}
         """Per run id this process writes, the fencing epoch of its claim (start_run:
         0); a write finding another epoch in the run's row is refused (RunSuperseded)."""
         self.taken_runs: set[str] = set()
         """Queued run ids this process took (audit.run_queue): start_run fills their row."""
+
+    def forget_run(self, run_id: str) -> None:
+        """Drop what this process kept of the run's writes (its last head, its chunk
+        fold): the run stopped or paused here, and its next write, here or elsewhere,
+        reads them from the database again."""
+        self.run_heads.pop(run_id, None)
+        self.chunk_folds.pop(run_id, None)
 
     @contextmanager
     def transaction(self, *, write: bool = True, settle: bool = True) -> Iterator[Connection]:
@@ -117,8 +133,13 @@ class StoreCore:
                 elif self.is_postgres:
                     # a consistent snapshot across the statements of a read
                     conn.execution_options(isolation_level="REPEATABLE READ")
-                with conn.begin():
-                    yield conn
+                try:
+                    with conn.begin():
+                        yield conn
+                finally:  # conn.info outlives the checkout: never left for the next one
+                    folds = conn.info.pop(PENDING_FOLDS, None)
+                if folds:  # committed: what the transaction folded holds
+                    self.chunk_folds.update(folds)
             if write:
                 after_write_commit()
         except ConvergeError:

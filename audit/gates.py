@@ -70,7 +70,7 @@ def pause_run(
         )
         put_checkpoint(store, conn, run_id, checkpoint, blob)
         conn.execute(update(runs).where(runs.c.run_id == run_id).values(**outcome_values(outcome)))
-    store.run_heads.pop(run_id, None)  # a resume, here or elsewhere, locks the row again
+    store.forget_run(run_id)  # a resume, here or elsewhere, locks the row again
 
 
 def get_gate(store: StoreCore, gate_id: str) -> GateRecord:
@@ -197,6 +197,7 @@ def claim_resume(
             raise RunBusy(f"run {run_id} was claimed by another process first")
         store.claim_epochs[run_id] = epoch
         store.predicted_heads.pop(run_id, None)
+        store.chunk_folds.pop(run_id, None)  # the leg folds the chunks as they are now
         if events:  # the leg's first events go with its claim: one unit of recovery
             append(store, conn, run_id, events)
     store.claim_epochs[run_id] = epoch

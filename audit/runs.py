@@ -162,7 +162,7 @@ def finish_run(
         put_checkpoint(store, conn, run_id, checkpoint, blob)
         if checkpoint is None:  # nothing will resume from the chunks
             conn.execute(delete(fact_chunks).where(fact_chunks.c.run_id == run_id))
-    store.run_heads.pop(run_id, None)  # no more commits of this run here: forget its head
+    store.forget_run(run_id)  # no more commits of this run here
 
 
 def outcome_values(outcome: RunOutcome) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
+import audit.checkpoints
 import audit.store
 from audit import SqlRunStore, open_store
 from engine import (
@@ -29,6 +30,9 @@ from engine import (
     suggestor,
 )
 from gates import require_approval
+from tests.ledgerfixtures import url
+
+__all__ = ["url"]  # a fixture, used by name
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -186,3 +190,58 @@ def test_a_failing_final_write_still_records_the_stop(tmp_path: Path) -> None:
     assert row.status == "stopped" and row.kind == "error"
     assert (row.cycles, row.facts_count) == (5, 6)
     assert store.verify("fail").ok
+
+
+def test_each_periodic_checkpoint_folds_only_the_chunks_written_since_the_last(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long run's checkpoints cost what their own cycles wrote, not the whole run
+    so far: the digest chain of the fact chunks is folded on from the last one (a
+    run of C cycles folds about C chunk digests, not C²/2 / checkpoint_every), and
+    the checkpoints it leaves still resume and verify."""
+    folds = 0
+    fold = audit.checkpoints.fold_digest
+
+    def counted(digest: str, chunk: str) -> str:
+        nonlocal folds
+        folds += 1
+        return fold(digest, chunk)
+
+    monkeypatch.setattr(audit.checkpoints, "fold_digest", counted)
+    store = open_store(url)
+
+    def make() -> Engine:
+        gate = require_approval(when=lambda p, c: p.key == "n" and p.content == 300)
+        engine = Engine(
+            budget=Budget(max_cycles=320), gates=[gate], store=store, checkpoint_every=10
+        )
+        return engine.register(counter)
+
+    first = make().run({"n": [0]}, run_id="long")
+    assert isinstance(first.stop_reason, HitlGatePending)
+    assert len(store.events("long", kinds=["checkpoint_saved"])) == 29
+    # one fact (so about one chunk) per cycle; folding from the start each time: ~4,600
+    assert folds <= 2 * 300, folds
+    assert not store.chunk_folds  # forgotten once the run paused
+    result = make().resume(first.stop_reason.gate_id, GateDecision.approve(by="alice"))
+    assert isinstance(result.stop_reason, CycleBudgetExhausted)
+    assert [f.content for f in result.context.get("n")] == list(range(321))
+    assert store.verify("long").ok
+    store.close()
+
+
+def test_a_chunk_fold_of_a_transaction_that_rolled_back_is_not_kept(tmp_path: Path) -> None:
+    """What a transaction folded is kept only once it commits: a rolled-back one (its
+    chunks gone with it) leaves nothing for the next checkpoint to fold on from."""
+    store = open_store(str(tmp_path / "rollback.db"))
+    gate = require_approval(when=lambda p, c: p.key == "n" and p.content == 20)
+    engine = Engine(budget=Budget(max_cycles=30), gates=[gate], store=store)
+    engine.register(counter).run({"n": [0]}, run_id="rb")
+    with pytest.raises(RuntimeError), store.transaction() as conn:
+        assert audit.checkpoints.chunks_digest(store, conn, "rb", 20)
+        raise RuntimeError("rolled back")
+    assert "rb" not in store.chunk_folds
+    with store.transaction() as conn:
+        audit.checkpoints.chunks_digest(store, conn, "rb", 20)
+    assert store.chunk_folds["rb"][0] == 20
+    store.close()
