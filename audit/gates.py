@@ -197,7 +197,7 @@ def claim_resume(
             raise RunBusy(f"run {run_id} was claimed by another process first")
         store.claim_epochs[run_id] = epoch
         store.predicted_heads.pop(run_id, None)
-        store.chunk_folds.pop(run_id, None)  # the leg folds the chunks as they are now
+        store.forget_run(run_id)  # the leg reads its head and chunks as they are now
         if events:  # the leg's first events go with its claim: one unit of recovery
             append(store, conn, run_id, events)
     store.claim_epochs[run_id] = epoch

@@ -144,13 +144,7 @@ def _params(
     batch: ChainedBatch, prev: str, prev_seq: int, facts: int, epoch: int | None, at: float
 ) -> tuple[str, dict[str, Any]]:
     """The statement for ``batch`` and its parameters."""
-    rows: list[tuple[Any, ...]] = [r[1:] for r in batch.rows]
-    for seg in batch.facts:
-        cycle, ts = seg.cycle, seg.ts
-        rows.extend(
-            (seq, cycle, "fact_promoted", ts, text, digest, fid)
-            for seq, text, digest, fid in seg.numbered()
-        )
+    rows = [r[1:] for r in batch.event_rows()]  # the run id comes from the moved row
     chunk = digest = None
     if batch.chunk:
         chunk, digest = batch.chunk_row()

@@ -106,6 +106,19 @@ class ChainedBatch:
     def __len__(self) -> int:
         return len(self.rows) + sum(len(f.texts) for f in self.facts)
 
+    def event_rows(self) -> list[tuple[Any, ...]]:
+        """Every event row of the batch as a tuple in :data:`EVENT_COLUMNS` order: the
+        single events, then one ``fact_promoted`` row per fact."""
+        rid = self.run_id
+        return [
+            *self.rows,
+            *[
+                (rid, seq, seg.cycle, "fact_promoted", seg.ts, text, digest, fid)
+                for seg in self.facts
+                for seq, text, digest, fid in seg.numbered()
+            ],
+        ]
+
     def chunk_row(self) -> tuple[str, str]:
         """The ``fact_chunks`` data of the batch and its sha256 (hex), built once."""
         if self._chunk_row is None:
@@ -251,7 +264,7 @@ class BulkInserter:
                 )
             rows = batch.rows
         else:
-            rows = [*batch.rows, *_fact_tuples(batch)]
+            rows = batch.event_rows()
         if rows:
             self._executemany(conn, rows)
 
@@ -319,15 +332,6 @@ def _copy_text(value: str) -> str:
     if "\t" in value or "\n" in value or "\r" in value:
         value = value.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
     return value
-
-
-def _fact_tuples(batch: ChainedBatch) -> list[tuple[Any, ...]]:
-    rid = batch.run_id
-    return [
-        (rid, seq, seg.cycle, "fact_promoted", seg.ts, text, digest, fid)
-        for seg in batch.facts
-        for seq, text, digest, fid in seg.numbered()
-    ]
 
 
 SWITCH_INTERVAL_S = 0.0003
