@@ -16,12 +16,20 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
 from sqlalchemy import Float, Integer, String, Table, Text
 from sqlalchemy.types import TypeDecorator
 
 from engine.facts import canonical_json
 
-__all__ = ["bad_cell", "json_cell", "of_type", "same_json"]
+__all__ = ["bad_cell", "json_cell", "loads", "of_type", "same_cell", "same_json"]
+
+
+JSON_COLUMNS = frozenset({"job_spec", "suggestors", "usage", "reason", "proposal", "extra"})
+"""The columns of ``runs`` and ``gates`` that hold JSON text."""
+
+TIME_COLUMNS = frozenset({"started_at", "ended_at", "opened_at", "expires_at", "decided_at"})
+"""The columns that hold unix seconds."""
 
 
 def _expected(column_type: Any) -> tuple[type, ...] | None:
@@ -87,3 +95,27 @@ def same_json(text: Any, value: Any) -> bool:
         return canonical_json(parsed) == canonical_json(value)
     except (TypeError, ValueError):
         return False
+
+
+def same_cell(column: str, cell: Any, value: Any) -> bool:
+    """True when a stored ``cell`` of ``column`` holds the chained ``value``."""
+    if column in JSON_COLUMNS:
+        return same_json(cell, value)
+    if value is None or cell is None:
+        return value is None and cell is None
+    if column in TIME_COLUMNS:
+        number = (int, float)
+        return of_type(cell, number) and of_type(value, number) and float(cell) == float(value)
+    return type(cell) is type(value) and bool(cell == value)
+
+
+# orjson parses a 100k-fact chunk or bundle several times faster than ``json``, but
+# refuses integers past 64 bits, which JSON and canonical JSON allow (a suggestor may
+# promote ``2**70``): loads falls back to ``json`` for those.
+def loads(text: str | bytes) -> Any:
+    """JSON text → value (orjson, or ``json`` for what orjson refuses but JSON
+    allows). Raises ``ValueError`` (``json.JSONDecodeError``) for text that is not JSON."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)

@@ -3,9 +3,8 @@ writer thread and the chain heads its queued batches will leave.
 
 :class:`StoreCore` holds that state, and runs one transaction at a time
 (``transaction``). :class:`audit.store.SqlRunStore` is built on it; the functions of the
-concept modules (``audit.schema``, ``audit.checkpoints``, ``audit.events``,
-``audit.runs``, ``audit.gates``, ``audit.queries``, ``audit.verify``) take it as
-their first argument, so none of them imports the façade.
+concept packages (``audit.trail``, ``audit.ledger``, ``audit.queries``, ``audit.verify``...)
+take it as their first argument, so none of them imports the façade.
 """
 
 from __future__ import annotations
@@ -13,15 +12,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Connection, Engine, Table, inspect, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from audit.faults import after_write_commit
-from audit.ledger_timing import ledger_timing
+from audit.ledger._timing import ledger_timing
+from audit.testing import after_write_commit
+from audit.trail._writer import BackgroundWriter, BulkInserter, Prediction, QueuedBatch
 from audit.url import WRITE, display_url, make_engine
-from audit.writer import BackgroundWriter, BulkInserter, Prediction, QueuedBatch
 from engine.errors import ConvergeError, StoreError
 from engine.hashing.chain import KEYED, PLAIN, hasher
 
@@ -55,6 +54,7 @@ class StoreCore:
         engine: Engine | None,
         commit: Callable[[str, list[QueuedBatch]], None],
         part_chars: int,
+        heads: HeadLedger,
     ) -> None:
         self.url = url
         self.shown = display_url(url)
@@ -73,6 +73,8 @@ class StoreCore:
         """When run heads reach the ledger: inline, or pending for a sequencer (a test
         may replace it)."""
         self.part_chars = part_chars
+        self.heads = heads
+        """Where each commit's new run head goes (the ledger's sequencing)."""
         """Characters in one stored part of a checkpoint's text."""
         self.inserter = BulkInserter(self.sql_engine)
         """Inserts a batch's event rows in bulk."""
@@ -94,22 +96,22 @@ class StoreCore:
         self._ready_tables: set[str] = set()
         self.known_fingerprint: str | None = None
         """The key fingerprint the store records, as far as this object knows (None:
-        not known to be keyed; ``audit.store_key`` reads it again before refusing)."""
+        not known to be keyed; ``audit.ledger._store_key`` reads it again before refusing)."""
         self.run_heads: dict[str, tuple[str, int, int]] = {}
         """Per run id, the chain head, last seq and facts count this process last wrote
         to its ``runs`` row (maybe in a transaction that rolled back): what
-        :mod:`audit.head_cas` compares-and-sets against; dropped when the run stops or
+        :mod:`audit.trail._head_cas` compares-and-sets against; dropped when the run stops or
         pauses, so a long-lived process keeps only the runs it is writing."""
         self.chunk_folds: dict[str, tuple[int, str]] = {}
         """Per run id this process writes, the facts count and the digest chain of the
         fact chunks holding them, as a committed transaction last read or wrote them: a
-        periodic checkpoint folds only the chunks after it (:func:`audit.checkpoints.
+        periodic checkpoint folds only the chunks after it (:func:`audit.trail._checkpoints.
         chunks_digest`); dropped with :attr:`run_heads`."""
         self.claim_epochs: dict[str, int] = {}
         """Per run id this process writes, the fencing epoch of its claim (start_run:
         0); a write finding another epoch in the run's row is refused (RunSuperseded)."""
         self.taken_runs: set[str] = set()
-        """Queued run ids this process took (audit.run_queue): start_run fills their row."""
+        """Queued run ids this process took (audit.run_queue._queue): start_run fills their row."""
 
     def forget_run(self, run_id: str) -> None:
         """Drop what this process kept of the run's writes (its last head, its chunk
@@ -201,3 +203,17 @@ class StoreCore:
         (``StoreError``). The run's next write reads its chain head from the database."""
         self.predicted_heads.pop(run_id, None)
         self.writer.wait(run_id)
+
+
+class HeadLedger(Protocol):
+    """Where a commit's new run head goes: the ledger's sequencing
+    (:class:`audit.ledger._ledger.SequencedHeads`), plugged in by the store, so that the
+    write path never imports the sequencer."""
+
+    def record(
+        self, store: StoreCore, conn: Connection, run_id: str, last_seq: int, head: str
+    ) -> None:
+        """The run's new head (its ``last_seq`` and hash), in the commit's transaction."""
+
+    def recorded(self, store: StoreCore, run_id: str, last_seq: int, head: str) -> None:
+        """The run's new head was inserted by the commit's own statement."""

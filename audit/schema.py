@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, insert, inspect, select, text, update
 
-from audit.chain import GENESIS
 from audit.core import StoreCore
-from audit.ledger import LEDGER_HEAD, LEDGER_SINCE
+from audit.ledger._ledger import LEDGER_HEAD, LEDGER_SINCE
 from audit.tables import (
     SCHEMA_VERSION,
     TABLES,
@@ -17,6 +16,7 @@ from audit.tables import (
     meta,
     runs,
 )
+from audit.trail._chain import GENESIS
 from engine.errors import SchemaVersionError, StoreError
 
 
@@ -157,7 +157,7 @@ def _upgrade_from_4(conn: Connection) -> str:
 
 def _upgrade_from_5(conn: Connection) -> str:
     """Version 6 adds ``ledger_pending`` (created with the missing tables): run heads
-    committed and not yet integrated into the ledger (:mod:`audit.sequencer`)."""
+    committed and not yet integrated into the ledger (:mod:`audit.ledger._sequencer`)."""
     conn.execute(
         update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION))
     )

@@ -7,10 +7,11 @@ after the run's ``runs`` row is locked (SQLite ``BEGIN IMMEDIATE``, PostgreSQL
 several writer processes can share one database and a crash never leaves half a
 cycle behind.
 
-The class is a façade: the work is done by one module per concept, each taking
-the store's shared state (:class:`audit.core.StoreCore`): :mod:`audit.schema`,
-:mod:`audit.runs`, :mod:`audit.events` (the write path), :mod:`audit.gates`,
-:mod:`audit.checkpoints`, :mod:`audit.queries` and :mod:`audit.verify`.
+The class is a façade: the work is done by one package per concept, each function
+taking the store's shared state (:class:`audit.core.StoreCore`): :mod:`audit.schema`,
+the trail (:mod:`audit.trail`: runs, events, the write path, gates, checkpoints),
+the ledger and its sequencer (:mod:`audit.ledger`), :mod:`audit.queries` and
+:mod:`audit.verify`.
 """
 
 from __future__ import annotations
@@ -23,25 +24,25 @@ from typing import Any
 import networkx as nx
 from sqlalchemy import Connection, Engine, insert, select
 
-from audit import checkpoints as _checkpoints
-from audit import events as _events
-from audit import gates as _gates
-from audit import integration as _integration
-from audit import queries as _queries
-from audit import runs as _runs
 from audit import schema as _schema
-from audit import sequencer as _sequencer
-from audit import signing as _signing
-from audit import verify as _verify
-from audit.chain import VerifyReport
 from audit.core import StoreCore
-from audit.history import read_history
-from audit.ledger import KEY_FINGERPRINT, key_fingerprint
-from audit.lineage import lineage_graph
-from audit.queries import DEFAULT_LIMIT, RunRow, StoredEvent
-from audit.store_key import require_key
+from audit.ledger import _integration as _integration
+from audit.ledger import _sequencer as _sequencer
+from audit.ledger._ledger import KEY_FINGERPRINT, key_fingerprint
+from audit.ledger._store_key import require_key
+from audit.queries import _queries as _queries
+from audit.queries._history import read_history
+from audit.queries._lineage import lineage_graph
+from audit.queries._queries import DEFAULT_LIMIT, RunRow, StoredEvent
+from audit.signing import _statements as _signing
 from audit.tables import CHECKPOINT_PART_CHARS, SCHEMA_VERSION, meta
+from audit.trail import _checkpoints as _checkpoints
+from audit.trail import _events as _events
+from audit.trail import _gates as _gates
+from audit.trail import _runs as _runs
+from audit.trail._chain import VerifyReport
 from audit.url import read_only_sqlite, resolve_url
+from audit.verify import _verify as _verify
 from engine.errors import StoreError
 from engine.facts import Fact
 from engine.hitl import GateDecision
@@ -81,7 +82,7 @@ class SqlRunStore(StoreCore):
     plus queries (``runs``, ``run``, ``events``, ``facts``, ``lineage``, ``gates``)
     and ``verify``/``verify_all``. Promoted facts reach it as
     :class:`engine.store.PromotedFacts` batches (``promoted_facts_batches``), written
-    in bulk by :mod:`audit.writer`.
+    in bulk by :mod:`audit.trail._writer`.
     """
 
     promoted_facts_batches = True
@@ -99,6 +100,7 @@ class SqlRunStore(StoreCore):
             engine=engine,
             commit=partial(_events.commit, self),
             part_chars=CHECKPOINT_PART_CHARS,
+            heads=_sequencer.SEQUENCED_HEADS,
         )
 
     # -- the store and its key -----------------------------------------------------
@@ -150,7 +152,7 @@ class SqlRunStore(StoreCore):
     ) -> None:
         """Create the ``runs`` row (status ``running``, this pid/host) and write the
         first events, with ``checkpoint`` (cycle 0) in the same transaction when
-        given; a queued run this process took (``audit.run_queue.take_queued``)
+        given; a queued run this process took (``audit.run_queue._queue.take_queued``)
         keeps its row.
 
         Raises ``StoreError`` when the run id exists already or the database fails,
@@ -164,7 +166,7 @@ class SqlRunStore(StoreCore):
 
         A batch of :attr:`write_behind_events` events or more is chained here and
         queued for the writer thread, which commits it while the engine computes the
-        next cycles (:class:`audit.writer.BackgroundWriter`): a failure is raised by
+        next cycles (:class:`audit.trail._writer.BackgroundWriter`): a failure is raised by
         the run's next call that writes (``StoreError``), every other method waits
         for the queue first, and a crash can lose the batches still queued (crash
         recovery replays their cycles). A smaller batch is committed before this
@@ -237,7 +239,7 @@ class SqlRunStore(StoreCore):
     ) -> Claim:
         """Compare-and-set the run from paused/stopped (or dead-writer running) to
         ``running`` by this process with a new fencing epoch (see
-        :func:`audit.gates.claim_resume`); from then on this process's writes to the
+        :func:`audit.trail._gates.claim_resume`); from then on this process's writes to the
         run are refused once another claim supersedes it (``RunSuperseded``).
 
         Raises ``RunBusy`` (another process holds it, or claimed it first),
@@ -249,7 +251,7 @@ class SqlRunStore(StoreCore):
 
     def release_claim(self, claim: Claim) -> None:
         """Give back a claim whose resume could not start (see
-        :func:`audit.gates.release_claim`)."""
+        :func:`audit.trail._gates.release_claim`)."""
         _gates.release_claim(self, claim)
 
     def load_checkpoint(self, run_id: str) -> dict[str, Any]:
@@ -262,7 +264,7 @@ class SqlRunStore(StoreCore):
 
     def run_history(self, run_id: str, until_cycle: int) -> RunHistory:
         """The run as recorded up to ``until_cycle``, for a fork (see
-        :func:`audit.history.read_history`); ``RunNotFound``, ``ResumeError``."""
+        :func:`audit.queries._history.read_history`); ``RunNotFound``, ``ResumeError``."""
         return read_history(self, run_id, until_cycle)
 
     # -- queries ----------------------------------------------------------------------
@@ -296,7 +298,7 @@ class SqlRunStore(StoreCore):
     def resolve_run_id(self, text: str) -> str:
         """The full id of the run ``text`` names, in full or by a unique prefix.
 
-        Raises ``RunNotFound`` (no such run) or ``audit.queries.AmbiguousRunId``
+        Raises ``RunNotFound`` (no such run) or ``audit.queries._queries.AmbiguousRunId``
         (a prefix of several runs' ids; the message lists them).
         """
         return _queries.resolve_run_id(self, text)
@@ -313,7 +315,7 @@ class SqlRunStore(StoreCore):
         return _queries.read_facts(self, run_id, key)
 
     def lineage(self, run_id: str, fact_id: str) -> nx.DiGraph[str]:
-        """The ancestors of ``fact_id`` in the run, edges parent → child (see ``audit.lineage``).
+        """The ancestors of ``fact_id`` in the run, edges parent → child (see ``audit.queries``).
 
         Raises ``RunNotFound`` or ``ConvergeError`` (unknown fact).
         """

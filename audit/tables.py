@@ -172,7 +172,7 @@ class LedgerTable(SQLModel, table=True):
 class LedgerPendingTable(SQLModel, table=True):
     """A run head committed and not yet integrated into the ledger (docs/audit.md,
     "The ledger's integration delay"): each commit inserts one, locking only its
-    run; the sequencer (:mod:`audit.sequencer`) appends them to the ``ledger`` and
+    run; the sequencer (:mod:`audit.ledger._sequencer`) appends them to the ``ledger`` and
     deletes them in one transaction. ``committed_at`` is unix seconds."""
 
     __tablename__ = "ledger_pending"
@@ -225,8 +225,8 @@ CHECKPOINT_PART_CHARS = 16 * 1024 * 1024
 """Every table of the store, in creation order."""
 
 
-# -- the approval inbox (converge serve): created on first use by audit.tokens and
-# audit.approvals, so a store of an earlier version gains them without a migration
+# -- the approval inbox (converge serve): created on first use by audit.people._tokens and
+# audit.people._approvals, so a store of an earlier version gains them without a migration
 
 
 class ApiTokenTable(SQLModel, table=True):
@@ -303,7 +303,7 @@ INBOX_TABLES: tuple[Table, ...] = (api_tokens, gate_votes, group_members, run_ac
 
 
 # -- the run service (converge submit / worker / cancel): created on first use by
-# audit.run_queue, like the inbox's tables
+# audit.run_queue._queue, like the inbox's tables
 
 
 class RunCancelTable(SQLModel, table=True):
@@ -323,7 +323,7 @@ SERVICE_TABLES: tuple[Table, ...] = (run_cancels,)
 
 
 # -- gate notifications (converge/notifications.py): created on first use by
-# audit.notifications, like the inbox's tables
+# audit.notifications._outbox, like the inbox's tables
 
 
 class NotificationDeliveryTable(SQLModel, table=True):
@@ -359,7 +359,7 @@ NOTIFICATION_TABLES: tuple[Table, ...] = (notification_deliveries,)
 
 
 # -- signatures (converge keys / anchor / export --proof): created on first use by
-# audit.signing, like the inbox's tables
+# audit.signing._statements, like the inbox's tables
 
 
 class SignatureTable(SQLModel, table=True):

@@ -217,7 +217,7 @@ def _check(url: str) -> None:
     """Every run verifies and nothing is left pending (the sequenced rows); raises
     ``AssertionError`` naming what does not."""
     from audit import open_store
-    from audit.integration import pending_count
+    from audit.ledger import pending_count
 
     store = open_store(url)
     try:

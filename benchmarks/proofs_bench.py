@@ -20,8 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from audit import open_store
-from audit.bundle_check import read_bundle, verify_bundle
-from audit.bundles import export_run, write_bundle
+from audit.proofs import export_run, read_bundle, verify_bundle, write_bundle
 from audit.signing import generate_keys, load_public_key, load_signer
 from benchmarks.harness import Row, Stat
 from benchmarks.session import QUICK, Suite, log

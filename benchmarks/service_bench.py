@@ -77,7 +77,7 @@ def _paused_runs(db: str, workdir: str) -> tuple[list[str], str]:
     """``S1_APPROVALS`` runs paused at their gate in a fresh store; their gate ids and
     an approver's API token."""
     from audit import open_store
-    from audit.tokens import add_token
+    from audit.people import add_token
     from converge.jobs import load_job
 
     job = load_job(_job_file(workdir))

@@ -5,7 +5,7 @@ the command line, with ``require-token``, someone who proves it with their token
   people existed: a store that never registered anyone keeps working unchanged.
   Once anyone is registered, every decision (CLI, inbox, Python through
   :func:`converge.decisions.decide`) must name a known person
-  (:func:`audit.people.knows`: registered, holding a token, or in a group), else
+  (:func:`audit.people._people.knows`: registered, holding a token, or in a group), else
   :class:`UnknownPerson`.
 - ``converge config set require-token true`` (:mod:`audit.settings`): ``converge
   approve`` / ``reject`` need the decider's API token (``--token`` or
@@ -19,11 +19,10 @@ Every refusal is a :class:`converge.governance.NotAllowed` (HTTP 403).
 
 from __future__ import annotations
 
-from audit.known_people import anyone_registered
-from audit.people import knows
+from audit.people import authenticate, knows
 from audit.settings import REQUIRE_TOKEN, get_setting
+from audit.signing import anyone_registered
 from audit.store import SqlRunStore
-from audit.tokens import authenticate
 from engine.errors import BadToken, TokenRequired, UnknownPerson
 
 __all__ = ["BadToken", "TokenRequired", "UnknownPerson", "check_known", "cli_decider"]

@@ -5,7 +5,7 @@ its JSON API), so a decision is recorded the same way whoever makes it:
 
 - a gate whose policy needs one approval is decided by ``Engine.resume`` (the
   store's compare-and-set: of racing deciders exactly one wins);
-- a gate with ``approvals_required=N`` counts votes first (``audit.approvals``):
+- a gate with ``approvals_required=N`` counts votes first (``audit.people._approvals``):
   a vote that does not decide is a ``gate_vote`` event in the run's chain; the
   N-th distinct approval or the first rejection becomes the engine's decision;
 - a pending gate past its deadline is decided ``expired`` (compare-and-set) with
@@ -27,11 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from audit.approvals import Vote, cast_vote, votes
-from audit.people import log_access
+from audit.ledger import require_key
+from audit.people import Vote, cast_vote, log_access, votes
 from audit.signing import Signer
 from audit.store import SqlRunStore
-from audit.store_key import require_key
 from converge.deciders import check_known
 from converge.governance import MissingReason, NotAllowed, check_decision
 from converge.jobs import HitlSpec, Job, job_from_record
@@ -225,7 +224,7 @@ def decide(
     Raises ``GateNotFound``, ``converge.governance.NotAllowed`` (not among the gate's
     approvers, or four eyes) or ``MissingReason``, ``GateAlreadyDecided`` (decided,
     or its quorum already reached), ``GateExpired`` (past its deadline: its
-    ``on_timeout`` decision is applied instead), ``audit.approvals.DuplicateVote``
+    ``on_timeout`` decision is applied instead), ``audit.people._approvals.DuplicateVote``
     (this person voted already), :class:`InvalidValue` (``decision.value`` refused by
     the policy's hook), ``ConvergeError`` (the run recorded no job), ``ResumeError`` or ``RunBusy``;
     ``AuditKeyError`` (a keyed store without its key), ``converge.deciders.UnknownPerson``

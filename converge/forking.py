@@ -4,7 +4,7 @@ form and ``POST /api/runs/{id}/fork`` all come here.
 The fork runs the job its parent recorded (or another one), under that job's
 budget with the changes asked for laid over it (totals, as in any run: the cycles
 and facts taken from the parent count), through ``Engine.fork``; the person who
-forked it is recorded with the new run (``audit.people.record_actor``, action
+forked it is recorded with the new run (``audit.people._people.record_actor``, action
 ``forked``), so that a four-eyes gate of the fork refuses them as its decider.
 """
 

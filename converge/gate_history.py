@@ -42,7 +42,7 @@ def gate_history(store: SqlRunStore, gate_id: str) -> list[dict[str, Any]]:
 
 
 def _deliveries(store: SqlRunStore, gate_id: str) -> list[dict[str, Any]]:
-    """The notification outcomes of the gate (``audit.notifications``)."""
+    """The notification outcomes of the gate (``audit.notifications._outbox``)."""
     out: list[dict[str, Any]] = []
     for d in deliveries(store, gate_id):
         detail = d.to_dict()

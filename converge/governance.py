@@ -4,7 +4,7 @@ A gate carries the rules its policy gave it (``GateRecord.extra["rules"]``, from
 ``gates.hitl.require_approval(approvers=..., four_eyes=..., reason_required=...,
 escalate_after_s=..., escalate_to=...)`` or the job file's ``hitl:`` keys), chained
 in its ``gate_opened`` event. With no ``approvers`` any approver may decide, as
-before. Approvers name people or groups (``audit.people``); after
+before. Approvers name people or groups (``audit.people._people``); after
 ``escalate_after_s`` the approvers widen to ``escalate_to``. A four-eyes gate
 refuses whoever submitted, ran or resumed the run. The same checks hold for the
 CLI and the inbox (``converge.decisions``); a refusal is :class:`NotAllowed`

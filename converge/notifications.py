@@ -17,7 +17,7 @@ the secret in ``$VAR`` (header ``X-Converge-Signature: sha256=HEX`` over the exa
 body bytes), an email goes over SMTP (``$CONVERGE_SMTP_URL``, ``smtp://HOST:PORT``
 or ``smtps://``, optional ``USER:PASSWORD@``; sender ``$CONVERGE_SMTP_FROM``).
 Each is tried up to :data:`MAX_ATTEMPTS` times with backoff, and every attempt is
-recorded in the store's outbox (:mod:`audit.notifications`), so a notification
+recorded in the store's outbox (:mod:`audit.notifications._outbox`), so a notification
 claimed by a process that dies is sent by the next pass. ``converge serve`` and
 ``converge worker`` run a pass at every deadline check, and ``converge run``,
 ``approve``, ``reject`` and ``resume`` one when they finish.

@@ -4,7 +4,7 @@ Two ways in, one check (:func:`with_signature`, called by
 :func:`converge.decisions.decide` once the gate's rules and value hook passed):
 
 - ``signer`` (``converge approve/reject --sign-with KEY`` on the store): the
-  statement (:func:`audit.decision_signatures.decision_statement`) is built from the
+  statement (:func:`audit.signing._decisions.decision_statement`) is built from the
   decision as it will be recorded and the run's chain head now, and signed here;
   the key must be the decider's registered one.
 - ``signed`` (a statement signed elsewhere and uploaded to
@@ -21,14 +21,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from audit.decision_signatures import (
+from audit.signing import (
     DECISION_TYPE,
+    Signer,
+    canonical,
     chain_holds,
     decision_statement,
+    person,
+    public_key_from_pem,
     statement_problem,
 )
-from audit.known_people import person, public_key_from_pem
-from audit.signing import Signer, canonical
 from audit.store import SqlRunStore
 from engine import GateDecision, GateRecord
 from engine.errors import SignatureRefused

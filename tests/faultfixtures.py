@@ -5,7 +5,7 @@
   which has imported converge already (milliseconds instead of a second), and
   :func:`fork_race` starts several such children past one barrier, so their
   commands begin within the same millisecond. A child gets ``kill_after=N`` as
-  ``$CONVERGE_FAULT_KILL_AFTER_WRITES`` (``audit.faults``): it SIGKILLs itself after
+  ``$CONVERGE_FAULT_KILL_AFTER_WRITES`` (``audit.testing``): it SIGKILLs itself after
   its Nth committed write, and its return code is then :data:`KILLED` (-9).
 - :func:`make_stores`: fresh stores and copies of a store, one per trial (a SQLite
   file copied with the backup API; a PostgreSQL schema per store, dropped after).
@@ -41,8 +41,8 @@ from sqlalchemy import text
 
 import converge.cli
 import tests.exactlyoncejobs  # noqa: F401 - imported once here, not in every child
-from audit import faults, open_store
-from audit.faults import KILL_AFTER_WRITES_ENV
+from audit import open_store, testing
+from audit.testing import KILL_AFTER_WRITES_ENV
 from tests.storecopies import PgStores, SqliteStores, Stores, sql_engine
 
 __all__ = [
@@ -157,7 +157,7 @@ def _child(args: list[str], kill_after: int | None, out: Path, err: Path, barrie
             os.environ.pop(KILL_AFTER_WRITES_ENV, None)
         else:
             os.environ[KILL_AFTER_WRITES_ENV] = str(kill_after)
-        importlib.reload(faults)  # the hook reads its variable once per process
+        importlib.reload(testing)  # the hook reads its variable once per process
         if barrier is not None:
             barrier.wait(30)
         code = _invoke(args)

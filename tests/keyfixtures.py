@@ -21,8 +21,8 @@ from typing import Any
 from sqlalchemy import Connection, create_engine, inspect, text
 from typer.testing import CliRunner, Result
 
-from audit.chain import GENESIS, event_message, hasher
 from audit.ledger import entry_message
+from audit.trail import GENESIS, event_message, hasher
 from audit.url import resolve_url
 from converge.cli import app
 from tests.hitlfixtures import store_url_for

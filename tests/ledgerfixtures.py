@@ -12,12 +12,10 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-import audit.head_cas
-import audit.sequencer
+import audit.ledger._sequencer
+import audit.trail._head_cas
 from audit import SqlRunStore, open_store
-from audit.integration import pending_count
-from audit.ledger import verify_ledger
-from audit.ledger_timing import LedgerTiming
+from audit.ledger import LedgerTiming, pending_count, verify_ledger
 from audit.testing import pg_schema
 from engine import Budget, Context, Engine, Proposal, suggestor
 from tests.pgfixtures import require_pg
@@ -75,7 +73,7 @@ def delayed(url: str, clock: Clock | None = None, *, delay: float = 3600.0) -> S
 def no_end_pass(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """As a process killed before its end-of-run pass: heads stay pending."""
     with monkeypatch.context() as m:
-        m.setattr("audit.integration.integrate_own", lambda *a, **k: None)
+        m.setattr("audit.ledger._integration.integrate_own", lambda *a, **k: None)
         yield
 
 
@@ -126,16 +124,16 @@ def assert_ledger_in_order(store: SqlRunStore, heads: list[tuple[str, int, str]]
 @pytest.fixture
 def recorded_heads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, str]]:
     """Every head any commit of this process records pending, as (run_id, last_seq,
-    head): through ``record_head`` or in the commit's own statement (audit.head_cas)."""
+    head): through ``record_head`` or in the commit's own statement (audit.trail._head_cas)."""
     heads: list[tuple[str, int, str]] = []
     lock = threading.Lock()
-    original = audit.sequencer.head_recorded
+    original = audit.ledger._sequencer.head_recorded
 
     def spy(store: Any, run_id: str, last_seq: int, head: str) -> None:
         original(store, run_id, last_seq, head)
         with lock:
             heads.append((run_id, last_seq, head))
 
-    monkeypatch.setattr(audit.sequencer, "head_recorded", spy)
-    monkeypatch.setattr(audit.head_cas, "head_recorded", spy)
+    monkeypatch.setattr(audit.ledger._sequencer, "head_recorded", spy)
+    monkeypatch.setattr(audit.trail._head_cas, "head_recorded", spy)
     return heads

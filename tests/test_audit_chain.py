@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from audit import GENESIS, SqlRunStore, open_store
-from audit.chain import event_message
 from audit.ledger import entry_message
+from audit.trail import event_message
 from engine import Budget, Context, Engine, Fact, Proposal, Provenance, fact_to_dict, suggestor
 from engine.facts import canonical_json, fact_json
 

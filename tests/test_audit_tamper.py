@@ -15,9 +15,9 @@ import pytest
 from sqlalchemy import Connection, create_engine, text
 
 from audit import SqlRunStore, open_store
-from audit.chain import GENESIS, event_message, hasher
 from audit.ledger import entry_message
 from audit.testing import pg_schema
+from audit.trail import GENESIS, event_message, hasher
 from engine import GateDecision, HitlGatePending, ResumeError
 from tests.hitlfixtures import INITIAL, make_engine
 from tests.pgfixtures import require_pg

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-import audit.checkpoints
 import audit.store
+import audit.trail._checkpoints
 from audit import SqlRunStore, open_store
 from engine import (
     Budget,
@@ -200,14 +200,14 @@ def test_each_periodic_checkpoint_folds_only_the_chunks_written_since_the_last(
     run of C cycles folds about C chunk digests, not C²/2 / checkpoint_every), and
     the checkpoints it leaves still resume and verify."""
     folds = 0
-    fold = audit.checkpoints.fold_digest
+    fold = audit.trail._checkpoints.fold_digest
 
     def counted(digest: str, chunk: str) -> str:
         nonlocal folds
         folds += 1
         return fold(digest, chunk)
 
-    monkeypatch.setattr(audit.checkpoints, "fold_digest", counted)
+    monkeypatch.setattr(audit.trail._checkpoints, "fold_digest", counted)
     store = open_store(url)
 
     def make() -> Engine:
@@ -238,10 +238,10 @@ def test_a_chunk_fold_of_a_transaction_that_rolled_back_is_not_kept(tmp_path: Pa
     engine = Engine(budget=Budget(max_cycles=30), gates=[gate], store=store)
     engine.register(counter).run({"n": [0]}, run_id="rb")
     with pytest.raises(RuntimeError), store.transaction() as conn:
-        assert audit.checkpoints.chunks_digest(store, conn, "rb", 20)
+        assert audit.trail._checkpoints.chunks_digest(store, conn, "rb", 20)
         raise RuntimeError("rolled back")
     assert "rb" not in store.chunk_folds
     with store.transaction() as conn:
-        audit.checkpoints.chunks_digest(store, conn, "rb", 20)
+        audit.trail._checkpoints.chunks_digest(store, conn, "rb", 20)
     assert store.chunk_folds["rb"][0] == 20
     store.close()

@@ -2,7 +2,7 @@
 
 For ``converge approve GATE --by alice --value MIT`` on a run paused at a HITL gate,
 and for ``converge resume RUN --max-cycles M`` on a run stopped by its cycle budget:
-the command is killed (``$CONVERGE_FAULT_KILL_AFTER_WRITES=N``, ``audit.faults``)
+the command is killed (``$CONVERGE_FAULT_KILL_AFTER_WRITES=N``, ``audit.testing``)
 right after its Nth committed write, for N = 1, 2, ... until it completes; then
 recovered with the documented command (an approve killed before its decision was
 recorded: approve again; otherwise ``converge resume RUN``; a killed resume is
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from audit import open_store
-from audit.faults import KILL_AFTER_WRITES_ENV
+from audit.testing import KILL_AFTER_WRITES_ENV
 from tests.faultfixtures import (
     BUDGET_EXIT,
     CliOutcome,

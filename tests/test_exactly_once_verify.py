@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, text
 
-from audit.chain import GENESIS, event_message, hasher
 from audit.ledger import append as ledger_append
+from audit.trail import GENESIS, event_message, hasher
 from engine.facts import canonical_json
 from tests.faultfixtures import Stores, fork_cli, make_stores, snapshot, stopped_run
 from tests.storecopies import sql_engine

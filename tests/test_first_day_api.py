@@ -24,8 +24,8 @@ from schemathesis.core.failures import FailureGroup
 from schemathesis.generation import GenerationMode
 
 from audit import open_store
+from audit.people import add_token
 from audit.store import SqlRunStore
-from audit.tokens import add_token
 from converge.web import create_app
 from tests.hitlfixtures import STORES, opened_store
 from tests.webfixtures import quorum_job, run_job, vendored_run

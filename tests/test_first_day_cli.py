@@ -18,9 +18,9 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from audit import SqlRunStore, open_store
-from audit.queries import AmbiguousRunId
 from converge.cli import app
 from engine import Budget, CycleBudgetExhausted, Engine, RunNotFound
+from engine.errors import AmbiguousRunId
 from tests.hitlfixtures import INITIAL, STORES, make_engine, store_url_for
 from tests.jobfixtures import tick
 from tests.webfixtures import VENDORED

@@ -15,10 +15,15 @@ from freezegun import freeze_time
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from audit.comments import add_comment
-from audit.people import access_entries, add_to_groups, record_actor
+from audit.people import (
+    access_entries,
+    add_comment,
+    add_to_groups,
+    add_token,
+    record_actor,
+    revoke_tokens,
+)
 from audit.store import SqlRunStore
-from audit.tokens import add_token, revoke_tokens
 from converge.cli import app as cli
 from converge.jobs import load_job, parse_job
 from converge.web import create_app

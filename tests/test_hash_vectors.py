@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from audit import open_store
-from audit.chain import ChainRow, verify_chain
+from audit.trail import ChainRow, verify_chain
 from engine.facts import fact_from_dict
 from engine.hashing import (
     GENESIS,

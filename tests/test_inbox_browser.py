@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from audit import open_store
+from audit.people import add_token
 from audit.store import SqlRunStore
-from audit.tokens import add_token
 from tests.webfixtures import served, vendored_run
 
 CHROMIUM = "/usr/bin/chromium"

@@ -1,4 +1,4 @@
-"""A small commit on PostgreSQL in one statement (audit.head_cas): the run's head moved by a
+"""A small commit on PostgreSQL in one statement (audit.trail._head_cas): the run's head moved by a
 compare-and-set against the head this process last wrote, with the batch's rows,
 its fact chunk and its pending ledger head.
 
@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-import audit.events
-import audit.head_cas
+import audit.trail._events
+import audit.trail._head_cas
 from audit import SqlRunStore, open_store
-from audit.head_cas import SCALAR_ROWS, append_known
+from audit.trail._head_cas import SCALAR_ROWS, append_known
 from engine import Budget, Context, Engine, Proposal, suggestor
 from engine.errors import RunNotFound, RunSuperseded
 from engine.store import AuditEvent, RunHeader
@@ -39,7 +39,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """How many commits took the one statement (``cas``, ``missed``: it moved no
     row) and how many locked the run's row (``locked``)."""
     seen = {"cas": 0, "missed": 0, "locked": 0}
-    execute, lock_run = audit.head_cas._execute, audit.events.lock_run
+    execute, lock_run = audit.trail._head_cas._execute, audit.trail._events.lock_run
 
     def counted_execute(*args: Any) -> int:
         moved = execute(*args)
@@ -50,8 +50,8 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         seen["locked"] += 1
         return lock_run(*args)
 
-    monkeypatch.setattr(audit.head_cas, "_execute", counted_execute)
-    monkeypatch.setattr(audit.events, "lock_run", counted_lock)
+    monkeypatch.setattr(audit.trail._head_cas, "_execute", counted_execute)
+    monkeypatch.setattr(audit.trail._events, "lock_run", counted_lock)
     return seen
 
 

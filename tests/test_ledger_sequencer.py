@@ -23,12 +23,18 @@ from sqlalchemy import text
 from typer.testing import CliRunner
 
 from audit import SqlRunStore, open_store
-from audit.integration import integrate, pending_count
-from audit.ledger_timing import LEDGER_DELAY_ENV, ledger_timing
-from audit.pending_heads import NOT_YET_INTEGRATED
-from audit.proofs import check_consistency, ledger_entries, ledger_tree
-from audit.sequencer import LedgerSequencer
-from audit.signing import check_signature, generate_keys, load_signer, stored_statements
+from audit.ledger import (
+    LEDGER_DELAY_ENV,
+    NOT_YET_INTEGRATED,
+    LedgerSequencer,
+    check_consistency,
+    integrate,
+    ledger_entries,
+    ledger_timing,
+    ledger_tree,
+    pending_count,
+)
+from audit.signing._statements import check_signature, generate_keys, load_signer, stored_statements
 from audit.tables import SCHEMA_VERSION
 from converge.cli import app
 from engine.errors import ConfigurationError

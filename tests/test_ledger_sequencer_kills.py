@@ -15,11 +15,14 @@ import threading
 import pytest
 
 from audit import open_store
-from audit.faults import KILL_AFTER_WRITES_ENV
-from audit.integration import integrate, pending_count
-from audit.ledger_timing import LEDGER_DELAY_ENV
-from audit.pending_heads import NOT_YET_INTEGRATED
-from audit.sequencer import LedgerSequencer
+from audit.ledger import (
+    LEDGER_DELAY_ENV,
+    NOT_YET_INTEGRATED,
+    LedgerSequencer,
+    integrate,
+    pending_count,
+)
+from audit.testing import KILL_AFTER_WRITES_ENV
 from engine import Budget, Engine
 from tests.ledgerfixtures import (
     ROOT,
@@ -39,7 +42,7 @@ __all__ = ["pg_url", "recorded_heads", "url"]  # fixtures, used by name
 
 KILL_IN_PASS = """
 import os, signal, sys
-import audit.integration as seq
+import audit.ledger._integration as seq
 from audit import open_store
 
 original = seq._clear
@@ -76,7 +79,7 @@ def test_a_sequencer_killed_in_the_middle_of_a_pass_loses_nothing(
 LEADER = """
 import os, signal, sys
 from audit import open_store
-from audit.sequencer import LedgerSequencer
+from audit.ledger import LedgerSequencer
 
 sequencer = LedgerSequencer(open_store(sys.argv[1]))
 assert sequencer.leading()

@@ -99,7 +99,7 @@ def exported(tmp_path: Path) -> tuple[Keys, dict[str, Any], dict[str, Any], str]
         signing(store, keys)
         record(store, 3)  # an earlier run: the ledger has more than one run
         result = record(store, 9)
-        from audit.bundles import export_fact, export_run
+        from audit.proofs import export_fact, export_run
 
         assert store.signer is not None
         fact_id = result.context.facts()[4].id
@@ -347,7 +347,7 @@ def test_a_keyed_store_exports_a_bundle_whose_events_the_signed_root_covers(
     store = open_store(str(tmp_path / "audit.db"), key="an-hmac-key")
     try:
         result = record(signing(store, keys), 4)
-        from audit.bundles import export_run
+        from audit.proofs import export_run
 
         assert store.signer is not None
         bundle = export_run(store, store.signer, result.run_id)
@@ -386,7 +386,7 @@ def _counting(store: Any, cycles: int) -> Engine:
 def test_a_resumed_run_with_its_checkpoint_and_a_fork_with_its_initial_facts_verify(
     tmp_path: Path,
 ) -> None:
-    from audit.bundles import export_run
+    from audit.proofs import export_run
 
     keys = make_keys(tmp_path / "keys")
     with store_at("sqlite", tmp_path) as (_url, store):

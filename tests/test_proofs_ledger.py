@@ -15,8 +15,17 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from audit import resolve_url
-from audit.merkle import MerkleTree, leaf_hash, verify_consistency, verify_inclusion
-from engine.hashing.merkle import LEGACY, RFC6962, MerkleFrontier, facts_root, root_of_leaves
+from engine.hashing.merkle import (
+    LEGACY,
+    RFC6962,
+    MerkleFrontier,
+    MerkleTree,
+    facts_root,
+    leaf_hash,
+    root_of_leaves,
+    verify_consistency,
+    verify_inclusion,
+)
 from tests.proofsfixtures import VERIFIER, cli, make_keys, record, signing, store_at
 
 

@@ -12,13 +12,13 @@ import pytest
 from typer.testing import CliRunner
 
 from audit import open_store
-from audit.approvals import DuplicateVote, cast_vote
+from audit.people import add_token, cast_vote
 from audit.store import SqlRunStore
-from audit.tokens import add_token
 from converge.cli import app
 from converge.decisions import decide
 from converge.jobs import parse_job
 from engine import GateAlreadyDecided, GateDecision, JobFileError
+from engine.errors import DuplicateVote
 from gates import require_approval
 from tests.hitlfixtures import STORES, store_url_for
 from tests.webfixtures import QUORUM_JOB, quorum_job, run_job, served, settle

@@ -15,7 +15,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from audit import open_store
-from audit.timeline import timeline
+from audit.queries import timeline
 from converge.agents import agent_suggestor
 from engine import (
     Budget,

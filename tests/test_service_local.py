@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
+from audit.people import add_token
 from audit.run_queue import cancel_requested, queue_run, request_cancel, take_queued
 from audit.store import SqlRunStore
-from audit.tokens import add_token
 from converge.cli import app
 from converge.run_queue import Action
 from converge.service import LocalRunPool, execute_run, submit_run

@@ -25,9 +25,9 @@ import httpx
 import pytest
 
 from audit import open_store
+from audit.people import add_token
 from audit.run_queue import queue_run, request_cancel
 from audit.store import SqlRunStore
-from audit.tokens import add_token
 from converge.jobs import load_job
 from converge.service import submit_run
 from converge.web import create_app

@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from audit import KEY_ENV, open_store
+from audit.people import add_token
 from audit.signing import generate_keys, load_signer
-from audit.tokens import add_token
 from converge.web import create_app
 from tests.keyfixtures import (
     HOOK,

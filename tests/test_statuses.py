@@ -55,7 +55,7 @@ def _web(store: SqlRunStore) -> tuple[Any, dict[str, str]]:
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    from audit.tokens import add_token
+    from audit.people import add_token
     from converge.web import create_app
 
     token = add_token(store, "alice", "approver")

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from sqlalchemy import delete, select
 from typer.testing import CliRunner
 
-from audit.forks import ForkLink, fork_link, forks_of
+from audit.queries import ForkLink, fork_link, forks_of
 from audit.store import SqlRunStore
 from audit.tables import audit_events
 from converge.cli import app

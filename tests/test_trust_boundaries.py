@@ -24,9 +24,9 @@ import httpx
 import pytest
 from typer.testing import CliRunner, Result
 
-import audit.runs
+import audit.trail._runs
 from audit import open_store
-from audit.tokens import add_token
+from audit.people import add_token
 from converge.cli import app
 from engine import GateDecision, TamperedRow
 from tests.boundaryfixtures import Recorded, edit_spec, recorded, sql
@@ -232,7 +232,7 @@ def test_a_run_started_before_headers_were_chained_still_resumes_and_verifies(
     rec: Recorded, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # as an older converge recorded it: run_started without the header
-    monkeypatch.setattr(audit.runs, "with_header", lambda events, header, started_at: events)
+    monkeypatch.setattr(audit.trail._runs, "with_header", lambda events, header, started_at: events)
     job = rec.job()
     paused = job.build_engine(rec.store).run(job.spec.initial, run_id="older")
     monkeypatch.undo()

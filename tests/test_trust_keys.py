@@ -26,9 +26,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from audit import KEY_ENV, open_store
+from audit.ledger import AuditKeyError
+from audit.people import add_token
 from audit.signing import generate_keys
-from audit.store_key import AuditKeyError
-from audit.tokens import add_token
 from converge.decisions import expire_due
 from converge.service import execute_run
 from converge.web import create_app

@@ -13,8 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from audit import open_store
+from audit.people import add_token
 from audit.store import SqlRunStore
-from audit.tokens import add_token
 from converge.jobs import load_job
 from converge.web import create_app
 from tests.hitlfixtures import STORES, opened_store

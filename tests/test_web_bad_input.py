@@ -12,9 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from audit import open_store
-from audit.approvals import votes
+from audit.people import add_token, votes
 from audit.store import SqlRunStore
-from audit.tokens import add_token
 from converge.web import create_app
 from tests.webfixtures import quorum_job, run_job, vendored_run
 

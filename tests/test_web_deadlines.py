@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from audit.people import add_token
 from audit.store import SqlRunStore
-from audit.tokens import add_token
 from converge.decisions import decide
 from converge.service import DeadlineKeeper, LocalRunPool
 from converge.web import create_app

@@ -11,8 +11,7 @@ import pytest
 
 import converge.web.views as views
 from audit import open_store
-from audit.approvals import cast_vote
-from audit.comments import add_comment
+from audit.people import add_comment, cast_vote
 from audit.store import SqlRunStore
 from converge.web.views import gates_list, run_page_data
 from engine import Context, Engine, GateDecision, Proposal, suggestor

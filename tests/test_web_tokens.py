@@ -13,8 +13,8 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from audit import open_store
+from audit.people import authenticate
 from audit.tables import api_tokens
-from audit.tokens import authenticate
 from converge.cli import app
 
 runner = CliRunner()

@@ -340,7 +340,7 @@ def test_the_writer_checkpoints_the_wal_once_idle_so_the_database_file_holds_the
 
 
 def test_the_idle_work_runs_after_the_waiters_are_released_and_close_waits_for_it() -> None:
-    from audit.writer import BackgroundWriter
+    from audit.trail import BackgroundWriter
 
     release, done = threading.Event(), threading.Event()
     seen: dict[str, bool] = {}
@@ -362,7 +362,7 @@ def test_the_idle_work_runs_after_the_waiters_are_released_and_close_waits_for_i
 def test_batches_committed_during_the_idle_work_get_it_again() -> None:
     # the second batch is committed by a new thread while the first thread's idle
     # work is still running: the WAL it adds must be checkpointed too
-    from audit.writer import BackgroundWriter
+    from audit.trail import BackgroundWriter
 
     committed: list[Any] = []
     seen: list[list[Any]] = []
@@ -385,7 +385,7 @@ def test_batches_committed_during_the_idle_work_get_it_again() -> None:
 
 
 def test_failing_idle_work_fails_no_run() -> None:
-    from audit.writer import BackgroundWriter
+    from audit.trail import BackgroundWriter
 
     def idle() -> None:
         raise OSError("checkpoint failed")

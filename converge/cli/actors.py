@@ -1,5 +1,5 @@
 """Who runs a command that starts or continues a run (``--by``): recorded with the
-run (``audit.people.record_actor``), so that a four-eyes gate refuses them as its
+run (``audit.people._people.record_actor``), so that a four-eyes gate refuses them as its
 decider."""
 
 from __future__ import annotations

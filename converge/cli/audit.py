@@ -20,10 +20,19 @@ from rich.table import Table
 from rich.tree import Tree
 
 from audit import SqlRunStore, parse_since
-from audit.forks import ForkLink, fork_link, fork_links, forks_of, mark_inherited
-from audit.integration import integrate_pending
-from audit.queries import RunRow, UnreadableRun, read_runs
-from audit.timeline import last_budget_status, timeline
+from audit.ledger import integrate_pending
+from audit.queries import (
+    ForkLink,
+    RunRow,
+    UnreadableRun,
+    fork_link,
+    fork_links,
+    forks_of,
+    last_budget_status,
+    mark_inherited,
+    read_runs,
+    timeline,
+)
 from converge.cli import proofs
 from converge.cli.commands import CommandGroup
 from converge.cli.render import (
@@ -116,7 +125,7 @@ def runs_cmd(
     # a row that cannot be read: one error line each, the others listed, exit 1
     rows = [r for r in found if isinstance(r, RunRow)]
     unreadable = [r for r in found if isinstance(r, UnreadableRun)]
-    # a fork's link to its parent, as its chain holds it (audit.forks)
+    # a fork's link to its parent, as its chain holds it (audit.queries._forks)
     links = fork_links(store, [r.run_id for r in rows if r.parent_run_id is not None])
     if as_json:
         print_json([_run_json(r, links) for r in found])

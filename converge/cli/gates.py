@@ -17,9 +17,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from audit.approvals import DuplicateVote
+from audit.ledger import require_key
 from audit.store import SqlRunStore
-from audit.store_key import require_key
 from converge.cli.actors import ActorOption, record
 from converge.cli.budgets import (
     AddCyclesOption,
@@ -76,6 +75,7 @@ from engine import (
     GateRecord,
     RunResult,
 )
+from engine.errors import DuplicateVote
 
 app = CommandGroup()
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from audit.comments import add_comment
+from audit.people import add_comment
 from audit.store import SqlRunStore
 from converge.cli.actors import ActorOption, actor
 from converge.cli.commands import CommandGroup

@@ -1,9 +1,9 @@
 """``converge keys generate | export | verify-bundle``, and the signed side of
 ``anchor`` and ``verify --from/--to`` (docs/audit-format.md).
 
-Thin: the keys and signatures live in :mod:`audit.signing`, the ledger's tree and
-heads in :mod:`audit.proofs`, bundles in :mod:`audit.bundles` and
-:mod:`audit.bundle_check`.
+Thin: the keys and signatures live in :mod:`audit.signing._statements`, the ledger's tree and
+heads in :mod:`audit.ledger._tree`, bundles in :mod:`audit.proofs._bundles` and
+:mod:`audit.proofs._bundle_check`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,8 @@ import typer
 from rich.markup import escape
 
 from audit import SqlRunStore
-from audit.bundle_check import BundleError, read_bundle, verify_bundle
-from audit.bundles import export_fact, export_run, write_bundle
-from audit.integration import integrate_pending
-from audit.proofs import check_consistency, head_line, parse_head, signed_head
+from audit.ledger import check_consistency, head_line, integrate_pending, parse_head, signed_head
+from audit.proofs import export_fact, export_run, read_bundle, verify_bundle, write_bundle
 from audit.signing import (
     SIGNING_KEY_ENV,
     Signer,
@@ -31,6 +29,7 @@ from audit.signing import (
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store, out, resolve_run
 from engine import ConvergeError
+from engine.errors import BundleError
 
 app = CommandGroup()
 keys_app = CommandGroup(help="Ed25519 signing keys.", no_args_is_help=True)

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
+from audit.ledger import require_key
 from audit.store import SqlRunStore
-from audit.store_key import require_key
 from converge.cli.actors import ActorOption, record
 from converge.cli.budgets import (
     BudgetFlags,

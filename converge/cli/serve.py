@@ -7,9 +7,8 @@ from typing import Annotated
 
 import typer
 
-from audit.sequencer import start_sequencing
+from audit.ledger import require_key, start_sequencing
 from audit.store import SqlRunStore
-from audit.store_key import require_key
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store
 from converge.cli.service import BrokerOption, QueueOption

@@ -2,7 +2,7 @@
 approval inbox (``converge serve``), their tokens and groups.
 
 A token is printed once, as the last word of the output; the store keeps only
-its sha256 (``audit.tokens``). A person may hold several tokens (one person to a
+its sha256 (``audit.people._tokens``). A person may hold several tokens (one person to a
 quorum); groups are what a gate's ``approvers`` name.
 """
 
@@ -14,11 +14,9 @@ from typing import Annotated
 
 import typer
 
-from audit.known_people import add_person
-from audit.people import add_to_groups, groups_of
-from audit.signing import SigningKeyError
+from audit.people import ROLES, add_to_groups, add_token, groups_of, revoke_tokens
+from audit.signing import SigningKeyError, add_person
 from audit.store import SqlRunStore
-from audit.tokens import ROLES, add_token, revoke_tokens
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store, out
 from engine import ConvergeError

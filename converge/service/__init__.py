@@ -5,7 +5,7 @@ With a broker (``converge worker``, :class:`converge.workers.CeleryRunQueue`) ru
 go through Celery; without one, :class:`LocalRunPool` runs them in a bounded pool
 of the serving process (``converge serve``). The store is the source of truth: a
 run is recorded ``queued`` before any message about it is sent, and whoever
-executes it takes it with a compare-and-set (``audit.run_queue``), so a message
+executes it takes it with a compare-and-set (``audit.run_queue._queue``), so a message
 delivered twice never runs a run twice. See docs/service.md.
 """
 

@@ -2,7 +2,7 @@
 or resume one whose gate was decided; each at most once, whoever else got the message.
 
 A message names a run and an action (``run`` or ``resume``); the store says what is
-left to do. A queued run is taken (``audit.run_queue.take_queued``) and started
+left to do. A queued run is taken (``audit.run_queue._queue.take_queued``) and started
 with a checkpoint of cycle 0, so that a worker killed at any point leaves a run
 the next one recovers; a ``crashed`` run (its writer gone) is recovered by
 ``Engine.resume_run``; a ``resume`` continues a paused run whose gate is decided
@@ -18,9 +18,9 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from audit.ledger import require_key
 from audit.run_queue import cancel_requested, clear_cancel, take_queued
 from audit.store import SqlRunStore
-from audit.store_key import require_key
 from converge.decisions import job_of_run
 from converge.jobs import Job
 from converge.run_queue import Action

@@ -1,6 +1,6 @@
 """Submitting a run, and finding the runs no process is executing.
 
-:func:`submit_run` records the run ``queued`` (``audit.run_queue.queue_run``) and
+:func:`submit_run` records the run ``queued`` (``audit.run_queue._queue.queue_run``) and
 only then sends its message: a crash or a broker outage between the two leaves a
 queued run that :func:`recover_runs` (``converge worker --recover``, and every
 worker at start) sends again.

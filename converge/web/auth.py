@@ -17,9 +17,8 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
-from audit.people import log_access
+from audit.people import Principal, authenticate, log_access, token_hash
 from audit.store import SqlRunStore
-from audit.tokens import Principal, authenticate, token_hash
 from converge.web.limits import FailureLimiter
 from engine.errors import LoginRequired as LoginRequired  # re-exported: it lived here
 

@@ -13,7 +13,6 @@ from typing import Any
 from fastapi import HTTPException
 from pydantic import BaseModel
 
-from audit.approvals import DuplicateVote
 from converge.decisions import InvalidValue
 from converge.governance import MissingReason, NotAllowed
 from engine import (
@@ -25,6 +24,7 @@ from engine import (
     RunBusy,
     RunNotFound,
 )
+from engine.errors import DuplicateVote
 
 
 class Problem(BaseModel):

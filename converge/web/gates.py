@@ -10,9 +10,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from starlette.concurrency import run_in_threadpool
 
-from audit.approvals import MAX_REASON_CHARS
-from audit.comments import MAX_COMMENT_CHARS, add_comment
-from audit.tokens import Principal
+from audit.people import MAX_COMMENT_CHARS, MAX_REASON_CHARS, Principal, add_comment
 from converge.decisions import DecisionReport, decide
 from converge.gate_history import gate_history
 from converge.web.auth import api_decider, api_principal, check_csrf, page_principal, store_of

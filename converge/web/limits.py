@@ -5,7 +5,7 @@ naming one person (a sign-in form's ``name``; an API token's owner is unknown wh
 it fails), further attempts are answered ``429 Too Many Requests`` with
 ``Retry-After`` until the window has moved on, whatever the token: guessing is
 slowed, and the owner of a right token signs in again once the window passed.
-Every failure and refusal goes to the access log (``audit.people``). Kept in this
+Every failure and refusal goes to the access log (``audit.people._people``). Kept in this
 process's memory (one server); ``clock`` is injectable for tests.
 """
 

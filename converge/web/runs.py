@@ -11,8 +11,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import BeforeValidator, ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from audit.people import Principal
 from audit.run_queue import request_cancel
-from audit.tokens import Principal
 from converge.web.auth import api_principal, check_csrf, page_principal, store_of
 from converge.web.errors import answers, http_error
 from converge.web.time_travel import (

@@ -12,7 +12,7 @@ import secrets
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from audit.tokens import Principal
+from audit.people import Principal
 from converge.web.auth import LOGIN_CSRF_COOKIE, SESSION_COOKIE, check_csrf, checked_token
 
 router = APIRouter()

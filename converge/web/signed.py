@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
-from audit.tokens import Principal
+from audit.people import Principal
 from converge.decisions import DecisionReport, checked_value, decide, job_of_run
 from converge.signed_decisions import statement_for
 from converge.web.auth import api_decider, store_of

@@ -1,7 +1,7 @@
 """What the run pages and the JSON API show and do for forks and diffs (issue 24).
 
 A fork's page names its parent and the cycle it was forked at (the link its chain
-holds, :mod:`audit.forks`), a run's page lists its forks, the list of runs marks
+holds, :mod:`audit.queries._forks`), a run's page lists its forks, the list of runs marks
 each fork; an approver forks a run at a cycle (:func:`converge.forking.fork_run`,
 as ``converge fork``), anyone signed in reads the diff of two runs
 (:mod:`converge.run_diff`, as ``converge diff``). The routes are in
@@ -15,9 +15,9 @@ from typing import Any
 from fastapi import HTTPException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from audit.forks import fork_link, fork_links, forks_of
+from audit.people import Principal
+from audit.queries import fork_link, fork_links, forks_of
 from audit.store import SqlRunStore
-from audit.tokens import Principal
 from converge.forking import BUDGET_FIELDS, fork_run
 from converge.run_diff import diff_runs, snapshot
 from converge.web.errors import Unprocessable

@@ -12,13 +12,9 @@ from typing import Any
 import networkx as nx
 from markupsafe import Markup
 
-from audit.approvals import Vote, deciding_vote, votes_on
-from audit.comments import Comment, run_comments
-from audit.lineage import lineage_graph
-from audit.people import log_access
-from audit.queries import read_runs
+from audit.people import Comment, Vote, deciding_vote, log_access, run_comments, votes_on
+from audit.queries import last_budget_status, lineage_graph, read_runs, timeline
 from audit.store import SqlRunStore
-from audit.timeline import last_budget_status, timeline
 from converge.decisions import Clock, approvals_required, is_expired, job_of_run
 from converge.governance import DecisionRules, NotAllowed, may_decide, may_see
 from converge.jobs import Job

@@ -1,0 +1,73 @@
+"""Gate notifications, on the store's side: the outbox of their
+deliveries (``_outbox``; docs/inbox.md).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from audit.lazy import face
+
+if TYPE_CHECKING:
+    from audit.notifications._outbox import (
+        CHAIN_SINK,
+        DELIVERED,
+        EVENTS,
+        FAILED,
+        FINAL_EVENTS,
+        LEASE_S,
+        RECORDED,
+        SENDING,
+        Delivery,
+        claim,
+        deliveries,
+        delivery,
+        ensure_notification_tables,
+        gates_to_notify,
+        record_attempt,
+        recorded,
+    )
+
+__all__ = [
+    "CHAIN_SINK",
+    "DELIVERED",
+    "EVENTS",
+    "FAILED",
+    "FINAL_EVENTS",
+    "LEASE_S",
+    "RECORDED",
+    "SENDING",
+    "Delivery",
+    "claim",
+    "deliveries",
+    "delivery",
+    "ensure_notification_tables",
+    "gates_to_notify",
+    "record_attempt",
+    "recorded",
+]
+
+if not TYPE_CHECKING:
+    __getattr__ = face(
+        __name__,
+        {
+            "_outbox": (
+                "EVENTS",
+                "FINAL_EVENTS",
+                "CHAIN_SINK",
+                "SENDING",
+                "DELIVERED",
+                "FAILED",
+                "RECORDED",
+                "LEASE_S",
+                "Delivery",
+                "ensure_notification_tables",
+                "deliveries",
+                "gates_to_notify",
+                "recorded",
+                "claim",
+                "delivery",
+                "record_attempt",
+            ),
+        },
+    )

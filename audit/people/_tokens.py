@@ -1,0 +1,121 @@
+"""API tokens of the people who decide gates (``converge token add``, ``converge serve``).
+
+A token is 32 random bytes (URL-safe base64); the store keeps only its sha256,
+so a copy of the database lets nobody sign in. Roles: ``approver`` (may decide
+gates) and ``viewer`` (may only read).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlalchemy import insert, select, update
+
+from audit.people._schema import ensure_inbox_tables
+from audit.store import SqlRunStore
+from audit.tables import api_tokens
+from engine.errors import ConfigurationError
+
+Role = Literal["approver", "viewer"]
+ROLES: tuple[Role, ...] = ("approver", "viewer")
+TOKEN_PREFIX = "cvg_"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a token authenticates: the person's ``name`` and ``role``."""
+
+    name: str
+    role: Role
+
+    @property
+    def may_decide(self) -> bool:
+        """True for approvers: they may approve or reject gates."""
+        return self.role == "approver"
+
+
+def token_hash(token: str) -> str:
+    """The sha256 hex digest stored for ``token`` (tokens are random: no salt needed)."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def add_token(
+    store: SqlRunStore, name: str, role: str = "approver", expires_s: float | None = None
+) -> str:
+    """Create a token for person ``name`` with ``role`` and return it (shown once,
+    never stored). A person may hold several tokens: they are one person to a
+    quorum and to four-eyes rules. ``expires_s``: seconds until it is refused (None
+    = never).
+
+    ``name``: letters, digits and ``._@-``, at most 100 characters. Raises
+    ``ConfigurationError`` for a bad name, role or lifetime, ``StoreError`` when
+    the database fails.
+    """
+    if expires_s is not None and expires_s <= 0:
+        raise ConfigurationError(f"a token's lifetime must be > 0 seconds, got {expires_s}")
+    if not _NAME.match(name or ""):
+        raise ConfigurationError(
+            f"token name {name!r} must be 1-100 letters, digits or . _ @ - "
+            "(starting with a letter or digit)"
+        )
+    if role not in ROLES:
+        raise ConfigurationError(f"token role must be one of {', '.join(ROLES)}, got {role!r}")
+    ensure_inbox_tables(store)
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    now = time.time()
+    with store.transaction() as conn:
+        conn.execute(
+            insert(api_tokens).values(
+                token_hash=token_hash(token),
+                name=name,
+                role=role,
+                created_at=now,
+                expires_at=None if expires_s is None else now + expires_s,
+            )
+        )
+    return token
+
+
+def revoke_tokens(store: SqlRunStore, name: str) -> int:
+    """Revoke every token of person ``name`` at once (sessions included); how many."""
+    ensure_inbox_tables(store)
+    with store.transaction() as conn:
+        done = conn.execute(
+            update(api_tokens)
+            .where(api_tokens.c.name == name, api_tokens.c.revoked_at.is_(None))
+            .values(revoked_at=time.time())
+        )
+    return int(done.rowcount)
+
+
+def authenticate(store: SqlRunStore, token: str, now: float | None = None) -> Principal | None:
+    """The principal of ``token``, or None when it is unknown, expired or revoked
+    (compared by hash; ``now`` in unix seconds, default the time now)."""
+    if not token or len(token) > 200:
+        return None
+    ensure_inbox_tables(store)
+    digest = token_hash(token)
+    with store.transaction(write=False) as conn:
+        row = conn.execute(
+            select(
+                api_tokens.c.token_hash,
+                api_tokens.c.name,
+                api_tokens.c.role,
+                api_tokens.c.expires_at,
+                api_tokens.c.revoked_at,
+            ).where(api_tokens.c.token_hash == digest)
+        ).one_or_none()
+    if row is None or not hmac.compare_digest(row.token_hash, digest):
+        return None
+    at = time.time() if now is None else now
+    if row.revoked_at is not None or (row.expires_at is not None and at >= row.expires_at):
+        return None
+    role: Role = "approver" if row.role == "approver" else "viewer"
+    return Principal(row.name, role)

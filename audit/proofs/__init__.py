@@ -1,0 +1,63 @@
+"""Proof bundles: one run's evidence, or one fact's, in a self-contained file
+(``_bundles``), and their offline verification with the public key alone
+(``_bundle_check``; docs/audit-format.md).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from audit.lazy import face
+
+if TYPE_CHECKING:
+    from audit.proofs._bundle_check import (
+        FORMATS,
+        READ,
+        Check,
+        read_bundle,
+        verify_bundle,
+    )
+    from audit.proofs._bundles import (
+        FORMAT,
+        FORMAT_V1,
+        RUN_TYPE,
+        export_fact,
+        export_run,
+        write_bundle,
+    )
+
+__all__ = [
+    "FORMAT",
+    "FORMATS",
+    "FORMAT_V1",
+    "READ",
+    "RUN_TYPE",
+    "Check",
+    "export_fact",
+    "export_run",
+    "read_bundle",
+    "verify_bundle",
+    "write_bundle",
+]
+
+if not TYPE_CHECKING:
+    __getattr__ = face(
+        __name__,
+        {
+            "_bundle_check": (
+                "FORMATS",
+                "READ",
+                "Check",
+                "read_bundle",
+                "verify_bundle",
+            ),
+            "_bundles": (
+                "FORMAT",
+                "FORMAT_V1",
+                "RUN_TYPE",
+                "export_run",
+                "export_fact",
+                "write_bundle",
+            ),
+        },
+    )

@@ -1,0 +1,116 @@
+"""What the audit store answers: recorded runs and events as frozen values
+(``_queries``), a run's story per cycle (``_timeline``), a fact's lineage as a
+networkx graph (``_lineage``), a run up to one of its cycles for a fork
+(``_history``) and forks read back (``_forks``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from audit.lazy import face
+
+if TYPE_CHECKING:
+    from audit.queries._forks import (
+        ForkLink,
+        fork_link,
+        fork_links,
+        forks_of,
+        mark_inherited,
+    )
+    from audit.queries._history import (
+        COUNTED,
+        read_history,
+    )
+    from audit.queries._lineage import (
+        lineage_graph,
+    )
+    from audit.queries._queries import (
+        CANDIDATES,
+        DEFAULT_LIMIT,
+        RunRow,
+        StoredEvent,
+        UnreadableRun,
+        get_run,
+        list_runs,
+        parse_since,
+        read_events,
+        read_facts,
+        read_runs,
+        resolve_run_id,
+        run_row,
+        runs_query,
+    )
+    from audit.queries._timeline import (
+        CycleSummary,
+        last_budget_status,
+        timeline,
+    )
+
+__all__ = [
+    "CANDIDATES",
+    "COUNTED",
+    "DEFAULT_LIMIT",
+    "CycleSummary",
+    "ForkLink",
+    "RunRow",
+    "StoredEvent",
+    "UnreadableRun",
+    "fork_link",
+    "fork_links",
+    "forks_of",
+    "get_run",
+    "last_budget_status",
+    "lineage_graph",
+    "list_runs",
+    "mark_inherited",
+    "parse_since",
+    "read_events",
+    "read_facts",
+    "read_history",
+    "read_runs",
+    "resolve_run_id",
+    "run_row",
+    "runs_query",
+    "timeline",
+]
+
+if not TYPE_CHECKING:
+    __getattr__ = face(
+        __name__,
+        {
+            "_forks": (
+                "ForkLink",
+                "fork_link",
+                "fork_links",
+                "forks_of",
+                "mark_inherited",
+            ),
+            "_history": (
+                "COUNTED",
+                "read_history",
+            ),
+            "_lineage": ("lineage_graph",),
+            "_queries": (
+                "DEFAULT_LIMIT",
+                "RunRow",
+                "StoredEvent",
+                "run_row",
+                "runs_query",
+                "UnreadableRun",
+                "read_runs",
+                "list_runs",
+                "get_run",
+                "CANDIDATES",
+                "resolve_run_id",
+                "read_events",
+                "read_facts",
+                "parse_since",
+            ),
+            "_timeline": (
+                "CycleSummary",
+                "timeline",
+                "last_budget_status",
+            ),
+        },
+    )

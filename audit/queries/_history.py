@@ -1,0 +1,144 @@
+"""A recorded run up to one of its cycles, read back for a fork (``Engine.fork``).
+
+:func:`read_history` reads, in one snapshot, the run's ``run_started`` payload,
+the facts promoted up to the cycle (their chained JSON texts too: the Merkle
+leaves' data) and the other events of those cycles that the fork rebuilds its
+counters from; it refuses (``ResumeError``) a cycle the run never reached and a
+chain with gaps (a cycle whose start is missing, a fact id out of its key's order).
+A fork's cycles up to its fork point are its parent's: they are read from the
+parent (a fork of a fork, from its parent's parent...).
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any
+
+from sqlalchemy import select
+
+from audit.cells import loads
+from audit.core import StoreCore
+from audit.queries._queries import get_run
+from audit.tables import audit_events
+from engine.errors import ResumeError, RunNotFound
+from engine.facts import canonical_json
+from engine.store import AuditEvent, RunHistory
+
+COUNTED = ("cycle_started", "suggestor_executed", "suggestor_failed", "usage_recorded")
+"""The events a fork rebuilds its counters from (besides the facts)."""
+
+
+def read_history(store: StoreCore, run_id: str, until_cycle: int) -> RunHistory:
+    """The run ``run_id`` as recorded up to ``until_cycle`` (see :class:`RunHistory`).
+
+    A fork's cycles up to its fork point are its parent's: they are read from the
+    parent (which a fork never changes), the fork's own events after them.
+
+    Raises ``RunNotFound``, or ``ResumeError`` naming why the store cannot rebuild
+    that cycle (negative, beyond the run's cycles, events missing, a fork whose
+    parent is gone).
+    """
+    if type(until_cycle) is not int or until_cycle < 0:
+        raise ResumeError(f"cycle {until_cycle!r}: give a cycle number >= 0")
+    run = get_run(store, run_id)
+    ev = audit_events.c
+    base = select(ev.seq, ev.kind, ev.cycle, ev.ts, ev.payload).where(ev.run_id == run_id)
+    with store.transaction(write=False) as conn:
+        first = conn.execute(base.where(ev.seq == 1)).one_or_none()
+        highest = conn.execute(
+            select(ev.cycle).where(ev.run_id == run_id).order_by(ev.cycle.desc()).limit(1)
+        ).scalar()
+        if first is None or first.kind != "run_started":
+            raise ResumeError(f"run {run_id} has no run_started event: cannot rebuild any cycle")
+        cycles = max(run.cycles, highest or 0)
+        if until_cycle > cycles:
+            raise ResumeError(
+                f"run {run_id} recorded {cycles} cycle(s): cannot fork it at cycle {until_cycle}"
+            )
+        facts_rows = conn.execute(
+            select(ev.payload)
+            .where(ev.run_id == run_id, ev.kind == "fact_promoted", ev.cycle <= until_cycle)
+            .order_by(ev.seq)
+        ).all()
+        other_rows = conn.execute(
+            base.where(ev.kind.in_(COUNTED), ev.cycle <= until_cycle).order_by(ev.seq)
+        ).all()
+    started: dict[str, Any] = loads(first.payload)
+    initial = started.get("initial_facts") or []
+    link = _fork_point(started)
+    if link is not None and until_cycle <= link[1]:
+        # before its fork point a fork is its parent: the same facts and counters
+        h = _parent_history(store, run_id, link[0], until_cycle)
+        return RunHistory(
+            run_id, until_cycle, cycles, run.status, started, h.facts, h.texts, h.events
+        )
+    events: list[AuditEvent] = []
+    if link is not None:
+        h = _parent_history(store, run_id, link[0], link[1])
+        if len(h.texts) != len(initial):
+            raise ResumeError(
+                f"run {run_id} took {len(initial)} fact(s) from run {link[0]}, which holds "
+                f"{len(h.texts)} at cycle {link[1]}: cannot rebuild cycle {until_cycle}"
+            )
+        texts = list(h.texts)  # the parent's chained texts: not encoded again
+        events = h.events
+    else:
+        texts = [canonical_json(f) for f in initial]  # as run_started chained them
+    # the promoted facts' texts as chained: the Merkle leaves' data, a fork's payload
+    texts += [row[0] for row in facts_rows]
+    facts: list[dict[str, Any]] = list(initial)
+    facts += map(loads, texts[len(initial) :])
+    events += [AuditEvent(r.kind, r.cycle, loads(r.payload), r.ts) for r in other_rows]
+    _check_complete(run_id, until_cycle, facts, events)
+    return RunHistory(run_id, until_cycle, cycles, run.status, started, facts, texts, events)
+
+
+def _fork_point(started: dict[str, Any]) -> tuple[str, int] | None:
+    """(parent, cycle) of a fork's ``run_started`` (None: the run is no fork)."""
+    link = started.get("forked_from")
+    if not isinstance(link, dict):
+        return None
+    parent, cycle = link.get("run"), link.get("cycle")
+    if not isinstance(parent, str) or type(cycle) is not int:
+        return None
+    return parent, cycle
+
+
+def _parent_history(store: StoreCore, run_id: str, parent: str, cycle: int) -> RunHistory:
+    """The history of a fork's parent up to ``cycle`` (``ResumeError`` when gone)."""
+    try:
+        return read_history(store, parent, cycle)
+    except RunNotFound:
+        raise ResumeError(
+            f"run {run_id} is a fork of run {parent}, which is not in the store: its "
+            f"cycles up to {cycle} cannot be rebuilt"
+        ) from None
+
+
+def _check_complete(
+    run_id: str, cycle: int, facts: list[dict[str, Any]], events: list[AuditEvent]
+) -> None:
+    """``ResumeError`` when a cycle start or a fact of cycles 1..``cycle`` is missing."""
+    started = sorted({e.cycle for e in events if e.kind == "cycle_started"})
+    if started != list(range(1, cycle + 1)):
+        missing = sorted(set(range(1, cycle + 1)) - set(started))
+        raise ResumeError(
+            f"run {run_id}: the events of cycle(s) {missing[:5]} are missing from the "
+            f"store: cannot rebuild cycle {cycle} (run `converge verify {run_id}`)"
+        )
+    seen: dict[Any, int] = {}
+    get = seen.get
+    try:
+        for key, fid in map(itemgetter("key", "id"), facts):
+            n = get(key, 0)
+            if fid != f"{key}#{n}":
+                raise ResumeError(
+                    f"run {run_id}: fact {fid!r} follows {n} fact(s) of key {key!r}: "
+                    f"facts are missing from the store, cannot rebuild cycle {cycle}"
+                )
+            seen[key] = n + 1
+    except (KeyError, TypeError) as exc:  # a payload that is no fact
+        raise ResumeError(
+            f"run {run_id}: a fact_promoted event holds no fact ({exc!r}): "
+            f"cannot rebuild cycle {cycle} (run `converge verify {run_id}`)"
+        ) from None

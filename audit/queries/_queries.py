@@ -1,0 +1,411 @@
+"""What the audit store answers: recorded runs and events, as frozen values.
+
+:class:`RunRow` is one ``runs`` row with its parsed ``StopReason``;
+:class:`StoredEvent` one numbered, chained event; :func:`list_runs`
+(:func:`read_runs`: an unreadable row in its place, as :class:`UnreadableRun`),
+:func:`get_run`, :func:`read_events` and :func:`read_facts` read them (the queries
+of :class:`audit.store.SqlRunStore`); :func:`resolve_run_id` finds a run by a
+unique prefix of its id. :func:`parse_since` reads the ``--since`` of
+``converge runs`` (an ISO date/time or a relative age like ``1h``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import Row, Select, select
+
+from audit.cells import bad_cell, json_cell
+from audit.core import StoreCore
+from audit.tables import audit_events, runs
+from audit.trail._liveness import writer_alive
+from engine.effect import Usage
+from engine.errors import AmbiguousRunId, CorruptRow, RunNotFound
+from engine.facts import Fact, fact_from_dict
+from engine.status import RunStatus
+from engine.stop import StopReason, parse_stop_reason, stop_reason_to_dict
+
+DEFAULT_LIMIT = 100
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """One recorded run, as ``store.runs()`` and ``store.run()`` return it.
+
+    ``status`` is ``running``, ``paused``, ``stopped`` or ``crashed`` (a ``running``
+    run whose writer pid on this host is gone); times are unix seconds; the stop
+    fields are None while the run has not stopped or paused yet.
+    """
+
+    run_id: str
+    job: str | None
+    status: str
+    started_at: float
+    ended_at: float | None
+    stop_reason: StopReason | None
+    kind: str | None
+    category: str | None
+    cycles: int
+    facts_count: int
+    facts_root: str | None
+    usage: Usage
+    duration_ms: int | None
+    suggestors: tuple[str, ...]
+    head_hash: str
+    last_seq: int
+    chain: str
+    pid: int | None
+    hostname: str | None
+    parent_run_id: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the row (``stop_reason`` as its JSON)."""
+        return {
+            "run_id": self.run_id,
+            "job": self.job,
+            "status": self.status,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "kind": self.kind,
+            "category": self.category,
+            "stop_reason": None
+            if self.stop_reason is None
+            else stop_reason_to_dict(self.stop_reason),
+            "cycles": self.cycles,
+            "facts_count": self.facts_count,
+            "facts_root": self.facts_root,
+            "usage": {
+                "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
+                "cost_usd": self.usage.cost_usd,
+            },
+            "duration_ms": self.duration_ms,
+            "suggestors": list(self.suggestors),
+            "head_hash": self.head_hash,
+            "last_seq": self.last_seq,
+            "chain": self.chain,
+            "pid": self.pid,
+            "hostname": self.hostname,
+            "parent_run_id": self.parent_run_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One audit event as stored: ``seq`` (from 1), ``ts`` (unix seconds), ``hash`` (hex)."""
+
+    run_id: str
+    seq: int
+    kind: str
+    cycle: int
+    ts: float
+    payload: dict[str, Any]
+    hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the event."""
+        return {
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "kind": self.kind,
+            "cycle": self.cycle,
+            "ts": self.ts,
+            "payload": self.payload,
+            "hash": self.hash,
+        }
+
+
+def run_row(r: Row[Any]) -> RunRow:
+    """A :class:`RunRow` from a ``runs`` row (the JSON columns parsed).
+
+    Raises ``CorruptRow`` naming the first cell it cannot read: not of its
+    column's type, a ``reason`` that is no stop reason, a ``usage`` that is no
+    ``{input_tokens, output_tokens, cost_usd}`` object, ``suggestors`` no list.
+    """
+    m = r._mapping
+    where = f"run {m['run_id']}"
+    bad = bad_cell(runs, m)
+    if bad is not None:
+        raise CorruptRow("runs", where, *bad)
+    status = m["status"]
+    if status == RunStatus.RUNNING and not writer_alive(m["pid"], m["hostname"]):
+        status = RunStatus.CRASHED
+    reason = None
+    if m["reason"]:
+        data, why = json_cell(m["reason"], dict)
+        if why is not None:
+            raise CorruptRow("runs", where, "reason", why)
+        try:
+            reason = parse_stop_reason(data)
+        except ValidationError as exc:
+            raise CorruptRow("runs", where, "reason", _invalid(exc)) from exc
+    u, why = json_cell(m["usage"], dict) if m["usage"] else ({}, None)
+    if why is not None:
+        raise CorruptRow("runs", where, "usage", why)
+    try:
+        usage = Usage(
+            int(u.get("input_tokens", 0)),
+            int(u.get("output_tokens", 0)),
+            float(u.get("cost_usd", 0.0)),
+        )
+    except (TypeError, ValueError) as exc:
+        raise CorruptRow("runs", where, "usage", f"not a usage ({exc})") from exc
+    suggestors, why = json_cell(m["suggestors"], list)
+    if why is not None:
+        raise CorruptRow("runs", where, "suggestors", why)
+    return RunRow(
+        run_id=m["run_id"],
+        job=m["job"],
+        status=status,
+        started_at=m["started_at"],
+        ended_at=m["ended_at"],
+        stop_reason=reason,
+        kind=m["stop_kind"],
+        category=m["category"],
+        cycles=m["cycles"],
+        facts_count=m["facts_count"],
+        facts_root=m["facts_root"],
+        usage=usage,
+        duration_ms=m["duration_ms"],
+        suggestors=tuple(str(s) for s in suggestors),
+        head_hash=m["head_hash"],
+        last_seq=m["last_seq"],
+        chain=m["chain"],
+        pid=m["pid"],
+        hostname=m["hostname"],
+        parent_run_id=m["parent_run_id"],
+    )
+
+
+def runs_query(
+    *,
+    category: str | None = None,
+    kind: str | None = None,
+    since: float | None = None,
+    job: str | None = None,
+    status: str | None = None,
+    limit: int | None = DEFAULT_LIMIT,
+) -> Select[Any]:
+    """The ``SELECT`` over ``runs``, newest first; each filter is served by an index.
+
+    ``status="crashed"`` selects ``running`` rows (the caller keeps the dead ones).
+    """
+    q = select(runs)
+    if category is not None:
+        q = q.where(runs.c.category == category)
+    if kind is not None:
+        q = q.where(runs.c.stop_kind == kind)
+    if job is not None:
+        q = q.where(runs.c.job == job)
+    if status is not None:
+        q = q.where(runs.c.status == (RunStatus.RUNNING if status == RunStatus.CRASHED else status))
+    if since is not None:
+        q = q.where(runs.c.started_at >= since)
+    q = q.order_by(runs.c.started_at.desc(), runs.c.run_id.desc())
+    if limit is not None and limit > 0:
+        q = q.limit(limit)
+    return q
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableRun:
+    """A ``runs`` row :func:`read_runs` could not read: ``error`` names the cell."""
+
+    run_id: str
+    error: CorruptRow
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"run_id", "error", "column"}``: how a list of runs marks this one."""
+        return {"run_id": self.run_id, "error": str(self.error), "column": self.error.column}
+
+
+def read_runs(
+    store: StoreCore,
+    *,
+    category: str | None = None,
+    kind: str | None = None,
+    since: float | None = None,
+    job: str | None = None,
+    status: str | None = None,
+    limit: int | None = DEFAULT_LIMIT,
+) -> list[RunRow | UnreadableRun]:
+    """Recorded runs, newest first, filtered as :func:`list_runs`; a row that
+    cannot be read is an :class:`UnreadableRun` in its place, so one corrupt row
+    never hides the others."""
+    # whether the writer lives is not a column
+    live = status in (RunStatus.CRASHED, RunStatus.RUNNING)
+    q = runs_query(
+        category=category,
+        kind=kind,
+        since=since,
+        job=job,
+        status=status,
+        limit=None if live else limit,
+    )
+    out: list[RunRow | UnreadableRun] = []
+    with store.transaction(write=False) as conn:
+        for r in conn.execute(q):
+            try:
+                out.append(run_row(r))
+            except CorruptRow as exc:
+                out.append(UnreadableRun(str(r._mapping["run_id"]), exc))
+    if live:
+        out = [r for r in out if isinstance(r, UnreadableRun) or r.status == status]
+        if limit:
+            out = out[:limit]
+    return out
+
+
+def list_runs(
+    store: StoreCore,
+    *,
+    category: str | None = None,
+    kind: str | None = None,
+    since: float | None = None,
+    job: str | None = None,
+    status: str | None = None,
+    limit: int | None = DEFAULT_LIMIT,
+) -> list[RunRow]:
+    """Recorded runs, newest first, filtered (see :meth:`audit.store.SqlRunStore.runs`);
+    ``CorruptRow`` for the first row that cannot be read (:func:`read_runs` lists
+    the others)."""
+    rows: list[RunRow] = []
+    for r in read_runs(
+        store, category=category, kind=kind, since=since, job=job, status=status, limit=limit
+    ):
+        if isinstance(r, UnreadableRun):
+            raise r.error
+        rows.append(r)
+    return rows
+
+
+def get_run(store: StoreCore, run_id: str) -> RunRow:
+    """One recorded run (raises ``RunNotFound``)."""
+    with store.transaction(write=False) as conn:
+        row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one_or_none()
+    if row is None:
+        raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+    return run_row(row)
+
+
+CANDIDATES = 10
+"""How many run ids an ambiguous prefix's error lists at most."""
+
+
+def resolve_run_id(store: StoreCore, text: str) -> str:
+    """The id of the run ``text`` names: ``text`` itself when a run has that id,
+    else the one run whose id starts with it (case-sensitive, as ids are).
+
+    Raises ``RunNotFound`` ("no run 'x' in audit store ...") when none does, and
+    :class:`AmbiguousRunId` listing the candidates when several do.
+    """
+    text = text.strip()
+    with store.transaction(write=False) as conn:
+        exact = conn.execute(select(runs.c.run_id).where(runs.c.run_id == text)).scalar()
+        if exact is not None:
+            return str(exact)
+        if not text:
+            raise RunNotFound(f"no run {text!r} in audit store {store.shown}")
+        # LIKE 'text%' (its % and _ escaped); SQLite's LIKE ignores case, so the
+        # matches are checked again here
+        q = (
+            select(runs.c.run_id)
+            .where(runs.c.run_id.startswith(text, autoescape=True))
+            .order_by(runs.c.run_id)
+            .limit(CANDIDATES * 4)
+        )
+        found = [str(r) for r in conn.execute(q).scalars() if str(r).startswith(text)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise RunNotFound(f"no run {text!r} in audit store {store.shown}")
+    shown = found[:CANDIDATES]
+    more = ", ..." if len(found) > len(shown) else ""
+    raise AmbiguousRunId(
+        f"run id {text!r} is ambiguous: {', '.join(shown)}{more} (type more of the id)", shown
+    )
+
+
+def read_events(
+    store: StoreCore, run_id: str, kinds: Sequence[str] | None = None
+) -> list[StoredEvent]:
+    """The run's events in ``seq`` order (only ``kinds`` when given)."""
+    q = select(audit_events).where(audit_events.c.run_id == run_id)
+    if kinds is not None:
+        q = q.where(audit_events.c.kind.in_(list(kinds)))
+    q = q.order_by(audit_events.c.seq)
+    with store.transaction(write=False) as conn:
+        return [_stored_event(r) for r in conn.execute(q)]
+
+
+def _stored_event(r: Row[Any]) -> StoredEvent:
+    """A :class:`StoredEvent` from an ``audit_events`` row (``CorruptRow`` when a
+    cell is not of its type or the payload is no JSON object)."""
+    m = r._mapping
+    bad = bad_cell(audit_events, m)
+    if bad is not None:
+        raise CorruptRow("audit_events", f"run {m['run_id']} event {m['seq']}", *bad)
+    payload, why = json_cell(m["payload"], dict)
+    if why is not None:
+        raise CorruptRow("audit_events", f"run {m['run_id']} event {m['seq']}", "payload", why)
+    return StoredEvent(r.run_id, r.seq, r.kind, r.cycle, r.ts, payload, r.hash)
+
+
+def read_facts(store: StoreCore, run_id: str, key: str | None = None) -> list[Fact]:
+    """The run's facts in promotion order: the initial ones, then every
+    ``fact_promoted`` (only those of ``key`` when given); raises ``RunNotFound``."""
+    with store.transaction(write=False) as conn:
+        known = conn.execute(select(runs.c.run_id).where(runs.c.run_id == run_id)).scalar()
+    if known is None:  # the facts are the events': a row that cannot be read is no matter
+        raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+    out: list[Fact] = []
+    for ev in read_events(store, run_id, kinds=("run_started", "fact_promoted")):
+        try:
+            if ev.kind == "run_started":
+                found = [fact_from_dict(d) for d in ev.payload.get("initial_facts", [])]
+            else:
+                found = [fact_from_dict(ev.payload)]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            where = f"run {run_id} event {ev.seq}"
+            raise CorruptRow("audit_events", where, "payload", f"no fact ({exc!r})") from exc
+        out.extend(f for f in found if key is None or f.key == key)
+    return out
+
+
+def _invalid(exc: ValidationError) -> str:
+    """Why a JSON value is no stop reason, in one line (pydantic's first error)."""
+    first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": str(exc)}
+    where = ".".join(str(part) for part in first["loc"])
+    return f"not a stop reason ({where + ': ' if where else ''}{first['msg']})"
+
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_since(text: str, *, now: float | None = None) -> float:
+    """Unix seconds from an ISO date/time (naive = UTC) or an age (``30m``, ``1h``, ``7d``).
+
+    Raises ``ValueError`` naming the accepted forms.
+    """
+    m = _AGE.match(text)
+    if m:
+        return (time.time() if now is None else now) - float(m.group(1)) * _UNIT_S[
+            m.group(2).lower()
+        ]
+    try:
+        dt = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"--since {text!r}: expected an ISO date/time (2025-01-31, 2025-01-31T12:00) "
+            "or an age like 30m, 1h, 7d"
+        ) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()

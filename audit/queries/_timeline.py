@@ -1,0 +1,132 @@
+"""A run's story per cycle, folded from its audit events (what ``converge show`` prints).
+
+:func:`timeline` groups the events of one run by cycle: suggestors executed and
+failed, facts promoted (count and keys), proposals rejected, gates opened and
+decided, stop signals and continuations. :func:`last_budget_status` returns the
+budget status the run recorded when it stopped.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from audit.queries._queries import StoredEvent
+from engine.budget import BudgetStatus
+from engine.errors import CorruptRow
+
+
+@dataclass
+class CycleSummary:
+    """What happened in one cycle (0 = before the first: the run's start)."""
+
+    cycle: int
+    eligible: list[str] = field(default_factory=list)
+    executed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    promoted: int = 0
+    promoted_keys: Counter[str] = field(default_factory=Counter)
+    rejected: list[str] = field(default_factory=list)
+    gates: list[str] = field(default_factory=list)
+    signals: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the summary."""
+        return {
+            "cycle": self.cycle,
+            "eligible": self.eligible,
+            "executed": self.executed,
+            "failed": self.failed,
+            "promoted": self.promoted,
+            "promoted_keys": dict(self.promoted_keys),
+            "rejected": self.rejected,
+            "gates": self.gates,
+            "signals": self.signals,
+            "notes": self.notes,
+        }
+
+
+def timeline(events: Iterable[StoredEvent]) -> list[CycleSummary]:
+    """One :class:`CycleSummary` per cycle that has events, in cycle order;
+    ``CorruptRow`` for an event whose payload is not of its kind's shape."""
+    by_cycle: dict[int, CycleSummary] = {}
+    for ev in events:
+        s = by_cycle.get(ev.cycle)
+        if s is None:
+            s = by_cycle[ev.cycle] = CycleSummary(ev.cycle)
+        try:
+            _fold(s, ev)
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            # a payload of another shape than its kind's (an edited row)
+            where = f"run {ev.run_id} event {ev.seq}"
+            raise CorruptRow(
+                "audit_events", where, "payload", f"not a {ev.kind} ({exc!r})"
+            ) from exc
+    return [by_cycle[c] for c in sorted(by_cycle)]
+
+
+def _fold(s: CycleSummary, ev: StoredEvent) -> None:
+    """Add one event to its cycle's summary."""
+    p = ev.payload
+    match ev.kind:
+        case "run_started":
+            s.notes.append(f"run started with {len(p.get('initial_facts', []))} input facts")
+        case "cycle_started":
+            s.eligible = list(p.get("eligible", []))
+        case "suggestor_executed":
+            name = str(p.get("suggestor"))
+            if p.get("refusal") is not None:
+                name += f" (refused: {p['refusal']})"
+            s.executed.append(name)
+        case "suggestor_failed":
+            s.failed.append(f"{p.get('suggestor')}: {p.get('error')}")
+        case "usage_recorded":
+            i, o, c = [*(p.get("usage") or []), 0, 0, 0.0][:3]
+            who = p.get("suggestor")
+            s.notes.append(f"{who} recorded {i}+{o} tokens, ${c} it did not return")
+        case "fact_promoted":
+            s.promoted += 1
+            s.promoted_keys[str(p.get("key"))] += 1
+        case "proposal_rejected":
+            s.rejected.append(
+                f"{p.get('proposal_id')} by {p.get('gate')}: {p.get('reason')}"
+                + (" (dropped)" if p.get("on_reject") == "drop" else "")
+            )
+        case "gate_opened":
+            s.gates.append(f"opened {p.get('gate_id')}: {p.get('summary')}")
+        case "gate_decided":
+            verdict = "approved" if p.get("approved") else "rejected"
+            why = f" ({p['reason']})" if p.get("reason") else ""
+            s.gates.append(f"{verdict} {p.get('gate_id')} by {p.get('by')}{why}")
+        case "stop_signal" | "invariant_violated":
+            s.signals.append(str(p.get("kind")))
+        case "run_continued":
+            s.notes.append(f"continued past {len(p.get('signals', []))} signal(s)")
+        case "run_paused":
+            s.notes.append("paused")
+        case "run_resumed":
+            s.notes.append(f"resumed from {p.get('from', 'gate')}")
+        case "run_stopped":
+            s.notes.append(f"stopped: {p.get('kind')} ({p.get('category')})")
+        case _:
+            s.notes.append(ev.kind)
+
+
+def last_budget_status(events: Iterable[StoredEvent]) -> BudgetStatus | None:
+    """The budget status of the run's last ``run_stopped`` event (None if it never
+    stopped); ``CorruptRow`` when it is no budget status."""
+    found: BudgetStatus | None = None
+    for ev in events:
+        if ev.kind == "run_stopped" and "budget_status" in ev.payload:
+            try:
+                found = BudgetStatus.model_validate(ev.payload["budget_status"])
+            except ValidationError as exc:
+                where = f"run {ev.run_id} event {ev.seq}"
+                why = f"no budget status ({exc.error_count()} errors)"
+                raise CorruptRow("audit_events", where, "payload", why) from exc
+    return found

@@ -1,0 +1,46 @@
+"""Runs as a service, on the store's side: queued runs, their taking,
+cancel requests (``_queue``; docs/service.md).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from audit.lazy import face
+
+if TYPE_CHECKING:
+    from audit.run_queue._queue import (
+        cancel_requested,
+        clear_cancel,
+        ensure_service_tables,
+        queue_run,
+        request_cancel,
+        runs_to_recover,
+        take_queued,
+    )
+
+__all__ = [
+    "cancel_requested",
+    "clear_cancel",
+    "ensure_service_tables",
+    "queue_run",
+    "request_cancel",
+    "runs_to_recover",
+    "take_queued",
+]
+
+if not TYPE_CHECKING:
+    __getattr__ = face(
+        __name__,
+        {
+            "_queue": (
+                "ensure_service_tables",
+                "queue_run",
+                "take_queued",
+                "request_cancel",
+                "cancel_requested",
+                "clear_cancel",
+                "runs_to_recover",
+            ),
+        },
+    )

@@ -1,0 +1,163 @@
+"""The people a store knows (``converge user add NAME [--public-key FILE]``).
+
+Once anyone is registered, a decision's ``--by`` must name a known person
+(:mod:`converge.deciders`); a person may register an Ed25519 public key (PEM
+SubjectPublicKeyInfo, as ``converge keys generate`` writes), against which
+``verify`` checks every decision they signed (:mod:`audit.signing._decisions`).
+The ``people`` table is created on first use, like the inbox's tables.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from sqlalchemy import Column, Double, Table, Text, insert, select, update
+from sqlmodel import Field, SQLModel
+
+from audit.core import StoreCore
+from audit.signing._statements import SigningKeyError, key_id
+from engine.errors import ConfigurationError
+
+__all__ = [
+    "Person",
+    "add_person",
+    "anyone_registered",
+    "ensure_people_table",
+    "people",
+    "person",
+    "public_key_from_pem",
+    "public_keys",
+]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
+"""A person's name: the same as a token's (``audit.people._tokens``)."""
+
+
+class PersonTable(SQLModel, table=True):
+    """A person the store knows; ``public_key`` (PEM, None: none registered) and its
+    ``key_id`` (:func:`audit.signing._statements.key_id`) check the decisions they sign."""
+
+    __tablename__ = "people"
+
+    name: str = Field(primary_key=True, max_length=200)
+    public_key: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    key_id: str | None = Field(default=None, max_length=64)
+    added_at: float = Field(sa_column=Column(Double, nullable=False))
+    key_added_at: float | None = Field(default=None, sa_column=Column(Double, nullable=True))
+
+
+people_table: Table = PersonTable.__table__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class Person:
+    """A registered person: ``name``, their public key (PEM) and its ``key_id``
+    (None when they registered none), when they were added (unix seconds)."""
+
+    name: str
+    public_key: str | None
+    key_id: str | None
+    added_at: float
+
+
+def ensure_people_table(store: StoreCore) -> None:
+    """Create the ``people`` table when missing (once per store object)."""
+    store.ensure_tables([people_table], 714526)
+
+
+def public_key_from_pem(pem: str) -> Ed25519PublicKey:
+    """The Ed25519 public key of PEM SubjectPublicKeyInfo text; ``SigningKeyError``
+    when it is not one."""
+    try:
+        public = serialization.load_pem_public_key(pem.encode("utf-8"))
+    except (ValueError, TypeError) as exc:
+        raise SigningKeyError(f"not a PEM public key: {exc}") from exc
+    if not isinstance(public, Ed25519PublicKey):
+        raise SigningKeyError("not an Ed25519 public key")
+    return public
+
+
+def add_person(store: StoreCore, name: str, public_key: str | None = None) -> Person:
+    """Register ``name`` (already known: kept), with ``public_key`` (PEM text) when
+    given, replacing the one they had. Raises ``ConfigurationError`` for a bad name,
+    ``SigningKeyError`` for a key that is not an Ed25519 public key, ``StoreError``."""
+    if not _NAME.match(name or ""):
+        raise ConfigurationError(
+            f"person name {name!r} must be 1-100 letters, digits or . _ @ - "
+            "(starting with a letter or digit)"
+        )
+    kid = None if public_key is None else key_id(public_key_from_pem(public_key))
+    ensure_people_table(store)
+    now = time.time()
+    with store.transaction() as conn:
+        known = conn.execute(
+            select(people_table.c.name).where(people_table.c.name == name).with_for_update()
+        ).scalar()
+        if known is None:
+            conn.execute(
+                insert(people_table).values(
+                    name=name,
+                    public_key=public_key,
+                    key_id=kid,
+                    added_at=now,
+                    key_added_at=None if public_key is None else now,
+                )
+            )
+        elif public_key is not None:
+            conn.execute(
+                update(people_table)
+                .where(people_table.c.name == name)
+                .values(public_key=public_key, key_id=kid, key_added_at=now)
+            )
+    found = person(store, name)
+    assert found is not None
+    return found
+
+
+def _ready_to_read(store: StoreCore) -> bool:
+    """Whether the table exists (a read-only store is never given one)."""
+    return store.has_table(people_table.name)
+
+
+def people(store: StoreCore) -> list[Person]:
+    """Everyone registered, by name."""
+    if not _ready_to_read(store):
+        return []
+    with store.transaction(write=False) as conn:
+        rows = conn.execute(select(people_table).order_by(people_table.c.name)).all()
+    return [Person(r.name, r.public_key, r.key_id, r.added_at) for r in rows]
+
+
+def person(store: StoreCore, name: str) -> Person | None:
+    """The registered person ``name``, or None."""
+    if not _ready_to_read(store):
+        return None
+    with store.transaction(write=False) as conn:
+        r = conn.execute(select(people_table).where(people_table.c.name == name)).one_or_none()
+    return None if r is None else Person(r.name, r.public_key, r.key_id, r.added_at)
+
+
+def anyone_registered(store: StoreCore) -> bool:
+    """True once anyone is registered: ``--by`` must then name a known person."""
+    if not _ready_to_read(store):
+        return False
+    with store.transaction(write=False) as conn:
+        return conn.execute(select(people_table.c.name).limit(1)).first() is not None
+
+
+def public_keys(store: StoreCore) -> dict[str, Ed25519PublicKey | None]:
+    """Every registered person's public key (None: theirs is missing or unreadable)."""
+    out: dict[str, Ed25519PublicKey | None] = {}
+    for p in people(store):
+        if p.public_key is None:
+            out[p.name] = None
+            continue
+        try:
+            out[p.name] = public_key_from_pem(p.public_key)
+        except SigningKeyError:
+            out[p.name] = None
+    return out

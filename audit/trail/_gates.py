@@ -1,0 +1,252 @@
+"""HITL gates: a run paused on one, its compare-and-set decision (chained as a
+``gate_decided`` event in the same transaction), and the claim of the run that a
+resume makes. Quorum votes on a gate are in :mod:`audit.people._approvals`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from audit.cells import bad_cell, json_cell
+from audit.core import StoreCore, json_compact
+from audit.tables import gates, runs
+from audit.trail._checkpoints import put_checkpoint
+from audit.trail._events import append, append_checkpointed
+from audit.trail._liveness import this_writer, writer_alive
+from audit.trail._runs import outcome_values
+from engine.errors import (
+    CorruptRow,
+    GateAlreadyDecided,
+    GateNotFound,
+    RunBusy,
+    RunFinished,
+    RunNotFound,
+    StoreError,
+)
+from engine.hitl import GateDecision, iso_utc
+from engine.status import GateStatus, RunStatus
+from engine.stop_categories import RESUMABLE
+from engine.store import AuditEvent, BatchItem, Claim, GateRecord, RunOutcome
+
+_DECIDED = (GateStatus.APPROVED, GateStatus.REJECTED, GateStatus.EXPIRED)
+_GOES_ON = frozenset(c.value for c in RESUMABLE)  # categories a stopped run can resume from
+
+
+def pause_run(
+    store: StoreCore,
+    run_id: str,
+    events: Sequence[BatchItem],
+    outcome: RunOutcome,
+    gate: GateRecord,
+    checkpoint: dict[str, Any],
+) -> None:
+    """Write the events, the pending gate, the checkpoint and the ``paused``
+    outcome, in one transaction."""
+    store.wait_written(run_id)
+    with store.transaction() as conn:
+        blob = append_checkpointed(store, conn, run_id, events, checkpoint)
+        conn.execute(
+            insert(gates).values(
+                gate_id=gate.gate_id,
+                run_id=gate.run_id,
+                proposal_id=gate.proposal_id,
+                proposal=json_compact(gate.proposal),
+                suggestor=gate.suggestor,
+                summary=gate.summary,
+                cycle=gate.cycle,
+                policy=gate.policy,
+                status=gate.status,
+                opened_at=gate.opened_at or time.time(),
+                expires_at=gate.expires_at,
+                on_timeout=gate.on_timeout,
+                decided_by=gate.decided_by,
+                decided_at=gate.decided_at,
+                reason=gate.reason,
+                extra=json_compact(gate.extra),
+            )
+        )
+        put_checkpoint(store, conn, run_id, checkpoint, blob)
+        conn.execute(update(runs).where(runs.c.run_id == run_id).values(**outcome_values(outcome)))
+    store.forget_run(run_id)  # a resume, here or elsewhere, locks the row again
+
+
+def get_gate(store: StoreCore, gate_id: str) -> GateRecord:
+    """The gate (raises ``GateNotFound``)."""
+    with store.transaction(write=False) as conn:
+        row = conn.execute(select(gates).where(gates.c.gate_id == gate_id)).one_or_none()
+    if row is None:
+        raise GateNotFound(f"no gate {gate_id!r} in audit store {store.shown}")
+    return gate_record(row._mapping)
+
+
+def list_gates(store: StoreCore, pending: bool = False) -> list[GateRecord]:
+    """HITL gates, newest first (only ``pending`` ones when asked)."""
+    q = select(gates)
+    if pending:
+        q = q.where(gates.c.status == GateStatus.PENDING)
+    q = q.order_by(gates.c.opened_at.desc(), gates.c.gate_id.desc())
+    with store.transaction(write=False) as conn:
+        return [gate_record(r._mapping) for r in conn.execute(q)]
+
+
+def decide_gate(store: StoreCore, gate_id: str, decision: GateDecision, status: str) -> GateRecord:
+    """Compare-and-set the gate from ``pending`` to ``status`` and chain the decision
+    as a ``gate_decided`` event, in one transaction; ``GateAlreadyDecided`` for the
+    callers that lose, ``GateNotFound`` for an unknown gate."""
+    if status not in _DECIDED:
+        raise StoreError(f"gate status must be one of {', '.join(_DECIDED)}, got {status!r}")
+    now = time.time()
+    with store.transaction() as conn:
+        done = conn.execute(
+            update(gates)
+            .where(gates.c.gate_id == gate_id, gates.c.status == GateStatus.PENDING)
+            .values(status=status, decided_by=decision.by, decided_at=now, reason=decision.reason)
+        )
+        row = conn.execute(select(gates).where(gates.c.gate_id == gate_id)).one_or_none()
+        if done.rowcount == 1 and row is not None:
+            # the decision enters the run's chain in the compare-and-set's transaction
+            decided = AuditEvent(
+                "gate_decided",
+                row.cycle,
+                {
+                    "gate_id": gate_id,
+                    "approved": decision.approved,
+                    "status": status,
+                    "by": decision.by,
+                    "reason": decision.reason,
+                    "decided_at": now,
+                    **({"value": decision.value} if decision.value is not None else {}),
+                    # the decider's signed statement (audit.signing._decisions)
+                    **({"signature": decision.signature} if decision.signature else {}),
+                },
+                now,
+            )
+            append(store, conn, row.run_id, [decided])
+    if row is None:
+        raise GateNotFound(f"no gate {gate_id!r} in audit store {store.shown}")
+    rec = gate_record(row._mapping)
+    if done.rowcount == 0:
+        raise GateAlreadyDecided(gate_id, rec.status, rec.decided_by, iso_utc(rec.decided_at))
+    return rec
+
+
+def claim_resume(
+    store: StoreCore,
+    run_id: str,
+    expected_epoch: int | None = None,
+    expected_seq: int | None = None,
+    events: Sequence[BatchItem] = (),
+) -> Claim:
+    """Claim the run for this process: one compare-and-set of its row from
+    ``paused`` / ``stopped`` (resumably) / ``running`` with a dead writer (crashed)
+    to ``running`` by this process, bumping its fencing epoch.
+
+    Idempotent by design: the update matches only the epoch and status just read,
+    so of racing claimers exactly one changes the row and the others (rowcount 0)
+    get ``RunBusy``; with ``expected_epoch`` and ``expected_seq`` (the epoch and
+    last seq seen when the caller read the checkpoint) a claim after anyone else's,
+    or after anything was recorded since, fails the same way. Raises
+    ``RunFinished`` for a stop that leaves nothing to do, ``RunNotFound``.
+    ``events`` are appended after the claim in the same transaction.
+    """
+    pid, host = this_writer()
+    with store.transaction() as conn:
+        row = conn.execute(
+            select(
+                runs.c.status,
+                runs.c.epoch,
+                runs.c.last_seq,
+                runs.c.pid,
+                runs.c.hostname,
+                runs.c.stop_kind,
+                runs.c.category,
+            )
+            .where(runs.c.run_id == run_id)
+            .with_for_update()
+        ).one_or_none()
+        if row is None:
+            raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+        was = row.status
+        if was == RunStatus.RUNNING:
+            if writer_alive(row.pid, row.hostname):
+                raise RunBusy(f"run {run_id} is running: another process is resuming it")
+            was = RunStatus.CRASHED  # its writer died (kill -9): take the run over
+        elif was == RunStatus.STOPPED and row.category is not None and row.category not in _GOES_ON:
+            raise RunFinished(f"run {run_id} already finished ({row.stop_kind})")
+        elif was not in (RunStatus.PAUSED, RunStatus.STOPPED):
+            raise RunBusy(f"run {run_id} is {was}: it cannot be claimed")
+        if (expected_epoch is not None and row.epoch != expected_epoch) or (
+            expected_seq is not None and row.last_seq != expected_seq
+        ):
+            raise RunBusy(f"run {run_id} was claimed by another process first")
+        epoch = row.epoch + 1
+        done = conn.execute(
+            update(runs)
+            .where(
+                runs.c.run_id == run_id,
+                runs.c.epoch == row.epoch,
+                runs.c.status == row.status,
+                runs.c.last_seq == row.last_seq,
+            )
+            .values(status=RunStatus.RUNNING, pid=pid, hostname=host, epoch=epoch)
+        )
+        if done.rowcount != 1:
+            raise RunBusy(f"run {run_id} was claimed by another process first")
+        store.claim_epochs[run_id] = epoch
+        store.predicted_heads.pop(run_id, None)
+        store.forget_run(run_id)  # the leg reads its head and chunks as they are now
+        if events:  # the leg's first events go with its claim: one unit of recovery
+            append(store, conn, run_id, events)
+    store.claim_epochs[run_id] = epoch
+    store.predicted_heads.pop(run_id, None)  # the next write reads the chain head after the claim
+    return Claim(run_id, epoch, was, row.pid, row.hostname)
+
+
+def release_claim(store: StoreCore, claim: Claim) -> None:
+    """Give the run back as the claim found it (status, writer and epoch) when the
+    resume cannot start: it wrote nothing, so a process that read the run before
+    this claim may still claim it; a superseded claim changes nothing."""
+    status = RunStatus.RUNNING if claim.was == RunStatus.CRASHED else claim.was
+    with store.transaction() as conn:
+        conn.execute(
+            update(runs)
+            .where(runs.c.run_id == claim.run_id, runs.c.epoch == claim.epoch)
+            .values(status=status, pid=claim.pid, hostname=claim.hostname, epoch=claim.epoch - 1)
+        )
+    store.claim_epochs.pop(claim.run_id, None)
+
+
+def gate_record(m: Any) -> GateRecord:
+    """A ``gates`` row (its mapping) as a :class:`engine.store.GateRecord`;
+    ``CorruptRow`` naming the first cell that cannot be read."""
+    where = f"gate {m['gate_id']}"
+    bad = bad_cell(gates, m)
+    if bad is not None:
+        raise CorruptRow("gates", where, *bad)
+    proposal, why = json_cell(m["proposal"], dict)
+    if why is not None:
+        raise CorruptRow("gates", where, "proposal", why)
+    extra, why = json_cell(m["extra"], dict) if m["extra"] else ({}, None)
+    if why is not None:
+        raise CorruptRow("gates", where, "extra", why)
+    return GateRecord(
+        gate_id=m["gate_id"],
+        run_id=m["run_id"],
+        proposal_id=m["proposal_id"],
+        proposal=proposal,
+        suggestor=m["suggestor"],
+        summary=m["summary"],
+        cycle=m["cycle"],
+        policy=m["policy"],
+        status=m["status"],
+        opened_at=m["opened_at"],
+        expires_at=m["expires_at"],
+        on_timeout=m["on_timeout"],
+        decided_by=m["decided_by"],
+        decided_at=m["decided_at"],
+        reason=m["reason"],
+        extra=extra,
+    )

@@ -1,0 +1,184 @@
+"""Verification: recompute a run's chain and check against it what queries and
+resumes read (the ``runs`` row, gates, checkpoint, fact chunks, ledger entry); the
+whole store and its ledger; the ledger head kept outside as an anchor."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy import func, select
+
+from audit.core import StoreCore
+from audit.ledger import _ledger as ledger_log
+from audit.ledger._anchors import anchor_text, claim_reports, parse_claim
+from audit.ledger._ledger import verify_ledger
+from audit.ledger._pending import deleted_pending, run_in_ledger
+from audit.signing._decisions import check_run_signatures
+from audit.tables import audit_events, gates, runs
+from audit.trail._chain import ChainRow, VerifyReport, verify_chain
+from audit.trail._checkpoints import chunks_problem, read_checkpoint
+from audit.verify._crosscheck import Problem, check_checkpoint, check_gates, check_outcome
+from audit.verify._exactly_once import check_exactly_once
+from audit.verify._row_checks import (
+    EventCells,
+    check_fact_ids,
+    check_gate_columns,
+    check_header,
+    check_outcome_columns,
+    check_status,
+    read_events,
+    unreadable,
+)
+from engine.errors import RunNotFound
+from engine.hashing.chain import GENESIS, KEYED
+from engine.hashing.ledger import key_fingerprint
+from engine.status import RunStatus
+
+
+def _key_problem(store: StoreCore) -> str | None:
+    """``wrong key`` / ``key required`` when the verifier's key does not fit the store."""
+    stored = store.known_fingerprint
+    if stored is None:
+        return None
+    if store.key is None:
+        return "key required"
+    if key_fingerprint(store.key) != stored:
+        return "wrong key"
+    return None
+
+
+def verify_run(store: StoreCore, run_id: str) -> VerifyReport:
+    """The report of one run: its chain, then its row's outcome, gates, checkpoint,
+    fact chunks and ledger entry checked against it (``RunNotFound`` when no row)."""
+    with store.transaction(write=False) as conn:
+        run = conn.execute(select(runs).where(runs.c.run_id == run_id)).one_or_none()
+        if run is None:
+            raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+        events = read_events(conn, run_id, typed=store.is_postgres)
+        rows = events.rows
+        gate_rows = conn.execute(select(gates).where(gates.c.run_id == run_id)).all()
+        blob = read_checkpoint(conn, run_id)
+        # a cell of the wrong type is reported, never read (SQLite keeps any value)
+        cells = events.bad or unreadable(run, gate_rows)
+        # a head still pending for the sequencer verifies with a note, within the bound
+        in_ledger, unintegrated = (
+            (None, None)
+            if cells
+            else run_in_ledger(store, conn, run_id, run.last_seq, run.head_hash, rows)
+        )
+        chunks = chunks_problem(conn, run_id, blob)
+    if cells is not None:
+        return VerifyReport(run_id, False, len(rows), cells[0], cells[1])
+    if run.status == RunStatus.QUEUED:
+        # submitted, not taken yet: nothing is recorded before a worker starts it
+        if rows or gate_rows or blob is not None or run.last_seq or run.head_hash != GENESIS:
+            return VerifyReport(run_id, False, len(rows), 1, "a queued run holds events")
+        return VerifyReport(run_id, True, 0)
+    problem = _key_problem(store)
+    if problem is not None:
+        return VerifyReport(run_id, False, len(rows), 1, problem)
+    if store.known_fingerprint is not None and run.chain != KEYED:
+        return VerifyReport(run_id, False, len(rows), 1, "chain not keyed")
+    report = verify_chain(
+        run_id,
+        rows,
+        head_hash=run.head_hash,
+        last_seq=run.last_seq,
+        chain=run.chain,
+        key=store.key,
+    )
+    if not report.ok:
+        return report
+    try:
+        found = _first_problem(store, run, rows, gate_rows, events, blob)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        # a chain that verifies holds what its writer chained: only a store whose
+        # plain chain was recomputed over other values gets here
+        return VerifyReport(run_id, False, len(rows), 1, f"unreadable chain ({exc})")
+    for extra in (
+        None if chunks is None else (run.last_seq or 1, chunks),
+        None if in_ledger is None else (run.last_seq or 1, in_ledger),
+    ):
+        found = found or extra
+    if found is not None:
+        return VerifyReport(run_id, False, len(rows), found[0], found[1])
+    return report if unintegrated is None else replace(report, reason=unintegrated)
+
+
+def _first_problem(
+    store: StoreCore,
+    run: Any,
+    rows: list[ChainRow],
+    gate_rows: Sequence[Any],
+    events: EventCells,
+    blob: str | None,
+) -> Problem:
+    """The first of the run's rows (``runs``, gates, checkpoint, events) that
+    disagrees with its verified chain, column named (docs/audit.md)."""
+    for found in (
+        check_outcome(run, rows),
+        check_outcome_columns(run, rows),
+        check_header(run, rows),
+        check_status(run, rows),
+        check_gates(gate_rows, rows),
+        check_gate_columns(gate_rows, rows),
+        check_fact_ids(events.fact_ids),
+        check_checkpoint(blob, rows),
+        check_exactly_once(rows),
+        check_run_signatures(store, run.run_id, rows),
+    ):
+        if found is not None:
+            return found
+    return None
+
+
+def verify_all(store: StoreCore) -> list[VerifyReport]:
+    """Every run's report (oldest first), then the rows no run or ledger accounts
+    for: events of no known run, runs the ledger names but the store lost, a
+    broken ledger."""
+    with store.transaction(write=False) as conn:
+        ids = list(conn.execute(select(runs.c.run_id).order_by(runs.c.started_at)).scalars())
+        orphans = conn.execute(
+            select(audit_events.c.run_id, func.min(audit_events.c.seq), func.count())
+            .where(audit_events.c.run_id.not_in(select(runs.c.run_id)))
+            .group_by(audit_events.c.run_id)
+        ).all()
+        state = verify_ledger(conn, store.chain_hash)
+        deleted = deleted_pending(conn, set(state.latest))
+    reports = [
+        verify_run(store, run_id)
+        if isinstance(run_id, str)
+        else VerifyReport(repr(run_id), False, 0, 1, "runs.run_id: not a text (an edited row)")
+        for run_id in ids
+    ]
+    reports.extend(VerifyReport(str(r[0]), False, r[2], r[1], "row inserted") for r in orphans)
+    known = set(ids)
+    reports.extend(
+        VerifyReport(run_id, False, 0, last_seq or 1, "run deleted (named by the ledger)")
+        for run_id, (last_seq, _head) in state.latest.items()
+        if run_id not in known
+    )
+    reports.extend(deleted)
+    if not state.report.ok:
+        reports.append(state.report)
+    return reports
+
+
+def anchor(store: StoreCore) -> str:
+    """The ledger head, ``seq:hash`` (``seq:hash:keyed:FINGERPRINT`` in a keyed store)."""
+    with store.transaction(write=False) as conn:
+        seq, digest = ledger_log.read_head(conn)
+    return anchor_text(store, seq, digest)
+
+
+def verify_anchor(store: StoreCore, anchor: str) -> list[VerifyReport]:
+    """:func:`verify_all`, plus a report when the ledger no longer holds
+    ``anchor``'s entry as it was, or when the anchor names the store keyed and this
+    verifier cannot vouch for it (see :mod:`audit.ledger._anchors`; ``ValueError`` for text
+    that is not an anchor)."""
+    claim = parse_claim(anchor)
+    reports = verify_all(store)
+    reports.extend(claim_reports(store, claim))
+    return reports
