@@ -23,7 +23,7 @@ from audit.people import authenticate, knows
 from audit.settings import REQUIRE_TOKEN, get_setting
 from audit.signing import anyone_registered
 from audit.store import SqlRunStore
-from engine.errors import BadToken, TokenRequired, UnknownPerson
+from converge.errors import BadToken, TokenRequired, UnknownPerson
 
 __all__ = ["BadToken", "TokenRequired", "UnknownPerson", "check_known", "cli_decider"]
 

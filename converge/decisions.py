@@ -32,7 +32,8 @@ from audit.people import Vote, cast_vote, log_access, votes
 from audit.signing import Signer
 from audit.store import SqlRunStore
 from converge.deciders import check_known
-from converge.governance import MissingReason, NotAllowed, check_decision
+from converge.errors import InvalidValue, MissingReason, NotAllowed
+from converge.governance import check_decision
 from converge.jobs import HitlSpec, Job, job_from_record
 from converge.run_queue import RunQueue
 from converge.signed_decisions import with_signature
@@ -45,7 +46,6 @@ from engine import (
     GateRecord,
     RunResult,
 )
-from engine.errors import InvalidValue as InvalidValue  # re-exported: it lived here
 from engine.hitl import iso_utc
 from engine.status import GateStatus
 from gates.hitl import ApprovalPolicy

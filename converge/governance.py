@@ -19,9 +19,8 @@ from typing import Any
 
 from audit.people import actors_of, groups_of
 from audit.store import SqlRunStore
+from converge.errors import MissingReason, NotAllowed
 from engine import GateDecision, GateRecord
-from engine.errors import MissingReason as MissingReason  # re-exported: it lived here
-from engine.errors import NotAllowed as NotAllowed  # re-exported: it lived here
 
 
 @dataclass(frozen=True, slots=True)

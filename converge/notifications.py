@@ -54,8 +54,8 @@ from audit.notifications import (
     recorded,
 )
 from audit.store import SqlRunStore
+from converge.errors import NotSent
 from engine import ConvergeError
-from engine.errors import NotSent
 from engine.status import GateStatus
 from engine.store import GateRecord
 

@@ -32,8 +32,8 @@ from audit.signing import (
     statement_problem,
 )
 from audit.store import SqlRunStore
+from converge.errors import SignatureRefused
 from engine import GateDecision, GateRecord
-from engine.errors import SignatureRefused
 
 __all__ = ["SignatureRefused", "statement_for", "with_signature"]
 

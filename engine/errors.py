@@ -6,8 +6,8 @@ failing suggestor: it stops with a typed ``StopReason`` instead. The signals
 (:class:`StopRun`, :class:`ToolBudgetHit`) are not errors: they unwind code on
 purpose and derive from ``BaseException``, so that ``except Exception:`` in a
 suggestor, a tool or a library between the raise and its catcher cannot swallow
-them (as ``KeyboardInterrupt``). Each module that raised one of these before
-they lived here still exports it under its old name.
+them (as ``KeyboardInterrupt``). The application's own errors (job files, tokens,
+the web, workers, replay) live in ``converge.errors``, in the same hierarchy.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 __all__ = [
     "AmbiguousRunId",
     "AuditKeyError",
-    "BadToken",
     "BundleError",
     "ChainError",
     "ConfigurationError",
@@ -35,32 +34,19 @@ __all__ = [
     "GateExpired",
     "GateNotFound",
     "ImportReferenceError",
-    "InvalidValue",
-    "JobFileError",
     "LedgerForked",
-    "LoginRequired",
-    "MissingReason",
-    "NotAllowed",
-    "NotRecorded",
-    "NotSent",
-    "RemoteSuggestorError",
-    "ReplayError",
-    "ReplayedSuggestorError",
+    "NotFound",
     "ResumeError",
     "RunBusy",
     "RunFinished",
     "RunNotFound",
     "RunSuperseded",
     "SchemaVersionError",
-    "SignatureRefused",
     "SigningKeyError",
     "StopRun",
     "StoreError",
     "TamperedRow",
-    "TapeMissing",
-    "TokenRequired",
     "ToolBudgetHit",
-    "UnknownPerson",
 ]
 
 
@@ -103,24 +89,18 @@ class ConfigurationError(ConvergeError):
     """The engine or a job was configured wrongly (duplicate names, bad budget...)."""
 
 
-class JobFileError(ConfigurationError):
-    """A job file is malformed; the message names the file, the line and the field."""
-
-    def __init__(self, message: str, *, path: str = "", line: int | None = None) -> None:
-        self.path = path
-        self.line = line
-        where = path + (f":{line}" if line is not None else "")
-        super().__init__(f"{where}: {message}" if where else message)
-
-
 class ImportReferenceError(ConfigurationError):
     """A ``module:attribute`` reference in a job file cannot be imported."""
 
 
-# --- runs, gates and resume ----------------------------------------------------
+# --- runs and gates not found ---------------------------------------------------
 
 
-class RunNotFound(ConvergeError):
+class NotFound(ConvergeError):
+    """Base of what was asked for by an id that names nothing known."""
+
+
+class RunNotFound(NotFound):
     """No run with that id is known (to this engine or its store)."""
 
 
@@ -133,12 +113,15 @@ class AmbiguousRunId(RunNotFound):
         self.candidates = tuple(candidates)
 
 
+class GateNotFound(NotFound):
+    """No gate with that id exists."""
+
+
+# --- resume ------------------------------------------------------------------------
+
+
 class ResumeError(ConvergeError):
     """A run cannot be resumed (unknown run, other suggestors, corrupted checkpoint)."""
-
-
-class GateNotFound(ResumeError):
-    """No gate with that id exists."""
 
 
 class GateAlreadyDecided(ResumeError):
@@ -243,7 +226,7 @@ class ExecutorUnavailable(ConvergeError):
     (broker or result backend unreachable) → ``Error(error_category="external")``."""
 
 
-# --- the audit's proofs, keys and bundles --------------------------------------
+# --- the audit's proofs, keys, bundles and votes -------------------------------
 
 
 class ExportError(ConvergeError):
@@ -263,9 +246,6 @@ class BundleError(ConvergeError):
     """The file is not a proof bundle (not JSON, another format)."""
 
 
-# --- the application: decisions and governance ---------------------------------
-
-
 class DuplicateVote(ConvergeError):
     """This person already approved or rejected this gate: a quorum needs distinct people."""
 
@@ -273,92 +253,3 @@ class DuplicateVote(ConvergeError):
         self.gate_id = gate_id
         self.voter = voter
         super().__init__(f"{voter} already voted on gate {gate_id}; another person must approve")
-
-
-class InvalidValue(ConvergeError):
-    """The value given with an approval is refused by the gate policy's hook."""
-
-
-class NotAllowed(ConvergeError):
-    """This person may not decide (or see) this gate: not an approver, the run's own
-    submitter under four eyes, or a decision without a required reason."""
-
-
-class MissingReason(ConvergeError):
-    """The gate requires a reason for this decision (``reason_required``) and none was given."""
-
-
-class UnknownPerson(NotAllowed):
-    """The decision names nobody the store knows (once anyone is registered)."""
-
-
-class TokenRequired(NotAllowed):
-    """The store requires the decider's token for command-line decisions (``require-token``)."""
-
-
-class BadToken(NotAllowed):
-    """The token given is unknown, expired or revoked, a viewer's, or another person's."""
-
-
-class SignatureRefused(NotAllowed):
-    """A signed decision that cannot be recorded: no registered key, another key, a
-    statement that is not this decision, or a signature that does not verify."""
-
-
-# --- the application: web ------------------------------------------------------
-
-
-class LoginRequired(ConvergeError):
-    """A page was asked for without a session: the app redirects to ``/login``."""
-
-
-# --- the application: workers --------------------------------------------------
-
-
-# Not a ConvergeError: it stands for the suggestor's own exception (a ValueError on
-# the worker), which converge does not raise and an ``except ConvergeError`` must
-# not take for one of its own, as with the same exception raised in-process.
-class RemoteSuggestorError(Exception):
-    """Base of the exceptions rebuilt from a worker's reply.
-
-    Each is a subclass named like the exception raised on the worker (``ValueError``
-    → a ``ValueError`` subclass of this), so the stop message reads exactly as
-    in-process: ``"name: ValueError: message"``. ``traceback_text`` is the
-    worker's own traceback (recorded in the ``suggestor_failed`` event). The
-    subclasses are made in :mod:`converge.workers.wire`.
-    """
-
-    traceback_text: str = ""
-
-
-# --- the application: agents and replay ----------------------------------------
-
-
-class TapeMissing(ConvergeError):
-    """An agent asked its model more than the recording holds: replay cannot answer
-    it without calling the model."""
-
-
-class ReplayError(ConvergeError):
-    """A run cannot be replayed: no job to run (none recorded, none given), or a fork
-    (its state at the fork point comes from its parent)."""
-
-
-class NotRecorded(ConvergeError):
-    """Replay needs an output the recorded run did not keep (a suggestor marked
-    non-deterministic after the run, a store written before outputs were recorded)."""
-
-
-# Not a ConvergeError, as RemoteSuggestorError: it replays a suggestor's own failure.
-class ReplayedSuggestorError(Exception):
-    """Base of the exceptions ``converge replay`` raises for a failure a run recorded:
-    each is a subclass named like the recorded exception (``"ValueError: bad"`` → a
-    ``ValueError`` subclass of this), so the replayed failure reads as the recorded
-    one. The subclasses are made in :mod:`converge.replay.recorded`."""
-
-
-# --- the application: notifications --------------------------------------------
-
-
-class NotSent(ConvergeError):
-    """A notification that cannot be sent as configured (retrying will not help)."""

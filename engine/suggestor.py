@@ -8,7 +8,6 @@ from typing import Any, Protocol, runtime_checkable
 
 from engine.context import Context
 from engine.effect import Effect
-from engine.errors import StopRun as StopRun  # re-exported: it lived here
 from engine.facts import Proposal
 
 SuggestorOutput = Effect | list[Proposal] | tuple[Proposal, ...] | Proposal | None

@@ -7,8 +7,9 @@ import pytest
 from pydantic import BaseModel
 
 from converge.agents import AgentSuggestor
+from converge.errors import JobFileError
 from converge.jobs import parse_job
-from engine import Effect, FunctionSuggestor, JobFileError
+from engine import Effect, FunctionSuggestor
 
 TOOL_CALLS: list[str] = []
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from converge.errors import JobFileError
 from converge.jobs import load_job, parse_job
-from engine import Budget, CycleBudgetExhausted, JobFileError
+from engine import Budget, CycleBudgetExhausted
 from engine.references import resolve_reference
 
 GOOD = """\

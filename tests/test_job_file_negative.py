@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 
 from audit import open_store
 from converge.cli import app
+from converge.errors import JobFileError
 from converge.jobs import MAX_DEPTH, MAX_NODES, load_job, parse_job
-from engine import ConfigurationError, JobFileError
+from engine import ConfigurationError
 
 GOOD = """\
 name: ticker

@@ -19,13 +19,11 @@ from engine.hashing.merkle import (
     LEGACY,
     RFC6962,
     MerkleFrontier,
-    MerkleTree,
     facts_root,
     leaf_hash,
     root_of_leaves,
-    verify_consistency,
-    verify_inclusion,
 )
+from engine.hashing.proofs import MerkleTree, verify_consistency, verify_inclusion
 from tests.proofsfixtures import VERIFIER, cli, make_keys, record, signing, store_at
 
 

@@ -16,8 +16,9 @@ from audit.people import add_token, cast_vote
 from audit.store import SqlRunStore
 from converge.cli import app
 from converge.decisions import decide
+from converge.errors import JobFileError
 from converge.jobs import parse_job
-from engine import GateAlreadyDecided, GateDecision, JobFileError
+from engine import GateAlreadyDecided, GateDecision
 from engine.errors import DuplicateVote
 from gates import require_approval
 from tests.hitlfixtures import STORES, store_url_for

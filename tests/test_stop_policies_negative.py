@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from converge.errors import JobFileError
 from converge.jobs import parse_job
-from engine import Budget, ConfigurationError, Engine, JobFileError
+from engine import Budget, ConfigurationError, Engine
 from gates.policies import RunStats, StopDecision, apply_stop_conditions, policies_from_specs
 from tests.stopfixtures import JOB, ticker
 

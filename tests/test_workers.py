@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from audit import open_store
+from converge.errors import JobFileError
 from converge.jobs import load_job, parse_job
 from converge.workers import CeleryExecutor, RemoteSuggestorError, reference_of
 from converge.workers.wire import (
@@ -39,7 +40,6 @@ from engine import (
     Error,
     ErrorCategory,
     GateDecision,
-    JobFileError,
     Proposal,
     RemainingBudget,
     RunResult,

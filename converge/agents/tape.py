@@ -39,8 +39,8 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_core import to_jsonable_python
 
+from converge.errors import TapeMissing
 from engine import Context
-from engine.errors import TapeMissing
 
 __all__ = [
     "ModelTape",

@@ -19,9 +19,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from converge.errors import JobFileError
 from converge.jobs.source import Lines, line_at
 from converge.jobs.spec import JobSpec
-from engine import JobFileError
 
 __all__ = ["validation_error"]
 

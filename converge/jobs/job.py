@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from converge.errors import JobFileError
 from converge.jobs.errors import validation_error
 from converge.jobs.references import resolve_job_reference
 from converge.jobs.source import line_at
@@ -28,7 +29,6 @@ from engine import (
     Engine,
     ImportReferenceError,
     Invariant,
-    JobFileError,
     OnStop,
     RunStore,
 )

@@ -9,12 +9,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from converge.errors import JobFileError
 from converge.jobs.errors import validation_error
 from converge.jobs.job import Job
 from converge.jobs.references import add_import_root
 from converge.jobs.source import read_yaml
 from converge.jobs.spec import JobSpec
-from engine import ConfigurationError, JobFileError
+from engine import ConfigurationError
 
 __all__ = ["job_from_record", "load_job", "parse_job"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from engine import JobFileError
+from converge.errors import JobFileError
 
 __all__ = ["MAX_DEPTH", "MAX_NODES", "Lines", "line_at", "read_yaml"]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from converge.errors import NotRecorded, ReplayedSuggestorError
 from converge.replay.recording import ACCEPTS_FAILED, Execution, Recording
 from engine import (
     Context,
@@ -22,7 +23,6 @@ from engine import (
     Usage,
     parse_stop_reason,
 )
-from engine.errors import NotRecorded, ReplayedSuggestorError
 from engine.facts import proposal_from_dict
 
 __all__ = ["NotRecorded", "RecordedSuggestor"]

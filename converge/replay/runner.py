@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from audit import SqlRunStore, open_store
+from converge.errors import ReplayError
 from converge.jobs import Job, job_from_record, load_job
 from converge.replay.compare import Divergence, comparable_stop, compare
 from converge.replay.recorded import RecordedSuggestor
 from converge.replay.recording import Recording, read_recording
 from converge.replay.report import ReplayReport
 from engine import ConvergeError, Engine, HitlGatePending, RunResult, RunStore
-from engine.errors import ReplayError
 from engine.registry import SuggestorRegistry
 
 __all__ = ["EngineFactory", "ReplayError", "replay_run"]

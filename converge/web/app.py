@@ -18,9 +18,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from audit.store import SqlRunStore
+from converge.errors import LoginRequired
 from converge.service import LocalRunPool, RunQueue
 from converge.web import gates, runs, session, signed
-from converge.web.auth import LoginRequired, csrf_token
+from converge.web.auth import csrf_token
 from converge.web.limits import FailureLimiter
 
 TEMPLATES = Path(__file__).parent / "templates"

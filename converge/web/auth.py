@@ -19,8 +19,8 @@ from starlette.concurrency import run_in_threadpool
 
 from audit.people import Principal, authenticate, log_access, token_hash
 from audit.store import SqlRunStore
+from converge.errors import LoginRequired
 from converge.web.limits import FailureLimiter
-from engine.errors import LoginRequired as LoginRequired  # re-exported: it lived here
 
 SESSION_COOKIE = "converge_session"
 LOGIN_CSRF_COOKIE = "converge_login_csrf"

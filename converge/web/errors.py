@@ -13,18 +13,8 @@ from typing import Any
 from fastapi import HTTPException
 from pydantic import BaseModel
 
-from converge.decisions import InvalidValue
-from converge.governance import MissingReason, NotAllowed
-from engine import (
-    ConvergeError,
-    GateAlreadyDecided,
-    GateExpired,
-    GateNotFound,
-    ResumeError,
-    RunBusy,
-    RunNotFound,
-)
-from engine.errors import DuplicateVote
+from converge.errors import ApplicationError, InvalidValue, MissingReason
+from engine.errors import ConvergeError, DuplicateVote, NotFound, ResumeError
 
 
 class Problem(BaseModel):
@@ -95,18 +85,25 @@ def answers(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return out
 
 
+_UNPROCESSABLE_FIELD: dict[type[ApplicationError], str] = {
+    InvalidValue: "body.value",
+    MissingReason: "body.reason",
+}
+"""The request field each 422 of the application names."""
+
+
 def http_error(exc: ConvergeError) -> HTTPException:
-    """404 unknown gate or run; 409 decided, expired, already voted, busy; 403 not an
-    approver of the gate (or four eyes); 422 a value the gate's hook refused or a
-    missing required reason; 400 otherwise."""
-    if isinstance(exc, GateNotFound | RunNotFound):
+    """The answer to ``exc``: an application error's own ``http_status`` (403 not an
+    approver of the gate or four eyes, 422 a value the gate's hook refused or a
+    missing required reason...); of the engine's, 404 an unknown gate or run, 409
+    decided, expired, already voted, busy; 400 otherwise."""
+    if isinstance(exc, ApplicationError):
+        field = _UNPROCESSABLE_FIELD.get(type(exc))
+        if field is not None:
+            return Unprocessable(field, str(exc))
+        return HTTPException(exc.http_status, str(exc))
+    if isinstance(exc, NotFound):
         return HTTPException(404, str(exc))
-    if isinstance(exc, GateAlreadyDecided | GateExpired | DuplicateVote | RunBusy | ResumeError):
+    if isinstance(exc, DuplicateVote | ResumeError):
         return HTTPException(409, str(exc))
-    if isinstance(exc, InvalidValue):
-        return Unprocessable("body.value", str(exc))
-    if isinstance(exc, MissingReason):
-        return Unprocessable("body.reason", str(exc))
-    if isinstance(exc, NotAllowed):
-        return HTTPException(403, str(exc))
     return HTTPException(400, str(exc))

@@ -16,7 +16,8 @@ from audit.people import Comment, Vote, deciding_vote, log_access, run_comments,
 from audit.queries import last_budget_status, lineage_graph, read_runs, timeline
 from audit.store import SqlRunStore
 from converge.decisions import Clock, approvals_required, is_expired, job_of_run
-from converge.governance import DecisionRules, NotAllowed, may_decide, may_see
+from converge.errors import NotAllowed
+from converge.governance import DecisionRules, may_decide, may_see
 from converge.jobs import Job
 from converge.web.pictures import budget_svg, graph_svg
 from engine import Budget, BudgetStatus, ConvergeError, Fact, GateRecord

@@ -21,6 +21,7 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
+from converge.errors import RemoteSuggestorError
 from engine import (
     Budget,
     ConfigurationError,
@@ -32,7 +33,6 @@ from engine import (
     Usage,
     parse_stop_reason,
 )
-from engine.errors import RemoteSuggestorError
 from engine.safe_json import json_safe
 from engine.stop import stop_reason_to_dict
 

@@ -22,6 +22,7 @@ from engine._cycle.cycling import Cycling
 from engine._cycle.merge import MERGE, Merge
 from engine._cycle.run import Run
 from engine.effect import NO_USAGE, Effect, Usage, usage_problem
+from engine.errors import StopRun
 from engine.executor import CANCELLED, NOT_DONE, TIMED_OUT
 from engine.facts import Proposal, proposal_to_dict
 from engine.safe_json import json_safe
@@ -38,7 +39,6 @@ from engine.stop import (
     stop_reason_to_dict,
 )
 from engine.store import AuditEvent
-from engine.suggestor import StopRun
 
 
 @dataclass(slots=True)

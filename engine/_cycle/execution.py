@@ -21,11 +21,10 @@ from engine._cycle.collection import Collect
 from engine._cycle.cycling import Cycling
 from engine._cycle.run import Run
 from engine.effect import Effect
-from engine.errors import ConfigurationError, ExecutorUnavailable
+from engine.errors import ConfigurationError, ExecutorUnavailable, StopRun
 from engine.executor import CANCELLED, NOT_DONE, TIMED_OUT, CycleWork
 from engine.settings import EngineSettings
 from engine.stop import Error, ErrorCategory, InvocationBudgetExhausted
-from engine.suggestor import StopRun
 
 __all__ = [
     "CANCELLED",

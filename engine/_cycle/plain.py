@@ -18,10 +18,10 @@ from engine._cycle.judgement import after_merge, fixed_point, judge_budgets
 from engine._cycle.run import Run
 from engine.budget import Budget
 from engine.effect import Effect
+from engine.errors import StopRun
 from engine.facts import MAX_INT, Fact, Proposal, Provenance
 from engine.result import RunResult
 from engine.settings import EngineSettings
-from engine.suggestor import StopRun
 
 
 class GeneralSteps(Protocol):
