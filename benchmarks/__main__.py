@@ -1,4 +1,5 @@
-"""``python -m benchmarks [--quick] [--only NAME] [--json FILE]``: see :mod:`benchmarks.suite`."""
+"""``python -m benchmarks [--quick] [--only NAME] [--json FILE] [--compare REV]``: see
+:mod:`benchmarks.suite`."""
 
 from benchmarks.suite import main
 

@@ -1,9 +1,12 @@
 """The benchmark suite: which workloads run at which sizes, and the report.
 
-``python -m benchmarks [--quick] [--only NAME[,NAME]] [--json FILE] [--profile NAME]``.
+``python -m benchmarks [--quick] [--only NAME[,NAME]] [--json FILE] [--profile NAME]``,
+``python -m benchmarks --compare REV [--rounds N] [--compare-audit] [--quick]``.
 Names: ``limits``, ``w1``, ``w2``, ``w2-sqlite``, ``w2-pg``, ``w3``, ``w4``, ``w5``, ``w6``,
 ``r1``, ``q1`` (``w2`` selects the three W2 rows). LangGraph columns are filled when
-``langgraph`` is importable (``--no-langgraph`` skips them).
+``langgraph`` is importable (``--no-langgraph`` skips them). ``--compare REV`` runs
+W1-W3 of the git revision REV and of this work tree alternately, in fresh
+subprocesses, and prints the ratios (:mod:`benchmarks.compare`).
 """
 
 from __future__ import annotations
@@ -15,15 +18,20 @@ import json
 import pstats
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from benchmarks import workloads
+from benchmarks.compare import SELECTION, Options, main_compare
 from benchmarks.harness import Prepare, environment, render_environment, render_table
 from benchmarks.registry import NAMES, RUNNERS, STORE_ROWS
 from benchmarks.session import FULL, QUICK, Sizes, Suite, log
 
 __all__ = ["main", "parse_args", "profile"]
+
+ROOT = Path(__file__).resolve().parent.parent
+"""The tree this suite runs from: the "new" side of ``--compare``."""
 
 
 # -- profiling ---------------------------------------------------------------------
@@ -71,13 +79,33 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--json", metavar="FILE", help="also write the rows and environment as JSON")
     p.add_argument("--no-langgraph", action="store_true", help="skip the LangGraph columns")
     p.add_argument("--profile", metavar="NAME", help="cProfile one workload (w1, w2, w3) only")
+    p.add_argument(
+        "--compare",
+        metavar="REV",
+        help="run W1-W3 of git revision REV and of this work tree alternately; print the ratios",
+    )
+    p.add_argument(
+        "--rounds", type=int, default=4, metavar="N", help="--compare: rounds (default 4)"
+    )
+    p.add_argument(
+        "--compare-audit",
+        action="store_true",
+        help="--compare: also the audited W2 rows (SQLite; PostgreSQL when reachable)",
+    )
     return p.parse_args(list(argv))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the suite, print the markdown report, optionally write JSON. Returns 0."""
+    """Run the suite (or ``--compare``), print the markdown report, optionally write JSON.
+
+    Returns 0 (``--compare``: 2 when the comparison cannot run)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(args_list)
+    if args.compare:
+        if args.only or args.profile:
+            raise SystemExit(f"--compare runs {SELECTION}: --only and --profile do not apply")
+        options = Options(args.compare, args.rounds, args.quick, args.compare_audit, args.json)
+        return main_compare(options, args_list, ROOT)
     sizes = QUICK if args.quick else FULL
     if args.profile:
         print(profile(args.profile, sizes))
