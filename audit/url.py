@@ -151,8 +151,8 @@ def begin_immediate(raw: Any, timeout_s: float = BUSY_TIMEOUT_S) -> None:
 
     SQLite's own busy handler sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50 then 100
     ms between tries, so a writer that misses a busy lock a few times waits 100 ms
-    or more after it was freed (an approval behind workers' commits: the S1 p99 in
-    docs/performance.md). Raises ``sqlite3.OperationalError`` after ``timeout_s``.
+    or more after it was freed (an approval behind workers' commits: the approval
+    latency's p99 in docs/performance.md). Raises ``sqlite3.OperationalError`` after ``timeout_s``.
     """
     cur = raw.cursor()
     try:

@@ -143,7 +143,7 @@ class ReplayedSuggestorError(Exception):
     """Base of the exceptions ``converge replay`` raises for a failure a run recorded:
     each is a subclass named like the recorded exception (``"ValueError: bad"`` → a
     ``ValueError`` subclass of this), so the replayed failure reads as the recorded
-    one. The subclasses are made in :mod:`converge.replay.recorded`."""
+    one. The subclasses are made in :mod:`converge.timetravel._recorded`."""
 
 
 # --- notifications -----------------------------------------------------------------

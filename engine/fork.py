@@ -223,6 +223,6 @@ def _record_start(settings: EngineSettings, run: Run, history: RunHistory) -> No
         "forked_from": fork_link(history, run),
     }
     # the facts' JSON is the parent's recorded texts: the store splices them in and
-    # keeps them as the fork's first fact chunk, never encoding them again (F1)
+    # keeps them as the fork's first fact chunk, never encoding them again
     run.events.append(AuditEvent("run_started", 0, payload, time.time(), fact_texts=history.texts))
     start_in_store(settings, run, parent_run_id=history.run_id)

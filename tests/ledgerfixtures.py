@@ -134,6 +134,6 @@ def recorded_heads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, str]
         with lock:
             heads.append((run_id, last_seq, head))
 
+    # both ways reach it through the store's HeadLedger (audit.ledger.SequencedHeads)
     monkeypatch.setattr(audit.ledger._sequencer, "head_recorded", spy)
-    monkeypatch.setattr(audit.trail._head_cas, "head_recorded", spy)
     return heads

@@ -163,7 +163,7 @@ def reviewer_engine(store: RunStore, model: Any) -> Engine:
         budget=Budget(max_cycles=20, max_cost_usd=1.0),
         criteria=audit.criteria,
         invariants=[no_forbidden_license],
-        gates=audit.trail._gates,
+        gates=audit.gates,
         store=store,
     )
     return engine.register(*audit.suggestors)

@@ -68,7 +68,7 @@ def audit_engine(
         budget=Budget(max_cycles=20, max_cost_usd=1.0),
         criteria=audit.criteria,
         invariants=[no_forbidden_license],
-        gates=audit.trail._gates,
+        gates=audit.gates,
     )
     eng.register(*audit.suggestors)
     initial = {
@@ -201,7 +201,7 @@ def test_the_review_names_the_package_it_was_asked_about_whatever_the_model_wrot
         )
 
     audit = reviewed_audit(reviewer_agent(FunctionModel(confused)), source=lambda: [APP])
-    eng = Engine(budget=Budget(max_cycles=20), criteria=audit.criteria, gates=audit.trail._gates)
+    eng = Engine(budget=Budget(max_cycles=20), criteria=audit.criteria, gates=audit.gates)
     eng.register(*audit.suggestors)
     result = eng.run(
         {"vendored": [{"name": "legacy-left-pad", "version": "1", "path": str(VENDORED_MIT)}]}

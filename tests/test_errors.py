@@ -45,7 +45,7 @@ DYNAMIC_BASES = {
     # converge.workers.wire makes one subclass per exception type a worker reports
     # (named like it: "ValueError"), at run time; the base is in converge/errors.py
     ("converge/workers/wire.py", "RemoteSuggestorError"),
-    # converge.replay.recorded, likewise, one per exception type a run recorded
+    # converge.timetravel._recorded, likewise, one per exception type a run recorded
     ("converge/replay/recorded.py", "ReplayedSuggestorError"),
 }
 """(file, base) of the ``type(name, (base,), ...)`` exception classes allowed."""

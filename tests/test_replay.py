@@ -36,9 +36,9 @@ from audit import SqlRunStore, open_store
 from audit.tables import audit_events
 from converge.agents.tape import response_json, response_of
 from converge.cli import app
-from converge.errors import JobFileError
+from converge.errors import JobFileError, ReplayError
 from converge.jobs import parse_job
-from converge.replay import ReplayError, replay_run
+from converge.timetravel import replay_run
 from engine import Budget, CriteriaMet, Engine, GateDecision, HitlGatePending, RunNotFound, RunStore
 from examples.dependency_audit.reviewer import REVIEWER
 from tests.hitlfixtures import STORES, opened_store

@@ -27,7 +27,7 @@ from audit.queries import ForkLink, fork_link, forks_of
 from audit.store import SqlRunStore
 from audit.tables import audit_events
 from converge.cli import app
-from converge.run_diff import diff_runs, snapshot
+from converge.timetravel import diff_runs, snapshot
 from engine import Budget, Context, Engine, Proposal, RunNotFound, suggestor
 from engine.facts import canonical_json
 from engine.fork import ForkError

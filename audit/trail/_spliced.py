@@ -1,7 +1,7 @@
 """A fork's first event encoded without encoding its facts again.
 
 A fork's ``run_started`` carries every fact it took from its parent (50,000 at
-cycle 50 of a 100k-fact run, benchmark F1). Their canonical JSON is already
+cycle 50 of a 100k-fact run). Their canonical JSON is already
 known: the parent's chained texts (``AuditEvent.fact_texts``), so the event's
 canonical JSON is the rest of the payload encoded with a placeholder, and the
 texts joined in its place: the same bytes as ``canonical_json(payload)``.

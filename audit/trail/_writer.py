@@ -336,7 +336,8 @@ def _copy_text(value: str) -> str:
 
 SWITCH_INTERVAL_S = 0.0003
 """The interpreter's switch interval (seconds) while batches are being committed
-(measured on W2: 0.3 ms beat 1 ms by ~6 %, and the default 5 ms by more)."""
+(measured on 100k facts in 10 cycles: 0.3 ms beat 1 ms by ~6 %, and the default
+5 ms by more)."""
 
 MAX_QUEUED = 1
 """Batches waiting for the writer thread before a new one waits for room."""

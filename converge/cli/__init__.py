@@ -17,8 +17,7 @@ reachable from Python. One module per command group, each with its own
 - :mod:`converge.cli.worker`: ``worker`` (a Celery worker, extra ``workers``);
 - :mod:`converge.cli.model`: ``model serve`` (the local model, extra ``local``);
 - :mod:`converge.cli.proofs`: ``keys generate``, ``export``, ``verify-bundle``;
-- :mod:`converge.cli.timetravel`: ``fork``, ``diff``;
-- :mod:`converge.cli.replay`: ``replay``;
+- :mod:`converge.cli.timetravel`: ``fork``, ``diff``, ``replay``;
 - :mod:`converge.cli.render`: the shared options, errors and rendering;
   :mod:`converge.cli.tables`: tables that fit the terminal;
   :mod:`converge.cli.budgets`: the ``--max-*`` budget options.
@@ -43,7 +42,6 @@ from converge.cli import (
     history,
     model,
     proofs,
-    replay,
     report,
     run,
     schema,
@@ -105,7 +103,6 @@ app.add_typer(worker.app)
 app.add_typer(model.app)
 app.add_typer(proofs.app)
 app.add_typer(timetravel.app)
-app.add_typer(replay.app)
 
 
 def main() -> None:  # pragma: no cover - the console script

@@ -19,7 +19,7 @@ from rich.markup import escape
 
 from audit.ledger import require_key
 from audit.store import SqlRunStore
-from converge.cli.actors import ActorOption, record
+from converge.cli.actors import ActorOption
 from converge.cli.budgets import (
     AddCyclesOption,
     BudgetFlags,
@@ -41,6 +41,7 @@ from converge.cli.deciding import (
     decide_remotely,
 )
 from converge.cli.history import print_history
+from converge.cli.legs import finish_leg
 from converge.cli.render import (
     DbOption,
     JsonOption,
@@ -394,5 +395,4 @@ def resume_cmd(
         job, store, as_json=as_json, resume=lambda engine: engine.resume_run(run_id, given)
     )
     # after the leg: a kill before its claim leaves nothing of this command behind
-    record(store, run_id, by, "resumed")
-    _finish(result, as_json, job)
+    finish_leg(store, job, result, by=by, action="resumed", as_json=as_json)

@@ -9,7 +9,7 @@ import typer
 
 from audit.ledger import require_key
 from audit.store import SqlRunStore
-from converge.cli.actors import ActorOption, record
+from converge.cli.actors import ActorOption
 from converge.cli.budgets import (
     BudgetFlags,
     MaxCostOption,
@@ -21,6 +21,7 @@ from converge.cli.budgets import (
     MaxTokensOption,
 )
 from converge.cli.commands import CommandGroup
+from converge.cli.legs import finish_leg, job_for
 from converge.cli.render import (
     BAD_INPUT,
     DbOption,
@@ -29,9 +30,8 @@ from converge.cli.render import (
     execute_with_progress,
     fail,
     open_run_store,
-    render_result,
 )
-from converge.jobs import Job, load_job
+from converge.jobs import Job
 from engine import ConvergeError, RunResult, RunStore
 from engine.stop_categories import EXIT_CODES as STOP_EXIT_CODES
 
@@ -81,10 +81,7 @@ def run(
     max_invocations: MaxInvocationsOption = None,
     by: ActorOption = None,
 ) -> None:
-    try:
-        job = load_job(job_file)
-    except ConvergeError as exc:
-        fail(str(exc))
+    job = job_for(job_file)
     # --max-* over the job file's budget: (recorded in the run's checkpoints, so a
     # resume of this run goes on with it)
     flags = BudgetFlags(
@@ -104,9 +101,7 @@ def run(
         result = execute_with_progress(job, store, as_json=as_json)
     if no_audit:
         _warn_unrecorded_gates(job)
-    record(store, result.run_id, by, "ran")
-    render_result(result, as_json=as_json, job=job, all_facts=all_facts)
-    raise typer.Exit(result.stop_reason.exit_code)
+    finish_leg(store, job, result, by=by, action="ran", as_json=as_json, all_facts=all_facts)
 
 
 def _run_traced(job: Job, store: RunStore | None, *, as_json: bool) -> RunResult:

@@ -2,9 +2,9 @@
 
 A fork's page names its parent and the cycle it was forked at (the link its chain
 holds, :mod:`audit.queries._forks`), a run's page lists its forks, the list of runs marks
-each fork; an approver forks a run at a cycle (:func:`converge.forking.fork_run`,
+each fork; an approver forks a run at a cycle (:func:`converge.timetravel._fork.fork_run`,
 as ``converge fork``), anyone signed in reads the diff of two runs
-(:mod:`converge.run_diff`, as ``converge diff``). The routes are in
+(:mod:`converge.timetravel._diff`, as ``converge diff``). The routes are in
 :mod:`converge.web.runs`.
 """
 
@@ -18,8 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from audit.people import Principal
 from audit.queries import fork_link, fork_links, forks_of
 from audit.store import SqlRunStore
-from converge.forking import BUDGET_FIELDS, fork_run
-from converge.run_diff import diff_runs, snapshot
+from converge.timetravel import BUDGET_FIELDS, diff_runs, fork_run, snapshot
 from converge.web.errors import Unprocessable
 from engine import RunResult
 from engine.stop import stop_reason_to_dict

@@ -3,7 +3,8 @@
 Facts and provenance are named tuples, which the cyclic garbage collector tracks
 for as long as they live (CPython untracks only exact tuples). A run that
 promotes 100k facts would have every full collection walk all of them again: on
-W2 (docs/performance.md) that was most of the run time (104k facts/s with the collector,
+100 suggestors x 100 facts x 10 cycles (docs/performance.md) that was most of the
+run time (104k facts/s with the collector,
 379k without). So, while a run promotes facts in bulk, the engine collects the
 young generations (the cycle's own cyclic garbage is freed) and moves the
 survivors to the permanent generation (``gc.freeze``); when the run returns they
@@ -74,7 +75,8 @@ def bulk_load() -> Iterator[BulkLoad]:
     collector would scan them again and again (pauses over 200 ms) to free none.
     A load that succeeds moves them straight to the permanent generation (when
     nothing else in the process froze objects): the first collection after the
-    load would otherwise walk all of them at once (R1: a 267 ms pause at 100k facts).
+    load would otherwise walk all of them at once (a resume of a 100k-fact run: a 267 ms
+    pause).
     """
     was_enabled = gc.isenabled()
     gc.disable()

@@ -14,7 +14,8 @@ then proposals into facts; a gate that matches pauses; :mod:`engine._cycle.merge
 → ``Judge`` (invariants, budgets, policies, criteria: the stop, or
 ``NEXT_CYCLE``; :mod:`engine._cycle.judgement`). On an engine with no executor,
 store, gate or HITL policy, :class:`PlainCycles` runs those same steps fused into
-one loop for plain outcomes (W1's hot path, :mod:`engine._cycle.plain`).
+one loop for plain outcomes (the hot path of a chain of plain
+suggestors, :mod:`engine._cycle.plain`).
 """
 
 from __future__ import annotations

@@ -9,13 +9,13 @@ deleted afterwards. The recorded store is only read. Offline (the default):
   recorded (:mod:`converge.agents.tape`): no model is called, the agents' own
   code (prompt, tools, output handling) runs;
 - the suggestors marked non-deterministic are played back from their recorded
-  outputs (:class:`~converge.replay.recorded.RecordedSuggestor`);
+  outputs (:class:`~converge.timetravel._recorded.RecordedSuggestor`);
 - every other suggestor runs its code.
 
 The run goes on as it went on after each stop: a gate decided as recorded (who,
 approve or reject, reason, value), a resume with the budget recorded. Then the
 scratch store's events are compared with the recording's
-(:func:`~converge.replay.compare.compare`). ``live=True`` substitutes nothing:
+(:func:`~converge.timetravel._compare.compare`). ``live=True`` substitutes nothing:
 models are called, non-deterministic suggestors run, and the differences are
 reported the same way.
 """
@@ -32,14 +32,14 @@ from typing import Any
 from audit import SqlRunStore, open_store
 from converge.errors import ReplayError
 from converge.jobs import Job, job_from_record, load_job
-from converge.replay.compare import Divergence, comparable_stop, compare
-from converge.replay.recorded import RecordedSuggestor
-from converge.replay.recording import Recording, read_recording
-from converge.replay.report import ReplayReport
+from converge.timetravel._compare import Divergence, comparable_stop, compare
+from converge.timetravel._recorded import RecordedSuggestor
+from converge.timetravel._recording import Recording, read_recording
+from converge.timetravel._report import ReplayReport
 from engine import ConvergeError, Engine, HitlGatePending, RunResult, RunStore
 from engine.registry import SuggestorRegistry
 
-__all__ = ["EngineFactory", "ReplayError", "replay_run"]
+__all__ = ["EngineFactory", "replay_run"]
 
 EngineFactory = Callable[[RunStore], Engine]
 """Builds the engine to replay with, on the store it is given (the scratch store)."""

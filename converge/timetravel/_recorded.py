@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from converge.errors import NotRecorded, ReplayedSuggestorError
-from converge.replay.recording import ACCEPTS_FAILED, Execution, Recording
+from converge.timetravel._recording import ACCEPTS_FAILED, Execution, Recording
 from engine import (
     Context,
     Effect,
@@ -25,7 +25,7 @@ from engine import (
 )
 from engine.facts import proposal_from_dict
 
-__all__ = ["NotRecorded", "RecordedSuggestor"]
+__all__ = ["RecordedSuggestor"]
 
 _ENGINE_KEYS = frozenset({"suggestor", "proposals", "usage", "refusal", "tool_calls", "effect"})
 """Keys of a ``suggestor_executed`` payload the engine writes itself; the others are

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from converge.replay.recording import CycleRecord, Recording
+from converge.timetravel._recording import CycleRecord, Recording
 
 __all__ = ["Divergence", "DivergenceKind", "comparable_stop", "compare"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from converge.replay.compare import Divergence
+from converge.timetravel._compare import Divergence
 
 __all__ = ["ReplayReport"]
 
@@ -14,7 +14,7 @@ __all__ = ["ReplayReport"]
 class ReplayReport:
     """The replay of ``run_id``: ``live`` (real calls) or offline; the recorded
     (``expected_stop``) and replayed (``got_stop``) stops as
-    :func:`~converge.replay.compare.comparable_stop` dicts; ``cycles`` and ``facts``
+    :func:`~converge.timetravel._compare.comparable_stop` dicts; ``cycles`` and ``facts``
     (counts, recorded vs replayed); ``facts_root`` (recorded vs replayed);
     ``model_responses``: responses answered from the recording (0 in a live
     replay); ``played_back``: the non-deterministic suggestors whose recorded

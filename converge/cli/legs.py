@@ -1,0 +1,51 @@
+"""One leg of a job's run from the command line, the way ``run``, ``fork`` and
+``resume`` all end it: the job loaded (from its file, or as the run recorded it),
+the leg run under the progress bar (:func:`converge.cli.render.execute_with_progress`),
+who did it recorded, its result rendered and the command's exit code its stop's.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import typer
+
+from audit.store import SqlRunStore
+from converge.cli.actors import record
+from converge.cli.render import fail, render_result
+from converge.decisions import job_of_run
+from converge.jobs import Job, load_job
+from engine import ConvergeError, RunResult, RunStore
+
+__all__ = ["finish_leg", "job_for"]
+
+
+def job_for(job_file: str | None, store: SqlRunStore | None = None, run_id: str = "") -> Job:
+    """The job in ``job_file``, or else the one run ``run_id`` recorded in ``store``.
+    Exits 2 with one line when it cannot be loaded (``JobFileError``, ``RunNotFound``,
+    no job recorded)."""
+    try:
+        if job_file is not None:
+            return load_job(job_file)
+        if store is None:
+            raise ConvergeError("give a job file")
+        return job_of_run(store, run_id)
+    except ConvergeError as exc:
+        fail(str(exc))
+
+
+def finish_leg(
+    store: RunStore | None,
+    job: Job,
+    result: RunResult,
+    *,
+    by: str | None,
+    action: str,
+    as_json: bool,
+    all_facts: bool = False,
+) -> NoReturn:
+    """Record ``by`` as having ``action``-ed the run (``"ran"``, ``"forked"``,
+    ``"resumed"``), render ``result`` and exit with its stop's exit code."""
+    record(store, result.run_id, by, action)
+    render_result(result, as_json=as_json, job=job, all_facts=all_facts)
+    raise typer.Exit(result.stop_reason.exit_code)
