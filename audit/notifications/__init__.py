@@ -48,26 +48,4 @@ __all__ = [
 ]
 
 if not TYPE_CHECKING:
-    __getattr__ = face(
-        __name__,
-        {
-            "_outbox": (
-                "EVENTS",
-                "FINAL_EVENTS",
-                "CHAIN_SINK",
-                "SENDING",
-                "DELIVERED",
-                "FAILED",
-                "RECORDED",
-                "LEASE_S",
-                "Delivery",
-                "ensure_notification_tables",
-                "deliveries",
-                "gates_to_notify",
-                "recorded",
-                "claim",
-                "delivery",
-                "record_attempt",
-            ),
-        },
-    )
+    __getattr__ = face(__name__, __all__, ("_outbox",))

@@ -43,21 +43,9 @@ __all__ = [
 if not TYPE_CHECKING:
     __getattr__ = face(
         __name__,
-        {
-            "_bundle_check": (
-                "FORMATS",
-                "READ",
-                "Check",
-                "read_bundle",
-                "verify_bundle",
-            ),
-            "_bundles": (
-                "FORMAT",
-                "FORMAT_V1",
-                "RUN_TYPE",
-                "export_run",
-                "export_fact",
-                "write_bundle",
-            ),
-        },
+        __all__,
+        (
+            "_bundle_check",
+            "_bundles",
+        ),
     )

@@ -78,39 +78,12 @@ __all__ = [
 if not TYPE_CHECKING:
     __getattr__ = face(
         __name__,
-        {
-            "_forks": (
-                "ForkLink",
-                "fork_link",
-                "fork_links",
-                "forks_of",
-                "mark_inherited",
-            ),
-            "_history": (
-                "COUNTED",
-                "read_history",
-            ),
-            "_lineage": ("lineage_graph",),
-            "_queries": (
-                "DEFAULT_LIMIT",
-                "RunRow",
-                "StoredEvent",
-                "run_row",
-                "runs_query",
-                "UnreadableRun",
-                "read_runs",
-                "list_runs",
-                "get_run",
-                "CANDIDATES",
-                "resolve_run_id",
-                "read_events",
-                "read_facts",
-                "parse_since",
-            ),
-            "_timeline": (
-                "CycleSummary",
-                "timeline",
-                "last_budget_status",
-            ),
-        },
+        __all__,
+        (
+            "_forks",
+            "_history",
+            "_lineage",
+            "_queries",
+            "_timeline",
+        ),
     )

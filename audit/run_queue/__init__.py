@@ -30,17 +30,4 @@ __all__ = [
 ]
 
 if not TYPE_CHECKING:
-    __getattr__ = face(
-        __name__,
-        {
-            "_queue": (
-                "ensure_service_tables",
-                "queue_run",
-                "take_queued",
-                "request_cancel",
-                "cancel_requested",
-                "clear_cancel",
-                "runs_to_recover",
-            ),
-        },
-    )
+    __getattr__ = face(__name__, __all__, ("_queue",))

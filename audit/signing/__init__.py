@@ -84,42 +84,10 @@ __all__ = [
 if not TYPE_CHECKING:
     __getattr__ = face(
         __name__,
-        {
-            "_decisions": (
-                "DECISION_TYPE",
-                "SIGNATURE_FIELD",
-                "SIGNED_KINDS",
-                "chain_holds",
-                "check_run_signatures",
-                "check_signed_events",
-                "decision_statement",
-                "signed_deciders",
-                "statement_problem",
-                "verify_bundle_decisions",
-            ),
-            "_known_people": (
-                "Person",
-                "add_person",
-                "anyone_registered",
-                "ensure_people_table",
-                "people",
-                "person",
-                "public_key_from_pem",
-                "public_keys",
-            ),
-            "_statements": (
-                "KEY_FILE",
-                "PUB_FILE",
-                "SIGNING_KEY_ENV",
-                "Signer",
-                "SigningKeyError",
-                "canonical",
-                "check_signature",
-                "generate_keys",
-                "key_id",
-                "load_public_key",
-                "load_signer",
-                "signer_from_env",
-            ),
-        },
+        __all__,
+        (
+            "_decisions",
+            "_known_people",
+            "_statements",
+        ),
     )

@@ -68,33 +68,11 @@ __all__ = [
 if not TYPE_CHECKING:
     __getattr__ = face(
         __name__,
-        {
-            "_crosscheck": (
-                "checkpoint_digest",
-                "Problem",
-                "last_terminal",
-                "check_outcome",
-                "OUTCOME_COLUMNS",
-                "proven_counts",
-                "check_checkpoint",
-                "check_gates",
-            ),
-            "_exactly_once": ("check_exactly_once",),
-            "_row_checks": (
-                "EventCells",
-                "check_fact_ids",
-                "check_gate_columns",
-                "check_header",
-                "check_outcome_columns",
-                "check_status",
-                "read_events",
-                "unreadable",
-            ),
-            "_verify": (
-                "verify_run",
-                "verify_all",
-                "anchor",
-                "verify_anchor",
-            ),
-        },
+        __all__,
+        (
+            "_crosscheck",
+            "_exactly_once",
+            "_row_checks",
+            "_verify",
+        ),
     )
