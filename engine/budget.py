@@ -95,7 +95,7 @@ class BudgetStatus(BaseModel):
 
     @staticmethod
     def compute(
-        budget: Budget, used: dict[str, float], per_suggestor: dict[str, int]
+        budget: Budget, used: dict[str, float], per_suggestor: Mapping[str, int]
     ) -> BudgetStatus:
         """Build the status from the amounts used, keyed like ``dimensions``."""
         limits: dict[str, float | None] = {

@@ -64,9 +64,8 @@ def load_fork(
             run = state_at(history, new_run_id(), budget or settings.budget)
     except ResumeError as exc:
         raise ForkError(str(exc)) from None
-    run.recovery.frozen_on_load = load.froze
-    run.spend.leg_started = settings.clock()
-    run.spend.wall_started = time.time()
+    run.recovery.loaded(load.froze)
+    run.spend.start_leg(settings.clock(), time.time())
     settings.runs.enter(run.run_id, clear_cancel=True)
     _record_start(settings, run, history)
     return run
@@ -219,10 +218,10 @@ def _record_start(settings: EngineSettings, run: Run, history: RunHistory) -> No
         "suggestors": list(settings.suggestor_names),
         "budget": run.budget.model_dump(mode="json"),
         "initial_facts": history.facts,
-        "facts_merkle": run.integrity.frontier.scheme,
+        "facts_merkle": run.integrity.scheme,
         "forked_from": fork_link(history, run),
     }
     # the facts' JSON is the parent's recorded texts: the store splices them in and
     # keeps them as the fork's first fact chunk, never encoding them again
-    run.events.append(AuditEvent("run_started", 0, payload, time.time(), fact_texts=history.texts))
+    run.record(AuditEvent("run_started", 0, payload, time.time(), fact_texts=history.texts))
     start_in_store(settings, run, parent_run_id=history.run_id)

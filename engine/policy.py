@@ -24,7 +24,7 @@ class HistoryView(Sequence[str]):
 
     __slots__ = ("_items", "_length")
 
-    def __init__(self, items: list[str], length: int) -> None:
+    def __init__(self, items: Sequence[str], length: int) -> None:
         self._items = items
         self._length = length
 

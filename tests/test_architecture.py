@@ -183,6 +183,102 @@ def _private_reads(path: Path, root: Path) -> list[str]:
     return found
 
 
+# -- no module writes the run's parts from outside --------------------------------------
+MAX_FUNCTION_LINES = 100
+RUN_PARTS = ("cursor", "spend", "gating", "integrity", "recovery")
+"""The run's parts (engine/_cycle/run.py): each changes only through its own verbs."""
+
+RUN_MODULE = "engine/_cycle/run.py"
+RUN_ATTRIBUTES = (
+    "budget",
+    "context",
+    "cursor",
+    "events",
+    "facts",
+    "gating",
+    "integrity",
+    "recovery",
+    "run_id",
+    "spend",
+)
+"""The attributes of a ``Run``, written by run.py only (its budget and events change
+through its verbs)."""
+
+
+def _written(node: ast.AST) -> list[ast.expr]:
+    """The targets ``node`` assigns (``=``, ``+=``, an annotated ``=``) or deletes,
+    tuples and starred targets unpacked."""
+    if isinstance(node, ast.Assign | ast.Delete):
+        targets = list(node.targets)
+    elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+        targets = [node.target]
+    else:
+        return []
+    out: list[ast.expr] = []
+    while targets:
+        t = targets.pop()
+        if isinstance(t, ast.Tuple | ast.List):
+            targets.extend(t.elts)
+        elif isinstance(t, ast.Starred):
+            targets.append(t.value)
+        else:
+            out.append(t)
+    return out
+
+
+def _outside_writes(path: Path, root: Path) -> list[str]:
+    """Each write (``=``, ``+=``, ``del``) in ``path`` to an attribute of another
+    object (``x.y`` whose ``x`` is not ``self``/``cls``), as ``file:line: x.y``."""
+    file = path.relative_to(root).as_posix()
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for target in _written(node):
+            if not isinstance(target, ast.Attribute):
+                continue
+            if isinstance(target.value, ast.Name) and target.value.id in ("self", "cls"):
+                continue
+            found.append(f"{file}:{target.lineno}: {ast.unparse(target)}")
+    return found
+
+
+def _writes_to_the_run(path: Path, root: Path) -> list[str]:
+    """The :func:`_outside_writes` of ``path`` that change a run: an attribute of one of
+    its parts (``<anything>.cursor.x``, ``.spend.x``, ...), or outside run.py an
+    attribute of a ``Run`` (``run.x``, ``<anything>.run.x``)."""
+    file = path.relative_to(root).as_posix()
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for target in _written(node):
+            if not isinstance(target, ast.Attribute):
+                continue
+            owner = target.value
+            of_part = isinstance(owner, ast.Attribute) and owner.attr in RUN_PARTS
+            of_run = (
+                file != RUN_MODULE
+                and target.attr in RUN_ATTRIBUTES
+                and (
+                    (isinstance(owner, ast.Name) and owner.id == "run")
+                    or (isinstance(owner, ast.Attribute) and owner.attr == "run")
+                )
+            )
+            if of_part or of_run:
+                found.append(f"{file}:{target.lineno}: {ast.unparse(target)}")
+    return found
+
+
+def _long_functions(modules: Mapping[str, Path], limit: int = MAX_FUNCTION_LINES) -> dict[str, int]:
+    """Each function or method (nested ones too) over ``limit`` lines, from its ``def``
+    line to its last, as ``module.name`` → its length."""
+    out: dict[str, int] = {}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno:
+                length = node.end_lineno - node.lineno + 1
+                if length > limit:
+                    out[f"{name}.{node.name}"] = length
+    return out
+
+
 PACKAGES = _packages(ROOT)
 
 
@@ -230,6 +326,23 @@ def test_no_module_reads_another_objects_private_attributes() -> None:
         for read in _private_reads(path, ROOT)
     ]
     assert found == [], "private attributes read from outside their object:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_function_is_over_100_lines(package: str) -> None:
+    assert _long_functions(_modules(ROOT, [package])) == {}
+
+
+def test_no_module_writes_the_runs_parts_from_outside() -> None:
+    # the general rule (no write to another object's attribute) would flag ~50 sites
+    # of audit/ and converge/ that are fine (FastAPI's app.state, a click parameter's
+    # metavar, a row being built); the run is where outside writes had crept in
+    found = [
+        write
+        for path in sorted(p for pkg in PRIVATE_CHECKED for p in (ROOT / pkg).rglob("*.py"))
+        for write in _writes_to_the_run(path, ROOT)
+    ]
+    assert found == [], "the run's parts written from outside their verbs:\n" + "\n".join(found)
 
 
 # -- the checks can fail ---------------------------------------------------------------
@@ -323,3 +436,58 @@ def test_a_read_of_another_objects_private_attribute_is_reported(tmp_path: Path)
         "probe.py:6: C()._made",
         "probe.py:6: sys._getframe",
     ]
+
+
+def test_a_function_over_100_lines_is_reported(tmp_path: Path) -> None:
+    def fn(name: str, lines: int, indent: str = "") -> str:
+        # the def line plus ``lines - 1`` lines of body
+        body = "".join(f"{indent}    a{i} = {i}\n" for i in range(lines - 1))
+        return f"{indent}def {name}():\n" + body
+
+    text = fn("at_limit", MAX_FUNCTION_LINES) + fn("over", MAX_FUNCTION_LINES + 1)
+    text += "class C:\n" + fn("method", MAX_FUNCTION_LINES + 1, "    ")
+    modules = _package(tmp_path, "pkg", {"long.py": text})
+    assert _long_functions(modules) == {
+        "pkg.long.over": MAX_FUNCTION_LINES + 1,
+        "pkg.long.method": MAX_FUNCTION_LINES + 1,
+    }
+
+
+def test_a_write_to_the_runs_parts_from_outside_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "engine" / "_cycle").mkdir(parents=True)
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "class C:\n"
+        "    def f(self, run, leg, ctx):\n"
+        "        self.cycle = run.cursor.cycle\n"
+        "        run.cursor.cycle = 1\n"
+        "        run.spend.invocations += 1\n"
+        "        del run.gating.pending_gate\n"
+        "        leg.run.integrity.leaves, x = [], 0\n"
+        "        run.budget = None\n"
+        "        leg.run.events = []\n"
+        "        ctx.cycle = 2\n"
+        "        run.cursor.merge_effects.append(1)\n",
+        encoding="utf-8",
+    )
+    # self's own and a method call pass; every outside write is named, and the run's
+    assert _outside_writes(probe, tmp_path) == [
+        "probe.py:4: run.cursor.cycle",
+        "probe.py:5: run.spend.invocations",
+        "probe.py:6: run.gating.pending_gate",
+        "probe.py:7: leg.run.integrity.leaves",
+        "probe.py:8: run.budget",
+        "probe.py:9: leg.run.events",
+        "probe.py:10: ctx.cycle",
+    ]
+    assert _writes_to_the_run(probe, tmp_path) == [
+        "probe.py:4: run.cursor.cycle",
+        "probe.py:5: run.spend.invocations",
+        "probe.py:6: run.gating.pending_gate",
+        "probe.py:7: leg.run.integrity.leaves",
+        "probe.py:8: run.budget",
+        "probe.py:9: leg.run.events",
+    ]
+    run_module = tmp_path / "engine" / "_cycle" / "run.py"
+    run_module.write_text("def of(run):\n    run.budget = None\n", encoding="utf-8")
+    assert _writes_to_the_run(run_module, tmp_path) == []  # run.py builds its runs

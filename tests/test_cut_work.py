@@ -165,7 +165,7 @@ def test_suggestors_the_invocation_budget_refused_run_once_it_is_raised() -> Non
 
 def test_the_cut_suggestors_travel_in_the_checkpoint_and_older_checkpoints_still_load() -> None:
     run = Run("r", Budget())
-    run.cursor.cut = ["hang", "slow"]
+    run.cursor.put_back_wakers(set(run.cursor.dirty), ["hang", "slow"])
     data = run.to_checkpoint(["first", "hang", "slow"])
     assert Run.from_checkpoint(data).cursor.cut == ["hang", "slow"]
     with pytest.raises(ResumeError, match="cut"):

@@ -22,8 +22,10 @@ from engine import Context, Engine, GateDecision, Proposal, suggestor
 from gates import require_approval
 
 ENGINE_DIR = str(Path(__file__).resolve().parent.parent / "engine") + "/"
-MAX_STAYS = 40
-MAX_RETURNS = 15
+PARTS = ("_cycle/cursor.py", "_cycle/spend.py", "_cycle/run_parts.py")
+"""The modules of the run's parts: their verbs and properties are not stays."""
+MAX_STAYS = 47
+MAX_RETURNS = 12
 
 
 @suggestor(name="scan", dependencies=["seed"])
@@ -55,6 +57,8 @@ def resume_path(tmp_path: Path) -> tuple[list[CodeType], Any]:
             return
         caller = frame.f_back
         on_path = caller is not None and caller.f_code.co_filename.startswith(ENGINE_DIR)
+        if code.co_filename.endswith(PARTS):
+            return  # a part's verb or property: read at its call, as an attribute
         if (on_path or code.co_name == "resume") and not code.co_name.startswith("<"):
             stays.setdefault(code, None)  # comprehensions and lambdas are not stays
 

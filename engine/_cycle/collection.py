@@ -53,10 +53,11 @@ class Collect:
     def run(self, cycle: Cycling) -> Merge:
         """Collect, then merge."""
         settings, run, eligible, outcomes = cycle.settings, cycle.run, self.eligible, self.outcomes
-        admitted = run.cursor.admitted if run.cursor.admitted is not None else eligible
-        run.cursor.admitted = None
+        admitted = run.cursor.take_admitted()
+        if admitted is None:
+            admitted = eligible
         store = settings.store is not None
-        events = run.events
+        spend = run.spend
         effects: list[tuple[str, list[Proposal]]] = []
         last: list[str] = []
         usage_in = usage_out = 0
@@ -67,29 +68,18 @@ class Collect:
         cut: list[str] = []  # eligible but not run to the end: eligible again next cycle
         for slot, out in enumerate(outcomes):
             name = names[admitted[slot]]
-            if out is TIMED_OUT:
-                timed_out = True
+            if out is TIMED_OUT or out is CANCELLED:
                 cut.append(name)
-                continue
-            if out is CANCELLED:  # cut by cancel(): what was merged so far is kept
-                cut.append(name)
-                if not cancelled:
+                if out is TIMED_OUT:
+                    timed_out = True
+                elif not cancelled:  # cut by cancel(): what was merged so far is kept
                     cancelled = True
-                    run.cursor.pending_signals.append(UserCancelled())
+                    run.cursor.signal(UserCancelled())
                 continue
             last.append(name)
-            run.spend.invocations += 1
-            run.spend.invocations_by[name] = run.spend.invocations_by.get(name, 0) + 1
-            run.spend.history.append(name)
-            if isinstance(out, BaseException):
-                if isinstance(out, StopRun):
-                    _stop_requested(run, name, out, store)
-                    break
-                if record_failure(settings, run, name, describe(out), out):
-                    break
-                continue
-            if out is NOT_DONE:  # a task that ended without an outcome
-                if record_failure(settings, run, name, "the execution ended without a result"):
+            spend.count_invocation(name)
+            if isinstance(out, BaseException) or out is NOT_DONE:
+                if _failed(settings, run, name, out, store):
                     break
                 continue
             # the common case, a plain list of proposals, builds no Effect
@@ -102,35 +92,20 @@ class Collect:
             if plain:
                 proposals: list[Proposal] = out
                 u = NO_USAGE
-                refusal = None
-                inner = None
-                signal = None
+                refusal: Any = None
+                signal: StopReason | None = None
+                inner: dict[str, Any] | None = None
             else:
-                effect = out if type(out) is Effect else _normalise(out)
-                if effect is None:
-                    msg = f"returned {type(out).__name__}, expected an Effect or a list of Proposal"
-                    if record_failure(settings, run, name, msg):
+                unpacked = _unpack(settings, run, name, out, last)
+                if isinstance(unpacked, bool):  # a failure: True when the run stops
+                    if unpacked:
                         break
                     continue
-                problem = _invalid_effect(effect)
-                if problem is not None:
-                    if record_failure(settings, run, name, problem):
-                        break
-                    continue
-                u = effect.usage
-                proposals, refusal, signal = effect.proposals, effect.refusal, effect.signal
-                if type(proposals) is not list:
-                    proposals = list(proposals)
-                if refusal is not None:
-                    refusal = json_safe(refusal)
-                inner = None
-                if effect.tool_calls or effect.signal is not None or effect.audit:
-                    inner = _inner_activity(run, name, effect, last)
+                u, proposals, refusal, signal, inner = unpacked
                 usage_in += u.input_tokens
                 usage_out += u.output_tokens
                 cost += u.cost_usd
-            if run.spend.streaks:
-                run.spend.streaks.pop(name, None)
+            spend.end_streak(name)
             if store:
                 payload: dict[str, Any] = {
                     "suggestor": name,
@@ -141,56 +116,91 @@ class Collect:
                 }
                 if records[admitted[slot]]:
                     payload["effect"] = _effect_record(proposals, signal)
-                events.append(
-                    AuditEvent("suggestor_executed", run.cursor.cycle, payload, time.time())
-                )
+                run.record(AuditEvent("suggestor_executed", run.cursor.cycle, payload, time.time()))
             if refusal is not None:
-                run.cursor.pending_signals.append(AgentRefused(agent_id=name, reason=refusal))
+                run.cursor.signal(AgentRefused(agent_id=name, reason=refusal))
                 break
             if proposals:
                 effects.append((name, proposals))
-        recorded = run.facts.recorded
-        if recorded:
-            # spent by executions that raised or were cut (Context.record_usage)
-            taken = recorded[:]
-            recorded.clear()
-            for name, u in taken:
-                usage_in += u.input_tokens
-                usage_out += u.output_tokens
-                cost += u.cost_usd
-                if store:
-                    events.append(
-                        AuditEvent(
-                            "usage_recorded",
-                            run.cursor.cycle,
-                            {
-                                "suggestor": name,
-                                "usage": [u.input_tokens, u.output_tokens, u.cost_usd],
-                            },
-                            time.time(),
-                        )
-                    )
+        usage_in, usage_out, cost = _recorded_usage(run, store, usage_in, usage_out, cost)
         if usage_in or usage_out or cost:
-            run.spend.usage = Usage(
-                run.spend.usage.input_tokens + usage_in,
-                run.spend.usage.output_tokens + usage_out,
-                run.spend.usage.cost_usd + cost,
-            )
+            spend.add_usage(Usage(usage_in, usage_out, cost))
         if timed_out:
             limit_ms = ms(run.budget.max_seconds or 0)
             # the event loop's timer may fire a hair before our clock reads the deadline
             elapsed = max(elapsed_ms(settings, run), limit_ms)
-            run.cursor.pending_signals.append(
-                TimeBudgetExhausted(duration_ms=elapsed, limit_ms=limit_ms)
-            )
+            run.cursor.signal(TimeBudgetExhausted(duration_ms=elapsed, limit_ms=limit_ms))
         if len(admitted) < len(eligible):  # the invocation budget admitted a prefix
             cut.extend(names[i] for i in eligible[len(admitted) :])
-        run.cursor.cut = cut
-        run.cursor.last_suggestors = tuple(last)
-        run.cursor.merge_effects = effects
-        run.cursor.merge_pos = (0, 0)
-        run.cursor.cycle_new = []
+        run.cursor.collected(effects, tuple(last), cut)
         return MERGE
+
+
+Unpacked = tuple[Usage, list[Proposal], Any, StopReason | None, dict[str, Any] | None]
+"""An effect's usage, proposals, refusal (JSON-safe), signal and inner activity."""
+
+
+def _failed(
+    settings: EngineSettings, run: Run, name: str, out: BaseException | object, store: bool
+) -> bool:
+    """An execution that raised (``StopRun`` among them) or ended without a result;
+    True when the run must stop."""
+    if isinstance(out, StopRun):
+        _stop_requested(run, name, out, store)
+        return True
+    if isinstance(out, BaseException):
+        return record_failure(settings, run, name, describe(out), out)
+    # a task that ended without an outcome
+    return record_failure(settings, run, name, "the execution ended without a result")
+
+
+def _unpack(
+    settings: EngineSettings, run: Run, name: str, out: Any, last: list[str]
+) -> Unpacked | bool:
+    """What an outcome other than a plain list of proposals carries; a bool when it
+    is no valid effect (a failure recorded: True when the run must stop)."""
+    effect = out if type(out) is Effect else _normalise(out)
+    if effect is None:
+        msg = f"returned {type(out).__name__}, expected an Effect or a list of Proposal"
+        return record_failure(settings, run, name, msg)
+    problem = _invalid_effect(effect)
+    if problem is not None:
+        return record_failure(settings, run, name, problem)
+    proposals, refusal, signal = effect.proposals, effect.refusal, effect.signal
+    if type(proposals) is not list:
+        proposals = list(proposals)
+    if refusal is not None:
+        refusal = json_safe(refusal)
+    inner = None
+    if effect.tool_calls or effect.signal is not None or effect.audit:
+        inner = _inner_activity(run, name, effect, last)
+    return effect.usage, proposals, refusal, signal, inner
+
+
+def _recorded_usage(
+    run: Run, store: bool, usage_in: int, usage_out: int, cost: float
+) -> tuple[int, int, float]:
+    """The totals with the usage spent by executions that raised or were cut
+    (``Context.record_usage``) added, each recorded as ``usage_recorded``."""
+    recorded = run.facts.recorded
+    if not recorded:
+        return usage_in, usage_out, cost
+    taken = recorded[:]
+    recorded.clear()
+    for name, u in taken:
+        usage_in += u.input_tokens
+        usage_out += u.output_tokens
+        cost += u.cost_usd
+        if store:
+            run.record(
+                AuditEvent(
+                    "usage_recorded",
+                    run.cursor.cycle,
+                    {"suggestor": name, "usage": [u.input_tokens, u.output_tokens, u.cost_usd]},
+                    time.time(),
+                )
+            )
+    return usage_in, usage_out, cost
 
 
 def _inner_activity(run: Run, name: str, effect: Effect, last: list[str]) -> dict[str, Any]:
@@ -202,18 +212,14 @@ def _inner_activity(run: Run, name: str, effect: Effect, last: list[str]) -> dic
     for tool in effect.tool_calls:
         invocation = f"{name}.{tool}"
         last.append(invocation)
-        run.spend.invocations += 1
-        used = run.spend.invocations_by[invocation] = (
-            run.spend.invocations_by.get(invocation, 0) + 1
-        )
-        run.spend.history.append(invocation)
+        used = run.spend.count_invocation(invocation)
         limit = per.get(invocation)
         if limit and used == limit + 1:
-            run.cursor.pending_signals.append(
+            run.cursor.signal(
                 InvocationBudgetExhausted(invocations=used, limit=limit, suggestor=invocation)
             )
     if effect.signal is not None:
-        run.cursor.pending_signals.append(effect.signal)
+        run.cursor.signal(effect.signal)
     details: dict[str, Any] = json_safe(dict(effect.audit)) if effect.audit else {}
     if effect.tool_calls:
         details["tool_calls"] = list(effect.tool_calls)
@@ -258,9 +264,9 @@ def _stop_requested(run: Run, name: str, out: StopRun, store: bool) -> None:
     if not isinstance(context, dict):
         context = {"context": context}
     message = json_safe(str(getattr(out, "message", "")))
-    run.cursor.pending_signals.append(StopRequested(source=name, message=message, context=context))
+    run.cursor.signal(StopRequested(source=name, message=message, context=context))
     if store:
-        run.events.append(
+        run.record(
             AuditEvent(
                 "suggestor_executed",
                 run.cursor.cycle,
@@ -276,24 +282,23 @@ def record_failure(
     """Record a failed execution (with ``exc``'s traceback in the audit event when it
     raised); True when the run must stop (``on_error="stop"``)."""
     message = json_safe(message)
-    run.spend.streaks[name] = run.spend.streaks.get(name, 0) + 1
-    run.spend.last_error = f"{name}: {message}"
+    streak = run.spend.count_failure(name, message)
     if settings.store is not None:
-        run.events.append(
+        run.record(
             AuditEvent(
                 "suggestor_failed",
                 run.cursor.cycle,
                 {
                     "suggestor": name,
                     "error": message,
-                    "streak": run.spend.streaks[name],
+                    "streak": streak,
                     **({"traceback": _traceback(exc)} if exc is not None else {}),
                 },
                 time.time(),
             )
         )
     if settings.on_error == "stop":
-        run.cursor.pending_signals.append(
+        run.cursor.signal(
             Error(message=f"{name}: {message}", error_category=ErrorCategory.SUGGESTOR)
         )
         return True

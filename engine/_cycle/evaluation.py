@@ -47,7 +47,7 @@ def check_invariants(
             invariant_class=InvariantClass(inv.invariant_class), name=inv.name, reason=reason
         )
         if settings.store is not None:
-            run.events.append(
+            run.record(
                 AuditEvent(
                     "invariant_violated", run.cursor.cycle, stop_reason_to_dict(sig), time.time()
                 )
@@ -90,7 +90,7 @@ def evaluate_criteria(settings: EngineSettings, run: Run) -> list[tuple[Criterio
             results.append((c, c.evaluate(run.context)))
         except Exception as exc:
             results.append((c, Unmet(f"evaluate raised {type(exc).__name__}: {exc}")))
-    run.cursor.criteria_reports = tuple(CriterionReport.of(c, r) for c, r in results)
+    run.cursor.judged(tuple(CriterionReport.of(c, r) for c, r in results))
     return results
 
 

@@ -70,7 +70,8 @@ class Execute:
         budget = run.budget
         if budget.max_invocations or budget.per_suggestor:
             # a prefix: outcomes still pair by slot; collection keeps the rest as cut
-            eligible = run.cursor.admitted = admit(settings, run, eligible)
+            eligible = admit(settings, run, eligible)
+            run.cursor.admit(eligible)
         for i in eligible:
             try:
                 out = execute[i](ctx)
@@ -112,14 +113,12 @@ def admit(settings: EngineSettings, run: Run, eligible: list[int]) -> list[int]:
     for i in eligible:
         name = names[i]
         if limit_total and total >= limit_total:
-            run.cursor.pending_signals.append(
-                InvocationBudgetExhausted(invocations=total, limit=limit_total)
-            )
+            run.cursor.signal(InvocationBudgetExhausted(invocations=total, limit=limit_total))
             break
         lim = per.get(name)
         used = run.spend.invocations_by.get(name, 0)
         if lim and used >= lim:
-            run.cursor.pending_signals.append(
+            run.cursor.signal(
                 InvocationBudgetExhausted(invocations=used, limit=lim, suggestor=name)
             )
             break
@@ -171,7 +170,7 @@ async def execute_async(settings: EngineSettings, run: Run, eligible: list[int])
     if tasks:
         await _wait(settings, run, tasks, outcomes)
     # keep the admitted order so collection pairs outcomes with suggestors
-    run.cursor.admitted = admitted
+    run.cursor.admit(admitted)
     return outcomes
 
 
@@ -216,7 +215,7 @@ def execute_elsewhere(settings: EngineSettings, run: Run, eligible: list[int]) -
     executor = settings.executor
     assert executor is not None
     admitted = admit(settings, run, eligible)
-    run.cursor.admitted = admitted
+    run.cursor.admit(admitted)
     if not admitted:
         return []
     remaining: float | None = None
@@ -245,5 +244,5 @@ def execute_elsewhere(settings: EngineSettings, run: Run, eligible: list[int]) -
     except Exception as exc:  # a defect of the executor still ends the run typed
         category = ErrorCategory.INTERNAL
         message = f"executor {type(executor).__name__} failed: {type(exc).__name__}: {exc}"
-    run.cursor.pending_signals.append(Error(message=message, error_category=category))
+    run.cursor.signal(Error(message=message, error_category=category))
     return []

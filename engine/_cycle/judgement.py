@@ -90,15 +90,11 @@ JUDGE = Judge()
 
 def after_merge(settings: EngineSettings, run: Run) -> RunResult | None:
     """Judge the cycle just merged: the run's result if it stops, None to go on."""
-    pending = run.cursor.pending_signals
-    signals: list[StopReason] = []
-    if pending:
-        signals.extend(pending)
-        run.cursor.pending_signals = []
-    new = run.cursor.cycle_new
-    dirty = run.cursor.dirty
-    for fact in new:
-        dirty.add(fact.key)
+    cursor = run.cursor
+    signals: list[StopReason] = cursor.take_signals() if cursor.pending_signals else []
+    new = cursor.cycle_new
+    if new:
+        cursor.note_changed([fact.key for fact in new])
     if settings.structural:
         signals.extend(check_invariants(settings, run, settings.structural))
     if run.cursor.cut:
@@ -213,14 +209,13 @@ def _continue(
 ) -> None:
     raised = decision.budget is not None and raises(run.budget, decision.budget, ordered)
     if decision.budget is not None:
-        run.budget = decision.budget
-    if not raised:
-        run.spend.exhausted_overrides.update(keys)
-    run.spend.continuations.append(
-        ContinuationRecord(run.cursor.cycle, tuple(keys), decision.note, raised)
+        run.adopt_budget(decision.budget)
+    run.spend.continued(
+        ContinuationRecord(run.cursor.cycle, tuple(keys), decision.note, raised),
+        () if raised else keys,
     )
     if settings.store is not None:
-        run.events.append(
+        run.record(
             AuditEvent(
                 "run_continued",
                 run.cursor.cycle,
@@ -255,7 +250,7 @@ def stop(settings: EngineSettings, run: Run, signals: list[StopReason]) -> RunRe
 def pause(settings: EngineSettings, run: Run, reason: HitlGatePending) -> RunResult:
     """Pause the run at a HITL gate: its clock stops, it is kept (and checkpointed)."""
     assert run.gating.pending_gate is not None
-    run.spend.elapsed_before_ms = elapsed_ms(settings, run)
+    run.spend.stop_clock(elapsed_ms(settings, run))
     if settings.criteria:
         evaluate_criteria(settings, run)
     result = run_result(settings, run, reason, (reason,))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import json
 import time
+from collections.abc import Callable
 from hashlib import sha256
 from math import isfinite
 from typing import Any
@@ -46,82 +47,14 @@ class Merge:
     def run(self, leg: Cycling) -> Judge | End:
         """The :class:`Judge` of the merged cycle, or the pause."""
         settings, run = leg.settings, leg.run
-        pg = run.gating.pending_gate
-        if pg is not None:
-            # the decision of the gate the run waited on (Engine.resume): approve → the
-            # proposal is promoted where it stood; reject → it is skipped, remembered
-            # (it never reopens a gate) and a ``hitl.rejected`` diagnostic fact is
-            # proposed (as converge-core's ``hitl-rejected``)
-            decision = pg.decision
-            if decision is None:
-                raise ResumeError(f"run {run.run_id} waits on gate {pg.record.gate_id}")
-            rec = pg.record
-            run.gating.pending_gate = None
-            if settings.store is not None:
-                # the store chained gate_decided when it recorded the decision
-                run.events.append(
-                    AuditEvent(
-                        "run_resumed", run.cursor.cycle, {"gate_id": rec.gate_id}, time.time()
-                    )
-                )
-            if decision.approved:
-                run.gating.approved_once = (pg.effect_index, pg.proposal_index)
-                run.cursor.merge_pos = (pg.effect_index, pg.proposal_index)
-            else:
-                key = rec.proposal["key"]
-                content = rec.proposal["content"]
-                run.gating.remember_rejected(key, content)
-                run.cursor.merge_pos = (pg.effect_index, pg.proposal_index + 1)
-                diag = Proposal(
-                    "hitl.rejected",
-                    {
-                        "gate_id": rec.gate_id,
-                        "proposal_id": rec.proposal_id,
-                        "key": key,
-                        "content": content,
-                        "by": decision.by,
-                        "reason": decision.reason,
-                    },
-                    # lineage reaches what it came from
-                    parents=tuple(rec.proposal.get("parents", ())),
-                )
-                run.cursor.merge_effects.append(("hitl", [diag]))
-        cycle = run.cursor.cycle
-        new = run.cursor.cycle_new
-        gates = settings.promotion_gates
-        hitl = settings.hitl_policies
-        store = settings.store is not None
-        events = run.events
-        rejected = run.gating.rejected
-        facts = run.facts
-        has = facts.identities
-        add_identity = has.add
-        by_key = facts.by_key
-        facts_append = facts.facts.append
-        new_append = new.append
-        tuple_new = tuple.__new__
-        effects = run.cursor.merge_effects
-        start_i, start_j = run.cursor.merge_pos
-        if store:
-            leaf_append = run.integrity.leaves.append
-            # RFC 6962's 0x00 (b"" for a LEGACY run)
-            leaf_prefix = LEAF_PREFIX[run.integrity.frontier.scheme]
-            if run.integrity.frontier.count + len(run.integrity.leaves) != len(facts.facts):
-                run.integrity.root(facts.facts)  # the leaves of input or checkpointed facts
-            batch = PromotedFacts(cycle, time.time())
-            events.append(batch)
-            batch_fact, batch_text, batch_row = (
-                batch.facts.append,
-                batch.texts.append,
-                batch.rows.append,
-            )
-            quoted: dict[str, tuple[str, str]] = {}  # keys as JSON, quoted once per merge
-            cyc = str(cycle)
+        if run.gating.pending_gate is not None:
+            apply_decision(settings, run)
         paused = False
+        effects = run.cursor.merge_effects
         if effects and gc.isenabled():
             # the facts a merge builds all survive it: a full collection in its middle
-            # walks the growing context to free nothing (R1 paused 60-230 ms three
-            # times in a merge of 100k facts), so none runs during a large one
+            # walks the growing context to free nothing (a resume paused 60-230 ms
+            # three times in a merge of 100k facts), so none runs during a large one
             total = 0
             for _name, proposals in effects:
                 total += len(proposals)
@@ -129,140 +62,246 @@ class Merge:
                 gc.disable()
                 paused = True
         try:
-            for ei in range(start_i, len(effects)):
-                name, proposals = effects[ei]
-                j0 = start_j if ei == start_i else 0
-                prefix = f"{name}/{cycle}/{ei}."
-                if store:
-                    # the constant parts of this effect's facts' canonical JSON (fact_json)
-                    qname = _quote(name)
-                    qprefix = _quote(prefix)[:-1]
-                for pj in range(j0, len(proposals)):
-                    p = proposals[pj]
-                    try:
-                        if type(p) is not Proposal:
-                            raise TypeError(f"expected a Proposal, got {type(p).__name__}")
-                        key, content, confidence, parents, given_id = p
-                        if type(key) is not str or not key:
-                            raise ValueError(f"key must be a non-empty string, got {key!r}")
-                        if not 0.0 <= confidence <= 1.0:
-                            raise ValueError(f"confidence must be within 0..1, got {confidence!r}")
-                        c = type(content)
-                        if c is str:
-                            if not content.isascii():
-                                content.encode("utf-8")  # lone surrogates are not UTF-8
-                            identity = (key, content)
-                        elif (c is int and -MAX_INT < content < MAX_INT) or (
-                            c is float and isfinite(content)
-                        ):
-                            identity = (key, content)
-                        else:
-                            identity = (key, content_key(content))
-                        if parents or type(parents) is not tuple:
-                            parents = _checked_parents(parents)
-                        if given_id is not None and (type(given_id) is not str or not given_id):
-                            raise TypeError(f"id must be a non-empty string, got {given_id!r}")
-                    except (TypeError, ValueError) as exc:
-                        run.cursor.merge_effects = []
-                        return _stopped(
-                            settings,
-                            run,
-                            Error(
-                                message=f"{name}: invalid proposal {pj}: {exc}",
-                                error_category=ErrorCategory.SUGGESTOR,
-                            ),
-                        )
-                    if identity in has or (rejected and identity in rejected):
-                        continue
-                    pid = given_id or prefix + str(pj)
-                    if gates or hitl:
-                        before = len(events)
-                        if gates:
-                            verdict = check_promotion_gates(settings, run, p, pid, name)
-                            if verdict is not None:
-                                if isinstance(verdict, str):
-                                    if store and len(events) != before:
-                                        batch = PromotedFacts(cycle, time.time())  # after the event
-                                        events.append(batch)
-                                        batch_fact, batch_text, batch_row = (
-                                            batch.facts.append,
-                                            batch.texts.append,
-                                            batch.rows.append,
-                                        )
-                                    continue
-                                run.cursor.merge_effects = []
-                                return _stopped(settings, run, verdict)
-                        if hitl:
-                            if (
-                                run.gating.approved_once is not None
-                                and run.gating.approved_once
-                                == (
-                                    ei,
-                                    pj,
-                                )
-                            ):
-                                run.gating.approved_once = None
-                            else:
-                                opened = open_gate_if_matched(settings, run, p, pid, name, ei, pj)
-                                if opened is not None:
-                                    return _stopped(settings, run, opened)
-                    # built with tuple.__new__: the named tuples' own __new__ costs 2x more
-                    prov = tuple_new(Provenance, (name, cycle, pid, parents))
-                    bucket = by_key.get(key)
-                    n = "0" if bucket is None else str(len(bucket))
-                    fact = tuple_new(Fact, (f"{key}#{n}", key, content, confidence, prov))
-                    if bucket is None:
-                        by_key[key] = [fact]
-                    else:
-                        bucket.append(fact)
-                    facts_append(fact)
-                    add_identity(identity)
-                    new_append(fact)
-                    if store:
-                        # fact_json(fact) from parts quoted once: the event's payload and its leaf
-                        q = quoted.get(key)
-                        if q is None:
-                            qkey = _quote(key)
-                            q = quoted[key] = (qkey, qkey[:-1] + "#")  # and its ids' opening
-                        qkey, qopen = q
-                        if c is str:
-                            cs = _quote(content)
-                        elif c is int:
-                            cs = str(content)
-                        elif c is float:
-                            cs = repr(content)
-                        else:
-                            cs = canonical_json(content)
-                        if type(confidence) is float:
-                            confs = "1.0" if confidence == 1.0 else repr(confidence)
-                        else:
-                            confs = canonical_json(confidence)
-                        ps = "[" + ",".join([_quote(x) for x in parents]) + "]" if parents else "[]"
-                        qpid = _quote(given_id) if given_id else f'{qprefix}{pj}"'
-                        qid = f'{qopen}{n}"'
-                        text = (
-                            f'{{"confidence":{confs},"content":{cs},"id":{qid},"key":{qkey},'
-                            f'"provenance":{{"cycle":{cyc},"parents":{ps},"proposal_id":{qpid},'
-                            f'"suggestor":{qname}}}}}'
-                        )
-                        leaf_append(sha256(leaf_prefix + text.encode()).digest())
-                        batch_fact(fact)
-                        batch_text(text)
-                        # its checkpoint row (engine.facts.fact_row), for the store's fact chunks
-                        batch_row(f"[{qid},{qkey},{cs},{confs},{qname},{cyc},{qpid},{ps}]")
-            if store:
-                if not batch.facts and events and events[-1] is batch:
-                    events.pop()
-                if len(run.integrity.leaves) >= FOLD_LEAVES:
-                    # fold the leaves into the Merkle frontier as the run goes: a checkpoint
-                    # or the stop then costs O(log n), not a pass over every fact since
-                    run.integrity.fold_leaves()
-            run.cursor.merge_effects = []
-            run.cursor.merge_pos = (0, 0)
-            return JUDGE
+            return promote(settings, run)
         finally:
             if paused:
                 gc.enable()
+
+
+def apply_decision(settings: EngineSettings, run: Run) -> None:
+    """The decision of the gate the run waited on (Engine.resume): approve → the
+    proposal is promoted where it stood; reject → it is skipped, remembered (it
+    never reopens a gate) and a ``hitl.rejected`` diagnostic fact is proposed (as
+    converge-core's ``hitl-rejected``)."""
+    pg = run.gating.pending_gate
+    assert pg is not None
+    decision = pg.decision
+    if decision is None:
+        raise ResumeError(f"run {run.run_id} waits on gate {pg.record.gate_id}")
+    rec = pg.record
+    run.gating.apply_decision()
+    if settings.store is not None:
+        # the store chained gate_decided when it recorded the decision
+        run.record(
+            AuditEvent("run_resumed", run.cursor.cycle, {"gate_id": rec.gate_id}, time.time())
+        )
+    if decision.approved:
+        run.cursor.merge_from((pg.effect_index, pg.proposal_index))
+        return
+    key = rec.proposal["key"]
+    content = rec.proposal["content"]
+    run.gating.remember_rejected(key, content)
+    run.cursor.merge_from((pg.effect_index, pg.proposal_index + 1))
+    diag = Proposal(
+        "hitl.rejected",
+        {
+            "gate_id": rec.gate_id,
+            "proposal_id": rec.proposal_id,
+            "key": key,
+            "content": content,
+            "by": decision.by,
+            "reason": decision.reason,
+        },
+        # lineage reaches what it came from
+        parents=tuple(rec.proposal.get("parents", ())),
+    )
+    run.cursor.add_to_merge("hitl", [diag])
+
+
+def promote(settings: EngineSettings, run: Run) -> Judge | End:
+    """Promote the merge's effects from where it stands, in registration order: its
+    :class:`Judge`, or the stop or pause that ended it."""
+    cycle = run.cursor.cycle
+    effects = run.cursor.merge_effects
+    start_i, start_j = run.cursor.merge_pos
+    recorder = FactRecorder(run, cycle) if settings.store is not None else None
+    for ei in range(start_i, len(effects)):
+        stopped = promote_effect(
+            settings, run, recorder, ei, effects[ei][0], start_j if ei == start_i else 0
+        )
+        if stopped is not None:
+            return _stopped(settings, run, stopped)
+    if recorder is not None:
+        recorder.close()
+    run.cursor.merge_done()
+    return JUDGE
+
+
+Appenders = tuple[Callable[[Fact], None], Callable[[str], None], Callable[[str], None]]
+"""The appends of a batch's facts, their texts (canonical JSON) and their rows."""
+
+
+class FactRecorder:
+    """The store side of a merge: the ``PromotedFacts`` batch its facts go to (a new
+    one after an event a gate records; its ``appenders``), and the ``constants`` of
+    their texts and Merkle leaves: keys quoted once, the cycle, the leaves' append
+    and prefix."""
+
+    __slots__ = ("appenders", "batch", "constants", "cycle", "run")
+
+    def __init__(self, run: Run, cycle: int) -> None:
+        integrity = run.integrity
+        facts = run.facts.facts
+        self.run = run
+        self.cycle = cycle
+        quoted: dict[str, tuple[str, str]] = {}  # keys as JSON, quoted once per merge
+        # RFC 6962's 0x00 (b"" for a LEGACY run)
+        leaf_prefix = LEAF_PREFIX[integrity.scheme]
+        self.constants = (quoted, str(cycle), integrity.leaf_adder(), leaf_prefix)
+        if not integrity.covers(len(facts)):
+            integrity.root(facts)  # the leaves of input or checkpointed facts
+        self.open()
+
+    def open(self) -> Appenders:
+        """A new batch, after the events recorded so far: its appenders."""
+        batch = self.batch = PromotedFacts(self.cycle, time.time())
+        self.run.record(batch)
+        self.appenders = (batch.facts.append, batch.texts.append, batch.rows.append)
+        return self.appenders
+
+    def close(self) -> None:
+        """The merge is done: an empty last batch goes, and the leaves fold into the
+        Merkle frontier as the run goes (a checkpoint or the stop then costs
+        O(log n), not a pass over every fact since)."""
+        if not self.batch.facts:
+            self.run.withdraw(self.batch)
+        if self.run.integrity.waiting >= FOLD_LEAVES:
+            self.run.integrity.fold_leaves()
+
+
+def promote_effect(
+    settings: EngineSettings, run: Run, rec: FactRecorder | None, ei: int, name: str, j0: int
+) -> StopReason | None:
+    """Promote effect ``ei`` (of suggestor ``name``) from its proposal ``j0``: None, or
+    the stop (or the gate's pause) that ended the merge at one of them."""
+    proposals = run.cursor.merge_effects[ei][1]
+    cycle = run.cursor.cycle
+    gated = bool(settings.promotion_gates or settings.hitl_policies)
+    rejected, facts, new_append = run.gating.rejected, run.facts, run.cursor.promotions().append
+    has, by_key, facts_append = facts.identities, facts.by_key, facts.facts.append
+    add_identity = has.add
+    tuple_new = tuple.__new__
+    prefix = f"{name}/{cycle}/{ei}."
+    if rec is not None:
+        # the constant parts of this effect's facts' canonical JSON (fact_json)
+        qname, qprefix = _quote(name), _quote(prefix)[:-1]
+        quoted, cyc, leaf_add, leaf_prefix = rec.constants
+        batch_fact, batch_text, batch_row = rec.appenders
+    for pj in range(j0, len(proposals)):
+        p = proposals[pj]
+        try:
+            if type(p) is not Proposal:
+                raise TypeError(f"expected a Proposal, got {type(p).__name__}")
+            key, content, confidence, parents, given_id = p
+            if type(key) is not str or not key:
+                raise ValueError(f"key must be a non-empty string, got {key!r}")
+            if not 0.0 <= confidence <= 1.0:
+                raise ValueError(f"confidence must be within 0..1, got {confidence!r}")
+            c = type(content)
+            if c is str:
+                if not content.isascii():
+                    content.encode("utf-8")  # lone surrogates are not UTF-8
+                identity = (key, content)
+            elif (c is int and -MAX_INT < content < MAX_INT) or (c is float and isfinite(content)):
+                identity = (key, content)
+            else:
+                identity = (key, content_key(content))
+            if parents or type(parents) is not tuple:
+                parents = _checked_parents(parents)
+            if given_id is not None and (type(given_id) is not str or not given_id):
+                raise TypeError(f"id must be a non-empty string, got {given_id!r}")
+        except (TypeError, ValueError) as exc:
+            return _invalid(run, f"{name}: invalid proposal {pj}: {exc}")
+        if identity in has or (rejected and identity in rejected):
+            continue
+        pid = given_id or prefix + str(pj)
+        if gated:
+            verdict = _gate(settings, run, rec, p, pid, name, ei, pj)
+            if verdict is not None:
+                if not isinstance(verdict, str):
+                    return verdict
+                if rec is not None:  # a new batch after the gate's event, if it recorded one
+                    batch_fact, batch_text, batch_row = rec.appenders
+                continue
+        # built with tuple.__new__: the named tuples' own __new__ costs 2x more
+        prov = tuple_new(Provenance, (name, cycle, pid, parents))
+        bucket = by_key.get(key)
+        n = "0" if bucket is None else str(len(bucket))
+        fact = tuple_new(Fact, (f"{key}#{n}", key, content, confidence, prov))
+        if bucket is None:
+            by_key[key] = [fact]
+        else:
+            bucket.append(fact)
+        facts_append(fact)
+        add_identity(identity)
+        new_append(fact)
+        if rec is not None:
+            # fact_json(fact) from parts quoted once: the event's payload and its leaf
+            q = quoted.get(key)
+            if q is None:
+                qkey = _quote(key)
+                q = quoted[key] = (qkey, qkey[:-1] + "#")  # and its ids' opening
+            qkey, qopen = q
+            if c is str:
+                cs = _quote(content)
+            elif c is int:
+                cs = str(content)
+            elif c is float:
+                cs = repr(content)
+            else:
+                cs = canonical_json(content)
+            confs = (
+                ("1.0" if confidence == 1.0 else repr(confidence))
+                if type(confidence) is float
+                else canonical_json(confidence)
+            )
+            ps = "[" + ",".join([_quote(x) for x in parents]) + "]" if parents else "[]"
+            qpid = _quote(given_id) if given_id else f'{qprefix}{pj}"'
+            qid = f'{qopen}{n}"'
+            text = (
+                f'{{"confidence":{confs},"content":{cs},"id":{qid},"key":{qkey},'
+                f'"provenance":{{"cycle":{cyc},"parents":{ps},"proposal_id":{qpid},'
+                f'"suggestor":{qname}}}}}'
+            )
+            leaf_add(sha256(leaf_prefix + text.encode()).digest())
+            batch_fact(fact)
+            batch_text(text)
+            # its checkpoint row (engine.facts.fact_row), for the store's fact chunks
+            batch_row(f"[{qid},{qkey},{cs},{confs},{qname},{cyc},{qpid},{ps}]")
+    return None
+
+
+def _invalid(run: Run, message: str) -> StopReason:
+    """The merge stops at an invalid proposal."""
+    run.cursor.abandon_merge()
+    return Error(message=message, error_category=ErrorCategory.SUGGESTOR)
+
+
+def _gate(
+    settings: EngineSettings,
+    run: Run,
+    rec: FactRecorder | None,
+    p: Proposal,
+    pid: str,
+    name: str,
+    ei: int,
+    pj: int,
+) -> StopReason | str | None:
+    """The promotion gates' verdict on ``p`` (``"drop"``, a rejection that stops the
+    merge), then the HITL policies' (a gate that opens): None when it goes through.
+    A drop the store records closes ``rec``'s batch: the next facts go to a new one."""
+    if settings.promotion_gates:
+        before = len(run.events)
+        verdict = check_promotion_gates(settings, run, p, pid, name)
+        if verdict is not None:
+            if not isinstance(verdict, str):
+                run.cursor.abandon_merge()
+            elif rec is not None and len(run.events) != before:
+                rec.open()  # after the event
+            return verdict
+    if settings.hitl_policies and not run.gating.pass_approved((ei, pj)):
+        return open_gate_if_matched(settings, run, p, pid, name, ei, pj)
+    return None
 
 
 MERGE = Merge()
@@ -273,7 +312,7 @@ def _stopped(settings: EngineSettings, run: Run, reason: StopReason) -> Judge | 
     signal for the judgement."""
     if isinstance(reason, HitlGatePending):
         return End(pause(settings, run, reason))
-    run.cursor.pending_signals.append(reason)
+    run.cursor.signal(reason)
     return JUDGE
 
 
@@ -302,7 +341,7 @@ def check_promotion_gates(
                 continue
             rejection_reason = f"{gate.name}: {rejection.reason}"
         if settings.store is not None:
-            run.events.append(
+            run.record(
                 AuditEvent(
                     "proposal_rejected",
                     run.cursor.cycle,
@@ -318,7 +357,7 @@ def check_promotion_gates(
                 )
             )
         if gate.on_reject == "drop":
-            run.spend.dropped += 1
+            run.spend.count_drop()
             return "drop"
         return PromotionRejected(proposal_id=pid, reason=rejection_reason)
     return None
@@ -333,15 +372,14 @@ def open_gate_if_matched(
         try:
             summary = policy.match(p, name, run.context)
         except Exception as exc:
-            run.cursor.merge_effects = []
+            run.cursor.abandon_merge()
             return Error(
                 message=f"hitl policy {policy.name} raised {type(exc).__name__}: {exc}",
                 error_category=ErrorCategory.CONFIGURATION,
             )
         if summary is None:
             continue
-        run.gating.gates_opened += 1
-        gate_id = f"{run.run_id}-g{run.gating.gates_opened}"
+        gate_id = run.gating.open_gate(run.run_id)
         now = time.time()
         timeout = policy.timeout_s
         record = GateRecord(
@@ -364,8 +402,8 @@ def open_gate_if_matched(
             on_timeout=policy.on_timeout,
             extra=_rules_of(policy),
         )
-        run.gating.pending_gate = PendingGate(record, ei, pj)
-        run.cursor.merge_pos = (ei, pj)
+        run.gating.wait_on(PendingGate(record, ei, pj))
+        run.cursor.merge_from((ei, pj))
         return HitlGatePending(
             gate_id=gate_id, proposal_id=pid, summary=summary, agent_id=name, cycle=run.cursor.cycle
         )

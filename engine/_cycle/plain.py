@@ -1,15 +1,22 @@
-"""Plain cycles: the steps of a cycle fused into one loop, for plain outcomes (W1's
-hot path, docs/performance.md).
+"""Plain cycles: the steps of a cycle fused into one loop, for plain outcomes (the hot
+path of a chain of plain suggestors, docs/performance.md).
 
 On an engine with no executor, store, gate or HITL policy
 (:func:`plain_engine`), :func:`run_plain` does what the steps of
 :mod:`engine._cycle.steps` do (prelude, execute, collect, merge, judge) for
 suggestors that return lists of plain proposals (or nothing). A cycle it does not
-specialise is handed back to those steps (a :class:`Handover`).
+specialise (a cancel, a time or invocation budget, pending signals, an ``accepts``,
+the cycle budget) is walked by the general steps from the prelude; a cycle with an
+outcome other than a list of proposals or ``None`` from its collection; a merge that
+meets a proposal that is not plain from that proposal. ``tests/test_plain_cycle.py``
+pins it to them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
+from functools import partial
 from math import isfinite
 from typing import Any, Protocol
 
@@ -22,6 +29,8 @@ from engine.errors import StopRun
 from engine.facts import MAX_INT, Fact, Proposal, Provenance
 from engine.result import RunResult
 from engine.settings import EngineSettings
+
+_MIN_INT = -MAX_INT  # negating MAX_INT copies 1.7 kB: once, not per proposal
 
 
 class GeneralSteps(Protocol):
@@ -59,118 +68,60 @@ def run_plain(
     common case; None when an async suggestor was registered since (the driver's
     async path takes over) or a cycle's work was cut (the next cycle, which runs it
     again, is the driver's general one). Only for a :func:`plain_engine`, whose
-    configuration is read once here.
-
-    A cycle it does not specialise (a cancel, a time or invocation budget, pending
-    signals, an ``accepts``, the cycle budget) is walked by ``general``'s steps
-    from the prelude; a cycle with an outcome other than a list of proposals or
-    ``None`` from its collection; a merge that meets a proposal that is not plain
-    from that proposal. ``tests/test_plain_cycle.py`` pins it to them.
-    """
-    ctx = run.context
-    reg = settings.registry
-    subscribers = reg.subscribers
-    dependency_free = reg.dependency_free
-    accepts = reg.accepts
-    execute = reg.execute
-    names = reg.names
-    cancelled = settings.runs.cancelled
-    run_id = run.run_id
-    invocations_by = run.spend.invocations_by
-    history = run.spend.history
-    streaks = run.spend.streaks
-    rejected = run.gating.rejected
-    stop_on_error = settings.on_error == "stop"
-    # the checks after a merge that need more than the budget (judgement.after_merge)
-    judged = bool(
-        settings.structural
-        or settings.semantic
-        or settings.stop_policies
-        or settings.criteria
-        or settings.progress is not None
-    )
-    facts = run.facts
-    has = facts.identities
-    add_identity = has.add
-    by_key = facts.by_key
-    facts_append = facts.facts.append
-    tuple_new = tuple.__new__
-    no_parents: tuple[str, ...] = ()
-    min_int = -MAX_INT  # negating MAX_INT copies 1.7 kB: once, not per proposal
-    owned = freezer.owned
-    recorded = facts.recorded  # usage recorded by executions: collect() takes it
+    configuration :class:`PlainLoop` reads once; the run's cursor and spend hear of
+    the plain cycles before anything else reads them (:meth:`PlainLoop.settle`).
+    What it does not specialise goes to ``general`` (the module's docstring)."""
+    loop = PlainLoop(settings, run, freezer, general)
+    ctx, cursor, reg, ran = run.context, run.cursor, settings.registry, loop.ran
+    subscribers, dependency_free = reg.subscribers, reg.dependency_free
+    execute, names = reg.execute, reg.names
+    cancelled, run_id = settings.runs.cancelled, run.run_id
+    recorded = run.facts.recorded  # usage recorded by executions: collect() takes it
+    owned, judged = freezer.owned, loop.judged
     unfrozen = 0
-    seen: Budget | None = None
-    fast = other_limits = False
-    max_cycles = max_facts = 0
+    stale = True  # what the general steps or a judgement may change: read again
     while True:
+        if stale:
+            stale = False
+            cycle, last, new = cursor.cycle, cursor.last_suggestors, cursor.promotions()
+            dirty = cursor.keys_changing()
+            fast, max_cycles, max_facts, other_limits = loop.limits(run.budget)
+            fast = fast and not cursor.pending_signals
         if reg.any_async:  # registered since the run started
-            if unfrozen:
-                freezer.promoted(unfrozen)
+            loop.leave(unfrozen, cycle, last, new)
             return None
-        budget = run.budget
-        if budget is not seen:  # a frozen model: read once, until on_stop replaces it
-            seen = budget
-            fast = not (budget.max_seconds or budget.max_invocations or budget.per_suggestor)
-            max_cycles = budget.max_cycles or 0
-            max_facts = budget.max_facts or 0
-            other_limits = bool(budget.max_tokens or budget.max_cost_usd)
         # as prelude: the eligible suggestors, no side effect before the cycle starts
         eligible: list[int] | None = None
-        cycle = run.cursor.cycle
-        dirty = run.cursor.dirty
-        if (
-            fast
-            and not (max_cycles and cycle >= max_cycles)
-            and not run.cursor.pending_signals
-            and run_id not in cancelled
-        ):
+        if fast and not (max_cycles and cycle >= max_cycles) and run_id not in cancelled:
             if len(dirty) == 1 and not dependency_free:
                 for key in dirty:
                     eligible = subscribers.get(key)
             else:
-                candidates = set(dependency_free)
-                for key in dirty:
-                    s = subscribers.get(key)
-                    if s is not None:
-                        candidates.update(s)
-                eligible = sorted(candidates)
+                eligible = loop.candidates(dirty)
             if not eligible:  # a fixed point, as prelude finds it
-                dirty.clear()
-                ctx.cycle = cycle + 1
-                return fixed_point(settings, run, [])
-            if reg.any_accepts:
-                for i in eligible:
-                    if accepts[i] is not None:
-                        eligible = None
-                        break
+                return loop.fixed_point(cycle, last, new)
+            if reg.any_accepts and loop.accepting(eligible):
+                eligible = None
         if eligible is None:
-            if unfrozen:  # told before the general steps tell theirs
-                freezer.promoted(unfrozen)
-                unfrozen = 0
-            done = general.from_prelude()
-            if done is not None:
+            finished, done = loop.general_cycle(unfrozen, cycle, last, new)
+            stale, unfrozen = True, 0
+            if finished:
                 return done
-            if run.cursor.cut:  # the invocation budget cut work that on_stop continued
-                if unfrozen:
-                    freezer.promoted(unfrozen)
-                return None
             continue
         dirty.clear()
-        cycle += 1
-        run.cursor.cycle = cycle
-        ctx.cycle = cycle
+        ctx.cycle = cycle = cycle + 1
+        new = []
         # as Execute and Collect, for outcomes that are lists of proposals or None
-        outcomes: list[Any]
-        plain = True
         if len(eligible) == 1:
             i = eligible[0]
+            last = (names[i],)
             try:
                 out = execute[i](ctx)
             except BaseException as exc:
                 if isinstance(exc, KeyboardInterrupt | SystemExit):
                     raise
                 out = exc
+            plain = True
             if type(out) is list:
                 for p in out:
                     if type(p) is not Proposal:
@@ -179,70 +130,161 @@ def run_plain(
             elif out is not None:
                 plain = False
             if plain and not recorded:
-                name = names[i]
-                invocations_by[name] = invocations_by.get(name, 0) + 1
-                history.append(name)
-                run.spend.invocations += 1
-                run.cursor.last_suggestors = (name,)
-                if streaks:
-                    streaks.pop(name, None)
-                effects = [(name, out)] if out else []
+                effects = [(last[0], out)] if out else []
             else:
-                plain = False  # collect() takes it, and any usage it recorded
-                outcomes = [out]
+                plain, outcomes = False, [out]
         else:
-            outcomes = []
-            # a copy: a key's subscribers are the registry's own list, which a
-            # suggestor registered during this cycle would join (it runs from the next)
-            for i in eligible[:]:
-                try:
-                    out = execute[i](ctx)
-                except BaseException as exc:
-                    if isinstance(exc, KeyboardInterrupt | SystemExit):
-                        raise
-                    outcomes.append(exc)
-                    plain = False
-                    if stop_on_error or isinstance(exc, StopRun):
-                        break
-                    continue
-                outcomes.append(out)
-                if type(out) is list:
-                    for p in out:
-                        if type(p) is not Proposal:
-                            plain = False
-                            break
-                elif out is not None:
-                    plain = False
-                    if type(out) is Effect and out.refusal is not None:
-                        break
-            if plain and recorded:
-                plain = False
-            if plain:
-                effects = []
-                last: list[str] = []
-                for i, out in zip(eligible, outcomes, strict=False):
-                    name = names[i]
-                    last.append(name)
-                    invocations_by[name] = invocations_by.get(name, 0) + 1
-                    history.append(name)
-                    if streaks:
-                        streaks.pop(name, None)
-                    if out:
-                        effects.append((name, out))
-                run.spend.invocations += len(outcomes)
-                run.cursor.last_suggestors = tuple(last)
-        if not plain:
-            if unfrozen:
-                freezer.promoted(unfrozen)
-                unfrozen = 0
-            done = general.from_collect(eligible, outcomes)
+            last = tuple([names[i] for i in eligible])
+            plain, effects, outcomes = loop.execute_many(eligible)
+            plain = plain and not recorded
+        if not plain:  # collect() takes it, and any usage it recorded
+            step = partial(general.from_collect, eligible, outcomes)
+            done, stale, unfrozen = loop.hand_over(unfrozen, step, cycle, last, new), True, 0
             if done is not None:
                 return done
             continue
+        ran.extend(last)
         # as merge (and after_merge's dirty keys), for plain proposals
-        new: list[Fact] = []
-        run.cursor.cycle_new = new
-        other: tuple[int, int] | None = None
+        if effects and loop.merge(effects, cycle, new, dirty):  # merge() goes on from there
+            done, stale = loop.hand_over(unfrozen, general.from_merge, cycle, last, new), True
+            unfrozen = 0
+            if done is not None:
+                return done
+            continue
+        if judged or not new or (max_facts and len(ctx) > max_facts) or other_limits:
+            stale = True
+            done = loop.judge(cycle, last, new)  # as after_merge, when only the budget can stop
+            if done is not None:
+                return done
+        if owned:
+            unfrozen += len(new)
+            if unfrozen >= FREEZE_AFTER_FACTS:
+                freezer.promoted(unfrozen)
+                unfrozen = 0
+
+
+class PlainLoop:
+    """What :func:`run_plain` reads once (the engine's configuration, the run's
+    fact index) and the steps of a plain cycle that are not its hot path: the
+    eligible suggestors of several keys, executing several suggestors, the merge,
+    the judgement, the hand-over to the general steps."""
+
+    __slots__ = (
+        "freezer",
+        "general",
+        "judged",
+        "limits_of",
+        "ran",
+        "rejected",
+        "run",
+        "seen",
+        "settings",
+        "sinks",
+    )
+
+    def __init__(
+        self, settings: EngineSettings, run: Run, freezer: CollectorFreeze, general: GeneralSteps
+    ) -> None:
+        self.settings = settings
+        self.run = run
+        self.freezer = freezer
+        self.general = general
+        # the checks after a merge that need more than the budget (judgement.after_merge)
+        self.judged = bool(
+            settings.structural
+            or settings.semantic
+            or settings.stop_policies
+            or settings.criteria
+            or settings.progress is not None
+        )
+        facts = run.facts
+        has = facts.identities
+        # where the merge puts a fact: its identity, its key's bucket, the facts in order
+        self.sinks = (has, has.add, facts.by_key, facts.facts.append, run.gating.rejected)
+        self.ran: list[str] = []  # the suggestors run cleanly since the spend heard
+        self.seen: Budget | None = None
+        self.limits_of: tuple[bool, int, int, bool] = (False, 0, 0, False)
+
+    def limits(self, budget: Budget) -> tuple[bool, int, int, bool]:
+        """``budget`` as the loop reads it: no time or invocation limit (``fast``),
+        ``max_cycles``, ``max_facts``, a token or cost limit; read once per budget (a
+        frozen model, until ``on_stop`` replaces it)."""
+        if budget is not self.seen:
+            self.seen = budget
+            fast = not (budget.max_seconds or budget.max_invocations or budget.per_suggestor)
+            other = bool(budget.max_tokens or budget.max_cost_usd)
+            self.limits_of = (fast, budget.max_cycles or 0, budget.max_facts or 0, other)
+        return self.limits_of
+
+    def candidates(self, dirty: AbstractSet[str]) -> list[int]:
+        """The subscribers of the ``dirty`` keys and the dependency-free suggestors,
+        in registration order."""
+        reg = self.settings.registry
+        candidates = set(reg.dependency_free)
+        subscribers = reg.subscribers
+        for key in dirty:
+            s = subscribers.get(key)
+            if s is not None:
+                candidates.update(s)
+        return sorted(candidates)
+
+    def accepting(self, eligible: list[int]) -> bool:
+        """True when one of ``eligible`` has an ``accepts`` (the prelude's to call)."""
+        accepts = self.settings.registry.accepts
+        return any(accepts[i] is not None for i in eligible)
+
+    def execute_many(
+        self, eligible: list[int]
+    ) -> tuple[bool, list[tuple[str, list[Proposal]]], list[Any]]:
+        """Execute ``eligible`` in order, as Execute: whether every outcome is a list of
+        plain proposals or None, the effects to merge, the outcomes."""
+        settings = self.settings
+        ctx = self.run.context
+        execute, names = settings.registry.execute, settings.registry.names
+        stop_on_error = settings.on_error == "stop"
+        outcomes: list[Any] = []
+        plain = True
+        # a copy: a key's subscribers are the registry's own list, which a
+        # suggestor registered during this cycle would join (it runs from the next)
+        for i in eligible[:]:
+            try:
+                out = execute[i](ctx)
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt | SystemExit):
+                    raise
+                outcomes.append(exc)
+                plain = False
+                if stop_on_error or isinstance(exc, StopRun):
+                    break
+                continue
+            outcomes.append(out)
+            if type(out) is list:
+                for p in out:
+                    if type(p) is not Proposal:
+                        plain = False
+                        break
+            elif out is not None:
+                plain = False
+                if type(out) is Effect and out.refusal is not None:
+                    break
+        effects: list[tuple[str, list[Proposal]]] = []
+        if plain:
+            effects = [(names[i], out) for i, out in zip(eligible, outcomes, strict=False) if out]
+        return plain, effects, outcomes
+
+    def merge(
+        self,
+        effects: list[tuple[str, list[Proposal]]],
+        cycle: int,
+        new: list[Fact],
+        dirty: set[str],
+    ) -> bool:
+        """Promote the plain proposals of ``effects`` (into ``new``, their keys into
+        ``dirty``), as Merge; True when a proposal that is not plain stops it (the
+        cursor's merge goes on from there)."""
+        has, add_identity, by_key, facts_append, rejected = self.sinks
+        tuple_new = tuple.__new__
+        no_parents: tuple[str, ...] = ()
         for ei, (name, proposals) in enumerate(effects):
             prefix = f"{name}/{cycle}/{ei}."
             for pj, p in enumerate(proposals):
@@ -256,13 +298,13 @@ def run_plain(
                     or parents is not no_parents
                     or not (
                         (c is str and content.isascii())
-                        or (c is int and min_int < content < MAX_INT)
+                        or (c is int and _MIN_INT < content < MAX_INT)
                         or (c is float and isfinite(content))
                     )
                     or (given_id is not None and (type(given_id) is not str or not given_id))
                 ):
-                    other = (ei, pj)
-                    break
+                    self.run.cursor.merge_from((ei, pj), effects)
+                    return True
                 identity = (key, content)
                 if identity in has or (rejected and identity in rejected):
                     continue
@@ -279,36 +321,64 @@ def run_plain(
                 add_identity(identity)
                 new.append(fact)
                 dirty.add(key)
-            if other is not None:
-                break
-        if other is not None:  # merge() goes on from that proposal
-            run.cursor.merge_effects = effects
-            run.cursor.merge_pos = other
-            if unfrozen:
-                freezer.promoted(unfrozen)
-                unfrozen = 0
-            done = general.from_merge()
-            if done is not None:
-                return done
-            continue
-        # as after_merge, when only the budget can stop the run
-        elif judged:
-            done = after_merge(settings, run)
-        elif not new:
-            done = fixed_point(settings, run, [])
-        elif (max_facts and len(ctx) > max_facts) or other_limits:
-            done = judge_budgets(settings, run, [])
-        else:
-            if owned:
-                unfrozen += len(new)
-                if unfrozen >= FREEZE_AFTER_FACTS:
-                    freezer.promoted(unfrozen)
-                    unfrozen = 0
-            continue
+        return False
+
+    def settle(self, cycle: int, last: tuple[str, ...], new: list[Fact]) -> None:
+        """Tell the run's cursor and spend what the plain cycles did since they last
+        heard (before anything reads them): the loop is at ``cycle``, whose
+        suggestors were ``last`` and whose promoted facts are ``new``."""
+        ran = self.ran
+        if ran:
+            self.run.spend.ran_cleanly(ran)
+            ran.clear()
+        self.run.cursor.ran_plain(cycle, last, new)
+
+    def judge(self, cycle: int, last: tuple[str, ...], new: list[Fact]) -> RunResult | None:
+        """The judgement of a plain cycle that may stop the run (as after_merge)."""
+        self.settle(cycle, last, new)
+        settings, run = self.settings, self.run
+        if self.judged:
+            return after_merge(settings, run)
+        if not new:
+            return fixed_point(settings, run, [])
+        return judge_budgets(settings, run, [])
+
+    def fixed_point(self, cycle: int, last: tuple[str, ...], new: list[Fact]) -> RunResult:
+        """No suggestor is eligible before the next cycle: a fixed point, as prelude."""
+        self.settle(cycle, last, new)
+        self.run.cursor.take_wakers()
+        self.run.context.cycle = cycle + 1
+        return fixed_point(self.settings, self.run, [])
+
+    def general_cycle(
+        self, unfrozen: int, cycle: int, last: tuple[str, ...], new: list[Fact]
+    ) -> tuple[bool, RunResult | None]:
+        """A whole cycle walked by the general steps: whether the loop ends, and the
+        run's result (None: the driver goes on, the work cut last cycle first)."""
+        done = self.hand_over(unfrozen, self.general.from_prelude, cycle, last, new)
         if done is not None:
-            return done
-        if owned:
-            unfrozen += len(new)
-            if unfrozen >= FREEZE_AFTER_FACTS:
-                freezer.promoted(unfrozen)
-                unfrozen = 0
+            return True, done
+        # the invocation budget cut work that on_stop continued
+        return bool(self.run.cursor.cut), None
+
+    def hand_over(
+        self,
+        unfrozen: int,
+        step: Callable[[], RunResult | None],
+        cycle: int,
+        last: tuple[str, ...],
+        new: list[Fact],
+    ) -> RunResult | None:
+        """The rest of the cycle walked by a general ``step``, once the parts heard of
+        the plain cycles, and the freezer of the facts they promoted (before the
+        general steps tell theirs)."""
+        self.settle(cycle, last, new)
+        if unfrozen:
+            self.freezer.promoted(unfrozen)
+        return step()
+
+    def leave(self, unfrozen: int, cycle: int, last: tuple[str, ...], new: list[Fact]) -> None:
+        """The loop ends without a result (an async suggestor was registered)."""
+        self.settle(cycle, last, new)
+        if unfrozen:
+            self.freezer.promoted(unfrozen)

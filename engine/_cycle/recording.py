@@ -26,7 +26,7 @@ from engine.store import AuditEvent, BatchItem, RunHeader, RunOutcome, RunStore,
 
 def record_start(settings: EngineSettings, run: Run) -> None:
     """``run_started`` with the budget and the initial facts; the run's header row."""
-    run.events.append(
+    run.record(
         AuditEvent(
             "run_started",
             0,
@@ -36,7 +36,7 @@ def record_start(settings: EngineSettings, run: Run) -> None:
                 "suggestors": list(settings.suggestor_names),
                 "budget": run.budget.model_dump(mode="json"),
                 "initial_facts": [fact_to_dict(f) for f in run.context],
-                "facts_merkle": run.integrity.frontier.scheme,
+                "facts_merkle": run.integrity.scheme,
             },
             time.time(),
         )
@@ -75,12 +75,12 @@ def record_stop(
     assert settings.store is not None
     reason = result.stop_reason
     for s in ordered:
-        run.events.append(
+        run.record(
             AuditEvent("stop_signal", run.cursor.cycle, s.model_dump(mode="json"), time.time())
         )
     outcome, payload = run_outcome(run, RunStatus.STOPPED, reason, result)
     payload["budget_status"] = result.budget_status.model_dump(mode="json")
-    run.events.append(AuditEvent("run_stopped", run.cursor.cycle, payload, time.time()))
+    run.record(AuditEvent("run_stopped", run.cursor.cycle, payload, time.time()))
     checkpoint = checkpoint_of(settings, run) if reason.is_resumable() else None
     events = take_events(settings, run)
     try:
@@ -111,7 +111,7 @@ def record_pause(
     """Write ``gate_opened``, ``run_paused``, the gate row and the checkpoint."""
     assert settings.store is not None and run.gating.pending_gate is not None
     rec = run.gating.pending_gate.record
-    run.events.append(
+    run.record(
         AuditEvent(
             "gate_opened",
             run.cursor.cycle,
@@ -132,7 +132,7 @@ def record_pause(
         )
     )
     outcome, payload = run_outcome(run, RunStatus.PAUSED, reason, result)
-    run.events.append(AuditEvent("run_paused", run.cursor.cycle, payload, time.time()))
+    run.record(AuditEvent("run_paused", run.cursor.cycle, payload, time.time()))
     checkpoint = checkpoint_of(settings, run)
     events = take_events(settings, run)
     try:
@@ -189,12 +189,11 @@ def take_events(settings: EngineSettings, run: Run) -> Sequence[BatchItem]:
     Promoted facts stay :class:`engine.store.PromotedFacts` batches for a store that
     takes them (``promoted_facts_batches``); any other store gets one event per fact.
     """
-    events = run.events
-    run.events = []
-    if run.recovery.replayed or run.recovery.replayed_gates:
+    events = run.take_events()
+    if run.recovery.replaying:
         kept, differ = run.recovery.drop_replayed(expand_events(events))
         if differ:
-            run.cursor.pending_signals.append(
+            run.cursor.signal(
                 Error(
                     message=(
                         f"audit store refused to record a fact id a second time in run "
@@ -219,7 +218,7 @@ def flush(settings: EngineSettings, run: Run) -> None:
         try:
             settings.store.append_events(run.run_id, events)
         except StoreError as exc:
-            run.cursor.pending_signals.append(
+            run.cursor.signal(
                 Error(message=f"audit store failed: {exc}", error_category=ErrorCategory.STORAGE)
             )
 
@@ -250,6 +249,6 @@ def store_call(settings: EngineSettings, run: Run, fn: Callable[[RunStore], None
     try:
         fn(settings.store)
     except StoreError as exc:
-        run.cursor.pending_signals.append(
+        run.cursor.signal(
             Error(message=f"audit store failed: {exc}", error_category=ErrorCategory.STORAGE)
         )

@@ -88,16 +88,15 @@ def load_paused(settings: EngineSettings, gate_id: str, decision: GateDecision) 
             # the claim expects the epoch the checkpoint was read at: if another process
             # claimed the run since (a resume after this decision), it continues and this
             # one gets RunBusy; the recorded decision (value included) is what it applies
-            run.recovery.epoch = store.claim_resume(gate.run_id, expected).epoch
+            run.recovery.claimed(store.claim_resume(gate.run_id, expected).epoch)
             # decide_gate chained gate_decided; the engine records run_resumed when it
             # applies it
-        run.recovery.frozen_on_load = load.froze
+        run.recovery.loaded(load.froze)
         runs.paused.pop(gate_id, None)
-    assert run.gating.pending_gate is not None
-    run.gating.pending_gate.decision = decision
+    run.gating.decide(decision)
     if decision.approved and decision.value is not None:
         _take_value(run, decision.value)
-    run.spend.leg_started = settings.clock()
+    run.spend.start_leg(settings.clock())
     runs.enter(run.run_id)
     return run
 
@@ -132,25 +131,25 @@ def load_stopped(settings: EngineSettings, run_id: str, budget: Budget | None) -
         # stopped in this process: still claim it, so a resume racing in another
         # process cannot continue it too (the epoch is the one this process wrote)
         if budget is not None:
-            run.budget = budget
+            run.adopt_budget(budget)
         try:
-            run.recovery.epoch = settings.store.claim_resume(
-                run_id, run.recovery.epoch, None, [_resumed(run)]
-            ).epoch
+            run.recovery.claimed(
+                settings.store.claim_resume(run_id, run.recovery.epoch, None, [_resumed(run)]).epoch
+            )
         except ResumeError:
             settings.runs.stopped[run_id] = run
             raise
     elif run is None and settings.store is not None:
         with bulk_load() as load:
             run = load_stopped_from_store(settings, run_id, budget)
-        run.recovery.frozen_on_load = load.froze
+        run.recovery.loaded(load.froze)
     if run is None:
         raise RunNotFound(f"no resumable run {run_id!r} in this engine or its store")
     if budget is not None:
-        run.budget = budget
-    run.spend.exhausted_overrides.clear()
-    run.cursor.criteria_reports = ()
-    run.spend.leg_started = settings.clock()
+        run.adopt_budget(budget)
+    run.spend.forget_overrides()
+    run.cursor.judged(())
+    run.spend.start_leg(settings.clock())
     settings.runs.enter(run_id, clear_cancel=True)
     return run
 
@@ -169,8 +168,7 @@ def _take_value(run: Run, value: Any) -> None:
     """The approved proposal's content becomes the decision's ``value`` (a human answer)."""
     pg = run.gating.pending_gate
     assert pg is not None
-    proposals = run.cursor.merge_effects[pg.effect_index][1]
-    proposals[pg.proposal_index] = proposals[pg.proposal_index]._replace(content=value)
+    run.cursor.answer(pg.effect_index, pg.proposal_index, value)
 
 
 def recorded_decision(gate: GateRecord, value: Any = None) -> GateDecision:
@@ -235,16 +233,15 @@ def load_stopped_from_store(
     run = Run.from_checkpoint(checkpoint, gate, engine.registry.names)
     if run.gating.pending_gate is not None and gate is not None:
         decision = recorded_decision(gate, recorded_value(store, gate))
-        run.gating.pending_gate.decision = decision
+        run.gating.decide(decision)
         if decision.approved and decision.value is not None:
             _take_value(run, decision.value)
     if checkpoint.get("run_status") == RunStatus.RUNNING:
         # left running: crashed if its writer is gone (else the claim says RunBusy)
-        run.recovery.resumed_from = "crash"
-        run.recovery.facts_inline = True  # the replayed cycles' facts are chunked out of order
+        run.recovery.after_crash()
         _load_replayed(store, run)
     if budget is not None:
-        run.budget = budget
+        run.adopt_budget(budget)
     limit = run.budget.max_cycles
     if (
         limit is not None
@@ -259,7 +256,7 @@ def load_stopped_from_store(
             "nothing to continue (budgets are totals: give a larger one)"
         )
     expected = (checkpoint.get("run_epoch"), checkpoint.get("run_seq"))
-    run.recovery.epoch = store.claim_resume(run_id, *expected, [_resumed(run)]).epoch
+    run.recovery.claimed(store.claim_resume(run_id, *expected, [_resumed(run)]).epoch)
     return run
 
 
@@ -275,8 +272,8 @@ def _load_replayed(store: Any, run: Run) -> None:
     for ev in events(run.run_id, kinds=("fact_promoted", "run_resumed")):
         if ev.kind == "fact_promoted":
             if ev.payload["id"] not in known:
-                run.recovery.replayed[ev.payload["id"]] = ev.payload
+                run.recovery.replays_fact(ev.payload["id"], ev.payload)
         elif "gate_id" in ev.payload:
-            run.recovery.replayed_gates.add(ev.payload["gate_id"])
+            run.recovery.replays_gate(ev.payload["gate_id"])
         elif isinstance(ev.payload.get("budget"), dict):
-            run.budget = Budget.model_validate(ev.payload["budget"])
+            run.adopt_budget(Budget.model_validate(ev.payload["budget"]))

@@ -83,13 +83,14 @@ class Run:
     """Everything that changes while a run goes on (engine-internal): ``run_id``,
     ``budget``, the ``facts`` (:class:`FactIndex`) behind its ``context``, the
     ``events`` gathered for the next batch (``PromotedFacts`` among them) and its
-    parts ``cursor``, ``spend``, ``gating``, ``integrity`` and ``recovery``."""
+    parts ``cursor``, ``spend``, ``gating``, ``integrity`` and ``recovery``. Only
+    its budget and its events change after it is built, through its verbs."""
 
     __slots__ = (
-        "budget",
+        "_budget",
+        "_events",
         "context",
         "cursor",
-        "events",
         "facts",
         "gating",
         "integrity",
@@ -100,15 +101,43 @@ class Run:
 
     def __init__(self, run_id: str, budget: Budget) -> None:
         self.run_id = run_id
-        self.budget = budget
+        self._budget = budget
         self.facts = FactIndex()
         self.context = Context(self.facts)
-        self.events: list[BatchItem] = []
+        self._events: list[BatchItem] = []
         self.cursor = Cursor()
         self.spend = Spend()
         self.gating = Gating()
         self.integrity = Integrity()
         self.recovery = Recovery()
+
+    @property
+    def budget(self) -> Budget:
+        return self._budget
+
+    @property
+    def events(self) -> Sequence[BatchItem]:
+        """The events gathered for the next batch."""
+        return self._events
+
+    def adopt_budget(self, budget: Budget) -> None:
+        """The run goes on under ``budget`` (a continuation's, a resume's)."""
+        self._budget = budget
+
+    def record(self, event: BatchItem) -> None:
+        """``event`` joins the next batch."""
+        self._events.append(event)
+
+    def withdraw(self, event: BatchItem) -> None:
+        """``event``, the last one gathered, is not recorded after all (an empty batch)."""
+        if self._events and self._events[-1] is event:
+            self._events.pop()
+
+    def take_events(self) -> list[BatchItem]:
+        """The events gathered so far, handed to the store's batch (none left)."""
+        events = self._events
+        self._events = []
+        return events
 
     def to_checkpoint(
         self, suggestors: Sequence[str], *, with_facts: bool = True
@@ -131,8 +160,9 @@ class Run:
         }
         return {k: parts[k] for k in _ORDER}
 
-    @staticmethod
+    @classmethod
     def from_checkpoint(
+        cls,
         data: dict[str, Any],
         gate: GateRecord | None = None,
         suggestors: Sequence[str] | None = None,
@@ -151,9 +181,9 @@ class Run:
                 )
             if data.get("version") != CHECKPOINT_VERSION:
                 raise ResumeError(f"checkpoint version {data.get('version')!r} is not supported")
-            run = Run.__new__(Run)  # its parts from the checkpoint, not from scratch
-            run.run_id = str(data["run_id"])
-            run.budget = Budget.model_validate(data["budget"])
+            self = cls.__new__(cls)  # its parts from the checkpoint, not from scratch
+            self.run_id = str(data["run_id"])
+            self._budget = Budget.model_validate(data["budget"])
             rows = data["facts"]
             # fact dicts first: a fork's inherited facts (engine.fork), also in its
             # store's fact chunks; then the rows (fact_row) of the facts promoted since
@@ -168,16 +198,16 @@ class Run:
                     raise ValueError(f"bad fact row {fid!r}")
                 prov = new(Provenance, (sug, cycle, pid, tuple(parents)))
                 push(new(Fact, (fid, key, content, float(confidence), prov)))
-            run.facts = FactIndex(facts)
-            run.context = Context(run.facts)
-            run.events = []
-            run.cursor = Cursor.of(data, facts)
-            run.context.cycle = run.cursor.cycle
-            run.spend = Spend.of(data)
-            run.gating = Gating.of(data, run.run_id, gate)
-            run.recovery = Recovery(facts_inline=not data.get("facts_from_chunks", False))
-            run.integrity = Integrity.of(data, len(facts))
-            return run
+            self.facts = FactIndex(facts)
+            self.context = Context(self.facts)
+            self._events = []
+            self.cursor = Cursor.of(data, facts)
+            self.context.cycle = self.cursor.cycle
+            self.spend = Spend.of(data)
+            self.gating = Gating.of(data, self.run_id, gate)
+            self.recovery = Recovery(facts_inline=not data.get("facts_from_chunks", False))
+            self.integrity = Integrity.of(data, len(facts))
+            return self
         except ResumeError:
             raise
         except (KeyError, TypeError, ValueError, IndexError) as exc:

@@ -50,10 +50,8 @@ class Prelude:
         ctx.cycle = run.cursor.cycle + 1
         # the eligible suggestors, in O(subscribers of the dirty keys + dependency-free
         # suggestors + cut ones): those whose execution was cut run again
-        dirty = run.cursor.dirty
-        cut = run.cursor.cut
+        dirty, cut = run.cursor.take_wakers()
         reg = settings.registry
-        run.cursor.dirty = set()
         ordered: list[int]
         if len(dirty) == 1 and not reg.dependency_free and not cut:
             # one changed key: its subscribers are already in registration order
@@ -66,7 +64,6 @@ class Prelude:
                 if s is not None:
                     candidates.update(s)
             if cut:  # executions cut last cycle (or before a resume) run again
-                run.cursor.cut = []
                 index = reg.index
                 candidates.update(index[name] for name in cut if name in index)
             ordered = sorted(candidates)
@@ -84,17 +81,15 @@ class Prelude:
                     raise
                 # a failing accepts() counts as a failed execution of that suggestor
                 if record_failure(settings, run, reg.names[i], f"accepts raised {describe(exc)}"):
-                    signals = run.cursor.pending_signals  # on_error="stop"
-                    run.cursor.pending_signals = []
-                    return End(stop(settings, run, signals))
+                    # on_error="stop"
+                    return End(stop(settings, run, run.cursor.take_signals()))
                 continue
             if ok:
                 eligible.append(i)
         if not eligible:
             return End(fixed_point(settings, run, list(run.cursor.pending_signals)))
         if budget.max_cycles and run.cursor.cycle >= budget.max_cycles:
-            run.cursor.dirty = dirty  # kept: a resumed run wakes the same subscribers
-            run.cursor.cut = cut  # and runs the work cut before
+            run.cursor.put_back_wakers(dirty, cut)
             r = stop_or_continue(
                 settings,
                 run,
@@ -103,12 +98,11 @@ class Prelude:
             if r is not None:
                 ctx.cycle = run.cursor.cycle
                 return End(r)
-            run.cursor.dirty = set()
-            run.cursor.cut = []
-        run.cursor.cycle += 1
+            run.cursor.take_wakers()
+        run.cursor.advance()
         if settings.store is not None:
             names = reg.names
-            run.events.append(
+            run.record(
                 AuditEvent(
                     "cycle_started",
                     run.cursor.cycle,

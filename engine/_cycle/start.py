@@ -22,8 +22,7 @@ def start(
     Raises :class:`ConfigurationError` for bad ``initial`` input.
     """
     run = Run(run_id or new_run_id(), settings.budget)
-    run.spend.leg_started = settings.clock()
-    run.spend.wall_started = time.time()
+    run.spend.start_leg(settings.clock(), time.time())
     settings.runs.enter(run.run_id, clear_cancel=True)
     if initial:
         _promote_initial(run, initial)
@@ -70,4 +69,4 @@ def _promote_initial(run: Run, initial: Mapping[str, Iterable[Any]]) -> None:
                 Provenance(INPUT_SOURCE, 0, f"input/{key}/{j}"),
             )
             facts.promote(fact, identity)
-            run.cursor.dirty.add(key)
+            run.cursor.note_changed((key,))

@@ -93,8 +93,7 @@ def drive_sync(settings: EngineSettings, run: Run) -> RunResult:
     run.facts.remaining = partial(remaining_budget, settings, run)
     paused = run.gating.pending_gate is not None
     step: Any = MERGE if paused or run.cursor.merge_effects else NEXT_CYCLE
-    cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.frozen_on_load), plain)
-    run.recovery.frozen_on_load = False
+    cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()), plain)
     registry = settings.registry
     try:
         while True:
@@ -119,8 +118,7 @@ async def drive_async(settings: EngineSettings, run: Run) -> RunResult:
     run.facts.remaining = partial(remaining_budget, settings, run)
     paused = run.gating.pending_gate is not None
     step: Any = MERGE if paused or run.cursor.merge_effects else PRELUDE
-    cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.frozen_on_load))
-    run.recovery.frozen_on_load = False
+    cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()))
     try:
         while True:
             if step is NEXT_CYCLE:
