@@ -46,7 +46,7 @@ DYNAMIC_BASES = {
     # (named like it: "ValueError"), at run time; the base is in converge/errors.py
     ("converge/workers/wire.py", "RemoteSuggestorError"),
     # converge.timetravel._recorded, likewise, one per exception type a run recorded
-    ("converge/replay/recorded.py", "ReplayedSuggestorError"),
+    ("converge/timetravel/_recorded.py", "ReplayedSuggestorError"),
 }
 """(file, base) of the ``type(name, (base,), ...)`` exception classes allowed."""
 
