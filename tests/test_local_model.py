@@ -155,10 +155,23 @@ def test_converge_model_serve_runs_a_command_against_the_server_then_stops_it(
 
 def test_the_server_is_llama_cpp_on_loopback_with_the_assembled_gemma_and_its_chat_format() -> None:
     cmd = LocalModelServer(8123).command()
-    assert cmd[1:3] == ["-m", "llama_cpp.server"]
+    # llama_cpp.server, with llama.cpp's extra buffer types off (any x86-64 CPU)
+    assert cmd[1:3] == ["-m", "converge.agents.llama_server"]
     flags = dict(zip(cmd[3::2], cmd[4::2], strict=True))
     assert flags["--chat_format"] == "gemma"  # the GGUF has no chat template
     assert flags["--host"] == "127.0.0.1" and flags["--port"] == "8123"
     assert flags["--model_alias"] == MODEL_ALIAS
     model = Path(flags["--model"])
     assert model.name == "gemma-3-270m-q4_k_m.gguf" and model.stat().st_size > 200_000_000
+
+
+def test_the_server_turns_llama_cpps_extra_buffer_types_off() -> None:
+    # their AMX path faults on a CPU the library was not built on (issue 41)
+    from converge.agents.llama_server import portable_params
+
+    class Params:
+        use_extra_bufts = True
+        use_mmap = True
+
+    made = portable_params(Params)()
+    assert made.use_extra_bufts is False and made.use_mmap is True

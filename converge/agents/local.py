@@ -110,7 +110,7 @@ class LocalModelServer:
         cmd = [
             sys.executable,
             "-m",
-            "llama_cpp.server",
+            "converge.agents.llama_server",
             "--model",
             str(path),
             "--model_alias",
