@@ -1,6 +1,7 @@
 """The people who decide gates: people and groups, who acted on a run and
 the access log (``_people``), API tokens (``_tokens``), quorum votes
-(``_approvals``), comments on a gate (``_comments``) and the tables they need
+(``_approvals``), a decision read and recorded in one transaction each
+(``_deciding``), comments on a gate (``_comments``) and the tables they need
 (``_schema``).
 """
 
@@ -28,6 +29,13 @@ if TYPE_CHECKING:
         add_comment,
         comments,
         run_comments,
+    )
+    from audit.people._deciding import (
+        Decider,
+        DecisionCase,
+        Recorded,
+        decision_case,
+        record_decision,
     )
     from audit.people._people import (
         MAX_DETAIL_CHARS,
@@ -68,7 +76,10 @@ __all__ = [
     "VOTES_PER_QUERY",
     "AccessEntry",
     "Comment",
+    "Decider",
+    "DecisionCase",
     "Principal",
+    "Recorded",
     "Role",
     "Vote",
     "VoteOutcome",
@@ -81,12 +92,14 @@ __all__ = [
     "cast_vote",
     "comments",
     "deciding_vote",
+    "decision_case",
     "ensure_inbox_tables",
     "groups_of",
     "knows",
     "log_access",
     "members",
     "record_actor",
+    "record_decision",
     "remove_from_group",
     "revoke_tokens",
     "run_comments",
@@ -108,6 +121,13 @@ if not TYPE_CHECKING:
                 "votes_on",
                 "VOTES_PER_QUERY",
                 "cast_vote",
+            ),
+            "_deciding": (
+                "Decider",
+                "DecisionCase",
+                "Recorded",
+                "decision_case",
+                "record_decision",
             ),
             "_comments": (
                 "MAX_COMMENT_CHARS",
