@@ -1,7 +1,7 @@
 """The people who decide gates: people and groups, who acted on a run and
 the access log (``_people``), API tokens (``_tokens``), quorum votes
-(``_approvals``), comments on a gate (``_comments``) and the tables they need
-(``_schema``).
+(``_approvals``), comments on a gate (``_comments``), a decision read and recorded
+in one transaction each (``_deciding``) and the tables they need (``_schema``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
         VoteOutcome,
         cast_vote,
         deciding_vote,
+        locked_pending_gate,
+        vote_in,
         votes,
         votes_on,
     )
@@ -29,13 +31,23 @@ if TYPE_CHECKING:
         comments,
         run_comments,
     )
+    from audit.people._deciding import (
+        Decider,
+        DecisionCase,
+        Recorded,
+        decision_case,
+        record_decision,
+    )
     from audit.people._people import (
         MAX_DETAIL_CHARS,
         AccessEntry,
         access_entries,
+        actors_in,
         actors_of,
         add_to_groups,
+        groups_in,
         groups_of,
+        holds_token_or_group,
         knows,
         log_access,
         members,
@@ -68,11 +80,15 @@ __all__ = [
     "VOTES_PER_QUERY",
     "AccessEntry",
     "Comment",
+    "Decider",
+    "DecisionCase",
     "Principal",
+    "Recorded",
     "Role",
     "Vote",
     "VoteOutcome",
     "access_entries",
+    "actors_in",
     "actors_of",
     "add_comment",
     "add_to_groups",
@@ -81,16 +97,22 @@ __all__ = [
     "cast_vote",
     "comments",
     "deciding_vote",
+    "decision_case",
     "ensure_inbox_tables",
+    "groups_in",
     "groups_of",
+    "holds_token_or_group",
     "knows",
+    "locked_pending_gate",
     "log_access",
     "members",
     "record_actor",
+    "record_decision",
     "remove_from_group",
     "revoke_tokens",
     "run_comments",
     "token_hash",
+    "vote_in",
     "votes",
     "votes_on",
 ]
@@ -102,6 +124,7 @@ if not TYPE_CHECKING:
         (
             "_approvals",
             "_comments",
+            "_deciding",
             "_people",
             "_schema",
             "_tokens",

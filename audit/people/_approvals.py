@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import insert, select
+from sqlalchemy import Connection, insert, select
 
 from audit.people._schema import ensure_inbox_tables
 from audit.store import SqlRunStore
@@ -28,7 +28,7 @@ from audit.trail._gates import gate_record
 from engine.errors import DuplicateVote, GateAlreadyDecided, GateExpired, GateNotFound
 from engine.hitl import GateDecision, iso_utc
 from engine.status import GateStatus
-from engine.store import AuditEvent
+from engine.store import AuditEvent, GateRecord
 
 MAX_REASON_CHARS = 10_000
 """The longest reason a vote may carry (characters)."""
@@ -144,63 +144,82 @@ def cast_vote(
     ensure_inbox_tables(store)
     at = time.time() if now is None else now
     with store.transaction() as conn:
-        row = conn.execute(
-            select(gates).where(gates.c.gate_id == gate_id).with_for_update()
-        ).one_or_none()
-        if row is None:
-            raise GateNotFound(f"no gate {gate_id!r} in audit store {store.shown}")
-        gate = gate_record(row._mapping)
-        if gate.status != GateStatus.PENDING:
-            raise GateAlreadyDecided(
-                gate_id, gate.status, gate.decided_by, iso_utc(gate.decided_at)
-            )
-        if gate.expires_at is not None and at > gate.expires_at:
-            raise GateExpired(f"gate {gate_id} expired at {iso_utc(gate.expires_at)}")
-        cast = [
-            Vote(r.voter, bool(r.approved), r.reason, r.ts)
-            for r in conn.execute(
-                select(gate_votes)
-                .where(gate_votes.c.gate_id == gate_id)
-                .order_by(gate_votes.c.ts, gate_votes.c.voter)
-            )
-        ]
-        done = _decision(cast, required)
-        if done is not None:
-            decided, deciding = done
-            if deciding.voter == decision.by and deciding.approved == decision.approved:
-                # this person's deciding vote is recorded but the gate is still
-                # pending: the process that cast it died before resuming the run;
-                # repeating the vote lets the caller apply the decision
-                return VoteOutcome(gate_id, tuple(cast), required, decided)
-            status = GateStatus.APPROVED if decided.approved else GateStatus.REJECTED
-            raise GateAlreadyDecided(gate_id, status, decided.by, iso_utc(cast[-1].ts))
-        if any(v.voter == decision.by for v in cast):
-            raise DuplicateVote(gate_id, decision.by)
-        vote = Vote(decision.by, decision.approved, decision.reason, at)
-        conn.execute(
-            insert(gate_votes).values(
-                gate_id=gate_id,
-                voter=vote.voter,
-                approved=vote.approved,
-                reason=vote.reason,
-                ts=vote.ts,
-            )
+        gate = locked_pending_gate(store, conn, gate_id, at)
+        return vote_in(store, conn, gate, decision, required, at)
+
+
+def locked_pending_gate(
+    store: SqlRunStore, conn: Connection, gate_id: str, at: float
+) -> GateRecord:
+    """The gate, its row locked in the caller's transaction ``conn``, pending and not
+    past its deadline at ``at`` (unix seconds). Raises ``GateNotFound``,
+    ``GateAlreadyDecided`` or ``GateExpired``."""
+    row = conn.execute(
+        select(gates).where(gates.c.gate_id == gate_id).with_for_update()
+    ).one_or_none()
+    if row is None:
+        raise GateNotFound(f"no gate {gate_id!r} in audit store {store.shown}")
+    gate = gate_record(row._mapping)
+    if gate.status != GateStatus.PENDING:
+        raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, iso_utc(gate.decided_at))
+    if gate.expires_at is not None and at > gate.expires_at:
+        raise GateExpired(f"gate {gate_id} expired at {iso_utc(gate.expires_at)}")
+    return gate
+
+
+def vote_in(
+    store: SqlRunStore,
+    conn: Connection,
+    gate: GateRecord,
+    decision: GateDecision,
+    required: int,
+    at: float,
+) -> VoteOutcome:
+    """:func:`cast_vote` on ``gate`` (locked by :func:`locked_pending_gate`) in the
+    caller's transaction ``conn``, the vote dated ``at`` (unix seconds); a vote that
+    does not decide the gate is chained as a ``gate_vote`` event. Raises
+    ``GateAlreadyDecided`` (its votes already decisive) or :class:`DuplicateVote`."""
+    gate_id = gate.gate_id
+    cast = [
+        Vote(r.voter, bool(r.approved), r.reason, r.ts)
+        for r in conn.execute(
+            select(gate_votes)
+            .where(gate_votes.c.gate_id == gate_id)
+            .order_by(gate_votes.c.ts, gate_votes.c.voter)
         )
-        cast.append(vote)
-        done = _decision(cast, required)
-        final = None if done is None else done[0]
-        if final is None:
-            payload = {
-                "gate_id": gate_id,
-                "by": vote.voter,
-                "approved": vote.approved,
-                "reason": vote.reason,
-                "approvals": sum(1 for v in cast if v.approved),
-                "required": required,
-            }
-            if vote.approved and decision.value is not None:
-                payload["value"] = decision.value
-            if decision.signature:  # the voter's signed statement (audit.signing._decisions)
-                payload["signature"] = decision.signature
-            append(store, conn, gate.run_id, [AuditEvent("gate_vote", gate.cycle, payload, at)])
-    return VoteOutcome(gate_id, tuple(cast), required, final)
+    ]
+    done = _decision(cast, required)
+    if done is not None:
+        decided, deciding = done
+        if deciding.voter == decision.by and deciding.approved == decision.approved:
+            # this person's deciding vote is recorded but the gate is still
+            # pending: the process that cast it died before resuming the run;
+            # repeating the vote lets the caller apply the decision
+            return VoteOutcome(gate_id, tuple(cast), required, decided)
+        status = GateStatus.APPROVED if decided.approved else GateStatus.REJECTED
+        raise GateAlreadyDecided(gate_id, status, decided.by, iso_utc(cast[-1].ts))
+    if any(v.voter == decision.by for v in cast):
+        raise DuplicateVote(gate_id, decision.by)
+    vote = Vote(decision.by, decision.approved, decision.reason, at)
+    conn.execute(
+        insert(gate_votes).values(
+            gate_id=gate_id, voter=vote.voter, approved=vote.approved, reason=vote.reason, ts=at
+        )
+    )
+    cast.append(vote)
+    done = _decision(cast, required)
+    if done is None:
+        payload = {
+            "gate_id": gate_id,
+            "by": vote.voter,
+            "approved": vote.approved,
+            "reason": vote.reason,
+            "approvals": sum(1 for v in cast if v.approved),
+            "required": required,
+        }
+        if vote.approved and decision.value is not None:
+            payload["value"] = decision.value
+        if decision.signature:  # the voter's signed statement (audit.signing._decisions)
+            payload["signature"] = decision.signature
+        append(store, conn, gate.run_id, [AuditEvent("gate_vote", gate.cycle, payload, at)])
+    return VoteOutcome(gate_id, tuple(cast), required, None if done is None else done[0])

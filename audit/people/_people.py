@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import Connection, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from audit.people._schema import ensure_inbox_tables
@@ -54,9 +54,14 @@ def groups_of(store: SqlRunStore, name: str) -> set[str]:
     """The groups ``name`` belongs to."""
     ensure_inbox_tables(store)
     with store.transaction(write=False) as conn:
-        rows = conn.execute(
-            select(group_members.c.group_name).where(group_members.c.name == name)
-        ).all()
+        return groups_in(conn, name)
+
+
+def groups_in(conn: Connection, name: str) -> set[str]:
+    """:func:`groups_of` read on ``conn`` (a transaction the caller holds)."""
+    rows = conn.execute(
+        select(group_members.c.group_name).where(group_members.c.name == name)
+    ).all()
     return {r[0] for r in rows}
 
 
@@ -78,14 +83,20 @@ def knows(store: SqlRunStore, name: str) -> bool:
         return True
     ensure_inbox_tables(store)
     with store.transaction(write=False) as conn:
-        token = conn.execute(
-            select(api_tokens.c.name)
-            .where(api_tokens.c.name == name, api_tokens.c.revoked_at.is_(None))
-            .limit(1)
-        ).first()
-        member = conn.execute(
-            select(group_members.c.name).where(group_members.c.name == name).limit(1)
-        ).first()
+        return holds_token_or_group(conn, name)
+
+
+def holds_token_or_group(conn: Connection, name: str) -> bool:
+    """Whether ``name`` holds a token that is not revoked or is in a group (read on
+    ``conn``, a transaction the caller holds)."""
+    token = conn.execute(
+        select(api_tokens.c.name)
+        .where(api_tokens.c.name == name, api_tokens.c.revoked_at.is_(None))
+        .limit(1)
+    ).first()
+    member = conn.execute(
+        select(group_members.c.name).where(group_members.c.name == name).limit(1)
+    ).first()
     return token is not None or member is not None
 
 
@@ -106,7 +117,12 @@ def actors_of(store: SqlRunStore, run_id: str) -> set[str]:
     """Everyone who submitted, ran or resumed ``run_id``."""
     ensure_inbox_tables(store)
     with store.transaction(write=False) as conn:
-        rows = conn.execute(select(run_actors.c.name).where(run_actors.c.run_id == run_id)).all()
+        return actors_in(conn, run_id)
+
+
+def actors_in(conn: Connection, run_id: str) -> set[str]:
+    """:func:`actors_of` read on ``conn`` (a transaction the caller holds)."""
+    rows = conn.execute(select(run_actors.c.name).where(run_actors.c.run_id == run_id)).all()
     return {r[0] for r in rows}
 
 

@@ -1,7 +1,7 @@
 """The people a store knows (``converge user add NAME [--public-key FILE]``).
 
 Once anyone is registered, a decision's ``--by`` must name a known person
-(:mod:`converge.deciders`); a person may register an Ed25519 public key (PEM
+(``converge.governance``); a person may register an Ed25519 public key (PEM
 SubjectPublicKeyInfo, as ``converge keys generate`` writes), against which
 ``verify`` checks every decision they signed (:mod:`audit.signing._decisions`).
 The ``people`` table is created on first use, like the inbox's tables.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from sqlalchemy import Column, Double, Table, Text, insert, select, update
+from sqlalchemy import Column, Connection, Double, Table, Text, insert, select, update
 from sqlmodel import Field, SQLModel
 
 from audit.core import StoreCore
@@ -25,12 +25,15 @@ from engine.errors import ConfigurationError
 __all__ = [
     "Person",
     "add_person",
+    "anyone_in",
     "anyone_registered",
     "ensure_people_table",
     "people",
     "person",
+    "person_in",
     "public_key_from_pem",
     "public_keys",
+    "ready_to_read",
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
@@ -118,14 +121,14 @@ def add_person(store: StoreCore, name: str, public_key: str | None = None) -> Pe
     return found
 
 
-def _ready_to_read(store: StoreCore) -> bool:
+def ready_to_read(store: StoreCore) -> bool:
     """Whether the table exists (a read-only store is never given one)."""
     return store.has_table(people_table.name)
 
 
 def people(store: StoreCore) -> list[Person]:
     """Everyone registered, by name."""
-    if not _ready_to_read(store):
+    if not ready_to_read(store):
         return []
     with store.transaction(write=False) as conn:
         rows = conn.execute(select(people_table).order_by(people_table.c.name)).all()
@@ -134,19 +137,29 @@ def people(store: StoreCore) -> list[Person]:
 
 def person(store: StoreCore, name: str) -> Person | None:
     """The registered person ``name``, or None."""
-    if not _ready_to_read(store):
+    if not ready_to_read(store):
         return None
     with store.transaction(write=False) as conn:
-        r = conn.execute(select(people_table).where(people_table.c.name == name)).one_or_none()
+        return person_in(conn, name)
+
+
+def person_in(conn: Connection, name: str) -> Person | None:
+    """:func:`person` read on ``conn`` (a transaction the caller holds; the table exists)."""
+    r = conn.execute(select(people_table).where(people_table.c.name == name)).one_or_none()
     return None if r is None else Person(r.name, r.public_key, r.key_id, r.added_at)
 
 
 def anyone_registered(store: StoreCore) -> bool:
     """True once anyone is registered: ``--by`` must then name a known person."""
-    if not _ready_to_read(store):
+    if not ready_to_read(store):
         return False
     with store.transaction(write=False) as conn:
-        return conn.execute(select(people_table.c.name).limit(1)).first() is not None
+        return anyone_in(conn)
+
+
+def anyone_in(conn: Connection) -> bool:
+    """:func:`anyone_registered` read on ``conn`` (the table exists)."""
+    return conn.execute(select(people_table.c.name).limit(1)).first() is not None
 
 
 def public_keys(store: StoreCore) -> dict[str, Ed25519PublicKey | None]:

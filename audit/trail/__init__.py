@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         list_gates,
         pause_run,
         release_claim,
+        settle_gate,
     )
     from audit.trail._head_cas import (
         append_known,
@@ -155,6 +156,7 @@ __all__ = [
     "release_claim",
     "save_checkpoint",
     "saved_event",
+    "settle_gate",
     "start_run",
     "started_json",
     "this_writer",

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Connection, insert, select, update
 
 from audit.cells import bad_cell, json_cell
 from audit.core import StoreCore, json_compact
@@ -98,38 +98,47 @@ def decide_gate(store: StoreCore, gate_id: str, decision: GateDecision, status: 
     callers that lose, ``GateNotFound`` for an unknown gate."""
     if status not in _DECIDED:
         raise StoreError(f"gate status must be one of {', '.join(_DECIDED)}, got {status!r}")
-    now = time.time()
     with store.transaction() as conn:
-        done = conn.execute(
-            update(gates)
-            .where(gates.c.gate_id == gate_id, gates.c.status == GateStatus.PENDING)
-            .values(status=status, decided_by=decision.by, decided_at=now, reason=decision.reason)
-        )
-        row = conn.execute(select(gates).where(gates.c.gate_id == gate_id)).one_or_none()
-        if done.rowcount == 1 and row is not None:
-            # the decision enters the run's chain in the compare-and-set's transaction
-            decided = AuditEvent(
-                "gate_decided",
-                row.cycle,
-                {
-                    "gate_id": gate_id,
-                    "approved": decision.approved,
-                    "status": status,
-                    "by": decision.by,
-                    "reason": decision.reason,
-                    "decided_at": now,
-                    **({"value": decision.value} if decision.value is not None else {}),
-                    # the decider's signed statement (audit.signing._decisions)
-                    **({"signature": decision.signature} if decision.signature else {}),
-                },
-                now,
-            )
-            append(store, conn, row.run_id, [decided])
+        return settle_gate(store, conn, gate_id, decision, status)
+
+
+def settle_gate(
+    store: StoreCore, conn: Connection, gate_id: str, decision: GateDecision, status: str
+) -> GateRecord:
+    """:func:`decide_gate` in the caller's transaction ``conn``: the gate set from
+    ``pending`` to ``status`` (one of approved, rejected, expired) and the
+    ``gate_decided`` event chained; the gate as recorded. Raises ``GateNotFound``
+    or ``GateAlreadyDecided`` (it was not pending)."""
+    now = time.time()
+    done = conn.execute(
+        update(gates)
+        .where(gates.c.gate_id == gate_id, gates.c.status == GateStatus.PENDING)
+        .values(status=status, decided_by=decision.by, decided_at=now, reason=decision.reason)
+    )
+    row = conn.execute(select(gates).where(gates.c.gate_id == gate_id)).one_or_none()
     if row is None:
         raise GateNotFound(f"no gate {gate_id!r} in audit store {store.shown}")
     rec = gate_record(row._mapping)
-    if done.rowcount == 0:
+    if done.rowcount != 1:
         raise GateAlreadyDecided(gate_id, rec.status, rec.decided_by, iso_utc(rec.decided_at))
+    # the decision enters the run's chain in the compare-and-set's transaction
+    decided = AuditEvent(
+        "gate_decided",
+        rec.cycle,
+        {
+            "gate_id": gate_id,
+            "approved": decision.approved,
+            "status": status,
+            "by": decision.by,
+            "reason": decision.reason,
+            "decided_at": now,
+            **({"value": decision.value} if decision.value is not None else {}),
+            # the decider's signed statement (audit.signing._decisions)
+            **({"signature": decision.signature} if decision.signature else {}),
+        },
+        now,
+    )
+    append(store, conn, rec.run_id, [decided])
     return rec
 
 

@@ -3,10 +3,10 @@
 
 - ``--token`` (or ``$CONVERGE_TOKEN``): the decider's API token; its person must
   be ``--by``. Required when the store says ``require-token``
-  (:func:`converge.deciders.cli_decider`).
+  (:func:`converge.governance.cli_decider`).
 - ``--sign-with KEY``: the decider's Ed25519 private key (``converge keys
   generate``); the decision is signed and the signature chained with it
-  (:mod:`converge.signed_decisions`). The public key must be registered with
+  (:mod:`converge.governance`). The public key must be registered with
   ``converge user add NAME --public-key FILE``.
 - ``--server URL``: decide through a running ``converge serve`` instead of the
   store: the statement to sign comes from the server, is signed here, and the

@@ -56,7 +56,6 @@ from converge.cli.render import (
 )
 from converge.cli.service import BrokerOption, QueueOption, run_queue_for
 from converge.cli.tables import Column
-from converge.deciders import cli_decider
 from converge.decisions import (
     DecisionReport,
     Execute,
@@ -66,6 +65,7 @@ from converge.decisions import (
     is_expired,
     job_of_run,
 )
+from converge.governance import cli_decider
 from converge.jobs import Job
 from converge.notifications import notify_after_command
 from engine import (

@@ -16,7 +16,7 @@ from converge.cli.actors import ActorOption, actor
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store, out, print_fitted
 from converge.cli.tables import Column
-from converge.gate_history import gate_history
+from converge.governance import gate_history
 from engine import ConvergeError
 
 app = CommandGroup()

@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from audit.people import MAX_COMMENT_CHARS, MAX_REASON_CHARS, Principal, add_comment
 from converge.decisions import DecisionReport, decide
-from converge.gate_history import gate_history
+from converge.governance import gate_history
 from converge.web.auth import api_decider, api_principal, check_csrf, page_principal, store_of
 from converge.web.errors import answers, http_error
 from converge.web.views import gate_dict, gate_page_data, gates_list

@@ -6,7 +6,7 @@ the decision as it would be recorded (the value the gate's hook derives from the
 answer, the run's chain head now), signs it on the person's machine, and uploads
 it to ``POST /api/gates/{id}/signed-decision``. The server checks it against the
 token's person and their registered public key
-(:mod:`converge.signed_decisions`) and records it like any decision
+(:mod:`converge.governance`) and records it like any decision
 (:func:`converge.decisions.decide`), the statement in the chained event. The
 browser never sees a key.
 """
@@ -22,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 
 from audit.people import Principal
 from converge.decisions import DecisionReport, checked_value, decide, job_of_run
-from converge.signed_decisions import statement_for
+from converge.governance import statement_for
 from converge.web.auth import api_decider, store_of
 from converge.web.errors import Unprocessable, answers, http_error
 from converge.web.gates import DecisionIn

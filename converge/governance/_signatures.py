@@ -23,11 +23,11 @@ from typing import Any
 
 from audit.signing import (
     DECISION_TYPE,
+    Person,
     Signer,
     canonical,
     chain_holds,
     decision_statement,
-    person,
     public_key_from_pem,
     statement_problem,
 )
@@ -60,17 +60,19 @@ def with_signature(
     gate: GateRecord,
     decision: GateDecision,
     answer: Any,
+    who: Person | None,
     *,
     signer: Signer | None = None,
     signed: dict[str, Any] | None = None,
 ) -> GateDecision:
     """``decision`` carrying its signed statement (unchanged without ``signer`` or
     ``signed``). ``answer`` is the value the decider gave (``decision.value`` is
-    what the gate's hook made of it). Raises :class:`SignatureRefused`."""
+    what the gate's hook made of it); ``who``: the decider as registered (None:
+    not registered), whose public key must be the one that signed. Raises
+    :class:`SignatureRefused`."""
     if signer is None and signed is None:
         return decision
     by = decision.by
-    who = person(store, by)
     if who is None or who.public_key is None:
         raise SignatureRefused(
             f"{by} has no registered public key to check a signed decision against: "

@@ -4,9 +4,9 @@ the command line, with ``require-token``, someone who proves it with their token
 - With nobody registered (``converge user add``), ``--by`` is free text, as before
   people existed: a store that never registered anyone keeps working unchanged.
   Once anyone is registered, every decision (CLI, inbox, Python through
-  :func:`converge.decisions.decide`) must name a known person
-  (:func:`audit.people._people.knows`: registered, holding a token, or in a group), else
-  :class:`UnknownPerson`.
+  :func:`converge.decisions.decide`) must name a known person (registered,
+  holding a token, or in a group: ``audit.people.Decider.known``), else
+  :class:`UnknownPerson` (:func:`converge.governance.check_decision`).
 - ``converge config set require-token true`` (:mod:`audit.settings`): ``converge
   approve`` / ``reject`` need the decider's API token (``--token`` or
   ``$CONVERGE_TOKEN``), an approver's and the ``--by`` person's
@@ -14,28 +14,26 @@ the command line, with ``require-token``, someone who proves it with their token
   a quorum, nor decide as a gate's approver or around four eyes, any more than the
   inbox can.
 
-Every refusal is a :class:`converge.governance.NotAllowed` (HTTP 403).
+Every refusal is a :class:`converge.errors.NotAllowed` (HTTP 403).
 """
 
 from __future__ import annotations
 
-from audit.people import authenticate, knows
+from audit.people import authenticate
 from audit.settings import REQUIRE_TOKEN, get_setting
-from audit.signing import anyone_registered
 from audit.store import SqlRunStore
 from converge.errors import BadToken, TokenRequired, UnknownPerson
 
-__all__ = ["BadToken", "TokenRequired", "UnknownPerson", "check_known", "cli_decider"]
+__all__ = ["cli_decider", "unknown_person"]
 
 
-def check_known(store: SqlRunStore, name: str) -> None:
-    """Refuse a decision by ``name`` when people are registered and ``name`` is none
-    of them (:class:`UnknownPerson`); free text while nobody is registered."""
-    if anyone_registered(store) and not knows(store, name):
-        raise UnknownPerson(
-            f"{name!r} is not a person audit store {store.shown} knows: register them "
-            f"with `converge user add {name}` (or give them a token)"
-        )
+def unknown_person(store: SqlRunStore, name: str) -> UnknownPerson:
+    """The refusal of a decision by ``name``, whom ``store`` does not know while
+    people are registered there."""
+    return UnknownPerson(
+        f"{name!r} is not a person audit store {store.shown} knows: register them "
+        f"with `converge user add {name}` (or give them a token)"
+    )
 
 
 def cli_decider(store: SqlRunStore, by: str, token: str | None) -> str:

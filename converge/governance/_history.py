@@ -15,6 +15,7 @@ from audit.people import access_entries
 from audit.store import SqlRunStore
 
 CHAINED = ("gate_opened", "gate_vote", "gate_comment", "gate_escalated", "gate_decided")
+"""The kinds of the run's chained events that belong to a gate's history."""
 
 
 def gate_history(store: SqlRunStore, gate_id: str) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ A gate carries the rules its policy gave it (``GateRecord.extra["rules"]``, from
 ``gates.hitl.require_approval(approvers=..., four_eyes=..., reason_required=...,
 escalate_after_s=..., escalate_to=...)`` or the job file's ``hitl:`` keys), chained
 in its ``gate_opened`` event. With no ``approvers`` any approver may decide, as
-before. Approvers name people or groups (``audit.people._people``); after
+before. Approvers name people or groups (``audit.people``); after
 ``escalate_after_s`` the approvers widen to ``escalate_to``. A four-eyes gate
 refuses whoever submitted, ran or resumed the run. The same checks hold for the
 CLI and the inbox (``converge.decisions``); a refusal is :class:`NotAllowed`
@@ -17,15 +17,22 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from audit.people import actors_of, groups_of
+from audit.people import Decider, groups_of
 from audit.store import SqlRunStore
 from converge.errors import MissingReason, NotAllowed
+from converge.governance._deciders import unknown_person
 from engine import GateDecision, GateRecord
 
 
 @dataclass(frozen=True, slots=True)
 class DecisionRules:
-    """A gate's rules (see the module); built by :meth:`of` from the gate record."""
+    """A gate's rules (see the module); built by :meth:`of` from the gate record.
+
+    ``approvers``: people and groups who may decide (None: any approver);
+    ``four_eyes``: the run's own people may not; ``reason_required``: ``reject``,
+    ``approve``, ``both`` or ``never``; ``escalate_after_s``: seconds after the gate
+    opened when ``escalate_to`` may decide too.
+    """
 
     approvers: frozenset[str] | None = None
     four_eyes: bool = False
@@ -82,17 +89,24 @@ def may_see(store: SqlRunStore, gate: GateRecord, name: str, now: float | None =
 
 
 def check_decision(
-    store: SqlRunStore, gate: GateRecord, decision: GateDecision, now: float | None = None
+    store: SqlRunStore, gate: GateRecord, decision: GateDecision, decider: Decider, now: float
 ) -> None:
-    """Refuse a decision the gate's rules do not allow. Raises :class:`NotAllowed`
-    naming why (who may decide, the four-eyes rule) or :class:`MissingReason`."""
-    rules = DecisionRules.of(gate)
-    at = time.time() if now is None else now
+    """Refuse a decision the gate's rules do not allow at ``now`` (unix seconds), by
+    ``decider`` (``decision.by`` as the store knows them, ``audit.people.Decider``).
+
+    Raises ``UnknownPerson`` (people are registered and the decider is none of
+    them), :class:`NotAllowed` naming why (who may decide, the four-eyes rule) or
+    :class:`MissingReason`. Reads nothing from ``store`` (named in messages)."""
     name = decision.by
-    if not may_decide(store, gate, name, at):
-        who = ", ".join(sorted(rules.approvers_at(gate, at) or ()))
-        raise NotAllowed(f"{name} may not decide gate {gate.gate_id}: its approvers are {who}")
-    if rules.four_eyes and name in actors_of(store, gate.run_id):
+    if decider.anyone_registered and not decider.known:
+        raise unknown_person(store, name)
+    rules = DecisionRules.of(gate)
+    if rules.approvers is not None:
+        allowed = rules.approvers_at(gate, now) or frozenset()
+        if name not in allowed and not decider.groups & allowed:
+            who = ", ".join(sorted(allowed))
+            raise NotAllowed(f"{name} may not decide gate {gate.gate_id}: its approvers are {who}")
+    if rules.four_eyes and decider.acted:
         raise NotAllowed(
             f"{name} may not decide gate {gate.gate_id}: four eyes, and {name} submitted "
             "or resumed its run; another person must decide"
