@@ -49,6 +49,7 @@ from converge.web import create_app
 from converge.web import gates as web_gates
 from engine import Engine, GateDecision
 from engine.errors import StoreError
+from tests.pathcounting import describe, returns_of
 from tests.webfixtures import quorum_job, run_job
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,26 +132,6 @@ def decision_path(
     return list(stays), queue
 
 
-def returns_of(path: list[CodeType]) -> int:
-    """How many times ``path`` moves into a module it had already left."""
-    left: set[str] = set()
-    here: str | None = None
-    back = 0
-    for code in path:
-        module = code.co_filename
-        if module != here:
-            back += module in left
-            if here is not None:
-                left.add(here)
-            here = module
-    return back
-
-
-def describe(path: list[CodeType]) -> str:
-    start = len(str(ROOT)) + 1
-    return "\n".join(f"  {c.co_filename[start:]}:{c.co_name}" for c in path)
-
-
 def _gate(store: SqlRunStore, required: int) -> str:
     result = run_job(quorum_job(required), store)
     assert result.stop_reason.kind_code() == "hitl_gate_pending"
@@ -158,8 +139,8 @@ def _gate(store: SqlRunStore, required: int) -> str:
 
 
 def _check(path: list[CodeType]) -> None:
-    assert {"decide", "record_decision"} <= {c.co_name for c in path}, describe(path)
-    shown = f"{len(path)} stays, {returns_of(path)} returns:\n{describe(path)}"
+    assert {"decide", "record_decision"} <= {c.co_name for c in path}, describe(path, str(ROOT))
+    shown = f"{len(path)} stays, {returns_of(path)} returns:\n{describe(path, str(ROOT))}"
     assert len(path) <= MAX_STAYS, shown
     assert returns_of(path) <= MAX_RETURNS, shown
 
@@ -216,29 +197,19 @@ def test_the_deciding_vote_and_the_gate_decided_are_one_transaction(
     assert len(queue.sent) == 1
 
 
-def test_the_path_counter_counts_returns_to_a_module_left() -> None:
-    def code(name: str, module: str) -> CodeType:
-        return compile("pass", module, "exec").replace(co_name=name)
-
-    a1, a2, b1, a3 = code("f", "a"), code("g", "a"), code("h", "b"), code("i", "a")
-    assert returns_of([a1, a2]) == 0
-    assert returns_of([a1, b1]) == 0
-    assert returns_of([a1, b1, a3]) == 1
-
-
 def test_the_path_counter_fails_a_path_over_its_bounds() -> None:
     names = ("decide", "record_decision")
 
-    def code(i: int) -> CodeType:
+    def step(i: int) -> CodeType:
         name = names[i] if i < len(names) else f"f{i}"
         return compile("pass", f"m{i % 2}", "exec").replace(co_name=name)
 
-    long_path = [code(i) for i in range(MAX_STAYS + 1)]
+    long_path = [step(i) for i in range(MAX_STAYS + 1)]
     with pytest.raises(AssertionError, match="stays"):
         _check(long_path)
-    bouncing = [code(i) for i in range(MAX_RETURNS + 3)]
+    bouncing = [step(i) for i in range(MAX_RETURNS + 3)]
     assert returns_of(bouncing) > MAX_RETURNS
     with pytest.raises(AssertionError, match="returns"):
         _check(bouncing)
     with pytest.raises(AssertionError, match="f2"):
-        _check([code(i) for i in range(2, 5)])  # a path that never decided: not counted
+        _check([step(i) for i in range(2, 5)])  # a path that never decided: not counted

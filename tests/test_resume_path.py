@@ -20,6 +20,7 @@ from typing import Any
 from audit.store import open_store
 from engine import Context, Engine, GateDecision, Proposal, suggestor
 from gates import require_approval
+from tests.pathcounting import code, describe, returns_of
 
 ENGINE_DIR = str(Path(__file__).resolve().parent.parent / "engine") + "/"
 PARTS = ("_cycle/cursor.py", "_cycle/spend.py", "_cycle/run_parts.py")
@@ -71,35 +72,16 @@ def resume_path(tmp_path: Path) -> tuple[list[CodeType], Any]:
     return list(stays), result
 
 
-def returns_of(path: list[CodeType]) -> int:
-    """How many times ``path`` moves into a module it had already left."""
-    left: set[str] = set()
-    here: str | None = None
-    back = 0
-    for code in path:
-        module = code.co_filename
-        if module != here:
-            back += module in left
-            if here is not None:
-                left.add(here)
-            here = module
-    return back
-
-
-def describe(path: list[CodeType]) -> str:
-    return "\n".join(f"  {c.co_filename[len(ENGINE_DIR) :]}:{c.co_name}" for c in path)
-
-
 def test_a_resume_passes_through_no_more_functions_and_returns_than_today(tmp_path: Path) -> None:
     path, result = resume_path(tmp_path)
     assert result.stop_reason.kind == "converged"
-    assert len(path) <= MAX_STAYS, f"{len(path)} stays:\n{describe(path)}"
-    assert returns_of(path) <= MAX_RETURNS, f"{returns_of(path)} returns:\n{describe(path)}"
+    assert len(path) <= MAX_STAYS, f"{len(path)} stays:\n{describe(path, ENGINE_DIR)}"
+    assert returns_of(path) <= MAX_RETURNS, (
+        f"{returns_of(path)} returns:\n{describe(path, ENGINE_DIR)}"
+    )
 
 
 def test_the_path_counter_counts_returns_to_a_module_left() -> None:
-    def code(name: str, module: str) -> CodeType:
-        return compile("pass", module, "exec").replace(co_name=name)
 
     a1, a2, b1, a3 = code("f", "a"), code("g", "a"), code("h", "b"), code("i", "a")
     assert returns_of([a1, a2]) == 0
