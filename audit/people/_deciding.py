@@ -24,7 +24,7 @@ from audit.people._people import actors_in, groups_in, holds_token_or_group
 from audit.people._schema import ensure_inbox_tables
 from audit.signing._known_people import Person, anyone_in, person_in, ready_to_read
 from audit.store import SqlRunStore
-from audit.tables import gates
+from audit.tables import api_tokens, gates
 from audit.trail._gates import gate_record, settle_gate
 from audit.trail._run_header import read_header
 from engine.errors import GateNotFound
@@ -74,27 +74,30 @@ def decision_case(store: SqlRunStore, gate_id: str, name: str) -> DecisionCase:
     (the run's header), ``StoreError``.
     """
     require_key(store, f"deciding gate {gate_id}")
-    ensure_inbox_tables(store)
     registry = ready_to_read(store)
+    # a store the inbox never used has none of its tables: nobody is known there,
+    # and reading the case creates nothing (the decision writes what it needs)
+    inbox = store.has_table(api_tokens.name)
     with store.transaction(write=False) as conn:
         row = conn.execute(select(gates).where(gates.c.gate_id == gate_id)).one_or_none()
         if row is None:
             raise GateNotFound(f"no gate {gate_id!r} in audit store {store.shown}")
         gate = gate_record(row._mapping)
         header = read_header(store, conn, gate.run_id)
-        decider = _decider(conn, name, gate.run_id, registry)
+        decider = _decider(conn, name, gate.run_id, registry, inbox)
     return DecisionCase(gate, header, decider)
 
 
-def _decider(conn: Connection, name: str, run_id: str, registry: bool) -> Decider:
-    """``name`` as the store knows them (``registry``: the people table exists)."""
+def _decider(conn: Connection, name: str, run_id: str, registry: bool, inbox: bool) -> Decider:
+    """``name`` as the store knows them (``registry``: the people table exists;
+    ``inbox``: the inbox's tables exist)."""
     registered = person_in(conn, name) if registry else None
     return Decider(
         name=name,
         anyone_registered=registry and anyone_in(conn),
-        known=registered is not None or holds_token_or_group(conn, name),
-        groups=frozenset(groups_in(conn, name)),
-        acted=name in actors_in(conn, run_id),
+        known=registered is not None or (inbox and holds_token_or_group(conn, name)),
+        groups=frozenset(groups_in(conn, name)) if inbox else frozenset(),
+        acted=inbox and name in actors_in(conn, run_id),
         person=registered,
     )
 

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from audit.people import Vote, decision_case, record_decision, votes
+from audit.people import Recorded, Vote, decision_case, record_decision, votes
 from audit.signing import Signer
 from audit.store import SqlRunStore
 from converge.decisions._checks import check
@@ -83,9 +83,19 @@ def decide(
     case = decision_case(store, gate_id, decision.by)
     try:
         checked = check(store, case, decision, now, signer=signer, signed=signed)
-        recorded = record_decision(
-            store, gate_id, checked.decision, checked.required, now=now, settle=queue is not None
-        )
+        if checked.required == 1 and queue is None:
+            # nothing to record first: Engine.resume records the decision (the
+            # compare-and-set of racing deciders) in its claim's own transaction
+            recorded = Recorded(case.gate, (), 1, checked.decision)
+        else:
+            recorded = record_decision(
+                store,
+                gate_id,
+                checked.decision,
+                checked.required,
+                now=now,
+                settle=queue is not None,
+            )
     except GateExpired:
         # past its deadline: its on_timeout decision is applied instead, once
         apply_expiry(store, case.gate, execute, queue=queue)
