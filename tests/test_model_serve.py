@@ -22,6 +22,7 @@ import pytest
 
 from converge.agents.local import SERVER_ENV, LocalModelServer, exit_status
 from converge.cli.model import SERVER_DIED
+from converge.errors import ModelServerDied
 from tests.fake_model_server import COMMAND
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,19 +161,18 @@ def test_a_stop_signal_with_a_command_stops_the_command_and_the_server(tmp_path:
 
 
 def test_a_server_that_exits_before_answering_is_reported_with_its_log(tmp_path: Path) -> None:
+    script = "import sys; print('x' * 1000); print('no model here'); sys.exit(3)"
     server = LocalModelServer(
-        0,
-        log_dir=tmp_path,
-        environ={
-            SERVER_ENV: f"{sys.executable} -c 'import sys; print(\"no model here\"); sys.exit(3)'"
-        },
+        0, log_dir=tmp_path, environ={SERVER_ENV: f'{sys.executable} -c "{script}"'}
     )
     server.start()
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(ModelServerDied) as caught:
         server.wait_ready(30)
     server.stop()
-    assert "model server died: exited with code 3" in str(caught.value)
-    assert "no model here" in str(caught.value) and str(server.log_path) in str(caught.value)
+    message = str(caught.value)
+    assert message.startswith(f"model server died: exited with code 3 (its log: {server.log_path})")
+    assert message.endswith("\n  no model here")
+    assert "  " + "x" * 237 + "...\n" in message  # a long line, cut
 
 
 def test_how_a_process_ended_reads_as_a_signal_or_an_exit_code() -> None:

@@ -221,14 +221,17 @@ class LocalModelServer:
         code = self.process.poll()
         return None if code is None else exit_status(code)
 
-    def log_tail(self, lines: int = 10) -> list[str]:
-        """The last ``lines`` non-empty lines of the server's log."""
+    def log_tail(self, lines: int = 10, width: int = 240) -> list[str]:
+        """The last ``lines`` non-empty lines of the server's log, each cut to
+        ``width`` characters."""
         try:
             data = self.log_path.read_bytes()[-64_000:]
         except OSError:
             return []
-        text = data.decode("utf-8", errors="replace").splitlines()
-        return [line for line in text if line.strip()][-lines:]
+        text = [
+            line for line in data.decode("utf-8", errors="replace").splitlines() if line.strip()
+        ]
+        return [line if len(line) <= width else line[: width - 3] + "..." for line in text[-lines:]]
 
     def died(self, note: str = "") -> ModelServerDied:
         """The :class:`ModelServerDied` of a server that exited (``note`` follows

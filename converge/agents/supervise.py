@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
@@ -56,7 +57,9 @@ class Supervisor:
         N. Raises :class:`~converge.errors.ModelServerDied` when the server exits,
         :class:`~engine.ConfigurationError` when it cannot start or answer; the
         server and the command are stopped in every case."""
-        previous = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
+        previous: dict[signal.Signals, Any] = {}
+        if threading.current_thread() is threading.main_thread():  # where handlers go
+            previous = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
         try:
             self.server.start()
             if not self.server.wait_ready(timeout_s, stopping=self._stopping):
