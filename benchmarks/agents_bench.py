@@ -158,10 +158,16 @@ def build_langgraph_fanout(
     return prepare
 
 
+class ModelUnavailable(Exception):
+    """The local model cannot be measured: the message says why."""
+
+
 def local_model_call_times(calls: int = LOCAL_CALLS) -> list[float]:
     """Wall times (seconds) of ``calls`` converge runs, each one agent call on the
-    packaged local model (after one warm-up call). Raises ``ConfigurationError``
-    without the ``local`` extra."""
+    packaged local model (after one warm-up call). Raises :class:`ModelUnavailable`
+    when a call gets no answer (the server died, cannot be reached, refused the
+    model), ``ConfigurationError`` without the ``local`` extra,
+    :class:`~converge.errors.ModelServerDied` when the server exits before it answers."""
     from pathlib import Path
 
     from converge.agents import build_agent
@@ -189,14 +195,24 @@ def local_model_call_times(calls: int = LOCAL_CALLS) -> list[float]:
             start = time.perf_counter()
             result = engine.run({"license.file": [{"name": f"left-pad-{i}", "text": text}]})
             elapsed = time.perf_counter() - start
-            assert result.usage.output_tokens > 0, result.stop_reason
+            if result.usage.output_tokens == 0:  # no answer at all
+                if server.exit_status() is not None:
+                    raise ModelUnavailable(_died(server.died()))
+                raise ModelUnavailable(str(getattr(result.stop_reason, "message", "no answer")))
             if i:  # the first call warms the server's caches
                 times.append(elapsed)
     return times
 
 
+def _died(exc: Any) -> str:
+    """A :class:`~converge.errors.ModelServerDied` in a line: how, and its log file."""
+    return f"model server died: {exc.why} (its log: {exc.log_path})"
+
+
 def run_w4_local(suite: Suite) -> None:
-    """The W4 row of the real local model (skipped without the ``local`` extra)."""
+    """The W4 row of the real local model: its per-call time, or a row saying why
+    the model is unavailable (skipped without the ``local`` extra)."""
+    from converge.errors import ModelServerDied
     from engine import ConfigurationError
 
     label = "W4 local model call"
@@ -206,6 +222,18 @@ def run_w4_local(suite: Suite) -> None:
     except (ImportError, ConfigurationError) as exc:
         suite.rows.append(Row(label, size, "ms/call", False, None, note=f"skipped: {exc}"))
         log(f"  W4 local model: skipped: {exc}")
+        return
+    except Exception as exc:  # a model that cannot be measured must not lose the others
+        if isinstance(exc, ModelServerDied):
+            reason = _died(exc)
+        elif isinstance(exc, ModelUnavailable):
+            reason = str(exc)
+        else:
+            reason = f"{type(exc).__name__}: {exc}"
+        suite.rows.append(
+            Row(label, size, "ms/call", False, None, note=f"model unavailable: {reason}")
+        )
+        log(f"  W4 local model: model unavailable: {reason}")
         return
     series = Series(tuple(times), 1)
     note = "wall time of one structured agent call on llama-cpp-python's server, 127.0.0.1"

@@ -20,6 +20,7 @@ __all__ = [
     "JobFileError",
     "LoginRequired",
     "MissingReason",
+    "ModelServerDied",
     "NotAllowed",
     "NotRecorded",
     "NotSent",
@@ -144,6 +145,24 @@ class ReplayedSuggestorError(Exception):
     each is a subclass named like the recorded exception (``"ValueError: bad"`` → a
     ``ValueError`` subclass of this), so the replayed failure reads as the recorded
     one. The subclasses are made in :mod:`converge.timetravel._recorded`."""
+
+
+# --- the local model server ------------------------------------------------------
+
+
+class ModelServerDied(ApplicationError):
+    """The model server ``converge model serve`` supervises exited while it was
+    wanted: ``why`` is ``"killed by SIGSEGV"`` or ``"exited with code N"``,
+    ``log_path`` the file its output went to, ``tail`` its last lines."""
+
+    def __init__(self, why: str, log_path: str, tail: list[str], *, note: str = "") -> None:
+        self.why = why
+        self.log_path = log_path
+        self.tail = list(tail)
+        text = f"model server died: {why}{note} (its log: {log_path})"
+        if self.tail:
+            text += "; its last lines:\n" + "\n".join(f"  {line}" for line in self.tail)
+        super().__init__(text)
 
 
 # --- notifications -----------------------------------------------------------------

@@ -23,6 +23,7 @@ class Context:
     """
 
     __slots__ = (
+        "__weakref__",  # what converge keeps per run (converge.agents.served)
         "_by_id",
         "_by_key",
         "_facts",

@@ -5,8 +5,10 @@ proxy in front of a real one (tests/test_local_model.py).
 :class:`FakeOpenAI` answers ``POST /v1/chat/completions`` with its replies in
 order (a JSON body, :class:`Hang` or :class:`Status`), records each request body
 and the usage it returned, and runs uvicorn in a thread on a socket bound before
-the thread starts (so no wait for readiness). With ``upstream=URL`` it forwards
-every request there instead and records the upstream's answers.
+the thread starts (so no wait for readiness). With ``models``, it lists them at
+``GET /v1/models`` (counting the requests in ``listings``); without, that is a 404
+as on a server that lists nothing. With ``upstream=URL`` it forwards every request
+there instead and records the upstream's answers.
 """
 
 from __future__ import annotations
@@ -99,8 +101,15 @@ class FakeOpenAI:
     completion answered (through ``upstream``: of each request, ``{}`` when the
     answer had none), ``authorization`` the Authorization header of each."""
 
-    def __init__(self, replies: list[Reply] | None = None, upstream: str | None = None) -> None:
+    def __init__(
+        self,
+        replies: list[Reply] | None = None,
+        upstream: str | None = None,
+        models: list[str] | None = None,
+    ) -> None:
         self.replies = list(replies or [])
+        self.models = models
+        self.listings = 0
         self.upstream = upstream
         self.requests: list[dict[str, Any]] = []
         self.usages: list[dict[str, Any]] = []
@@ -108,6 +117,8 @@ class FakeOpenAI:
         self.closing = threading.Event()
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self._chat)
+        if models is not None:
+            self.app.get("/v1/models")(self._models)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -144,6 +155,11 @@ class FakeOpenAI:
         self.usages.append(reply["usage"])
         return JSONResponse(reply)
 
+    async def _models(self) -> Any:
+        self.listings += 1
+        data = [{"id": name, "object": "model", "owned_by": "me"} for name in self.models or []]
+        return JSONResponse({"object": "list", "data": data})
+
     def start(self) -> FakeOpenAI:
         """Serve in a thread (connections made before it runs wait in the backlog)."""
         self.thread.start()
@@ -159,10 +175,12 @@ class FakeOpenAI:
 
 @contextmanager
 def fake_openai(
-    replies: list[Reply] | None = None, upstream: str | None = None
+    replies: list[Reply] | None = None,
+    upstream: str | None = None,
+    models: list[str] | None = None,
 ) -> Iterator[FakeOpenAI]:
     """A started :class:`FakeOpenAI`, stopped at the end of the block."""
-    server = FakeOpenAI(replies, upstream).start()
+    server = FakeOpenAI(replies, upstream, models).start()
     try:
         yield server
     finally:

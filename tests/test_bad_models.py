@@ -124,7 +124,7 @@ def test_a_server_that_is_down_is_an_external_error(tmp_path: Path) -> None:
     result, _ = run_reviewer(url, Budget(max_cycles=5), tmp_path=tmp_path)
     reason = result.stop_reason
     assert isinstance(reason, Error) and reason.error_category is ErrorCategory.EXTERNAL
-    assert reason.message.startswith("reviewer: model openai:small-local failed: ")
+    assert reason.message.startswith(f"reviewer: model openai:small-local at {url} failed: ")
     assert result.usage.total_tokens == 0
 
 

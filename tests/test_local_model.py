@@ -1,5 +1,6 @@
 """The real local model (extra ``local``): the packaged Gemma 3 270M behind
-llama-cpp-python's server on a free port of 127.0.0.1. A job's agents run on it
+llama-cpp-python's server on a free port of 127.0.0.1, started by ``converge model
+serve`` and answering a chat completion on this machine's CPU. A job's agents run on it
 through ``model: openai:NAME`` and a base URL, the run ends with a typed stop, and
 the tokens recorded for each agent call are those the server billed (its
 ``usage``, read by a recording proxy in front of it). Under CI the extra is there
@@ -20,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from audit import open_store
-from converge.agents.local import MODEL_ALIAS, LocalModelServer, local_server
+from converge.agents.local import MODEL_ALIAS, SERVER_ENV, LocalModelServer, local_server
 from converge.cli import app
 from engine.stop_categories import EXIT_CODES
 from tests.fakeopenai import fake_openai
@@ -78,7 +79,7 @@ def job_text(url: str) -> str:
 def test_a_job_on_the_real_local_model_records_exactly_the_servers_usage_for_each_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("CONVERGE_MODEL", "CONVERGE_MODEL_BASE_URL", "OPENAI_API_KEY"):
+    for name in ("CONVERGE_MODEL", "CONVERGE_MODEL_BASE_URL", "OPENAI_API_KEY", SERVER_ENV):
         monkeypatch.delenv(name, raising=False)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     job = tmp_path / "job.yaml"
@@ -135,7 +136,8 @@ sys.exit(7)
 def test_converge_model_serve_runs_a_command_against_the_server_then_stops_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv("CONVERGE_MODEL", raising=False)
+    for name in ("CONVERGE_MODEL", SERVER_ENV):
+        monkeypatch.delenv(name, raising=False)
     converge = Path(sys.executable).parent / "converge"
     done = subprocess.run(
         [str(converge), "model", "serve", "--port", "0", "--", sys.executable, "-c", PROBE],
@@ -153,8 +155,50 @@ def test_converge_model_serve_runs_a_command_against_the_server_then_stops_it(
         urllib.request.urlopen(seen["url"] + "/models", timeout=5)
 
 
+CHAT = """\
+import json, os, urllib.request
+body = {
+    "model": os.environ["CONVERGE_MODEL"].split(":", 1)[1],
+    "messages": [{"role": "user", "content": "Say hello in one word."}],
+    "max_tokens": 16,
+    "temperature": 0,
+}
+url = os.environ["CONVERGE_MODEL_BASE_URL"] + "/chat/completions"
+request = urllib.request.Request(
+    url, json.dumps(body).encode(), {"Content-Type": "application/json"}
+)
+with urllib.request.urlopen(request, timeout=300) as r:
+    print(json.dumps(json.load(r)))
+"""
+
+
+def test_converge_model_serve_starts_the_packaged_model_and_it_answers_a_chat_completion(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # the packaged GGUF on llama-cpp-python as installed, whatever CPU this is
+    # (llama.cpp's AMX path faulted on the first request here: issue 41)
+    for name in ("CONVERGE_MODEL", SERVER_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    converge = Path(sys.executable).parent / "converge"
+    done = subprocess.run(
+        [str(converge), "model", "serve", "--port", "0", "--", sys.executable, "-c", CHAT],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answer["model"] == MODEL_ALIAS
+    message = answer["choices"][0]["message"]
+    assert message["role"] == "assistant" and message["content"].strip()
+    assert answer["usage"]["completion_tokens"] > 0
+    # the server's output went to the log file it names
+    assert list((tmp_path / "converge").glob("model-server-*.log"))
+
+
 def test_the_server_is_llama_cpp_on_loopback_with_the_assembled_gemma_and_its_chat_format() -> None:
-    cmd = LocalModelServer(8123).command()
+    cmd = LocalModelServer(8123, environ={}).command()
     # llama_cpp.server, with llama.cpp's extra buffer types off (any x86-64 CPU)
     assert cmd[1:3] == ["-m", "converge.agents.llama_server"]
     flags = dict(zip(cmd[3::2], cmd[4::2], strict=True))

@@ -37,8 +37,9 @@ from converge.agents.pricing import (
     priceable,
     reports_no_cost,
 )
+from converge.agents.served import base_url_of, check_served
 from converge.agents.spans import request_spans
-from converge.agents.tape import exchanges, taped
+from converge.agents.tape import exchanges, replaying, taped
 from engine import (
     ConfigurationError,
     Context,
@@ -128,7 +129,12 @@ async def call_agent(
     (malformed structured output, no tool call when one is required) comes back as
     ``Error(error_category="suggestor")`` naming the agent, with the raw responses
     in ``audit``; a model API that fails or cannot be reached as
-    ``Error(error_category="external")``; both with the usage so far. Raises
+    ``Error(error_category="external")`` (naming the base URL of a model on an
+    OpenAI-compatible server); both with the usage so far. Before the first call
+    of a run to a base URL, the server's list of models is asked for
+    (:func:`~converge.agents.served.check_served`): a model it does not list comes
+    back as ``Error(error_category="configuration")``, a server that cannot be
+    reached as ``Error(error_category="external")``, without calling the model. Raises
     :class:`ConfigurationError` when the agent has no model; other errors of a tool
     propagate (the engine records them as a failed execution), as does a cut
     (``asyncio.CancelledError``), once the usage of the responses so far is
@@ -146,6 +152,10 @@ async def call_agent(
                 error_category=ErrorCategory.CONFIGURATION,
             )
         )
+    if not replaying():
+        refused = await check_served(model, ctx, name)
+        if refused is not None:
+            return AgentCall(signal=refused, audit={"model": model_label(model)})
     with cycle_spend(ctx) as shared:
         return await _run(agent, prompt, ctx, name, price, tools_called, model, left, shared)
 
@@ -207,8 +217,11 @@ async def _run(
                 error_category=ErrorCategory.SUGGESTOR,
             )
         except ModelAPIError as exc:
+            base = base_url_of(model)
+            at = "" if base is None else f" at {base}"
             signal = Error(
-                message=f"{name}: model {model_label(model)} failed: {type(exc).__name__}: {exc}",
+                message=f"{name}: model {model_label(model)}{at} failed: "
+                f"{type(exc).__name__}: {exc}",
                 error_category=ErrorCategory.EXTERNAL,
             )
         except BaseException:

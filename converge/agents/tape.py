@@ -49,6 +49,7 @@ __all__ = [
     "TapeModel",
     "exchanges",
     "playing",
+    "replaying",
     "request_digest",
     "response_json",
     "response_of",
@@ -242,6 +243,11 @@ def playing(tape: ModelTape) -> Iterator[ModelTape]:
         yield tape
     finally:
         _TAPE.reset(token)
+
+
+def replaying() -> bool:
+    """True inside :func:`playing`: agent runs call no model."""
+    return _TAPE.get() is not None
 
 
 def taped(model: Model, ctx: Context, name: str) -> Model:

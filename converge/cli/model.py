@@ -9,7 +9,12 @@ import typer
 
 from converge.cli.commands import CommandGroup
 from converge.cli.render import fail, out
+from converge.errors import ModelServerDied
 from engine import ConfigurationError
+
+SERVER_DIED = 5
+"""The exit code of ``converge model serve`` when its server dies (the code of a
+run stopped by an error)."""
 
 app = CommandGroup()
 model = CommandGroup(
@@ -31,33 +36,39 @@ def serve(
     ] = 120.0,
 ) -> None:
     """Serve the packaged Gemma 3 270M on http://127.0.0.1:PORT/v1 (model name
-    gemma3-270m; `python -m llama_cpp.server ... --chat_format gemma`) until stopped.
+    gemma3-270m; `python -m llama_cpp.server ... --chat_format gemma`) until stopped
+    (SIGTERM or Ctrl-C stops the server too). Its output goes to a log file
+    ($XDG_CACHE_HOME/converge/model-server-PORT.log); when the server dies, this
+    exits 5 naming how it ended, the log file and its last lines.
 
     With a command after `--`, run it once the server answers, with
     $CONVERGE_MODEL_BASE_URL set to the server and $CONVERGE_MODEL to
     openai:gemma3-270m (unless set), stop the server, and exit with the command's
     code: `converge model serve -- converge run examples/dependency_audit/reviewed.yaml`.
     """
-    from converge.agents.local import LocalModelServer, run_with_server
+    from converge.agents.local import LocalModelServer
+    from converge.agents.supervise import Supervisor
 
-    command = [a for a in ctx.args if a != "--"]
+    command = ctx.args[1:] if ctx.args[:1] == ["--"] else list(ctx.args)
     server = LocalModelServer(port, threads=threads)
-    try:
-        server.start(quiet=bool(command))
-        server.wait_ready(timeout)
-    except ConfigurationError as exc:
-        server.stop()
-        fail(str(exc))
-    try:
-        if command:
-            raise typer.Exit(run_with_server(server, command))
+
+    def announce() -> None:
+        pid = server.process.pid if server.process is not None else "?"
         out.print(
-            f"serving {server.alias} at {server.base_url} (Ctrl-C stops it): "
-            f"CONVERGE_MODEL=openai:{server.alias} CONVERGE_MODEL_BASE_URL={server.base_url}"
+            f"serving {server.alias} at {server.base_url} (pid {pid}; Ctrl-C stops it; its log: "
+            f"{server.log_path}): CONVERGE_MODEL=openai:{server.alias} "
+            f"CONVERGE_MODEL_BASE_URL={server.base_url}",
+            soft_wrap=True,
+            highlight=False,
         )
-        assert server.process is not None
-        server.process.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+
+    def quiet() -> None:
+        """With a command, its output alone."""
+
+    try:
+        code = Supervisor(server, command).run(timeout, on_ready=quiet if command else announce)
+    except ModelServerDied as exc:
+        fail(str(exc), SERVER_DIED)
+    except ConfigurationError as exc:
+        fail(str(exc))
+    raise typer.Exit(code)
