@@ -1,18 +1,37 @@
 # Bootstraps .venv from the project's own pyproject; nothing is assumed installed.
+# Each target installs only the extras it needs, once (a stamp per set):
+#   make demo      converge + examples                    (seconds to ~1 min the first time)
+#   make demo-llm  + agents, local: builds llama-cpp-python (~11 min on 2 cores the first time)
+#   make test      every extra (and, as root, Debian's chromium); so do setup, docs, bench
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+STAMP_DEMO := $(VENV)/.installed-demo
+STAMP_LLM := $(VENV)/.installed-llm
 
 .PHONY: demo demo-llm test lint bench setup browser clean docs
 
 EXTRAS := dev,bench,agents,otel,local,phoenix,web,workers,examples,docs
+DEMO_EXTRAS := examples
+LLM_EXTRAS := examples,agents,local
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+
+# every extra holds the demos' extras too: their stamps are touched with it
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[$(EXTRAS)]"
-	touch $(STAMP)
+	touch $(STAMP) $(STAMP_LLM) $(STAMP_DEMO)
+
+$(STAMP_LLM): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[$(LLM_EXTRAS)]"
+	touch $(STAMP_LLM) $(STAMP_DEMO)
+
+$(STAMP_DEMO): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[$(DEMO_EXTRAS)]"
+	touch $(STAMP_DEMO)
 
 setup: $(STAMP)
 
@@ -25,13 +44,15 @@ browser:
 	  else echo "browser tests need chromium and chromium-driver (apt-get install as root)"; fi; \
 	fi
 
-## Set up, then run the dependency audit on this environment with the embedded SQLite store.
-demo: $(STAMP)
+## Set up (converge and the examples extra only), then run the dependency audit on this
+## environment with the embedded SQLite store.
+demo: $(STAMP_DEMO)
 	$(BIN)/converge run examples/dependency_audit/job.yaml; status=$$?; \
 	if [ $$status -ne 0 ] && [ $$status -ne 10 ]; then exit $$status; fi
 
-## Set up, then run the LLM license reviewer against the packaged local model (extra local).
-demo-llm: $(STAMP)
+## Set up (extras examples, agents, local), then run the LLM license reviewer against the
+## packaged local model.
+demo-llm: $(STAMP_LLM)
 	$(BIN)/converge model serve --port 0 -- $(BIN)/converge run examples/dependency_audit/reviewed.yaml; \
 	status=$$?; if [ $$status -ne 0 ] && [ $$status -ne 10 ]; then exit $$status; fi
 

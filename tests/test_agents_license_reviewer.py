@@ -13,25 +13,33 @@ from typing import Any
 
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 from typer.testing import CliRunner
 
+from audit import SqlRunStore, open_store
 from audit.queries import lineage_graph
 from converge.cli import app
 from converge.jobs import load_job
 from engine import (
     Budget,
+    Context,
     CriteriaMet,
+    CriteriaUnmet,
     Engine,
     GateDecision,
     HitlGatePending,
+    Proposal,
     RunResult,
 )
-from examples.dependency_audit import Distribution, no_forbidden_license
+from examples.dependency_audit import Distribution, no_forbidden_license, spdx_value
 from examples.dependency_audit.reviewer import (
+    NOT_SPDX_GATE,
     REVIEWER,
     THRESHOLD,
+    not_spdx,
     reviewed_audit,
     reviewer_agent,
 )
@@ -60,15 +68,21 @@ def scripted_reviewer(messages: list[ModelMessage], info: AgentInfo) -> ModelRes
 
 
 def audit_engine(
-    vendored_path: Path, *, with_reviewer: bool = True
+    vendored_path: Path,
+    *,
+    with_reviewer: bool = True,
+    model: Model | None = None,
+    store: SqlRunStore | None = None,
 ) -> tuple[Engine, dict[str, Any]]:
-    reviewer = reviewer_agent(FunctionModel(scripted_reviewer)) if with_reviewer else None
+    model = model or FunctionModel(scripted_reviewer)
+    reviewer = reviewer_agent(model) if with_reviewer else None
     audit = reviewed_audit(reviewer, source=lambda: [APP], price=(0.15, 0.6))
     eng = Engine(
         budget=Budget(max_cycles=20, max_cost_usd=1.0),
         criteria=audit.criteria,
         invariants=[no_forbidden_license],
         gates=audit.gates,
+        store=store,
     )
     eng.register(*audit.suggestors)
     initial = {
@@ -208,3 +222,116 @@ def test_the_review_names_the_package_it_was_asked_about_whatever_the_model_wrot
     )
     assert isinstance(result.stop_reason, CriteriaMet)
     assert license_of(result, "legacy-left-pad").content["spdx"] == "MIT"
+
+
+# -- an answer that is no SPDX expression (what Gemma 3 270M answered in make demo-llm) -----
+GARBAGE = ["legacy-left-pad/license.file", "10.25.36.48:x86_64", ":{", "MIT License", ""]
+
+
+def answering(spdx: str, confidence: float = 1.0) -> TestModel:
+    """A TestModel whose verdict on legacy-left-pad is ``spdx`` with ``confidence``."""
+    verdict = {"name": "legacy-left-pad", "spdx": spdx, "confidence": confidence}
+    return TestModel(custom_output_args=verdict)
+
+
+@pytest.mark.parametrize("garbage", GARBAGE)
+def test_an_answer_that_is_no_spdx_expression_waits_at_the_gate_whatever_its_confidence(
+    garbage: str, tmp_path: Path
+) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
+    eng, initial = audit_engine(VENDORED_MIT, model=answering(garbage, 1.0), store=store)
+    paused = eng.run(initial)
+    reason = paused.stop_reason
+    assert isinstance(reason, HitlGatePending), reason
+    assert reason.agent_id == REVIEWER
+    assert f"the reviewer answered {garbage!r} for legacy-left-pad" in reason.summary
+    assert "which is no SPDX expression (confidence 1.0)" in reason.summary
+    assert not [f for f in paused.context.get("license") if f.content["name"] == "legacy-left-pad"]
+    gate = store.get_gate(reason.gate_id)  # what `converge gates` and the inbox show
+    assert gate.policy == NOT_SPDX_GATE
+    assert gate.proposal["content"]["spdx"] == garbage
+    assert gate.proposal["confidence"] == 1.0
+    files = [paused.context.fact(i) for i in gate.proposal["parents"]]
+    assert [f.key for f in files if f is not None] == ["license.file"]
+
+
+def test_a_human_rejecting_a_garbage_answer_with_an_spdx_reason_classifies_it() -> None:
+    eng, initial = audit_engine(VENDORED_MIT, model=answering("legacy-left-pad/license.file"))
+    paused = eng.run(initial)
+    assert isinstance(paused.stop_reason, HitlGatePending)
+    done = eng.resume(paused.stop_reason.gate_id, GateDecision.reject(by="bob", reason="MIT"))
+    assert done.stop_reason == CriteriaMet(criteria=["all_reviewed", "risks_assessed"])
+    fact = license_of(done, "legacy-left-pad")
+    assert fact.content == {"name": "legacy-left-pad", "spdx": "MIT", "source": "human"}
+
+
+def test_a_human_approving_a_garbage_answer_with_a_value_classifies_it(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
+    eng, initial = audit_engine(VENDORED_MIT, model=answering(":{"), store=store)
+    paused = eng.run(initial)
+    reason = paused.stop_reason
+    assert isinstance(reason, HitlGatePending)
+    assert eng.hitl_policies[1].validate_value is spdx_value
+    # what `converge approve GATE --value mit` records, checked by the gate's hook
+    value = spdx_value("mit", store.get_gate(reason.gate_id).proposal["content"])
+    done = eng.resume(reason.gate_id, GateDecision.approve(by="alice", value=value))
+    assert isinstance(done.stop_reason, CriteriaMet)
+    assert license_of(done, "legacy-left-pad").content["spdx"] == "MIT"
+    assert license_of(done, "legacy-left-pad").content["source"] == "human"
+
+
+def test_a_garbage_answer_approved_as_it_is_leaves_the_package_unclassified() -> None:
+    eng, initial = audit_engine(VENDORED_MIT, model=answering("10.25.36.48:x86_64"))
+    paused = eng.run(initial)
+    assert isinstance(paused.stop_reason, HitlGatePending)
+    done = eng.resume(paused.stop_reason.gate_id, GateDecision.approve(by="alice"))
+    assert isinstance(done.stop_reason, CriteriaUnmet), done.stop_reason
+    assert done.stop_reason.criteria == ["all_reviewed"]
+    report = next(c for c in done.criteria if c.id == "all_reviewed")
+    assert "legacy-left-pad: the reviewer's answer '10.25.36.48:x86_64' is no SPDX" in str(
+        report.reason
+    )
+
+
+@pytest.mark.parametrize("expression", ["MIT", "Apache-2.0 OR MIT", "LicenseRef-Left-Pad"])
+def test_a_valid_expression_with_confidence_1_is_promoted_without_a_gate(
+    expression: str,
+) -> None:
+    eng, initial = audit_engine(VENDORED_MIT, model=answering(expression, 1.0))
+    result = eng.run(initial)
+    assert result.stop_reason == CriteriaMet(criteria=["all_reviewed", "risks_assessed"])
+    fact = license_of(result, "legacy-left-pad")
+    assert fact.content["spdx"] == expression
+    assert fact.provenance.suggestor == REVIEWER
+    assert [s for s in result.signals if isinstance(s, HitlGatePending)] == []
+
+
+def test_not_spdx_judges_the_answer_with_license_expressions_parser() -> None:
+    def review(spdx: object) -> Proposal:
+        return Proposal("license", {"name": "x", "spdx": spdx, "source": "reviewer"}, 1.0)
+
+    ctx = Context()
+    assert not not_spdx(review("GPL-2.0-or-later WITH Classpath-exception-2.0"), ctx)
+    assert not not_spdx(review("NOASSERTION"), ctx)
+    assert not_spdx(review("MIT OR"), ctx)
+    assert not_spdx(review("NotALicense-9.9"), ctx)
+    assert not_spdx(review(None), ctx)
+
+
+def test_the_job_files_gates_are_those_of_reviewed_audit() -> None:
+    job = load_job(ROOT / "examples" / "dependency_audit" / "reviewed.yaml")
+    python = reviewed_audit(None, source=lambda: [APP]).gates
+    hitl = [spec.hitl for spec in job.spec.gates if spec.hitl is not None]
+    assert [h.summary for h in hitl] == [p.summary for p in python]
+    assert [h.when for h in hitl] == [
+        "examples.dependency_audit.reviewer:needs_human",
+        "examples.dependency_audit.reviewer:not_spdx",
+        "examples.dependency_audit.reviewer:uncertain",
+    ]
+    assert [h.name for h in hitl] == [None, NOT_SPDX_GATE, None]
+    hooks = [h.validate_value for h in hitl]
+    assert hooks == [
+        None,
+        "examples.dependency_audit:spdx_value",
+        "examples.dependency_audit:spdx_value",
+    ]

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,8 @@ def readme_commands() -> list[str]:
     text = (ROOT / "README.md").read_text()
     block = re.search(r"```bash\n(.*?)```", text, re.S)
     assert block, "the README starts with a bash block"
-    return [line.split("#")[0].strip() for line in block.group(1).splitlines() if line.strip()]
+    commands = [line.split("#")[0].strip() for line in block.group(1).splitlines()]
+    return [c for c in commands if c]  # comment lines continue the command above
 
 
 def test_the_readme_starts_with_the_demo_and_test_commands() -> None:
@@ -48,6 +50,51 @@ def test_make_demo_works_on_a_fresh_clone(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "dependency-audit" in proc.stdout + proc.stderr
     assert (clone / "converge.db").exists(), "the demo records its run in the embedded SQLite store"
+    modules = "('llama_cpp', 'pydantic_ai', 'fastapi')"
+    find = f"import importlib.util as u; print([m for m in {modules} if u.find_spec(m)])"
+    python = clone / ".venv" / "bin" / "python"
+    found = subprocess.run([str(python), "-c", find], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "[]", "make demo installs no extra it does not need"
+
+
+def make_dry_run(target: str, venv: Path) -> list[str]:
+    """The ``pip install`` lines ``make -n TARGET`` would run with ``VENV=venv``."""
+    proc = subprocess.run(
+        ["make", "-n", f"VENV={venv}", target], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return [line for line in proc.stdout.splitlines() if "pip install --quiet -e" in line]
+
+
+def extras_of(line: str) -> set[str]:
+    found = re.search(r'"\.\[([^]]*)\]"', line)
+    assert found, line
+    return set(found.group(1).split(","))
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_each_make_target_installs_its_extras_and_the_demo_never_builds_the_local_model(
+    tmp_path: Path,
+) -> None:
+    venv = tmp_path / "venv"
+    (demo,) = make_dry_run("demo", venv)
+    assert extras_of(demo) == {"examples"}
+    (llm,) = make_dry_run("demo-llm", venv)
+    assert extras_of(llm) == {"examples", "agents", "local"}
+    (test,) = make_dry_run("test", venv)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert extras_of(test) == set(project["optional-dependencies"])
+    # after make demo, make demo installs nothing more and make test still installs every extra
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").touch()
+    (venv / ".installed-demo").touch()
+    assert make_dry_run("demo", venv) == []
+    assert make_dry_run("test", venv) == [test]
+    # make test marks the demos' sets installed too
+    dry = subprocess.run(
+        ["make", "-n", f"VENV={venv}", "test"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    touched = [line.split()[1:] for line in dry.stdout.splitlines() if line.startswith("touch ")]
+    assert touched == [[f"{venv}/.installed", f"{venv}/.installed-llm", f"{venv}/.installed-demo"]]
 
 
 def _base_python() -> str:

@@ -6,9 +6,14 @@ files named LICENSE, LICENCE, COPYING, NOTICE, UNLICENSE, COPYRIGHT...; for a
 vendored component, those in its ``path``) into ``license.file`` facts, and the
 ``license_reviewer`` agent proposes a ``license`` {name, spdx, confidence, source:
 "reviewer"} whose parents are those files. Its proposal is promoted at once when
-its confidence is at least :data:`THRESHOLD`; below, a HITL gate asks a human
-(approve: the reviewer's answer stands; reject with ``--reason SPDX``: the human's
-classification, through :func:`reviewer_decisions`).
+its ``spdx`` is an SPDX expression (license-expression's parser, or ``NOASSERTION``)
+and its confidence is at least :data:`THRESHOLD`. Otherwise a HITL gate asks a
+human (approve: the reviewer's answer stands; approve with ``--value SPDX`` or
+reject with ``--reason SPDX``: the human's classification, through
+:func:`spdx_value` and :func:`reviewer_decisions`). An answer that is no SPDX
+expression (:func:`not_spdx`) waits at that gate whatever its confidence, the
+model's text in the gate's summary; approved as it is, it classifies nothing
+(:class:`AllReviewed`).
 
 With no reviewer model (``$CONVERGE_MODEL`` unset) or no license file to read, a
 ``license.unknown`` goes to the human gate as in ``job.yaml``
@@ -42,8 +47,8 @@ from pydantic import BaseModel, Field
 from engine import Blocked, Context, CriterionResult, Fact, Met, Proposal, Unmet, suggestor
 from examples.dependency_audit import graph as g
 from examples.dependency_audit.distributions import installed_distributions, normalise_name
-from examples.dependency_audit.rules import risks_assessed
-from examples.dependency_audit.spdx import from_human
+from examples.dependency_audit.rules import risks_assessed, spdx_value
+from examples.dependency_audit.spdx import canonical, from_human
 from examples.dependency_audit.suggestors import (
     VENDORED,
     DistributionSource,
@@ -54,6 +59,17 @@ FILE = "license.file"
 REVIEWER = "license_reviewer"
 THRESHOLD = 0.8
 """A review with a confidence below this asks a human."""
+REVIEW_SUMMARY = "Review: {content[name]} is {content[spdx]}? (confidence {confidence})"
+"""The summary of the review gate (:func:`uncertain`)."""
+NOT_SPDX_SUMMARY = (
+    "Review: the reviewer answered {content[spdx]!r} for {content[name]}, which is no SPDX "
+    "expression (confidence {confidence}): approve --value SPDX or reject --reason SPDX"
+)
+"""The summary of the gate on an answer that is no SPDX expression (:func:`not_spdx`)."""
+NOT_SPDX_GATE = "review:not-spdx"
+"""The name of that gate's policy (the review gate keeps the default name)."""
+NOASSERTION = "NOASSERTION"
+"""SPDX's "no license recognised": a valid answer of the reviewer, though no expression."""
 MODEL_ENV = "CONVERGE_MODEL"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 """The directory holding the ``examples`` package: a vendored component's relative
@@ -175,10 +191,25 @@ class NeedsHuman:
 needs_human = NeedsHuman()
 
 
+def is_spdx_answer(spdx: Any) -> bool:
+    """True when a reviewer's ``spdx`` is an SPDX expression (parsed by
+    license-expression, see :func:`spdx.canonical`) or ``NOASSERTION``."""
+    return isinstance(spdx, str) and (spdx.strip() == NOASSERTION or canonical(spdx) is not None)
+
+
+def not_spdx(proposal: Proposal, ctx: Context) -> bool:
+    """The ``when`` of the gate on a reviewer's ``license`` whose ``spdx`` is no SPDX
+    expression (``legacy-left-pad/license.file``, ``:{``): it waits for a human
+    whatever its confidence."""
+    content = proposal.content
+    return not (isinstance(content, dict) and is_spdx_answer(content.get("spdx")))
+
+
 def uncertain(proposal: Proposal, ctx: Context) -> bool:
-    """The ``when`` of the gate on the reviewer's ``license``: confidence below
-    :data:`THRESHOLD`."""
-    return proposal.confidence < THRESHOLD
+    """The ``when`` of the review gate on the reviewer's ``license``: confidence
+    below :data:`THRESHOLD`, or an answer that is no SPDX expression
+    (:func:`not_spdx`; list its gate first for its summary)."""
+    return proposal.confidence < THRESHOLD or not_spdx(proposal, ctx)
 
 
 @suggestor(name="reviewer_decisions", dependencies=[g.REJECTED])
@@ -204,8 +235,9 @@ def reviewer_decisions(ctx: Context) -> list[Proposal]:
 class AllReviewed:
     """Met when every package has a ``license`` fact, or a ``license.unknown`` that
     went to a human (see :data:`needs_human`) and was approved. A package the
-    reviewer has yet to answer, or whose review a human rejected with no SPDX
-    reason, is unmet."""
+    reviewer has yet to answer, whose review a human rejected with no SPDX
+    reason, or whose license is a reviewer's answer that is no SPDX expression
+    (approved as it was), is unmet."""
 
     id: str = "all_reviewed"
     required: bool = True
@@ -220,7 +252,7 @@ class AllReviewed:
         unknown = {f.content["name"]: f for f in ctx.get(g.UNKNOWN)}
         left: list[str] = []
         for name in sorted(pkgs):
-            if name in lic:
+            if name in lic and not _unclassified_review(lic[name]):
                 continue
             fact = unknown.get(name)
             if fact is not None and self.needs_human(Proposal(fact.key, fact.content), ctx):
@@ -228,6 +260,13 @@ class AllReviewed:
             left.append(name)
         if not left:
             return Met()
+        for name in left:
+            if name in lic:
+                return Unmet(
+                    f"{name}: the reviewer's answer {lic[name].content.get('spdx')!r} is no "
+                    "SPDX expression; a human classifies it (approve --value SPDX or reject "
+                    "--reason SPDX)"
+                )
         for fact in ctx.get(g.REJECTED):
             review = fact.content.get("content")
             if isinstance(review, dict) and review.get("name") in left:
@@ -241,6 +280,12 @@ class AllReviewed:
             f"{len(left)} package(s) await the license reviewer: {', '.join(left[:5])}",
             approval_ref=f"{g.UNKNOWN}:{left[0]}",
         )
+
+
+def _unclassified_review(fact: Fact) -> bool:
+    """True for a reviewer's ``license`` whose ``spdx`` is no SPDX expression."""
+    content = fact.content
+    return content.get("source") == "reviewer" and not is_spdx_answer(content.get("spdx"))
 
 
 all_reviewed = AllReviewed(needs_human=needs_human)
@@ -290,8 +335,17 @@ def reviewed_audit(
         require_approval(
             keys=[g.LICENSE],
             suggestors=[REVIEWER],
+            when=not_spdx,
+            summary=NOT_SPDX_SUMMARY,
+            name=NOT_SPDX_GATE,
+            validate_value=spdx_value,
+        ),
+        require_approval(
+            keys=[g.LICENSE],
+            suggestors=[REVIEWER],
             when=uncertain,
-            summary="Review: {content[name]} is {content[spdx]}? (confidence {confidence})",
+            summary=REVIEW_SUMMARY,
+            validate_value=spdx_value,
         ),
         *extra_gates,
     ]
