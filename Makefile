@@ -1,7 +1,8 @@
 # Bootstraps .venv from the project's own pyproject; nothing is assumed installed.
 # Each target installs only the extras it needs, once (a stamp per set):
 #   make demo      converge + examples                    (seconds to ~1 min the first time)
-#   make demo-llm  + agents, local: builds llama-cpp-python (~11 min on 2 cores the first time)
+#   make demo-llm  + agents, local: builds llama-cpp-python for any AVX2 CPU (~11 min on 2
+#                  cores, once per machine)
 #   make test      every extra (and, as root, Debian's chromium); so do setup, docs, bench
 PYTHON ?= python3
 VENV := .venv
@@ -20,12 +21,30 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# llama-cpp-python for any x86-64 CPU with AVX2, not tuned to the CPU that builds it
+# (llama.cpp's default GGML_NATIVE=ON compiled AVX-512 and AMX kernels that fault
+# elsewhere): built once per machine into a wheel cache of its own (pip's would keep
+# serving a native build of the same version), then installed before the extras.
+LLAMA_WHEELS := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/converge/llama-avx2-wheels
+LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+define portable_llama
+	@if ! ls "$(LLAMA_WHEELS)"/llama_cpp_python-*.whl >/dev/null 2>&1; then \
+	  echo "building llama-cpp-python for any x86-64 CPU with AVX2 (about 11 min on 2 cores, once)"; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE)" $(BIN)/pip wheel --quiet --no-deps --no-cache-dir \
+	    --no-binary llama-cpp-python -w "$(LLAMA_WHEELS)" "llama-cpp-python>=0.3" || exit 1; \
+	fi
+	$(BIN)/pip install --quiet --no-deps --force-reinstall "$(LLAMA_WHEELS)"/llama_cpp_python-*.whl
+endef
+
 # every extra holds the demos' extras too: their stamps are touched with it
 $(STAMP): pyproject.toml | $(BIN)/python
+	$(portable_llama)
 	$(BIN)/pip install --quiet -e ".[$(EXTRAS)]"
 	touch $(STAMP) $(STAMP_LLM) $(STAMP_DEMO)
 
 $(STAMP_LLM): pyproject.toml | $(BIN)/python
+	$(portable_llama)
 	$(BIN)/pip install --quiet -e ".[$(LLM_EXTRAS)]"
 	touch $(STAMP_LLM) $(STAMP_DEMO)
 

@@ -219,3 +219,14 @@ def test_the_server_turns_llama_cpps_extra_buffer_types_off() -> None:
 
     made = portable_params(Params)()
     assert made.use_extra_bufts is False and made.use_mmap is True
+
+
+def test_the_llama_cpp_make_installs_is_built_for_any_cpu_with_avx2() -> None:
+    # make's portable build (issue 41): no AVX-512 or AMX kernels, which fault or are
+    # illegal on another x86-64 CPU; a build made by a plain pip install is native
+    if not os.environ.get("CI"):
+        pytest.skip("checks the build `make test` installs (run under CI)")
+    llama_cpp = pytest.importorskip("llama_cpp")
+    features = llama_cpp.llama_print_system_info().decode()
+    assert "AVX2 = 1" in features, features
+    assert "AVX512" not in features and "AMX" not in features, features
