@@ -134,7 +134,7 @@ def run_plain(
             else:
                 plain, outcomes = False, [out]
         else:
-            last = tuple([names[i] for i in eligible])
+            last = tuple(map(names.__getitem__, eligible))  # no comprehension frame
             plain, effects, outcomes = loop.execute_many(eligible)
             plain = plain and not recorded
         if not plain:  # collect() takes it, and any usage it recorded
@@ -269,7 +269,10 @@ class PlainLoop:
                     break
         effects: list[tuple[str, list[Proposal]]] = []
         if plain:
-            effects = [(names[i], out) for i, out in zip(eligible, outcomes, strict=False) if out]
+            # a loop, not a comprehension: a comprehension is a frame a cycle (Python 3.11)
+            for i, out in zip(eligible, outcomes, strict=False):
+                if out:
+                    effects.append((names[i], out))
         return plain, effects, outcomes
 
     def merge(
