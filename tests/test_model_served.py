@@ -11,24 +11,17 @@ import os
 import signal
 from pathlib import Path
 
-import pytest
-
 from audit import open_store
 from converge.agents import build_agent
 from converge.agents.local import SERVER_ENV, LocalModelServer
 from engine import Budget, Engine, Error, ErrorCategory
 from tests.fake_model_server import COMMAND
 from tests.fakeopenai import completion, fake_openai, free_port
-from tests.test_bad_models import Verdict, run_reviewer
+from tests.test_bad_models import Verdict, no_key_no_default, run_reviewer
+
+__all__ = ["no_key_no_default"]  # the autouse fixture: no key, no model of the machine
 
 VERDICT = '{"name": "left-pad", "spdx": "MIT"}'
-
-
-@pytest.fixture(autouse=True)
-def no_key_no_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No API key and no model or base URL of the machine's environment."""
-    for name in ("OPENAI_API_KEY", "CONVERGE_MODEL", "CONVERGE_MODEL_BASE_URL", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
 
 
 def test_a_model_the_server_does_not_list_is_refused_before_any_chat_call(

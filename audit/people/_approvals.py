@@ -61,7 +61,14 @@ class VoteOutcome:
     @property
     def still_needed(self) -> int:
         """Approvals still needed to approve the gate (0 once decided)."""
-        return 0 if self.decision is not None else max(self.required - self.approvals, 0)
+        return still_needed(self.votes, self.required, self.decision)
+
+
+def still_needed(votes: Sequence[Vote], required: int, decision: GateDecision | None) -> int:
+    """Approvals ``votes`` still need to reach ``required`` (0 once ``decision`` is set)."""
+    if decision is not None:
+        return 0
+    return max(required - sum(1 for v in votes if v.approved), 0)
 
 
 def _decision(votes: list[Vote], required: int) -> tuple[GateDecision, Vote] | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, select
 
 from audit.ledger._store_key import require_key
-from audit.people._approvals import Vote, locked_pending_gate, vote_in
+from audit.people._approvals import Vote, locked_pending_gate, still_needed, vote_in
 from audit.people._people import actors_in, groups_in, holds_token_or_group
 from audit.people._schema import ensure_inbox_tables
 from audit.signing._known_people import Person, anyone_in, person_in, ready_to_read
@@ -117,9 +117,7 @@ class Recorded:
     @property
     def still_needed(self) -> int:
         """Approvals still needed (0 once decided)."""
-        if self.decision is not None:
-            return 0
-        return max(self.required - sum(1 for v in self.votes if v.approved), 0)
+        return still_needed(self.votes, self.required, self.decision)
 
 
 def record_decision(
