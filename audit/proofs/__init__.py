@@ -11,28 +11,16 @@ from audit.lazy import face
 
 if TYPE_CHECKING:
     from audit.proofs._bundle_check import (
-        FORMATS,
-        READ,
-        Check,
         read_bundle,
         verify_bundle,
     )
     from audit.proofs._bundles import (
-        FORMAT,
-        FORMAT_V1,
-        RUN_TYPE,
         export_fact,
         export_run,
         write_bundle,
     )
 
 __all__ = [
-    "FORMAT",
-    "FORMATS",
-    "FORMAT_V1",
-    "READ",
-    "RUN_TYPE",
-    "Check",
     "export_fact",
     "export_run",
     "read_bundle",

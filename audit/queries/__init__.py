@@ -18,40 +18,23 @@ if TYPE_CHECKING:
         forks_of,
         mark_inherited,
     )
-    from audit.queries._history import (
-        COUNTED,
-        read_history,
-    )
     from audit.queries._lineage import (
         lineage_graph,
     )
     from audit.queries._queries import (
         CANDIDATES,
-        DEFAULT_LIMIT,
         RunRow,
         StoredEvent,
         UnreadableRun,
-        get_run,
-        list_runs,
-        parse_since,
-        read_events,
-        read_facts,
         read_runs,
-        resolve_run_id,
-        run_row,
-        runs_query,
     )
     from audit.queries._timeline import (
-        CycleSummary,
         last_budget_status,
         timeline,
     )
 
 __all__ = [
     "CANDIDATES",
-    "COUNTED",
-    "DEFAULT_LIMIT",
-    "CycleSummary",
     "ForkLink",
     "RunRow",
     "StoredEvent",
@@ -59,19 +42,10 @@ __all__ = [
     "fork_link",
     "fork_links",
     "forks_of",
-    "get_run",
     "last_budget_status",
     "lineage_graph",
-    "list_runs",
     "mark_inherited",
-    "parse_since",
-    "read_events",
-    "read_facts",
-    "read_history",
     "read_runs",
-    "resolve_run_id",
-    "run_row",
-    "runs_query",
     "timeline",
 ]
 
@@ -81,7 +55,6 @@ if not TYPE_CHECKING:
         __all__,
         (
             "_forks",
-            "_history",
             "_lineage",
             "_queries",
             "_timeline",

@@ -12,7 +12,6 @@ if TYPE_CHECKING:
     from audit.run_queue._queue import (
         cancel_requested,
         clear_cancel,
-        ensure_service_tables,
         queue_run,
         request_cancel,
         runs_to_recover,
@@ -22,7 +21,6 @@ if TYPE_CHECKING:
 __all__ = [
     "cancel_requested",
     "clear_cancel",
-    "ensure_service_tables",
     "queue_run",
     "request_cancel",
     "runs_to_recover",
