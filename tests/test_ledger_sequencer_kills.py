@@ -150,3 +150,63 @@ def test_a_writer_killed_with_heads_pending_loses_nothing(url: str) -> None:
     assert all(chain_hash(store, "w", r[2]) == r[3] for r in rows if r[2])
     assert all(r.ok and r.reason is None for r in store.verify_all())
     store.close()
+
+
+LEADER_DIES_IN_PASS = """
+import os, signal, sys
+import audit.ledger._integration as passes
+from audit import open_store
+from audit.ledger import LedgerSequencer
+
+point = sys.argv[2]
+original = getattr(passes, point)
+
+def then_die(*args, **kwargs):
+    original(*args, **kwargs)  # this step of the pass is done, its transaction open
+    os.kill(os.getpid(), signal.SIGKILL)
+
+setattr(passes, point, then_die)
+sequencer = LedgerSequencer(open_store(sys.argv[1]), follow_s=0)
+assert sequencer.leading()
+print("leading", flush=True)
+sys.stdin.readline()
+sequencer.tick()
+print("survived", flush=True)
+"""
+
+KILL_POINTS = ("_lock_head", "_forward", "_clear", "_append", "_pass")
+"""The steps of a pass (audit.ledger._integration) after which the leader dies."""
+
+TRIALS = 10
+
+
+def test_a_leader_killed_mid_pass_ten_times_loses_no_head(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, recorded_heads: list[tuple[str, int, str]]
+) -> None:
+    store = delayed(pg_url)
+    for trial in range(TRIALS):
+        point = KILL_POINTS[trial % len(KILL_POINTS)]
+        with no_end_pass(monkeypatch):
+            for i in range(3):
+                run(store, f"t{trial}-{i}", cycles=3 + trial % 4)
+        waiting = pending_count(store)
+        leader = subprocess.Popen(
+            [sys.executable, "-c", LEADER_DIES_IN_PASS, pg_url, point], cwd=ROOT,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert leader.stdout is not None and leader.stdout.readline().strip() == "leading"
+        follower = LedgerSequencer(store, follow_s=0)
+        assert not follower.leading()
+
+        out, _ = leader.communicate("go\n", timeout=60)
+
+        assert leader.returncode == -signal.SIGKILL and "survived" not in out, point
+        assert pending_count(store) == waiting, f"trial {trial} ({point}): a head lost"
+        for _ in range(400):  # the server drops the killed session and its lock
+            if follower.leading():
+                break
+            threading.Event().wait(0.025)
+        assert follower.tick() == waiting and pending_count(store) == 0, point
+        follower.resign()  # the next trial's leader takes the lead
+    assert_ledger_in_order(store, recorded_heads)
+    store.close()

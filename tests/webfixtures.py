@@ -20,6 +20,7 @@ from fastapi import FastAPI
 from audit.store import SqlRunStore
 from converge.jobs import Job, load_job, parse_job
 from converge.web import create_app
+from converge.web.serving import server_config
 from engine import RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,8 +37,11 @@ initial: {seed: [1]}
 
 
 @contextmanager
-def served(store: SqlRunStore, app: FastAPI | None = None) -> Iterator[str]:
-    """Serve the inbox over ``store`` (or ``app``, made by ``create_app``); yield
+def served(
+    store: SqlRunStore, app: FastAPI | None = None, *, forwarded_allow_ips: str | None = None
+) -> Iterator[str]:
+    """Serve the inbox over ``store`` (or ``app``, made by ``create_app``) with the
+    settings of ``converge serve`` (``forwarded_allow_ips`` as its option); yield
     ``http://127.0.0.1:PORT``. On the way out, the runs its decisions resumed in its
     pool (``app.state.run_queue``) are waited for: after the block they have stopped."""
     app = app or create_app(store)
@@ -47,7 +51,9 @@ def served(store: SqlRunStore, app: FastAPI | None = None) -> Iterator[str]:
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="off")
+    config = server_config(
+        app, log_level="warning", lifespan="off", forwarded_allow_ips=forwarded_allow_ips
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

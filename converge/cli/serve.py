@@ -34,6 +34,14 @@ def serve_cmd(
     tls_key: Annotated[
         str | None, typer.Option("--tls-key", help="PEM private key of --tls-cert.")
     ] = None,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            "--forwarded-allow-ips",
+            envvar="CONVERGE_FORWARDED_ALLOW_IPS",
+            help="Proxies (comma-separated addresses) whose X-Forwarded-For is believed.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the approval inbox: pending gates, gate and run pages, the JSON API.
 
@@ -41,6 +49,9 @@ def serve_cmd(
     ($CONVERGE_BROKER), or without one to a pool of --pool threads of this server,
     never into the request. The server also applies the gates' deadlines on time.
     With --tls-cert and --tls-key it serves HTTPS (session cookies are then Secure).
+    Clients are known by their connection's address (sign-in limits count per
+    address); X-Forwarded-For is believed only from the proxies of
+    --forwarded-allow-ips.
     """
     if (tls_cert is None) != (tls_key is None):
         fail("--tls-cert and --tls-key go together")
@@ -48,6 +59,7 @@ def serve_cmd(
         import uvicorn
 
         from converge.web import create_app
+        from converge.web.serving import server_config
     except ImportError as exc:
         fail(f"converge serve needs the 'web' extra: pip install 'converge-engine[web]' ({exc})")
     store = open_run_store(db)
@@ -71,14 +83,15 @@ def serve_cmd(
     # run heads committed by any process reach the ledger within the store's delay
     sequencer = start_sequencing(store, store.signer)
     try:
-        uvicorn.run(
+        config = server_config(
             create_app(store, run_queue=runs),
-            host=host,
-            port=port,
-            log_level="info",
-            ssl_certfile=tls_cert,
-            ssl_keyfile=tls_key,
+            host,
+            port,
+            forwarded_allow_ips=forwarded_allow_ips,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
         )
+        uvicorn.Server(config).run()
     finally:
         keeper.stop()
         sequencer.stop()

@@ -1,0 +1,53 @@
+"""How ``converge serve`` listens: the uvicorn settings of the inbox.
+
+Who a request comes from is the connection's peer address (the sign-in limits of
+:mod:`converge.web.limits` count failures per address). ``X-Forwarded-For`` and
+``X-Forwarded-Proto`` are honoured only from the proxies the operator lists
+(``--forwarded-allow-ips``, as uvicorn's option of that name): a client cannot
+choose the address it is counted under, nor lock another address out. uvicorn's
+own default trusts 127.0.0.1, which let any local client spoof the header; here
+nothing is trusted unless listed.
+"""
+
+from __future__ import annotations
+
+import uvicorn
+from fastapi import FastAPI
+
+__all__ = ["GRACEFUL_SHUTDOWN_S", "server_config"]
+
+GRACEFUL_SHUTDOWN_S = 5
+"""Seconds uvicorn waits for requests in flight after SIGTERM before closing them."""
+
+
+def server_config(
+    app: FastAPI,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    forwarded_allow_ips: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    log_level: str = "info",
+    lifespan: str = "auto",
+) -> uvicorn.Config:
+    """The uvicorn settings serving ``app`` on ``host``:``port``.
+
+    ``forwarded_allow_ips``: comma-separated addresses or networks of the proxies
+    whose ``X-Forwarded-*`` headers are believed (``*``: any peer; None or empty:
+    none, the peer address is the client's). ``tls_cert`` / ``tls_key``: PEM files
+    to serve HTTPS.
+    """
+    trusted = (forwarded_allow_ips or "").strip()
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan=lifespan,  # type: ignore[arg-type]  # uvicorn's Literal
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=trusted or None,
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
