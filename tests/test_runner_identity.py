@@ -140,9 +140,12 @@ def test_a_store_with_people_requires_tokens_by_default_and_false_still_needs_a_
     viewer = cli("run", str(job), "--db", url, token=_token(url, "victor", "viewer"))
 
     assert json.loads(shown.stdout) == {"require-token": "auto"}
-    _refused(no_token, "requires the runner's token")
+    _refused(no_token, "require-token auto, and people are registered")
     assert viewer.exit_code == 2 and "viewer token of victor" in viewer.stderr
-    assert _recorded(url) == {**before, "meta": _recorded(url)["meta"]}  # only victor's token
+    assert _recorded(url) == before
+    proven = cli("run", str(job), "--db", url, "--json", token=tokens["alice"])
+    assert proven.exit_code == 10, proven.output
+    assert _actors(url, json.loads(proven.stdout)["run_id"]) == [("alice", "ran")]
 
     assert cli("config", "set", "require-token", "false", "--db", url).exit_code == 0
     stranger = cli("run", str(job), "--db", url, user="nobody-real")
@@ -241,3 +244,22 @@ def test_the_inboxs_fork_records_its_caller_whom_four_eyes_then_refuses(
 
     assert _actors(url, child) == [("alice", "forked")]
     assert own.status_code == 403 and "four eyes" in own.json()["detail"]
+
+
+def test_a_decision_in_a_store_with_people_needs_the_deciders_token_by_default(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    url, job = sqlite_url, tmp_path / "gov.yaml"
+    job.write_text(GOVERNED.replace("approvals_required: 2", "approvals_required: 1"))
+    ran = cli("run", str(job), "--db", url, "--json", user="setup")  # before any people
+    gate = json.loads(ran.stdout)["stop_reason"]["gate_id"]
+    tokens = _legal(url, "alice")
+
+    bare = cli("approve", gate, "--by", "alice", "--reason", "ok", "--db", url)
+    proven = cli("approve", gate, "--by", "alice", "--reason", "ok", "--db", url,
+                 token=tokens["alice"])  # fmt: skip
+
+    assert bare.exit_code == 2, bare.output
+    assert "require-token auto, and people are registered" in bare.stderr
+    assert proven.exit_code == 0, proven.output
+    assert sql(url, "SELECT decided_by FROM gates") == [("alice",)]
