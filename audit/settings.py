@@ -1,9 +1,11 @@
 """Store settings (``converge config set NAME VALUE``), kept in ``converge_meta``.
 
-One setting so far: ``require-token`` (``true`` / ``false``, default ``false``):
-decisions made on the command line (``converge approve`` / ``reject``) must carry
-the decider's API token (``--token`` or ``$CONVERGE_TOKEN``), so the command line
-cannot decide as someone else, nor twice for a quorum under two names. A setting
+One setting so far: ``require-token`` (``true``, ``false`` or ``auto``, the default:
+true once anyone is registered with ``converge user add``): the command line must
+prove who acts with their API token (``--token`` or ``$CONVERGE_TOKEN``), decisions
+(``converge approve`` / ``reject``, or a signature instead) and runs (``run``,
+``submit``, ``resume``, ``fork``) alike, so it cannot decide or run as someone else,
+nor vote twice for a quorum under two names (``converge.governance``). A setting
 is not chained: someone able to write the database can change it (docs/audit.md,
 "Trust model"), which is why signed decisions exist.
 """
@@ -24,16 +26,19 @@ __all__ = ["REQUIRE_TOKEN", "SETTINGS", "Setting", "get_setting", "set_setting",
 _PREFIX = "setting:"
 
 REQUIRE_TOKEN = "require-token"
-"""Command-line decisions need the decider's API token (``true`` / ``false``)."""
+"""The command line proves who decides and runs with a token (``true`` / ``false`` /
+``auto``: once anyone is registered)."""
 
 
-def _boolean(text: str) -> str:
+def _boolean_or_auto(text: str) -> str:
     value = text.strip().lower()
     if value in ("true", "yes", "on", "1"):
         return "true"
     if value in ("false", "no", "off", "0"):
         return "false"
-    raise ValueError(f"{text!r} is not true or false")
+    if value == "auto":
+        return "auto"
+    raise ValueError(f"{text!r} is not true, false or auto")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +55,10 @@ class Setting:
 SETTINGS: dict[str, Setting] = {
     REQUIRE_TOKEN: Setting(
         REQUIRE_TOKEN,
-        "false",
-        "converge approve / reject need the decider's token (--token or $CONVERGE_TOKEN)",
-        _boolean,
+        "auto",
+        "approve / reject / run / submit / resume / fork need the token of who acts "
+        "(--token or $CONVERGE_TOKEN); auto: once anyone is registered (converge user add)",
+        _boolean_or_auto,
     ),
 }
 """Every setting, by name."""

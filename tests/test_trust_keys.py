@@ -220,6 +220,9 @@ def _token(res: object) -> str:
 def test_once_someone_is_registered_by_must_name_a_known_person(url: str, tmp_path: Path) -> None:
     gate = run_gated(url, tmp_path)
     assert cli("user", "add", "alice", "--db", url).exit_code == 0
+    # tokens not required (by default they are once people are registered): the
+    # name itself must still be a known person's
+    assert cli("config", "set", "require-token", "false", "--db", url).exit_code == 0
     before = snapshot(url)
 
     stranger = cli("approve", gate, "--by", "mallory", "--db", url)

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         access_entries,
         add_to_groups,
         groups_of,
+        knows,
         log_access,
         record_actor,
     )
@@ -67,6 +68,7 @@ __all__ = [
     "deciding_vote",
     "decision_case",
     "groups_of",
+    "knows",
     "log_access",
     "record_actor",
     "record_decision",

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from audit.signing._known_people import (
         Person,
         add_person,
+        anyone_registered,
         public_key_from_pem,
     )
     from audit.signing._statements import (
@@ -40,6 +41,7 @@ __all__ = [
     "Signer",
     "SigningKeyError",
     "add_person",
+    "anyone_registered",
     "canonical",
     "chain_holds",
     "decision_statement",

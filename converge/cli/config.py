@@ -22,11 +22,14 @@ app.add_typer(config_app, name="config")
 @config_app.command("set")
 def set_cmd(
     name: Annotated[str, typer.Argument(help=f"The setting: {', '.join(sorted(SETTINGS))}.")],
-    value: Annotated[str, typer.Argument(help="Its value (require-token: true or false).")],
+    value: Annotated[
+        str, typer.Argument(help="Its value (require-token: true, false or auto).")
+    ],
     db: DbOption = None,
 ) -> None:
-    """Set a store setting. require-token true: converge approve / reject need the
-    decider's API token (--token or $CONVERGE_TOKEN).
+    """Set a store setting. require-token true: approve / reject / run / submit /
+    resume / fork need the API token of who acts (--token or $CONVERGE_TOKEN);
+    auto (the default): true once anyone is registered (converge user add).
 
     Example: converge config set require-token true
     """

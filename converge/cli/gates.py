@@ -19,7 +19,7 @@ from rich.markup import escape
 
 from audit.ledger import require_key
 from audit.store import SqlRunStore
-from converge.cli.actors import ActorOption
+from converge.cli.actors import ActorOption, RunnerTokenOption, runner
 from converge.cli.budgets import (
     AddCyclesOption,
     BudgetFlags,
@@ -233,7 +233,7 @@ def _decide(
     try:
         # the key and the decider first: a refusal leaves nothing behind
         require_key(store, f"deciding gate {gate_id}")
-        cli_decider(store, decision.by, proof.token)
+        cli_decider(store, decision.by, proof.token, signed=signer is not None)
     except ConvergeError as exc:
         fail(str(exc))
     queue = None if detach is None else run_queue_for(detach[0], detach[1], db)
@@ -368,12 +368,17 @@ def resume_cmd(
     db: DbOption = None,
     as_json: JsonOption = False,
     by: ActorOption = None,
+    token: RunnerTokenOption = None,
 ) -> None:
     """Continue a stopped, expired-gate or crashed run (more budget optional)."""
     store = _store(db)
     run_id = resolve_run(store, run_id)  # a unique prefix of the id will do
     try:
         require_key(store, f"resuming run {run_id}")  # before anything is written
+    except ConvergeError as exc:
+        fail(str(exc))
+    who = runner(store, by, token)  # four eyes relies on it: checked before any write
+    try:
         # a pending gate of this run past its deadline: decided by on_timeout first,
         # then this command resumes the run (with its budget); others' runs go on
         for gate in store.gates(pending=True):
@@ -395,4 +400,4 @@ def resume_cmd(
         job, store, as_json=as_json, resume=lambda engine: engine.resume_run(run_id, given)
     )
     # after the leg: a kill before its claim leaves nothing of this command behind
-    finish_leg(store, job, result, by=by, action="resumed", as_json=as_json)
+    finish_leg(store, job, result, by=who, action="resumed", as_json=as_json)

@@ -39,12 +39,13 @@ def finish_leg(
     job: Job,
     result: RunResult,
     *,
-    by: str | None,
+    by: str,
     action: str,
     as_json: bool,
     all_facts: bool = False,
 ) -> NoReturn:
-    """Record ``by`` as having ``action``-ed the run (``"ran"``, ``"forked"``,
+    """Record ``by`` (who ran it, as :func:`converge.cli.actors.runner` checked them
+    before the leg) as having ``action``-ed the run (``"ran"``, ``"forked"``,
     ``"resumed"``), render ``result`` and exit with its stop's exit code."""
     record(store, result.run_id, by, action)
     render_result(result, as_json=as_json, job=job, all_facts=all_facts)

@@ -9,7 +9,7 @@ import typer
 
 from audit.ledger import require_key
 from audit.store import SqlRunStore
-from converge.cli.actors import ActorOption
+from converge.cli.actors import ActorOption, RunnerTokenOption, runner
 from converge.cli.budgets import (
     BudgetFlags,
     MaxCostOption,
@@ -80,6 +80,7 @@ def run(
     max_cost_usd: MaxCostUsdOption = None,
     max_invocations: MaxInvocationsOption = None,
     by: ActorOption = None,
+    token: RunnerTokenOption = None,
 ) -> None:
     job = job_for(job_file)
     # --max-* over the job file's budget: (recorded in the run's checkpoints, so a
@@ -95,13 +96,15 @@ def run(
             require_key(store, "starting a run")
         except ConvergeError as exc:
             fail(str(exc))
+    # who runs, checked before anything is written: four eyes relies on the name
+    who = runner(store, by, token)
     if otel or any(os.environ.get(v) for v in OTLP_ENDPOINTS):
         result = _run_traced(job, store, as_json=as_json)
     else:
         result = execute_with_progress(job, store, as_json=as_json)
     if no_audit:
         _warn_unrecorded_gates(job)
-    finish_leg(store, job, result, by=by, action="ran", as_json=as_json, all_facts=all_facts)
+    finish_leg(store, job, result, by=who, action="ran", as_json=as_json, all_facts=all_facts)
 
 
 def _run_traced(job: Job, store: RunStore | None, *, as_json: bool) -> RunResult:

@@ -21,7 +21,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from audit.queries import RunRow
 from audit.run_queue import request_cancel
 from audit.store import SqlRunStore
-from converge.cli.actors import ActorOption, record
+from converge.cli.actors import ActorOption, RunnerTokenOption, record, runner
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, JsonOption, err, fail, open_run_store, out
 from converge.jobs import load_job
@@ -88,6 +88,7 @@ def submit(
     queue: QueueOption = "converge",
     as_json: JsonOption = False,
     by: ActorOption = None,
+    token: RunnerTokenOption = None,
 ) -> None:
     """Put a run of a job on a queue and print its run id at once.
 
@@ -101,11 +102,12 @@ def submit(
         fail(str(exc))
     store = open_run_store(db)
     assert isinstance(store, SqlRunStore)
+    who = runner(store, by, token)  # before the run is queued: four eyes relies on it
     try:
         run_id = submit_run(job, store, run_queue_for(broker, queue, db))
     except ConvergeError as exc:
         fail(str(exc))
-    record(store, run_id, by, "submitted")
+    record(store, run_id, who, "submitted")
     if as_json:
         out.print_json(data={"run_id": run_id, "status": RunStatus.QUEUED})
     else:

@@ -28,7 +28,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from audit.store import SqlRunStore
-from converge.cli.actors import ActorOption
+from converge.cli.actors import ActorOption, RunnerTokenOption, runner
 from converge.cli.audit import print_json, read_store
 from converge.cli.budgets import (
     BudgetFlags,
@@ -77,6 +77,7 @@ def fork_cmd(
     db: DbOption = None,
     as_json: JsonOption = False,
     by: ActorOption = None,
+    token: RunnerTokenOption = None,
 ) -> None:
     """Start a new run from the state after cycle N of a recorded run (the parent is
     not changed); exits with the fork's stop code, 2 when the cycle cannot be rebuilt."""
@@ -88,12 +89,13 @@ def fork_cmd(
         max_cycles, max_facts, max_tokens, max_seconds, max_cost, max_cost_usd, max_invocations
     )
     budget = flags.over(job.spec.budget)
+    who = runner(store, by, token)  # before the fork writes anything
     result = execute_with_progress(
         job, store, as_json=as_json, resume=lambda engine: engine.fork(run_id, at_cycle, budget)
     )
     if not as_json:
         out.print(f"forked {escape(run_id)} at cycle {at_cycle}: new run {escape(result.run_id)}")
-    finish_leg(store, job, result, by=by, action="forked", as_json=as_json)
+    finish_leg(store, job, result, by=who, action="forked", as_json=as_json)
 
 
 @app.command("diff")

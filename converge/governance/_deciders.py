@@ -1,30 +1,37 @@
-"""Deciders are people: who a decision names must be someone the store knows, and on
-the command line, with ``require-token``, someone who proves it with their token.
+"""Deciders and runners are people: who a decision or a run names must be someone the
+store knows, and on the command line, when tokens are required, someone who proves
+it with their token.
 
 - With nobody registered (``converge user add``), ``--by`` is free text, as before
   people existed: a store that never registered anyone keeps working unchanged.
   Once anyone is registered, every decision (CLI, inbox, Python through
   :func:`converge.decisions.decide`) must name a known person (registered,
   holding a token, or in a group: ``audit.people.Decider.known``), else
-  :class:`UnknownPerson` (:func:`converge.governance.check_decision`).
-- ``converge config set require-token true`` (:mod:`audit.settings`): ``converge
-  approve`` / ``reject`` need the decider's API token (``--token`` or
-  ``$CONVERGE_TOKEN``), an approver's and the ``--by`` person's
-  (:func:`cli_decider`), so the command line cannot vote twice under two names for
-  a quorum, nor decide as a gate's approver or around four eyes, any more than the
-  inbox can.
+  :class:`UnknownPerson` (:func:`converge.governance.check_decision`); so must
+  whoever runs, submits, resumes or forks a run on the command line
+  (:func:`cli_runner`).
+- Tokens are required (:func:`tokens_required`) when the store says
+  ``require-token true``, or, by default (``auto``), once anyone is registered:
+  ``converge approve`` / ``reject`` then need the decider's API token (``--token``
+  or ``$CONVERGE_TOKEN``), an approver's and the ``--by`` person's
+  (:func:`cli_decider`), or a signature with ``--by``'s registered key; ``run``,
+  ``submit``, ``resume`` and ``fork`` need the runner's token, and the runner
+  recorded is its person. So the command line can neither vote twice under two
+  names for a quorum, nor decide as a gate's approver, nor run under a name that
+  four eyes would not recognise, any more than the inbox can.
 
 Every refusal is a :class:`converge.errors.NotAllowed` (HTTP 403).
 """
 
 from __future__ import annotations
 
-from audit.people import authenticate
+from audit.people import Principal, authenticate, knows
 from audit.settings import REQUIRE_TOKEN, get_setting
+from audit.signing import anyone_registered
 from audit.store import SqlRunStore
 from converge.errors import BadToken, TokenRequired, UnknownPerson
 
-__all__ = ["cli_decider", "unknown_person"]
+__all__ = ["cli_decider", "cli_runner", "tokens_required", "unknown_person"]
 
 
 def unknown_person(store: SqlRunStore, name: str) -> UnknownPerson:
@@ -36,26 +43,88 @@ def unknown_person(store: SqlRunStore, name: str) -> UnknownPerson:
     )
 
 
-def cli_decider(store: SqlRunStore, by: str, token: str | None) -> str:
+def tokens_required(store: SqlRunStore) -> bool:
+    """Whether the command line must prove who acts with a token: ``require-token``
+    is ``true``, or ``auto`` (its default) and anyone is registered."""
+    return _requiring(store) is not None
+
+
+def _requiring(store: SqlRunStore) -> str | None:
+    """Why tokens are required (None: they are not), for a refusal to say."""
+    value = get_setting(store, REQUIRE_TOKEN)
+    if value == "true":
+        return "setting require-token"
+    if value == "auto" and anyone_registered(store):
+        return "setting require-token auto, and people are registered"
+    return None
+
+
+def _principal(store: SqlRunStore, token: str, may: str) -> Principal:
+    """The approver ``token`` authenticates (``may``: what a viewer may not do)."""
+    who = authenticate(store, token.strip())
+    if who is None:
+        raise BadToken("the token is unknown, expired or revoked: nothing was recorded")
+    if not who.may_decide:
+        raise BadToken(f"the token is a viewer token of {who.name}: it may not {may}")
+    return who
+
+
+def cli_decider(store: SqlRunStore, by: str, token: str | None, *, signed: bool = False) -> str:
     """The person a command-line decision is made by: ``by``, proven by ``token``
-    when given (its person must be ``by`` and an approver); required when the store
-    says ``require-token``. Raises :class:`BadToken` or :class:`TokenRequired`."""
+    when given (its person must be ``by`` and an approver). Without a token, when
+    :func:`tokens_required`, only a decision ``signed`` with ``--sign-with`` is
+    taken (the signature is checked against ``by``'s registered key before
+    anything is recorded). Raises :class:`BadToken` or :class:`TokenRequired`."""
     if token:
-        who = authenticate(store, token.strip())
-        if who is None:
-            raise BadToken("the token is unknown, expired or revoked: nothing was recorded")
-        if not who.may_decide:
-            raise BadToken(f"the token is a viewer token of {who.name}: it may not decide gates")
+        who = _principal(store, token, "decide gates")
         if who.name != by:
             raise BadToken(
                 f"the token is {who.name}'s, and --by says {by}: a token decides as its "
                 "own person only"
             )
         return who.name
-    if get_setting(store, REQUIRE_TOKEN) == "true":
+    why = None if signed else _requiring(store)
+    if why is not None:
         raise TokenRequired(
             f"audit store {store.shown} requires the decider's token for decisions on "
-            "the command line (setting require-token): give --token TOKEN or set "
-            "$CONVERGE_TOKEN (converge token add NAME makes one)"
+            f"the command line ({why}): give --token TOKEN or set "
+            "$CONVERGE_TOKEN (converge token add NAME makes one), or sign with "
+            "--sign-with KEY"
         )
     return by
+
+
+def cli_runner(store: SqlRunStore, named: str | None, token: str | None, login: str) -> str:
+    """The person who runs, submits, resumes or forks a run from the command line, as
+    it is recorded for four eyes (``audit.people.record_actor``).
+
+    ``named``: ``--by`` or ``$CONVERGE_USER`` (None: neither given); ``token``: the
+    runner's API token (``--token``, ``$CONVERGE_TOKEN``); ``login``: the name used
+    when neither names anyone. With a token: its person (an approver's token, and
+    ``named`` must be them). Without: refused when :func:`tokens_required`; else
+    ``named`` or ``login``, who must be a known person once anyone is registered.
+    Raises :class:`BadToken`, :class:`TokenRequired` or :class:`UnknownPerson`."""
+    if token:
+        who = _principal(store, token, "run, resume or fork runs")
+        if named is not None and named != who.name:
+            raise BadToken(
+                f"the token is {who.name}'s, and --by (or $CONVERGE_USER) says {named}: "
+                "a token runs as its own person only; nothing was recorded"
+            )
+        return who.name
+    why = _requiring(store)
+    if why is not None:
+        raise TokenRequired(
+            f"audit store {store.shown} requires the runner's token to run, submit, "
+            f"resume or fork a run on the command line ({why}): give "
+            "--token TOKEN or set $CONVERGE_TOKEN (converge token add NAME makes one); "
+            "nothing was recorded"
+        )
+    name = named or login
+    if anyone_registered(store) and not knows(store, name):
+        raise UnknownPerson(
+            f"{name!r} is not a person audit store {store.shown} knows, and only its "
+            f"people may run there: register them with `converge user add {name}` "
+            "(or give --by / $CONVERGE_USER a known name); nothing was recorded"
+        )
+    return name
