@@ -18,6 +18,10 @@ if TYPE_CHECKING:
         forks_of,
         mark_inherited,
     )
+    from audit.queries._gate_rows import (
+        UnreadableGate,
+        read_gates,
+    )
     from audit.queries._lineage import (
         lineage_graph,
     )
@@ -38,6 +42,7 @@ __all__ = [
     "ForkLink",
     "RunRow",
     "StoredEvent",
+    "UnreadableGate",
     "UnreadableRun",
     "fork_link",
     "fork_links",
@@ -45,6 +50,7 @@ __all__ = [
     "last_budget_status",
     "lineage_graph",
     "mark_inherited",
+    "read_gates",
     "read_runs",
     "timeline",
 ]
@@ -55,6 +61,7 @@ if not TYPE_CHECKING:
         __all__,
         (
             "_forks",
+            "_gate_rows",
             "_lineage",
             "_queries",
             "_timeline",
