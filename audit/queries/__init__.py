@@ -1,5 +1,6 @@
 """What the audit store answers: recorded runs and events as frozen values
-(``_queries``), a run's story per cycle (``_timeline``), a fact's lineage as a
+(``_queries``), gates listed with the ones that cannot be read marked
+(``_gate_rows``), a run's story per cycle (``_timeline``), a fact's lineage as a
 networkx graph (``_lineage``), a run up to one of its cycles for a fork
 (``_history``) and forks read back (``_forks``).
 """

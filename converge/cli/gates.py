@@ -391,8 +391,8 @@ def resume_cmd(
         require_key(store, f"resuming run {run_id}")  # before anything is written
         # a pending gate of this run past its deadline: decided by on_timeout first,
         # then this command resumes the run (with its budget); others' runs go on
-        for gate in store.gates(pending=True):
-            if gate.run_id == run_id and is_expired(gate):
+        for gate in read_gates(store, pending=True):  # another run's corrupt gate: not ours
+            if isinstance(gate, GateRecord) and gate.run_id == run_id and is_expired(gate):
                 apply_expiry(store, gate, resume=False)
         job = job_of_run(store, run_id)
         checkpoint = store.load_checkpoint(run_id)
