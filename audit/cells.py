@@ -76,8 +76,10 @@ def json_cell(text: Any, shape: type | None = None) -> tuple[Any, str | None]:
         return None, f"{type(text).__name__} where JSON text is expected"
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except ValueError as exc:  # the int digit limit too
         return None, f"not JSON ({exc})"
+    except RecursionError:
+        return None, "JSON nested too deeply"
     if shape is not None and not isinstance(value, shape):
         return None, f"a JSON {type(value).__name__} where a JSON {shape.__name__} is expected"
     return value, None
@@ -114,8 +116,13 @@ def same_cell(column: str, cell: Any, value: Any) -> bool:
 # promote ``2**70``): loads falls back to ``json`` for those.
 def loads(text: str | bytes) -> Any:
     """JSON text → value (orjson, or ``json`` for what orjson refuses but JSON
-    allows). Raises ``ValueError`` (``json.JSONDecodeError``) for text that is not JSON."""
+    allows). Raises ``ValueError`` for text that is not JSON or that no reader
+    should hold: nested deeper than Python's recursion allows, an integer of more
+    digits than ``sys.get_int_max_str_digits()`` (4300), bytes not UTF-8."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
-        return json.loads(text)
+        try:
+            return json.loads(text)
+        except RecursionError:  # orjson stops at 1024 levels, json at the stack's end
+            raise ValueError("JSON nested too deeply") from None

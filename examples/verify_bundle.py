@@ -370,21 +370,117 @@ def _checkpoint(blob: str | None, s: dict[str, Any]) -> bool:
     return bool(saved) and digest == saved[-1]["checkpoint_sha256"]
 
 
+class Maybe:
+    """A field that may be missing or null."""
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+
+
+class Each:
+    """An object whose every value is of ``spec`` (names are strings in JSON)."""
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+
+
+_SIGNED = {"type": str, "key_id": str, "sig": str}
+_COMMON = {
+    "run": {
+        **_SIGNED,
+        **{"run_id": str, "chain": str, "last_seq": int, "head": str, "events_count": int},
+        **{"events_root": str, "facts_count": int, "facts_root": str, "facts_merkle": Maybe(str)},
+    },
+    "facts_root_signature": Maybe(
+        {**_SIGNED, "run_id": str, "facts_root": str, "facts_count": int}
+    ),
+    "ledger": {
+        "entry": {"seq": int, "run_id": str, "last_seq": int, "head": str},
+        "index": int,
+        "proof": [str],
+    },
+    "signed_head": {**_SIGNED, "size": int, "root": str},
+}
+_RUN = {"checkpoint": Maybe(str), "deciders": Maybe(Each(str))}
+SHAPES: dict[tuple[Any, Any], Any] = {
+    (V2, "run"): {
+        **_COMMON,
+        **_RUN,
+        "events": [{"cycle": int, "kind": str, "payload": str, "ts": str, "hash": str}],
+        "initial_facts": [str],
+    },
+    (V1, "run"): {**_COMMON, **_RUN, "events": [{"message": str, "hash": str}], "facts": [str]},
+    (V2, "fact"): {**_COMMON, "fact": {"text": str, "index": int, "proof": [str]}},
+}
+"""The types of a bundle's fields by (format, kind) (docs/audit-format.md, "Bundle
+layout"); a field not named here may be there."""
+SHAPES[V1, "fact"] = SHAPES[V2, "fact"]
+
+
+def shape_problem(value: Any, spec: Any, path: str = "") -> str | None:
+    """``"FIELD.PATH: what is wrong"`` for the first field of ``value`` missing or not
+    of ``spec`` (a type, ``[spec]`` a list, a dict of fields, :class:`Maybe`, :class:`Each`)."""
+    if isinstance(spec, Maybe):
+        return None if value is None else shape_problem(value, spec.spec, path)
+    if isinstance(spec, dict | Each):
+        if not isinstance(value, dict):
+            return f"{path or '(the bundle)'}: an object is expected"
+        fields = spec.items() if isinstance(spec, dict) else ((k, spec.spec) for k in value)
+        for name, sub in fields:
+            where = f"{path}.{name}" if path else name
+            if name not in value:
+                if isinstance(sub, Maybe):
+                    continue
+                return f"{where}: missing"
+            found = shape_problem(value[name], sub, where)
+            if found:
+                return found
+        return None
+    if isinstance(spec, list):
+        if not isinstance(value, list):
+            return f"{path}: a list is expected"
+        return next(
+            (p for i, v in enumerate(value) if (p := shape_problem(v, spec[0], f"{path}[{i}]"))),
+            None,
+        )
+    if isinstance(value, spec) and not (spec is int and isinstance(value, bool)):
+        return None
+    return f"{path}: {'an integer' if spec is int else 'a string'} is expected"
+
+
+def read(path: str) -> dict[str, Any]:
+    """The bundle in the file; ``ValueError`` saying in one line why it is none."""
+    try:
+        with open(path, "rb") as f:
+            bundle = json.loads(f.read())
+    except RecursionError:
+        raise ValueError(f"{path} is not a JSON proof bundle: nested too deeply") from None
+    except ValueError as exc:  # not UTF-8, not JSON, an integer past the digit limit
+        why = " ".join(str(exc).split())
+        raise ValueError(f"{path} is not a JSON proof bundle: {why}") from None
+    if not isinstance(bundle, dict) or bundle.get("format") not in (V2, V1):
+        raise ValueError(f"{path} is not a proof bundle (format {V2!r} or {V1!r})")
+    spec = SHAPES.get((bundle["format"], bundle.get("kind")))
+    if spec is None:
+        raise ValueError(f"{path} is not a proof bundle: kind is not 'run' or 'fact'")
+    problem = shape_problem(bundle, spec)
+    if problem:
+        raise ValueError(f"{path} is not a proof bundle: {problem}")
+    return bundle
+
+
 def main(argv: list[str]) -> int:
-    """``verify_bundle.py FILE PUBLIC_KEY``: 0 all checks pass, 1 one fails, 2 bad input."""
+    """``verify_bundle.py FILE PUBLIC_KEY``: 0 all checks pass, 1 one fails, 2 bad input
+    (one line on stderr says why: the field, for a bundle of the wrong shape)."""
     if len(argv) != 2:
         print("usage: verify_bundle.py FILE PUBLIC_KEY", file=sys.stderr)
         return 2
     try:
-        with open(argv[0], "rb") as f:
-            bundle = json.loads(f.read())
+        bundle = read(argv[0])
         with open(argv[1], "rb") as f:
             public_pem = f.read()
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if not isinstance(bundle, dict):
-        print("error: not a proof bundle", file=sys.stderr)
         return 2
     results = checks(bundle, public_pem)
     for name, ok in results:

@@ -40,9 +40,9 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
         seen["comments"].append(run_id)
         return run_comments(store, run_id)
 
-    def votes(store: SqlRunStore, gate_ids: list[str]) -> Any:
+    def votes(store: SqlRunStore, gate_ids: list[str], *corrupt: Any) -> Any:
         seen["votes"].append(list(gate_ids))
-        return votes_on(store, gate_ids)
+        return votes_on(store, gate_ids, *corrupt)
 
     monkeypatch.setattr(views, "job_of_run", job)
     monkeypatch.setattr(views, "run_comments", comments)

@@ -25,12 +25,14 @@ from typing import Any
 from sqlalchemy import Connection, and_, exists, not_, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from audit.cells import bad_cell
 from audit.ledger._store_key import require_key
 from audit.store import SqlRunStore
 from audit.tables import NOTIFICATION_TABLES, gates, notification_deliveries
 from audit.trail._events import append
 from audit.trail._gates import gate_record
 from audit.trail._liveness import this_writer
+from engine.errors import CorruptRow
 from engine.status import GateStatus
 from engine.store import AuditEvent, GateRecord
 
@@ -107,16 +109,31 @@ def _delivery(m: Any) -> Delivery:
     )
 
 
-def deliveries(store: SqlRunStore, gate_id: str) -> list[Delivery]:
+def deliveries(
+    store: SqlRunStore, gate_id: str, corrupt: list[CorruptRow] | None = None
+) -> list[Delivery]:
     """The notifications of ``gate_id`` so far, in the order of its events (empty
-    for a gate without sinks, or an unknown one). Raises ``StoreError``."""
+    for a gate without sinks, or an unknown one). Raises ``StoreError``, and
+    ``CorruptRow`` for a row that cannot be read, or, given ``corrupt``, leaves
+    it out and adds its error there."""
     ensure_notification_tables(store)
     nd = notification_deliveries
     with store.transaction(write=False) as conn:
         rows = conn.execute(
             select(nd).where(nd.c.gate_id == gate_id).order_by(nd.c.first_at, nd.c.sink)
         ).all()
-    found = [_delivery(r._mapping) for r in rows]
+    found: list[Delivery] = []
+    for r in rows:
+        bad = bad_cell(nd, r._mapping)
+        if bad is None and r.event not in EVENTS:
+            bad = ("event", f"{r.event!r:.40} is no gate event")
+        if bad is None:
+            found.append(_delivery(r._mapping))
+            continue
+        error = CorruptRow(nd.name, f"gate {gate_id} notification", *bad)
+        if corrupt is None:
+            raise error
+        corrupt.append(error)
     return sorted(found, key=lambda d: (EVENTS.index(d.event), d.first_at, d.sink))
 
 

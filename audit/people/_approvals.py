@@ -17,15 +17,23 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, Integer, Row, insert, select, type_coerce
 
+from audit.cells import bad_cell
 from audit.people._schema import ensure_inbox_tables
 from audit.store import SqlRunStore
 from audit.tables import gate_votes, gates
 from audit.trail._events import append
 from audit.trail._gates import gate_record
-from engine.errors import DuplicateVote, GateAlreadyDecided, GateExpired, GateNotFound
+from engine.errors import (
+    CorruptRow,
+    DuplicateVote,
+    GateAlreadyDecided,
+    GateExpired,
+    GateNotFound,
+)
 from engine.hitl import GateDecision, iso_utc
 from engine.status import GateStatus
 from engine.store import AuditEvent, GateRecord
@@ -90,35 +98,68 @@ def deciding_vote(cast: Sequence[Vote], required: int) -> Vote | None:
     return None if done is None else done[1]
 
 
+VOTE_CELLS = (
+    *(c for c in gate_votes.columns if c.name != "approved"),
+    # as stored: SQLAlchemy's Boolean reads any text of a SQLite cell as True
+    type_coerce(gate_votes.c.approved, Integer).label("approved"),
+)
+"""The columns of ``gate_votes`` as :func:`vote_of` reads them."""
+
+
+def vote_of(r: Row[Any]) -> Vote:
+    """A :class:`Vote` from a ``gate_votes`` row; ``CorruptRow`` naming the first
+    cell not of its column's type (``approved`` neither true nor false included)."""
+    m = r._mapping
+    bad = bad_cell(gate_votes, m)
+    if bad is None and m["approved"] not in (True, False):  # 1 and 0 are, on SQLite
+        bad = ("approved", f"{m['approved']!r:.40} where true or false is expected")
+    if bad is not None:
+        raise CorruptRow("gate_votes", f"gate {m['gate_id']} vote by {m['voter']}", *bad)
+    return Vote(m["voter"], bool(m["approved"]), m["reason"], m["ts"])
+
+
 def votes(store: SqlRunStore, gate_id: str) -> list[Vote]:
-    """The votes cast on ``gate_id``, oldest first (empty for a gate without quorum)."""
+    """The votes cast on ``gate_id``, oldest first (empty for a gate without quorum);
+    ``CorruptRow`` for a vote that cannot be read."""
     ensure_inbox_tables(store)
     with store.transaction(write=False) as conn:
         rows = conn.execute(
-            select(gate_votes)
+            select(*VOTE_CELLS)
             .where(gate_votes.c.gate_id == gate_id)
             .order_by(gate_votes.c.ts, gate_votes.c.voter)
         ).all()
-    return [Vote(r.voter, bool(r.approved), r.reason, r.ts) for r in rows]
+    return [vote_of(r) for r in rows]
 
 
-def votes_on(store: SqlRunStore, gate_ids: Sequence[str]) -> dict[str, list[Vote]]:
+def votes_on(
+    store: SqlRunStore,
+    gate_ids: Sequence[str],
+    corrupt: dict[str, CorruptRow] | None = None,
+) -> dict[str, list[Vote]]:
     """The votes cast on each of ``gate_ids`` (oldest first; gates without votes are
-    absent), read in a few queries whatever their number (a page of gates)."""
+    absent), read in a few queries whatever their number (a page of gates).
+
+    A vote that cannot be read raises ``CorruptRow``, or, given ``corrupt``, is
+    left out and its error kept there under its gate's id (the first one of each)."""
     ensure_inbox_tables(store)
     out: dict[str, list[Vote]] = {}
     ids = list(dict.fromkeys(gate_ids))
     with store.transaction(write=False) as conn:
         for i in range(0, len(ids), VOTES_PER_QUERY):
             rows = conn.execute(
-                select(gate_votes)
+                select(*VOTE_CELLS)
                 .where(gate_votes.c.gate_id.in_(ids[i : i + VOTES_PER_QUERY]))
                 .order_by(gate_votes.c.ts, gate_votes.c.voter)
             ).all()
             for r in rows:
-                out.setdefault(r.gate_id, []).append(
-                    Vote(r.voter, bool(r.approved), r.reason, r.ts)
-                )
+                try:
+                    vote = vote_of(r)
+                except CorruptRow as exc:
+                    if corrupt is None:
+                        raise
+                    corrupt.setdefault(str(r.gate_id), exc)
+                    continue
+                out.setdefault(r.gate_id, []).append(vote)
     return out
 
 
@@ -188,9 +229,9 @@ def vote_in(
     ``GateAlreadyDecided`` (its votes already decisive) or :class:`DuplicateVote`."""
     gate_id = gate.gate_id
     cast = [
-        Vote(r.voter, bool(r.approved), r.reason, r.ts)
+        vote_of(r)
         for r in conn.execute(
-            select(gate_votes)
+            select(*VOTE_CELLS)
             .where(gate_votes.c.gate_id == gate_id)
             .order_by(gate_votes.c.ts, gate_votes.c.voter)
         )

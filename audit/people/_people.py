@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
+from audit.cells import bad_cell
 from audit.people._schema import ensure_inbox_tables
 from audit.signing._known_people import person
 from audit.store import SqlRunStore
 from audit.tables import access_log, api_tokens, group_members, run_actors
-from engine.errors import StoreError
+from engine.errors import CorruptRow, StoreError
 
 MAX_DETAIL_CHARS = 1_000
 """The longest detail an access-log row keeps (characters)."""
@@ -167,14 +168,26 @@ def log_access(
         )
 
 
-def access_entries(store: SqlRunStore, target: str | None = None) -> list[AccessEntry]:
-    """The access log, oldest first (of one gate or run when ``target`` is given)."""
+def access_entries(
+    store: SqlRunStore, target: str | None = None, corrupt: list[CorruptRow] | None = None
+) -> list[AccessEntry]:
+    """The access log, oldest first (of one gate or run when ``target`` is given).
+    A row that cannot be read raises ``CorruptRow``, or, given ``corrupt``, is left
+    out and its error added there."""
     ensure_inbox_tables(store)
     q = select(access_log).order_by(access_log.c.ts, access_log.c.id)
     if target is not None:
         q = q.where(access_log.c.target == target)
     with store.transaction(write=False) as conn:
         rows = conn.execute(q).all()
-    return [
-        AccessEntry(r.ts, r.client, r.name, r.action, r.target, r.outcome, r.detail) for r in rows
-    ]
+    out: list[AccessEntry] = []
+    for r in rows:
+        bad = bad_cell(access_log, r._mapping)
+        if bad is None:
+            out.append(AccessEntry(r.ts, r.client, r.name, r.action, r.target, r.outcome, r.detail))
+            continue
+        error = CorruptRow(access_log.name, f"access log entry {r.id}", *bad)
+        if corrupt is None:
+            raise error
+        corrupt.append(error)
+    return out

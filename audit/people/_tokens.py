@@ -17,6 +17,7 @@ from typing import Literal
 
 from sqlalchemy import insert, select, update
 
+from audit.cells import bad_cell
 from audit.people._schema import ensure_inbox_tables
 from audit.store import SqlRunStore
 from audit.tables import api_tokens
@@ -96,8 +97,9 @@ def revoke_tokens(store: SqlRunStore, name: str) -> int:
 
 
 def authenticate(store: SqlRunStore, token: str, now: float | None = None) -> Principal | None:
-    """The principal of ``token``, or None when it is unknown, expired or revoked
-    (compared by hash; ``now`` in unix seconds, default the time now)."""
+    """The principal of ``token``, or None when it is unknown, expired or revoked,
+    or its row cannot be read (compared by hash; ``now`` in unix seconds, default
+    the time now)."""
     if not token or len(token) > 200:
         return None
     ensure_inbox_tables(store)
@@ -112,7 +114,10 @@ def authenticate(store: SqlRunStore, token: str, now: float | None = None) -> Pr
                 api_tokens.c.revoked_at,
             ).where(api_tokens.c.token_hash == digest)
         ).one_or_none()
-    if row is None or not hmac.compare_digest(row.token_hash, digest):
+    # a row edited outside converge (a text in expires_at...) authenticates no one
+    if row is None or bad_cell(api_tokens, row._mapping) is not None:
+        return None
+    if not hmac.compare_digest(row.token_hash, digest):
         return None
     at = time.time() if now is None else now
     if row.revoked_at is not None or (row.expires_at is not None and at >= row.expires_at):

@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from audit.cells import loads as _loads
 from audit.ledger._tree import HEAD_TYPE
+from audit.proofs._bundle_shape import shape_problem
 from audit.proofs._bundles import FORMAT, FORMAT_V1, RUN_TYPE
 from audit.signing._decisions import verify_bundle_decisions
 from audit.signing._statements import check_signature
@@ -62,16 +63,30 @@ class Check:
 
 
 def read_bundle(path: Path) -> dict[str, Any]:
-    """The bundle at ``path``; raises ``BundleError`` naming the file."""
+    """The bundle at ``path``, of the layout docs/audit-format.md gives.
+
+    Raises ``BundleError`` naming the file and, for a field missing or of the wrong
+    type, its path (``events[3].cycle``): a file that cannot be read, that is not
+    UTF-8 JSON (empty, cut short, nested too deeply, an integer of over 4300
+    digits), or not a bundle of format ``converge.bundle/2`` or ``/1``.
+    """
     try:
         data = _loads(path.read_bytes())
     except OSError as exc:
         raise BundleError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # orjson's is a subclass
-        raise BundleError(f"{path} is not a JSON proof bundle: {exc}") from exc
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, the digit limit
+        raise BundleError(f"{path} is not a JSON proof bundle: {_one_line(exc)}") from exc
     if not isinstance(data, dict) or data.get("format") not in FORMATS:
         raise BundleError(f"{path} is not a proof bundle (format {FORMAT!r} or {FORMAT_V1!r})")
+    problem = shape_problem(data, first_layout=data["format"] == FORMAT_V1)
+    if problem is not None:
+        raise BundleError(f"{path} is not a proof bundle: {problem}")
     return data
+
+
+def _one_line(exc: Exception) -> str:
+    """``exc``'s message on one line (the digit limit's spans two)."""
+    return " ".join(str(exc).split())
 
 
 def _hex(value: Any) -> bytes:

@@ -1,5 +1,6 @@
 """What the audit store answers: recorded runs and events as frozen values
-(``_queries``), a run's story per cycle (``_timeline``), a fact's lineage as a
+(``_queries``), gates listed with the ones that cannot be read marked
+(``_gate_rows``), a run's story per cycle (``_timeline``), a fact's lineage as a
 networkx graph (``_lineage``), a run up to one of its cycles for a fork
 (``_history``) and forks read back (``_forks``).
 """
@@ -17,6 +18,10 @@ if TYPE_CHECKING:
         fork_links,
         forks_of,
         mark_inherited,
+    )
+    from audit.queries._gate_rows import (
+        UnreadableGate,
+        read_gates,
     )
     from audit.queries._lineage import (
         lineage_graph,
@@ -38,6 +43,7 @@ __all__ = [
     "ForkLink",
     "RunRow",
     "StoredEvent",
+    "UnreadableGate",
     "UnreadableRun",
     "fork_link",
     "fork_links",
@@ -45,6 +51,7 @@ __all__ = [
     "last_budget_status",
     "lineage_graph",
     "mark_inherited",
+    "read_gates",
     "read_runs",
     "timeline",
 ]
@@ -55,6 +62,7 @@ if not TYPE_CHECKING:
         __all__,
         (
             "_forks",
+            "_gate_rows",
             "_lineage",
             "_queries",
             "_timeline",

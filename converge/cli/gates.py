@@ -18,6 +18,7 @@ import typer
 from rich.markup import escape
 
 from audit.ledger import require_key
+from audit.queries import UnreadableGate, read_gates
 from audit.store import SqlRunStore
 from converge.cli.actors import ActorOption, RunnerTokenOption, runner
 from converge.cli.budgets import (
@@ -147,7 +148,8 @@ def gates_cmd(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List HITL gates (newest first); only lists, unless --expire."""
+    """List HITL gates (newest first); only lists, unless --expire. A gate that
+    cannot be read is one error line naming its cell (exit 1), the others listed."""
     store = _store(db)
     if history or gate is not None:
         if gate is None or not history:
@@ -159,12 +161,25 @@ def gates_cmd(
             for gate_id in expire_due(store, _quiet_execute(store)):
                 err.print(escape(f"gate {gate_id} expired: decided by its on_timeout"))
             notify_after_command(store)
-        records = store.gates(pending=pending)
+        found = read_gates(store, pending=pending)
     except ConvergeError as exc:
         fail(str(exc))
+    # a row that cannot be read: one error line each, the others listed, exit 1
+    records = [g for g in found if isinstance(g, GateRecord)]
+    unreadable = [g for g in found if isinstance(g, UnreadableGate)]
     if as_json:
-        sys.stdout.write(json.dumps([_gate_dict(g) for g in records], indent=2) + "\n")
-        return
+        listed = [_gate_dict(g) if isinstance(g, GateRecord) else g.to_dict() for g in found]
+        sys.stdout.write(json.dumps(listed, indent=2) + "\n")
+    else:
+        _print_gates(records)
+    for bad in unreadable:
+        err.print(f"[bold red]error:[/] {escape(str(bad.error))}", highlight=False, soft_wrap=True)
+    if unreadable:
+        raise typer.Exit(1)
+
+
+def _print_gates(records: list[GateRecord]) -> None:
+    """``converge gates``' table."""
     rows = [
         (
             g.gate_id,
@@ -381,8 +396,8 @@ def resume_cmd(
     try:
         # a pending gate of this run past its deadline: decided by on_timeout first,
         # then this command resumes the run (with its budget); others' runs go on
-        for gate in store.gates(pending=True):
-            if gate.run_id == run_id and is_expired(gate):
+        for gate in read_gates(store, pending=True):  # another run's corrupt gate: not ours
+            if isinstance(gate, GateRecord) and gate.run_id == run_id and is_expired(gate):
                 apply_expiry(store, gate, resume=False)
         job = job_of_run(store, run_id)
         checkpoint = store.load_checkpoint(run_id)

@@ -30,17 +30,20 @@ HISTORY_COLUMNS = (
 
 
 def print_history(store: SqlRunStore, gate_id: str, as_json: bool) -> None:
-    """Print the gate's history (exit 2 for an unknown gate)."""
+    """Print the gate's history (exit 2 for an unknown gate or one that cannot be
+    read, 1 when some entry cannot be read: it is listed as ``unreadable``)."""
     try:
         entries = gate_history(store, gate_id)
     except ConvergeError as exc:
         fail(str(exc))
     if as_json:
         sys.stdout.write(json.dumps(entries, indent=2, default=str) + "\n")
+        if any(e["kind"] == "unreadable" for e in entries):
+            raise typer.Exit(1)
         return
     rows = [
         (
-            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(e["ts"]))),
+            "?" if e["ts"] is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["ts"])),
             str(e["kind"]),
             str(e["by"] or ""),
             _detail(e["detail"]),
@@ -48,6 +51,8 @@ def print_history(store: SqlRunStore, gate_id: str, as_json: bool) -> None:
         for e in entries
     ]
     print_fitted(f"gate {gate_id}", HISTORY_COLUMNS, rows)
+    if any(e["kind"] == "unreadable" for e in entries):
+        raise typer.Exit(1)  # as `converge runs` with a row it cannot read
 
 
 def _detail(detail: Any) -> str:

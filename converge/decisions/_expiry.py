@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 from audit.ledger import require_key
+from audit.queries import read_gates
 from audit.store import SqlRunStore
 from converge.decisions._policy import job_of_run
 from converge.decisions._resume import Execute, executor_for
@@ -82,8 +83,9 @@ def expire_due(
     now = clock()
     done: list[str] = []
     require_key(store, "applying gate deadlines")
-    for gate in store.gates(pending=True):
-        if is_expired(gate, now):
+    for gate in read_gates(store, pending=True):
+        # a gate that cannot be read is listed as such, not decided by its deadline
+        if isinstance(gate, GateRecord) and is_expired(gate, now):
             apply_expiry(store, gate, execute, resume=gate.run_id != defer, queue=queue)
             done.append(gate.gate_id)
     return done

@@ -15,7 +15,7 @@ from converge.decisions import DecisionReport, decide
 from converge.governance import gate_history
 from converge.web.auth import api_decider, api_principal, check_csrf, page_principal, store_of
 from converge.web.errors import answers, http_error
-from converge.web.views import gate_dict, gate_page_data, gates_list
+from converge.web.views import UNREADABLE, gate_dict, gate_page_data, gates_list
 from engine import ConvergeError, GateDecision
 from engine.status import GateStatus
 
@@ -134,15 +134,23 @@ async def api_decision(
 async def inbox_page(
     request: Request, who: Annotated[Principal, Depends(page_principal)]
 ) -> Response:
-    """The pending gates: age, deadline, run, job, summary."""
+    """The pending gates: age, deadline, run, job, summary; then those that cannot
+    be read (a corrupt cell, named), and the recently decided."""
     rows = await run_in_threadpool(
         gates_list, store_of(request), None, request.app.state.clock, who.name
     )
     pending = [g for g in rows if g["status"] == GateStatus.PENDING and g["may_decide"]]
     watching = [g for g in rows if g["status"] == GateStatus.PENDING and not g["may_decide"]]
-    recent = [g for g in rows if g["status"] != GateStatus.PENDING][:20]
+    unreadable = [g for g in rows if g["status"] == UNREADABLE]
+    recent = [g for g in rows if g["status"] not in (GateStatus.PENDING, UNREADABLE)][:20]
     page: Response = request.app.state.render(
-        request, "inbox.html", who=who, pending=pending, watching=watching, recent=recent
+        request,
+        "inbox.html",
+        who=who,
+        pending=pending,
+        watching=watching,
+        recent=recent,
+        unreadable=unreadable,
     )
     return page
 

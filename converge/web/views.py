@@ -13,14 +13,21 @@ import networkx as nx
 from markupsafe import Markup
 
 from audit.people import Comment, Vote, deciding_vote, log_access, run_comments, votes_on
-from audit.queries import last_budget_status, lineage_graph, read_runs, timeline
+from audit.queries import (
+    UnreadableGate,
+    last_budget_status,
+    lineage_graph,
+    read_gates,
+    read_runs,
+    timeline,
+)
 from audit.store import SqlRunStore
 from converge.decisions import Clock, approvals_required, is_expired, job_of_run
 from converge.errors import NotAllowed
 from converge.governance import DecisionRules, may_decide, may_see
 from converge.jobs import Job
 from converge.web.pictures import budget_svg, graph_svg
-from engine import Budget, BudgetStatus, ConvergeError, Fact, GateRecord
+from engine import Budget, BudgetStatus, ConvergeError, CorruptRow, Fact, GateRecord
 from engine.facts import fact_to_dict
 from engine.status import GateStatus, RunStatus
 
@@ -31,9 +38,10 @@ class GateLookups:
 
     def __init__(self, store: SqlRunStore, gates: list[GateRecord]) -> None:
         self.store = store
-        self.votes = votes_on(store, [g.gate_id for g in gates])
+        self.corrupt_votes: dict[str, CorruptRow] = {}
+        self.votes = votes_on(store, [g.gate_id for g in gates], self.corrupt_votes)
         self._jobs: dict[str, Job | None] = {}
-        self._comments: dict[str, list[Comment]] = {}
+        self._comments: dict[str, list[Comment] | CorruptRow] = {}
 
     def job(self, run_id: str) -> Job | None:
         """The job the run recorded (None when it recorded none that loads)."""
@@ -45,10 +53,22 @@ class GateLookups:
         return self._jobs[run_id]
 
     def comments(self, g: GateRecord) -> list[Comment]:
-        """The comments on gate ``g``, oldest first."""
+        """The comments on gate ``g``, oldest first; ``CorruptRow`` when one of its
+        run's cannot be read."""
         if g.run_id not in self._comments:
-            self._comments[g.run_id] = run_comments(self.store, g.run_id)
-        return [c for c in self._comments[g.run_id] if c.gate_id == g.gate_id]
+            try:
+                self._comments[g.run_id] = run_comments(self.store, g.run_id)
+            except CorruptRow as exc:
+                self._comments[g.run_id] = exc
+        found = self._comments[g.run_id]
+        if isinstance(found, CorruptRow):
+            raise found
+        return [c for c in found if c.gate_id == g.gate_id]
+
+    def check_votes(self, g: GateRecord) -> None:
+        """``CorruptRow`` when a vote on gate ``g`` cannot be read."""
+        if g.gate_id in self.corrupt_votes:
+            raise self.corrupt_votes[g.gate_id]
 
 
 def vote_dict(v: Vote) -> dict[str, Any]:
@@ -64,9 +84,11 @@ def gate_dict(
     lookups: GateLookups | None = None,
 ) -> dict[str, Any]:
     """A gate as JSON: the stored record, its votes, quorum and age (seconds), its
-    comments; ``lookups`` shares the reads of a page of gates."""
+    comments; ``lookups`` shares the reads of a page of gates. Raises
+    ``CorruptRow`` when one of its votes or its run's comments cannot be read."""
     now = clock()
     known = GateLookups(store, [g]) if lookups is None else lookups
+    known.check_votes(g)
     recorded = known.job(g.run_id)
     cast = known.votes.get(g.gate_id, [])
     required = approvals_required(recorded, g)
@@ -108,22 +130,56 @@ def gate_dict(
     }
 
 
+def unreadable_dict(gate: UnreadableGate) -> dict[str, Any]:
+    """A gate that cannot be read, as a list of gates shows it: ``{"gate_id",
+    "run_id", "status": "unreadable", "column", "error"}``. The error names the
+    cell, not its value: a person who may not see the gate reads no part of it."""
+    e = gate.error
+    return {
+        "gate_id": gate.gate_id,
+        "run_id": gate.run_id,
+        "status": UNREADABLE,
+        "column": e.column,
+        "error": f"{e.row}: cannot read {e.table}.{e.column} (converge verify names it)",
+        "may_decide": False,
+    }
+
+
+UNREADABLE = "unreadable"
+"""The ``status`` of a gate that cannot be read, in a list of gates."""
+
+
 def gates_list(
     store: SqlRunStore, status: str | None, clock: Clock = time.time, who: str | None = None
 ) -> list[dict[str, Any]]:
     """Gates newest first, filtered by ``status`` (None = all) and, given ``who``, to
     those that person may see (``may_decide`` says which they may decide); a gate
-    past its deadline shows ``expired`` (the process keeping the deadlines decides it)."""
+    past its deadline shows ``expired`` (the process keeping the deadlines decides it).
+    A gate that cannot be read (a corrupt cell of it, of its votes or of its run's
+    comments) is :func:`unreadable_dict` in its place, whatever ``status`` asks."""
     now = clock()
+    found = read_gates(store, pending=status == GateStatus.PENDING)
     shown = [
         g
-        for g in store.gates(pending=status == GateStatus.PENDING)
-        if (status is None or g.status == status) and (who is None or may_see(store, g, who, now))
+        for g in found
+        if isinstance(g, GateRecord)
+        and (status is None or g.status == status)
+        and (who is None or may_see(store, g, who, now))
     ]
     lookups = GateLookups(store, shown)
+    ids = {g.gate_id for g in shown}
     out: list[dict[str, Any]] = []
-    for g in shown:
-        row = gate_dict(store, g, clock=clock, lookups=lookups)
+    for g in found:
+        if isinstance(g, UnreadableGate):
+            out.append(unreadable_dict(g))
+            continue
+        if g.gate_id not in ids:
+            continue
+        try:
+            row = gate_dict(store, g, clock=clock, lookups=lookups)
+        except CorruptRow as exc:
+            out.append(unreadable_dict(UnreadableGate(g.gate_id, g.run_id, exc)))
+            continue
         row["may_decide"] = who is None or may_decide(store, g, who, now)
         out.append(row)
     return out
@@ -233,7 +289,8 @@ def run_page_data(store: SqlRunStore, run_id: str, clock: Clock = time.time) -> 
     status = _budget(store, run_id, events)
     reason = row.stop_reason
     facts = store.facts(run_id)
-    run_gates = [g for g in store.gates() if g.run_id == run_id]
+    found = [g for g in read_gates(store) if g.run_id == run_id]
+    run_gates = [g for g in found if isinstance(g, GateRecord)]
     lookups = GateLookups(store, run_gates)
     return {
         "run": row.to_dict(),
@@ -249,5 +306,17 @@ def run_page_data(store: SqlRunStore, run_id: str, clock: Clock = time.time) -> 
         "budget_status": None if status is None else status.model_dump(mode="json"),
         "budget_svg": Markup("") if status is None else budget_svg(status),
         "lineage_svg": graph_svg(key_graph(facts), title=f"lineage of run {run_id} by key"),
-        "gates": [gate_dict(store, g, clock=clock, lookups=lookups) for g in run_gates],
+        "gates": [_run_gate(store, g, clock, lookups) for g in found],
     }
+
+
+def _run_gate(
+    store: SqlRunStore, g: GateRecord | UnreadableGate, clock: Clock, lookups: GateLookups
+) -> dict[str, Any]:
+    """A gate of the run page: :func:`gate_dict`, or :func:`unreadable_dict`."""
+    if isinstance(g, UnreadableGate):
+        return unreadable_dict(g)
+    try:
+        return gate_dict(store, g, clock=clock, lookups=lookups)
+    except CorruptRow as exc:
+        return unreadable_dict(UnreadableGate(g.gate_id, g.run_id, exc))
