@@ -364,3 +364,38 @@ def test_on_postgresql_a_gate_that_is_no_json_is_listed_as_unreadable_too(
 ) -> None:
     url, t = pg_template
     _unreadable_gate_is_named(url, t)
+
+
+SHAPES = (
+    "5",
+    '["a", 1]',
+    '{"parents": 5, "key": 3, "content": {"a": [1]}, "id": 7, "confidence": "high"}',
+    '{"rules": {"approvers": 5, "four_eyes": "x", "notify": 3, "escalate_to": 1}}',
+)
+"""JSON of the wrong shape: a number, a list, objects whose fields have the wrong types."""
+
+
+def _shape_cases() -> list[Any]:
+    """Each JSON column of a listed row holding JSON of the wrong shape, one case each."""
+    out = []
+    for t, (table, where) in VICTIMS.items():
+        for column in sorted(c for (name, c) in JSON_COLUMNS if name == t):
+            for i, shape in enumerate(SHAPES):
+                edit = (table, column, where, shape)
+                out.append(pytest.param([edit], id=f"{t}.{column}-{i}"))
+    return out
+
+
+@pytest.mark.parametrize("corrupted", _shape_cases(), indirect=True)
+def test_json_of_the_wrong_shape_in_a_cell_is_reported_never_a_500_nor_a_traceback(
+    corrupted: Path, template: Template
+) -> None:
+    answers = _web(corrupted, template)
+    errors = {p: (a.status_code, a.text[:300]) for p, a in answers.items() if a.status_code >= 500}
+    assert not errors
+    for name, res in _cli(corrupted, template).items():
+        assert res.exception is None or isinstance(res.exception, SystemExit), (name, res.output)
+        assert res.exit_code in (0, 1, 2) and "Traceback" not in res.output, (name, res.output)
+    gate0 = template.ids["gate0"]
+    assert answers[f"/gates/{gate0}"].status_code == 200
+    assert answers["/"].status_code == 200 and answers["/runs"].status_code == 200

@@ -26,6 +26,8 @@ MAX_COMMENT_CHARS = 10_000
 
 KIND = "gate_comment"
 
+UNREADABLE = "(this comment cannot be read: its event was altered; see converge verify)"
+
 
 @dataclass(frozen=True, slots=True)
 class Comment:
@@ -66,7 +68,14 @@ def comments(store: SqlRunStore, gate: str, run_id: str) -> list[Comment]:
 def run_comments(store: SqlRunStore, run_id: str) -> list[Comment]:
     """The comments on every gate of run ``run_id``, oldest first, as chained (one
     read for a page that shows several of its gates)."""
-    return [
-        Comment(str(e.payload.get("gate_id")), str(e.payload["by"]), e.ts, str(e.payload["text"]))
-        for e in store.events(run_id, kinds=[KIND])
-    ]
+    return [_comment(e) for e in store.events(run_id, kinds=[KIND])]
+
+
+def _comment(event: AuditEvent) -> Comment:
+    """The comment of a ``gate_comment`` event; one whose payload is not a comment's
+    (an edited cell: ``converge verify`` names it) is shown as unreadable."""
+    p = event.payload
+    gate_id, by, body = p.get("gate_id"), p.get("by"), p.get("text")
+    if isinstance(gate_id, str) and isinstance(by, str) and isinstance(body, str):
+        return Comment(gate_id, by, event.ts, body)
+    return Comment(str(gate_id), "?", event.ts, UNREADABLE)

@@ -228,6 +228,52 @@ def release_claim(store: StoreCore, claim: Claim) -> None:
     store.claim_epochs.pop(claim.run_id, None)
 
 
+_NUMBER = (int, float)
+_PROPOSAL_FIELDS: dict[str, tuple[type, ...]] = {
+    "key": (str,),
+    "confidence": _NUMBER,
+    "parents": (list,),
+    "id": (str, type(None)),
+}
+"""The fields of a gate's proposal (``engine.Proposal``) and the JSON types they hold."""
+
+_RULE_FIELDS: dict[str, tuple[type, ...]] = {
+    "approvers": (list, type(None)),
+    "four_eyes": (bool,),
+    "reason_required": (str, type(None)),
+    "escalate_after_s": (*_NUMBER, type(None)),
+    "escalate_to": (list, type(None)),
+    "notify": (list, type(None)),
+}
+"""The decision rules a gate carries in ``extra["rules"]`` (converge.governance)."""
+
+
+def _fields_shape(value: dict[str, Any], fields: dict[str, tuple[type, ...]]) -> str | None:
+    for name, types in fields.items():
+        if name in value and not isinstance(value[name], types):
+            return f"{name} is a JSON {type(value[name]).__name__}"
+    return None
+
+
+def _proposal_shape(proposal: dict[str, Any]) -> str | None:
+    """Why a gate's proposal cannot be a proposal (a field of the wrong type), or None."""
+    if "key" not in proposal or "content" not in proposal:
+        return "no key or no content: not a proposal"
+    why = _fields_shape(proposal, _PROPOSAL_FIELDS)
+    if why is None and not all(isinstance(p, str) for p in proposal.get("parents") or ()):
+        why = "parents holds a non-text id"
+    return why
+
+
+def _rules_shape(rules: Any) -> str | None:
+    """Why ``extra["rules"]`` cannot be a gate's decision rules, or None."""
+    if rules is None:
+        return None
+    if not isinstance(rules, dict):
+        return f"rules is a JSON {type(rules).__name__}"
+    return _fields_shape(rules, _RULE_FIELDS)
+
+
 def gate_record(m: Any) -> GateRecord:
     """A ``gates`` row (its mapping) as a :class:`engine.store.GateRecord`;
     ``CorruptRow`` naming the first cell that cannot be read."""
@@ -238,7 +284,12 @@ def gate_record(m: Any) -> GateRecord:
     proposal, why = json_cell(m["proposal"], dict)
     if why is not None:
         raise CorruptRow("gates", where, "proposal", why)
+    why = _proposal_shape(proposal)
+    if why is not None:
+        raise CorruptRow("gates", where, "proposal", why)
     extra, why = json_cell(m["extra"], dict) if m["extra"] else ({}, None)
+    if why is None:
+        why = _rules_shape(extra.get("rules"))
     if why is not None:
         raise CorruptRow("gates", where, "extra", why)
     return GateRecord(
