@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 
 from audit.ledger._store_key import require_key
+from audit.queries._queries import StoredEvent
 from audit.store import SqlRunStore
 from audit.tables import gates
 from audit.trail._events import append
@@ -71,7 +72,7 @@ def run_comments(store: SqlRunStore, run_id: str) -> list[Comment]:
     return [_comment(e) for e in store.events(run_id, kinds=[KIND])]
 
 
-def _comment(event: AuditEvent) -> Comment:
+def _comment(event: StoredEvent) -> Comment:
     """The comment of a ``gate_comment`` event; one whose payload is not a comment's
     (an edited cell: ``converge verify`` names it) is shown as unreadable."""
     p = event.payload
