@@ -147,6 +147,18 @@ def test_a_parent_rechained_after_the_fork_fails_the_forks_verify_on_its_head(
     assert parent in report.reason
 
 
+def test_a_fork_of_a_fork_whose_parent_was_rechained_is_refused_naming_the_link(
+    store: SqlRunStore,
+) -> None:
+    parent = _parent(store)
+    fork = fork_run(store, parent, 5, changes={"max_cycles": 12}).run_id
+    _forge(store, parent)
+    rechain(store.url, parent, None)
+    with pytest.raises(UnverifiedParent, match=f"parent run {parent} changed since the fork"):
+        fork_run(store, fork, 3)
+    assert len(store.runs()) == 2
+
+
 def test_a_fork_whose_parent_was_deleted_verifies_on_its_own_chain_with_a_note(
     store: SqlRunStore,
 ) -> None:

@@ -20,7 +20,7 @@ from sqlalchemy import select
 
 from audit.cells import loads
 from audit.core import StoreCore
-from audit.queries._chain_head import verified_head
+from audit.queries._chain_head import parent_problem, verified_head
 from audit.queries._queries import get_run
 from audit.tables import audit_events
 from engine.errors import ResumeError, RunNotFound, UnverifiedParent
@@ -68,6 +68,9 @@ def read_history(store: StoreCore, run_id: str, until_cycle: int) -> RunHistory:
     started: dict[str, Any] = loads(first.payload)
     initial = started.get("initial_facts") or []
     link = _fork_point(started)
+    found = None if link is None else parent_problem(store, started.get("forked_from"))
+    if found is not None and found[1]:  # its cycles up to its fork point are its parent's
+        raise UnverifiedParent(run_id, 1, found[0])
     if link is not None and until_cycle <= link[1]:
         # before its fork point a fork is its parent: the same facts and counters
         h = _parent_history(store, run_id, link[0], until_cycle)

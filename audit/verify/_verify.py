@@ -38,6 +38,10 @@ from engine.hashing.chain import GENESIS, KEYED
 from engine.status import RunStatus
 
 
+_QUEUED_FORK = ["run_started", "checkpoint_saved"]
+"""The events of a fork recorded ``queued`` for a worker (``Engine.record_fork``)."""
+
+
 def verify_run(store: StoreCore, run_id: str) -> VerifyReport:
     """The report of one run: its chain, then its row's outcome, gates, checkpoint,
     fact chunks and ledger entry checked against it (``RunNotFound`` when no row)."""
@@ -60,9 +64,10 @@ def verify_run(store: StoreCore, run_id: str) -> VerifyReport:
         chunks = chunks_problem(conn, run_id, blob)
     if cells is not None:
         return VerifyReport(run_id, False, len(rows), cells[0], cells[1])
-    if run.status == RunStatus.QUEUED and not run.last_seq:
+    recorded_fork = run.parent_run_id is not None and [r.kind for r in rows] == _QUEUED_FORK
+    if run.status == RunStatus.QUEUED and not recorded_fork:
         # submitted, not taken yet: nothing is recorded before a worker starts it
-        # (a fork recorded for a worker holds its start: verified as any run)
+        # (but a fork recorded for a worker: its start, verified as any run's)
         if rows or gate_rows or blob is not None or run.last_seq or run.head_hash != GENESIS:
             return VerifyReport(run_id, False, len(rows), 1, "a queued run holds events")
         return VerifyReport(run_id, True, 0)
