@@ -37,7 +37,6 @@ from engine.errors import RunNotFound
 from engine.hashing.chain import GENESIS, KEYED
 from engine.status import RunStatus
 
-
 _QUEUED_FORK = ["run_started", "checkpoint_saved"]
 """The events of a fork recorded ``queued`` for a worker (``Engine.record_fork``)."""
 
@@ -64,8 +63,9 @@ def verify_run(store: StoreCore, run_id: str) -> VerifyReport:
         chunks = chunks_problem(conn, run_id, blob)
     if cells is not None:
         return VerifyReport(run_id, False, len(rows), cells[0], cells[1])
-    recorded_fork = run.parent_run_id is not None and [r.kind for r in rows] == _QUEUED_FORK
-    if run.status == RunStatus.QUEUED and not recorded_fork:
+    if run.status == RunStatus.QUEUED and not (
+        run.parent_run_id is not None and [r.kind for r in rows[:3]] == _QUEUED_FORK
+    ):
         # submitted, not taken yet: nothing is recorded before a worker starts it
         # (but a fork recorded for a worker: its start, verified as any run's)
         if rows or gate_rows or blob is not None or run.last_seq or run.head_hash != GENESIS:
