@@ -130,8 +130,9 @@ class TapeMissing(ApplicationError):
 
 
 class ReplayError(ApplicationError):
-    """A run cannot be replayed: no job to run (none recorded, none given), or a fork
-    (its state at the fork point comes from its parent)."""
+    """A run cannot be replayed: no job to run (none recorded, none given), a fork
+    (its state at the fork point comes from its parent), or a recording that does
+    not verify (its first bad seq named)."""
 
 
 class NotRecorded(ApplicationError):

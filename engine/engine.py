@@ -106,11 +106,21 @@ class Engine(EngineSettings):
         with this engine's suggestors and ``budget`` (None: the engine's), to its stop.
 
         The fork has its own run id; its ``run_started`` carries ``forked_from:
-        {run, cycle, facts_root}``; the parent is only read. Raises
-        ``engine.fork.ForkError`` (no store, a cycle the store cannot rebuild) or
-        ``RunNotFound``.
+        {run, cycle, facts_root, parent_head}``; the parent is only read, its chain
+        verified up to ``cycle`` first. Raises ``engine.fork.ForkError`` (no store, a
+        cycle the store cannot rebuild; ``UnverifiedParent`` for a parent whose
+        chain fails up to there: nothing is recorded) or ``RunNotFound``.
         """
         return drive_sync(self, load_fork(self, run_id, cycle, budget))
+
+    def record_fork(self, run_id: str, cycle: int, budget: Budget | None = None) -> str:
+        """Record a fork of ``run_id`` at ``cycle`` (as :meth:`fork`) without driving
+        it: its ``run_started`` and a checkpoint at the fork point, the run left
+        ``queued`` for a worker (``converge.service.execute_run``) or
+        :meth:`resume_run` to drive to its stop. Returns the new run id. Raises as
+        :meth:`fork`, and ``StoreError`` when the store cannot record it.
+        """
+        return load_fork(self, run_id, cycle, budget, queued=True).run_id
 
     def stats(self, result: RunResult) -> RunStats | None:
         """The last :class:`RunStats` of a run kept by this engine (stopped or paused)."""

@@ -47,6 +47,7 @@ __all__ = [
     "StoreError",
     "TamperedRow",
     "ToolBudgetHit",
+    "UnverifiedParent",
 ]
 
 
@@ -155,6 +156,22 @@ class RunFinished(ResumeError):
 class ForkError(ConvergeError):
     """A run cannot be forked at the cycle asked: no store or one that cannot read a
     run's history, an unknown run, a cycle it never reached, events missing."""
+
+
+class UnverifiedParent(ForkError):
+    """The run to fork (or replay) does not verify up to the fork point: its hash
+    chain fails at ``first_bad_seq`` for ``reason`` (``payload changed``, ``row
+    missing``...), so nothing is taken from it and nothing is recorded. ``run_id``
+    names the run whose chain fails (a fork's parent, or that parent's parent)."""
+
+    def __init__(self, run_id: str, first_bad_seq: int | None, reason: str | None) -> None:
+        self.run_id = run_id
+        self.first_bad_seq = first_bad_seq
+        self.reason = reason
+        super().__init__(
+            f"run {run_id} does not verify: seq {first_bad_seq}: {reason}; refusing to "
+            f"take its state (`converge verify {run_id}`)"
+        )
 
 
 # --- storage -------------------------------------------------------------------

@@ -16,11 +16,17 @@ id. What is rebuilt:
 - the keys cycle N promoted (dirty: their subscribers run in the next cycle) and
   the suggestors eligible in cycle N that did not run (cut: eligible again).
 
+The store verifies the parent's hash chain up to the fork point before anything
+is written (``UnverifiedParent`` names the first bad ``seq``); its verified head
+goes into the fork's link. :meth:`Engine.record_fork` records the fork without
+driving it (``queued``, with a checkpoint at the fork point) for a worker.
+
 Not carried over: elapsed time (the fork's time budget counts its own time), the
 parent's gates (a gate pending at cycle N is not reopened; rejected contents are
 not remembered) and continuations. The fork's ``run_started`` carries
-``forked_from: {run, cycle, facts_root}`` and its facts as ``initial_facts``; its
-``runs`` row names the parent (``parent_run_id``). The parent is only read.
+``forked_from: {run, cycle, facts_root, parent_head: {seq, chain_hash}}`` and its
+facts as ``initial_facts``; its ``runs`` row names the parent (``parent_run_id``).
+The parent is only read.
 """
 
 from __future__ import annotations
@@ -33,29 +39,39 @@ from engine._cycle.recording import start_in_store
 from engine._cycle.run import CHECKPOINT_VERSION, Run
 from engine._cycle.start import new_run_id
 from engine.budget import Budget
-from engine.errors import ForkError, ResumeError
+from engine.errors import ForkError, ResumeError, UnverifiedParent
 from engine.hashing.merkle import MerkleFrontier, merkle_scheme, text_leaves
 from engine.settings import EngineSettings
 from engine.store import AuditEvent, RunHistory, RunHistoryStore
 
-__all__ = ["ForkError", "fork_link", "load_fork", "state_at"]
+__all__ = ["ForkError", "UnverifiedParent", "fork_link", "load_fork", "state_at"]
 
 
 def load_fork(
-    settings: EngineSettings, run_id: str, cycle: int, budget: Budget | None = None
+    settings: EngineSettings,
+    run_id: str,
+    cycle: int,
+    budget: Budget | None = None,
+    *,
+    queued: bool = False,
 ) -> Run:
     """The state after ``cycle`` of the stored run ``run_id``, as a new run of this
-    engine (recorded: its ``run_started`` with the fork's link), to drive to a stop.
+    engine (recorded: its ``run_started`` with the fork's link), to drive to a stop;
+    ``queued``: recorded with a checkpoint at the fork point and left ``queued``
+    for another process (not in flight here).
 
     ``budget`` (None: the engine's own) is the fork's, a total as in any run (cycles
     and facts inherited count). Raises :class:`ForkError` (with the reason the
-    store gives) or ``RunNotFound``.
+    store gives; :class:`UnverifiedParent` when the parent's chain fails up to
+    ``cycle``), ``RunNotFound``, or for ``queued`` a ``StoreError``.
     """
     store = settings.store
     if store is None:
         raise ForkError("Engine.fork reads the parent run from a store: give Engine(store=...)")
     if not isinstance(store, RunHistoryStore):
         raise ForkError(f"store {type(store).__name__} cannot read a run's history (run_history)")
+    if queued and getattr(store, "save_checkpoint", None) is None:
+        raise ForkError(f"store {type(store).__name__} keeps no checkpoint: cannot queue a fork")
     if type(cycle) is not int or cycle < 0:
         raise ForkError(f"cycle {cycle!r}: give a cycle number >= 0")
     try:
@@ -65,20 +81,26 @@ def load_fork(
     except ResumeError as exc:
         raise ForkError(str(exc)) from None
     run.recovery.loaded(load.froze)
-    run.spend.start_leg(settings.clock(), time.time())
-    settings.runs.enter(run.run_id, clear_cancel=True)
-    _record_start(settings, run, history)
+    if not queued:
+        run.spend.start_leg(settings.clock(), time.time())
+        settings.runs.enter(run.run_id, clear_cancel=True)
+    _record_start(settings, run, history, queued)
     return run
 
 
 def fork_link(history: RunHistory, run: Run) -> dict[str, Any]:
-    """``{run, cycle, facts_root}``: the parent, the cycle forked at and the root of
-    the facts taken from it (the ``forked_from`` of the fork's ``run_started``)."""
-    return {
+    """``{run, cycle, facts_root, parent_head}``: the parent, the cycle forked at,
+    the root of the facts taken from it and ``{seq, chain_hash}`` of the parent's
+    last event read, its chain verified up to there (left out when the store gave
+    no verified head): the ``forked_from`` of the fork's ``run_started``."""
+    link: dict[str, Any] = {
         "run": history.run_id,
         "cycle": history.cycle,
         "facts_root": run.integrity.frontier.root(),
     }
+    if history.head is not None:
+        link["parent_head"] = {"seq": history.head[0], "chain_hash": history.head[1]}
+    return link
 
 
 def state_at(history: RunHistory, run_id: str, budget: Budget) -> Run:
@@ -207,7 +229,9 @@ def _add(total: list[Any], usage: Any) -> None:
         total[2] += float(usage[2])
 
 
-def _record_start(settings: EngineSettings, run: Run, history: RunHistory) -> None:
+def _record_start(
+    settings: EngineSettings, run: Run, history: RunHistory, queued: bool = False
+) -> None:
     """The fork's ``run_started`` (its facts as ``initial_facts``, its link to the
     parent as ``forked_from``) and its ``runs`` row (``parent_run_id``)."""
     if settings.store is None:
@@ -224,4 +248,4 @@ def _record_start(settings: EngineSettings, run: Run, history: RunHistory) -> No
     # the facts' JSON is the parent's recorded texts: the store splices them in and
     # keeps them as the fork's first fact chunk, never encoding them again
     run.record(AuditEvent("run_started", 0, payload, time.time(), fact_texts=history.texts))
-    start_in_store(settings, run, parent_run_id=history.run_id)
+    start_in_store(settings, run, parent_run_id=history.run_id, queued=queued)

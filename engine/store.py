@@ -160,6 +160,8 @@ class RunHeader:
 
     ``job`` is the job's name and ``job_spec`` its parsed file (so that the CLI can
     rebuild the engine to resume it); ``suggestors`` are the registered names.
+    ``queued``: recorded for another process to drive (``Engine.record_fork``): the
+    row is ``queued``, with no writer, until a worker claims it.
     """
 
     run_id: str
@@ -168,6 +170,7 @@ class RunHeader:
     suggestors: tuple[str, ...]
     started_at: float
     parent_run_id: str | None = None
+    queued: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,7 +342,9 @@ class RunHistory:
     first), as ``engine.facts.fact_to_dict`` dicts in promotion order, and
     ``texts[i]`` the canonical JSON of ``facts[i]`` as chained (its Merkle leaf's
     data); ``events``: the run's other events of cycles 1..``cycle`` (cycle
-    starts, executions, failures, usage), in ``seq`` order.
+    starts, executions, failures, usage), in ``seq`` order; ``head``: ``(seq,
+    chain_hash)`` of the run's last event of cycles up to ``cycle``, its chain
+    verified up to there by the store (None from a store that does not verify).
     """
 
     run_id: str
@@ -350,6 +355,7 @@ class RunHistory:
     facts: list[dict[str, Any]]
     texts: list[str]
     events: list[AuditEvent]
+    head: tuple[int, str] | None = None
 
 
 @runtime_checkable
@@ -360,6 +366,8 @@ class RunHistoryStore(Protocol):
         """The run as recorded up to ``until_cycle`` (see :class:`RunHistory`).
 
         Raises ``RunNotFound``; ``ResumeError`` when the events of those cycles are
-        not all there (a cycle the run never reached, a gap in its chain).
+        not all there (a cycle the run never reached, a gap in its chain);
+        ``UnverifiedParent`` when a store that verifies finds the run's chain (or
+        the chain a fork's cycles come from) altered up to there.
         """
         ...

@@ -42,6 +42,7 @@ from converge.timetravel import replay_run
 from engine import Budget, CriteriaMet, Engine, GateDecision, HitlGatePending, RunNotFound, RunStore
 from examples.dependency_audit.reviewer import REVIEWER
 from tests.hitlfixtures import STORES, opened_store
+from tests.keyfixtures import rechain
 from tests.replayjobs import (
     CALLED,
     USAGE,
@@ -398,7 +399,7 @@ def test_a_job_files_nondeterministic_names_must_be_its_suggestors(
 
 
 def test_a_run_recorded_without_model_responses_names_the_agent_it_cannot_answer(
-    sqlite_store: SqlRunStore,
+    sqlite_store: SqlRunStore, tmp_path: Path
 ) -> None:
     recorded = three_agents(sqlite_store).run({"topic": ["replay"]})
     with sqlite_store.transaction() as conn:  # as a store written before responses were recorded
@@ -416,6 +417,7 @@ def test_a_run_recorded_without_model_responses_names_the_agent_it_cannot_answer
                 .where(audit_events.c.run_id == recorded.run_id, audit_events.c.seq == seq)
                 .values(payload=json.dumps(data))
             )
+    rechain(str(tmp_path / "hitl.db"), recorded.run_id, None)  # as that store chained it
     report = replay_run(sqlite_store, recorded.run_id, no_model)
     assert CALLED == []
     first = report.first_divergence

@@ -30,7 +30,7 @@ from converge.cli import app
 from converge.timetravel import diff_runs, snapshot
 from engine import Budget, Context, Engine, Proposal, RunNotFound, suggestor
 from engine.facts import canonical_json
-from engine.fork import ForkError
+from engine.fork import ForkError, UnverifiedParent
 from engine.hashing.merkle import RFC6962, facts_root
 from examples.oscillator import ping, pong
 from tests.hitlfixtures import STORES, opened_store
@@ -150,10 +150,13 @@ def test_forks_leave_the_parent_verifying_and_chain_their_link(store: SqlRunStor
         assert report.ok, report
         started = store.events(fork.run_id)[0]
         assert started.kind == "run_started"
+        # the parent's head as read (and verified): its last event of cycles up to n
+        head = [e for e in store.events(parent.run_id) if e.cycle <= n][-1]
         assert started.payload["forked_from"] == {
             "run": parent.run_id,
             "cycle": n,
             "facts_root": _root_up_to(store, parent.run_id, n),
+            "parent_head": {"seq": head.seq, "chain_hash": head.hash},
         }
         assert store.run(fork.run_id).parent_run_id == parent.run_id
         # the inherited facts keep their ids and provenance (the parent's cycles)
@@ -208,6 +211,9 @@ def test_a_cycle_the_store_cannot_rebuild_is_a_fork_error(store: SqlRunStore) ->
         engine.fork("no-such-run", 1)
     with pytest.raises(ForkError, match="store"):
         Engine().register(ping, pong).fork(parent.run_id, 1)
+    lost = next(
+        e.seq for e in store.events(parent.run_id) if e.kind == "cycle_started" and e.cycle == 2
+    )
     with store.transaction() as conn:  # a cycle's events lost
         conn.execute(
             delete(audit_events).where(
@@ -216,9 +222,12 @@ def test_a_cycle_the_store_cannot_rebuild_is_a_fork_error(store: SqlRunStore) ->
                 audit_events.c.cycle == 2,
             )
         )
-    with pytest.raises(ForkError, match=r"cycle\(s\) \[2\] are missing"):
-        engine.fork(parent.run_id, 3)
-    assert engine.fork(parent.run_id, 1).stop_reason.kind_code() == "cycle_budget_exhausted"
+    # the chain up to the fork point, and the link of the event after it, are verified
+    for cycle in (3, 1):
+        with pytest.raises(UnverifiedParent, match=f"seq {lost}: row missing") as refused:
+            engine.fork(parent.run_id, cycle)
+        assert (refused.value.run_id, refused.value.first_bad_seq) == (parent.run_id, lost)
+    assert engine.fork(parent.run_id, 0).stop_reason.kind_code() == "cycle_budget_exhausted"
 
 
 def test_fork_diff_and_show_from_the_command_line(tmp_path: Path) -> None:

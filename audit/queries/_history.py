@@ -3,7 +3,9 @@
 :func:`read_history` reads, in one snapshot, the run's ``run_started`` payload,
 the facts promoted up to the cycle (their chained JSON texts too: the Merkle
 leaves' data) and the other events of those cycles that the fork rebuilds its
-counters from; it refuses (``ResumeError``) a cycle the run never reached and a
+counters from; it verifies the run's chain up to there first
+(:func:`audit.queries._chain_head.verified_head`: ``UnverifiedParent`` names the
+first bad seq) and refuses (``ResumeError``) a cycle the run never reached and a
 chain with gaps (a cycle whose start is missing, a fact id out of its key's order).
 A fork's cycles up to its fork point are its parent's: they are read from the
 parent (a fork of a fork, from its parent's parent...).
@@ -18,9 +20,10 @@ from sqlalchemy import select
 
 from audit.cells import loads
 from audit.core import StoreCore
+from audit.queries._chain_head import parent_problem, verified_head
 from audit.queries._queries import get_run
 from audit.tables import audit_events
-from engine.errors import ResumeError, RunNotFound
+from engine.errors import ResumeError, RunNotFound, UnverifiedParent
 from engine.facts import canonical_json
 from engine.store import AuditEvent, RunHistory
 
@@ -34,43 +37,45 @@ def read_history(store: StoreCore, run_id: str, until_cycle: int) -> RunHistory:
     A fork's cycles up to its fork point are its parent's: they are read from the
     parent (which a fork never changes), the fork's own events after them.
 
-    Raises ``RunNotFound``, or ``ResumeError`` naming why the store cannot rebuild
-    that cycle (negative, beyond the run's cycles, events missing, a fork whose
-    parent is gone).
+    Raises ``RunNotFound``, ``UnverifiedParent`` (the run's chain, or the chain its
+    fork point's cycles come from, fails up to ``until_cycle``), or ``ResumeError``
+    naming why the store cannot rebuild that cycle (negative, beyond the run's
+    cycles, events missing, a fork whose parent is gone).
     """
     if type(until_cycle) is not int or until_cycle < 0:
         raise ResumeError(f"cycle {until_cycle!r}: give a cycle number >= 0")
     run = get_run(store, run_id)
     ev = audit_events.c
-    base = select(ev.seq, ev.kind, ev.cycle, ev.ts, ev.payload).where(ev.run_id == run_id)
     with store.transaction(write=False) as conn:
-        first = conn.execute(base.where(ev.seq == 1)).one_or_none()
         highest = conn.execute(
             select(ev.cycle).where(ev.run_id == run_id).order_by(ev.cycle.desc()).limit(1)
         ).scalar()
-        if first is None or first.kind != "run_started":
-            raise ResumeError(f"run {run_id} has no run_started event: cannot rebuild any cycle")
         cycles = max(run.cycles, highest or 0)
         if until_cycle > cycles:
             raise ResumeError(
                 f"run {run_id} recorded {cycles} cycle(s): cannot fork it at cycle {until_cycle}"
             )
-        facts_rows = conn.execute(
-            select(ev.payload)
-            .where(ev.run_id == run_id, ev.kind == "fact_promoted", ev.cycle <= until_cycle)
-            .order_by(ev.seq)
-        ).all()
-        other_rows = conn.execute(
-            base.where(ev.kind.in_(COUNTED), ev.cycle <= until_cycle).order_by(ev.seq)
-        ).all()
+        # one read of the events up to the fork point: verified, then taken from
+        report, chained, head = verified_head(store, conn, run_id, until_cycle)
+    if not report.ok:
+        raise UnverifiedParent(run_id, report.first_bad_seq, report.reason)
+    rows = [r for r in chained[: head[0] if head else 0] if r.cycle <= until_cycle]
+    first = rows[0] if rows else None
+    if first is None or first.seq != 1 or first.kind != "run_started":
+        raise ResumeError(f"run {run_id} has no run_started event: cannot rebuild any cycle")
+    facts_rows = [(r.payload,) for r in rows if r.kind == "fact_promoted"]
+    other_rows = [r for r in rows if r.kind in COUNTED]
     started: dict[str, Any] = loads(first.payload)
     initial = started.get("initial_facts") or []
     link = _fork_point(started)
+    found = None if link is None else parent_problem(store, started.get("forked_from"))
+    if found is not None and found[1]:  # its cycles up to its fork point are its parent's
+        raise UnverifiedParent(run_id, 1, found[0])
     if link is not None and until_cycle <= link[1]:
         # before its fork point a fork is its parent: the same facts and counters
         h = _parent_history(store, run_id, link[0], until_cycle)
         return RunHistory(
-            run_id, until_cycle, cycles, run.status, started, h.facts, h.texts, h.events
+            run_id, until_cycle, cycles, run.status, started, h.facts, h.texts, h.events, head
         )
     events: list[AuditEvent] = []
     if link is not None:
@@ -90,7 +95,7 @@ def read_history(store: StoreCore, run_id: str, until_cycle: int) -> RunHistory:
     facts += map(loads, texts[len(initial) :])
     events += [AuditEvent(r.kind, r.cycle, loads(r.payload), r.ts) for r in other_rows]
     _check_complete(run_id, until_cycle, facts, events)
-    return RunHistory(run_id, until_cycle, cycles, run.status, started, facts, texts, events)
+    return RunHistory(run_id, until_cycle, cycles, run.status, started, facts, texts, events, head)
 
 
 def _fork_point(started: dict[str, Any]) -> tuple[str, int] | None:

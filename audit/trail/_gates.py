@@ -151,6 +151,7 @@ def claim_resume(
 ) -> Claim:
     """Claim the run for this process: one compare-and-set of its row from
     ``paused`` / ``stopped`` (resumably) / ``running`` with a dead writer (crashed)
+    / ``queued`` with events (a fork recorded for a worker: ``Engine.record_fork``)
     to ``running`` by this process, bumping its fencing epoch.
 
     Idempotent by design: the update matches only the epoch and status just read,
@@ -185,7 +186,9 @@ def claim_resume(
             was = RunStatus.CRASHED  # its writer died (kill -9): take the run over
         elif was == RunStatus.STOPPED and row.category is not None and row.category not in _GOES_ON:
             raise RunFinished(f"run {run_id} already finished ({row.stop_kind})")
-        elif was not in (RunStatus.PAUSED, RunStatus.STOPPED):
+        elif was not in (RunStatus.PAUSED, RunStatus.STOPPED) and not (
+            was == RunStatus.QUEUED and row.last_seq > 0  # a recorded fork, checkpointed
+        ):
             raise RunBusy(f"run {run_id} is {was}: it cannot be claimed")
         if (expected_epoch is not None and row.epoch != expected_epoch) or (
             expected_seq is not None and row.last_seq != expected_seq

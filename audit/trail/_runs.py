@@ -32,9 +32,10 @@ def start_run(
     events: Sequence[BatchItem],
     checkpoint: dict[str, Any] | None = None,
 ) -> None:
-    """Insert the run's row (``running``, this pid/host) with its first events and
-    their ledger entry, and ``checkpoint`` when given; the row of a queued run this
-    process took is filled instead. ``StoreError`` when the run exists or the key
+    """Insert the run's row (``running``, this pid/host; ``queued`` with no writer
+    for ``header.queued``) with its first events and their ledger entry, and
+    ``checkpoint`` when given; the row of a queued run this process took is filled
+    instead. ``StoreError`` when the run exists or the key
     is wrong."""
     if store.key is not None and store.known_fingerprint not in (None, key_fingerprint(store.key)):
         raise StoreError(
@@ -53,12 +54,13 @@ def start_run(
     events = with_header(events, header, started_at)
     batch = chain_batch(header.run_id, events, GENESIS, 0, store.key)
     head, seq = batch.head, batch.seq
-    pid, host = this_writer()
+    # a queued run (a fork recorded for a worker) has no writer until one claims it
+    pid, host = (None, None) if header.queued else this_writer()
     values = {
         "job": header.job,
         "job_spec": spec,
         "suggestors": json_compact(list(header.suggestors)),
-        "status": RunStatus.RUNNING,
+        "status": RunStatus.QUEUED if header.queued else RunStatus.RUNNING,
         "pid": pid,
         "hostname": host,
         "cycles": 0,

@@ -6,7 +6,8 @@ fact that differs), so its chain must show:
 
 - no fact id twice (a fact promoted again by a second process or a replay);
 - every ``run_resumed`` after the previous leg ended (``run_stopped`` /
-  ``run_paused``), or marked as the recovery of a crashed leg, or applying a
+  ``run_paused``), or marked as the recovery of a crashed leg or as the first
+  leg of a fork recorded ``queued`` (right after its checkpoint), or applying a
   gate's decision right as its leg starts: two legs running at once mean two
   processes continued the run;
 - at each stop or pause, the facts root it recorded equal to the Merkle root of
@@ -69,7 +70,9 @@ def check_exactly_once(rows: Sequence[ChainRow]) -> Problem:
             # a decision applied as the leg that loaded it starts (resume_run of a run
             # whose gate was decided meanwhile) is that leg's, not a new one
             applied = "gate_id" in p and previous == "run_resumed"
-            if leg_open and p.get("from") != "crash" and not applied:
+            # a crashed leg's recovery, or a queued fork's first leg (its start only before)
+            first = p.get("from") == "queued" and previous == "checkpoint_saved"
+            if leg_open and p.get("from") != "crash" and not applied and not first:
                 return row.seq, "run resumed while its previous leg had not stopped"
             leg_open = True
         elif kind in TERMINAL:

@@ -110,7 +110,8 @@ def check_status(run: Any, rows: Sequence[ChainRow]) -> Problem:
     """``chain`` (a chain function there is), then ``status`` against the last
     start, resume, pause or stop: ``stopped`` after
     a stop, ``paused`` after a pause, ``running`` after a start or a resume (or
-    after a pause whose gate was decided since: the decider claimed the run)."""
+    after a pause whose gate was decided since: the decider claimed the run),
+    ``queued`` after a start (a fork recorded for a worker, not claimed yet)."""
     last: str | None = None
     decided = False
     for row in rows:
@@ -125,8 +126,9 @@ def check_status(run: Any, rows: Sequence[ChainRow]) -> Problem:
         ok = status == RunStatus.STOPPED
     elif last == "run_paused":
         ok = status == RunStatus.PAUSED or (status == RunStatus.RUNNING and decided)
-    else:
-        ok = status == RunStatus.RUNNING
+    else:  # queued after its start only: a fork recorded for a worker
+        queued = last == "run_started" and run.parent_run_id is not None
+        ok = status == RunStatus.RUNNING or (status == RunStatus.QUEUED and queued)
     return None if ok else _differs(run.last_seq or 1, "status")
 
 

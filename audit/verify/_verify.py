@@ -10,11 +10,13 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from audit.cells import loads
 from audit.core import StoreCore
 from audit.ledger import _ledger as ledger_log
 from audit.ledger._anchors import anchor_text, claim_reports, parse_claim
 from audit.ledger._ledger import verify_ledger
 from audit.ledger._pending import deleted_pending, run_in_ledger
+from audit.queries._chain_head import key_problem, parent_problem
 from audit.signing._decisions import check_run_signatures
 from audit.tables import audit_events, gates, runs
 from audit.trail._chain import ChainRow, VerifyReport, verify_chain
@@ -33,20 +35,10 @@ from audit.verify._row_checks import (
 )
 from engine.errors import RunNotFound
 from engine.hashing.chain import GENESIS, KEYED
-from engine.hashing.ledger import key_fingerprint
 from engine.status import RunStatus
 
-
-def _key_problem(store: StoreCore) -> str | None:
-    """``wrong key`` / ``key required`` when the verifier's key does not fit the store."""
-    stored = store.known_fingerprint
-    if stored is None:
-        return None
-    if store.key is None:
-        return "key required"
-    if key_fingerprint(store.key) != stored:
-        return "wrong key"
-    return None
+_QUEUED_FORK = ["run_started", "checkpoint_saved"]
+"""The events of a fork recorded ``queued`` for a worker (``Engine.record_fork``)."""
 
 
 def verify_run(store: StoreCore, run_id: str) -> VerifyReport:
@@ -71,12 +63,15 @@ def verify_run(store: StoreCore, run_id: str) -> VerifyReport:
         chunks = chunks_problem(conn, run_id, blob)
     if cells is not None:
         return VerifyReport(run_id, False, len(rows), cells[0], cells[1])
-    if run.status == RunStatus.QUEUED:
+    if run.status == RunStatus.QUEUED and not (
+        run.parent_run_id is not None and [r.kind for r in rows[:3]] == _QUEUED_FORK
+    ):
         # submitted, not taken yet: nothing is recorded before a worker starts it
+        # (but a fork recorded for a worker: its start, verified as any run's)
         if rows or gate_rows or blob is not None or run.last_seq or run.head_hash != GENESIS:
             return VerifyReport(run_id, False, len(rows), 1, "a queued run holds events")
         return VerifyReport(run_id, True, 0)
-    problem = _key_problem(store)
+    problem = key_problem(store)
     if problem is not None:
         return VerifyReport(run_id, False, len(rows), 1, problem)
     if store.known_fingerprint is not None and run.chain != KEYED:
@@ -104,7 +99,23 @@ def verify_run(store: StoreCore, run_id: str) -> VerifyReport:
         found = found or extra
     if found is not None:
         return VerifyReport(run_id, False, len(rows), found[0], found[1])
-    return report if unintegrated is None else replace(report, reason=unintegrated)
+    notes = [unintegrated] if unintegrated is not None else []
+    if run.parent_run_id is not None and rows:
+        # a fork: its parent's chain up to the fork point still ends in the head it read
+        link = parent_problem(store, _forked_from(rows[0]))
+        if link is not None and link[1]:
+            return VerifyReport(run_id, False, len(rows), 1, link[0])
+        notes += [link[0]] if link is not None else []
+    return replace(report, reason="; ".join(notes)) if notes else report
+
+
+def _forked_from(row: ChainRow) -> Any:
+    """The ``forked_from`` of a verified ``run_started`` (None when it is none)."""
+    try:
+        started = loads(row.payload) if row.kind == "run_started" else None
+    except ValueError:
+        return None
+    return started.get("forked_from") if isinstance(started, dict) else None
 
 
 def _first_problem(

@@ -3,7 +3,8 @@ runs, run a recorded run again (:mod:`converge.timetravel`).
 
 ``fork RUN --at-cycle N`` starts a new run from the state after cycle N of RUN
 (``Engine.fork``), with RUN's recorded job or another (``--job``) and the
-``--max-*`` budget options over the job's budget; the parent is only read. ``diff
+``--max-*`` budget options over the job's budget; the parent is only read, and
+refused (exit 2) when its chain does not verify up to cycle N. ``diff
 RUN_A RUN_B`` shows the stop of each and why they differ, the facts only in A,
 only in B and changed, and the budget used side by side
 (:func:`converge.timetravel.diff_runs`); ``--json`` for CI.
@@ -80,7 +81,8 @@ def fork_cmd(
     token: RunnerTokenOption = None,
 ) -> None:
     """Start a new run from the state after cycle N of a recorded run (the parent is
-    not changed); exits with the fork's stop code, 2 when the cycle cannot be rebuilt."""
+    not changed); exits with the fork's stop code, 2 when the cycle cannot be rebuilt
+    or the parent does not verify up to it (the first bad seq named)."""
     store = open_run_store(db, must_exist=True)
     assert isinstance(store, SqlRunStore)
     run_id = resolve_run(store, run_id)

@@ -5,10 +5,11 @@ A message names a run and an action (``run`` or ``resume``); the store says what
 left to do. A queued run is taken (``audit.run_queue._queue.take_queued``) and started
 with a checkpoint of cycle 0, so that a worker killed at any point leaves a run
 the next one recovers; a ``crashed`` run (its writer gone) is recovered by
-``Engine.resume_run``; a ``resume`` continues a paused run whose gate is decided
-(the recorded decision, value included) or a run stopped resumably. A run that
-another process holds (``RunBusy``) or that has finished (``RunFinished``) is left
-alone: the message was a duplicate.
+``Engine.resume_run``, as is a fork recorded ``queued`` with its checkpoint
+(``converge.timetravel.record_fork``, whatever the action); a ``resume`` continues
+a paused run whose gate is decided (the recorded decision, value included) or a
+run stopped resumably. A run that another process holds (``RunBusy``) or that has
+finished (``RunFinished``) is left alone: the message was a duplicate.
 """
 
 from __future__ import annotations
@@ -47,7 +48,10 @@ def execute_run(
     require_key(store, f"executing run {run_id}")
     row = store.run(run_id)
     status = row.status
-    if status == RunStatus.QUEUED or (status == RunStatus.CRASHED and row.last_seq == 0):
+    recorded = status == RunStatus.QUEUED and row.last_seq > 0  # a fork recorded for us
+    if not recorded and (
+        status == RunStatus.QUEUED or (status == RunStatus.CRASHED and row.last_seq == 0)
+    ):
         try:
             take_queued(store, run_id)
         except RunBusy:
@@ -56,8 +60,10 @@ def execute_run(
         engine = _engine(store, job, run_id)
         engine.checkpoint_at_start = True
         return _leg(store, engine, run_id, lambda: engine.run(job.spec.initial or None, run_id))
-    if status == RunStatus.CRASHED or (
-        action == "resume" and status in (RunStatus.PAUSED, RunStatus.STOPPED)
+    if (
+        recorded
+        or status == RunStatus.CRASHED
+        or (action == "resume" and status in (RunStatus.PAUSED, RunStatus.STOPPED))
     ):
         engine = _engine(store, job_of_run(store, run_id), run_id)
         return _leg(store, engine, run_id, lambda: engine.resume_run(run_id))

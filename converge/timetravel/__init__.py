@@ -1,7 +1,8 @@
 """Time travel: a recorded run forked at a cycle, two runs compared, a run replayed.
 
 - Fork (``converge fork``, :func:`fork_run`): a new run from the state after cycle
-  N of a recorded run, its parent unchanged (``_fork``).
+  N of a recorded run, its parent unchanged and verified up to there (``_fork``);
+  :func:`record_fork` records one for a worker to drive.
 - Diff (``converge diff``, :func:`diff_runs` of two :func:`snapshot`): the stops
   and the facts only in one run, or changed (``_diff``).
 - Replay (``converge replay``, :func:`replay_run`): the job of a recorded run run
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from converge.timetravel._compare import Divergence, DivergenceKind
 from converge.timetravel._diff import RunDiff, RunSnapshot, diff_runs, snapshot
-from converge.timetravel._fork import BUDGET_FIELDS, fork_budget, fork_run
+from converge.timetravel._fork import BUDGET_FIELDS, fork_budget, fork_run, record_fork
 from converge.timetravel._recorded import RecordedSuggestor
 from converge.timetravel._recording import Recording, read_recording
 from converge.timetravel._replay import EngineFactory, replay_run
@@ -40,6 +41,7 @@ __all__ = [
     "fork_budget",
     "fork_run",
     "read_recording",
+    "record_fork",
     "replay_run",
     "snapshot",
 ]

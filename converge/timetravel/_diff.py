@@ -5,7 +5,8 @@
 two, and is pure. ``converge diff RUN_A RUN_B [--json]`` prints its result
 (:mod:`converge.cli.timetravel`). Facts are matched by id, then (those left) by
 key and content: a fact whose id is in both runs with other content is
-*changed*; the rest are only in A or only in B.
+*changed*; the rest are only in A or only in B. Each run is verified: one whose
+chain fails is named first among the reasons (its facts are not its record).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ class RunSnapshot:
 
     ``stop``: ``{kind, category, message}`` (None while it has not stopped);
     ``budget``: ``{dimension: {used, limit, percent}}`` of its last ``run_stopped``
-    (empty when none); ``forked_from``: ``{run, cycle, facts_root}`` of a fork.
+    (empty when none); ``forked_from``: ``{run, cycle, facts_root}`` of a fork;
+    ``unverified``: why the run's chain does not verify (``seq N: reason``; None
+    when it does): its facts are then not what was recorded.
     """
 
     run_id: str
@@ -38,6 +41,7 @@ class RunSnapshot:
     facts: tuple[Fact, ...]
     budget: dict[str, dict[str, Any]] = field(default_factory=dict)
     forked_from: dict[str, Any] | None = None
+    unverified: str | None = None
 
     def header(self) -> dict[str, Any]:
         """The JSON-ready summary of the run (its facts counted, not listed)."""
@@ -50,6 +54,8 @@ class RunSnapshot:
             "facts_count": len(self.facts),
             "facts_root": self.facts_root,
             "forked_from": self.forked_from,
+            "verified": self.unverified is None,
+            "unverified": self.unverified,
         }
 
 
@@ -108,8 +114,9 @@ class RunDiff:
 
 
 def snapshot(store: SqlRunStore, run_id: str) -> RunSnapshot:
-    """The run ``run_id`` of ``store`` as a diff needs it (``RunNotFound``)."""
+    """The run ``run_id`` of ``store`` as a diff needs it, verified (``RunNotFound``)."""
     row = store.run(run_id)
+    check = store.verify(run_id)
     facts = tuple(store.facts(run_id))
     events = store.events(run_id, kinds=("run_started", "run_stopped"))
     stop = None
@@ -129,6 +136,7 @@ def snapshot(store: SqlRunStore, run_id: str) -> RunSnapshot:
         facts=facts,
         budget=_budget(events),
         forked_from=_forked_from(events),
+        unverified=None if check.ok else f"seq {check.first_bad_seq}: {check.reason}",
     )
 
 
@@ -219,9 +227,13 @@ def _why(
     diverged: int | None,
     budget: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]],
 ) -> list[str]:
-    """Sentences on why the stops differ: the fork link, each stop, the budget limits
-    that differ, the first cycle whose facts differ."""
-    why: list[str] = []
+    """Sentences on why the stops differ: a run that does not verify, the fork link,
+    each stop, the budget limits that differ, the first cycle whose facts differ."""
+    why = [
+        f"{name} does not verify ({s.unverified}): its facts are not what it recorded"
+        for s, name in ((a, "A"), (b, "B"))
+        if s.unverified is not None
+    ]
     for child, parent, name in ((b, a, "B"), (a, b, "A")):
         link = child.forked_from
         if link is not None and link.get("run") == parent.run_id:

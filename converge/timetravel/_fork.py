@@ -20,7 +20,7 @@ from converge.decisions import job_of_run
 from converge.jobs import Job
 from engine import Budget, ConvergeError, Engine, RunResult
 
-__all__ = ["BUDGET_FIELDS", "fork_budget", "fork_run"]
+__all__ = ["BUDGET_FIELDS", "fork_budget", "fork_run", "record_fork"]
 
 BUDGET_FIELDS = (
     "max_cycles",
@@ -57,7 +57,8 @@ def fork_run(
     the fork); ``prepare``: called with the engine before it forks (progress,
     cancel on signals). Returns the fork's result (its ``run_id`` is the new run).
     Raises ``RunNotFound``, ``engine.fork.ForkError`` (a cycle the store cannot
-    rebuild), ``ConvergeError`` (the parent recorded no job, a reference of the job
+    rebuild; ``UnverifiedParent``: the parent's chain fails up to ``cycle``, nothing
+    recorded), ``ConvergeError`` (the parent recorded no job, a reference of the job
     no longer imports) and ``pydantic.ValidationError`` (a bad budget value).
     """
     if job is None:
@@ -67,8 +68,37 @@ def fork_run(
     if prepare is not None:
         prepare(engine)
     result = engine.fork(run_id, cycle, budget)
+    _record_forker(store, result.run_id, by)
+    return result
+
+
+def record_fork(
+    store: SqlRunStore,
+    run_id: str,
+    cycle: int,
+    job: Job | None = None,
+    changes: Mapping[str, Any] | None = None,
+    by: str | None = None,
+) -> str:
+    """Record a fork of run ``run_id`` at ``cycle`` without driving it; the new run id.
+
+    As :func:`fork_run`, but the fork is left ``queued`` with a checkpoint at the
+    fork point (``Engine.record_fork``): ``converge.service.execute_run(store,
+    new_id)`` (a worker) drives it to the stop :func:`fork_run` would reach. The
+    parent's chain is verified first: nothing is recorded for a parent that fails.
+    Raises as :func:`fork_run` (``engine.errors.UnverifiedParent`` among the
+    ``ForkError``), and ``StoreError``.
+    """
+    if job is None:
+        job = job_of_run(store, run_id)
+    budget = fork_budget(job, changes or {})
+    new_id = job.build_engine(store).record_fork(run_id, cycle, budget)
+    _record_forker(store, new_id, by)
+    return new_id
+
+
+def _record_forker(store: SqlRunStore, run_id: str, by: str | None) -> None:
     if by is not None:
         # the fork itself is recorded; a failure here only loses the name for four eyes
         with contextlib.suppress(ConvergeError):
-            record_actor(store, result.run_id, by, "forked")
-    return result
+            record_actor(store, run_id, by, "forked")

@@ -59,10 +59,17 @@ def replay_run(
     ``live``: call the models and run the non-deterministic suggestors for real.
     Returns the :class:`ReplayReport` (``first_divergence`` None when the replay
     promoted the same facts in every cycle and stopped the same way). Raises
-    ``RunNotFound``, :class:`ReplayError`, ``JobFileError`` (a job that does not
+    ``RunNotFound``, :class:`ReplayError` (among others for a run whose chain
+    does not verify: its first bad seq named, nothing run), ``JobFileError`` (a job that does not
     load or build).
     """
     header = store.get_run_header(run_id)  # RunNotFound first
+    check = store.verify(run_id)  # a replay compares with the recording: it must be the run's
+    if not check.ok:
+        raise ReplayError(
+            f"run {run_id} does not verify: seq {check.first_bad_seq}: {check.reason}; "
+            f"refusing to replay it (`converge verify {run_id}`)"
+        )
     recorded = read_recording(store, run_id)
     if not recorded.started:
         raise ReplayError(f"run {run_id} has no run_started event: nothing to replay")

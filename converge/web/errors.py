@@ -14,7 +14,13 @@ from fastapi import HTTPException
 from pydantic import BaseModel
 
 from converge.errors import ApplicationError, InvalidValue, MissingReason
-from engine.errors import ConvergeError, DuplicateVote, NotFound, ResumeError
+from engine.errors import (
+    ConvergeError,
+    DuplicateVote,
+    NotFound,
+    ResumeError,
+    UnverifiedParent,
+)
 
 
 class Problem(BaseModel):
@@ -49,7 +55,8 @@ WHEN: dict[int, str] = {
     404: "Unknown gate or run.",
     409: (
         "The gate is decided already (the message names who and when), its quorum is "
-        "reached, it expired, this person voted on it already, or its run is busy."
+        "reached, it expired, this person voted on it already, its run is busy, or the "
+        "run to fork does not verify up to the fork point (the message names the seq)."
     ),
     413: "A body over 64 KiB (announced or streamed); nothing was recorded.",
     429: (
@@ -96,7 +103,8 @@ def http_error(exc: ConvergeError) -> HTTPException:
     """The answer to ``exc``: an application error's own ``http_status`` (403 not an
     approver of the gate or four eyes, 422 a value the gate's hook refused or a
     missing required reason...); of the engine's, 404 an unknown gate or run, 409
-    decided, expired, already voted, busy; 400 otherwise."""
+    decided, expired, already voted, busy, a fork's parent that does not verify;
+    400 otherwise."""
     if isinstance(exc, ApplicationError):
         field = _UNPROCESSABLE_FIELD.get(type(exc))
         if field is not None:
@@ -104,6 +112,6 @@ def http_error(exc: ConvergeError) -> HTTPException:
         return HTTPException(exc.http_status, str(exc))
     if isinstance(exc, NotFound):
         return HTTPException(404, str(exc))
-    if isinstance(exc, DuplicateVote | ResumeError):
+    if isinstance(exc, DuplicateVote | ResumeError | UnverifiedParent):
         return HTTPException(409, str(exc))
     return HTTPException(400, str(exc))

@@ -174,7 +174,9 @@ async def cancel_form(
 
 
 # -- time travel: fork a run at a cycle, diff two runs ----------------------------------
-@router.post("/api/runs/{run_id}/fork", status_code=201, responses=answers(400, 401, 403, 404, 422))
+@router.post(
+    "/api/runs/{run_id}/fork", status_code=201, responses=answers(400, 401, 403, 404, 409, 422)
+)
 async def api_fork(
     request: Request,
     run_id: str,

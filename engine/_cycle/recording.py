@@ -44,10 +44,13 @@ def record_start(settings: EngineSettings, run: Run) -> None:
     start_in_store(settings, run)
 
 
-def start_in_store(settings: EngineSettings, run: Run, parent_run_id: str | None = None) -> None:
+def start_in_store(
+    settings: EngineSettings, run: Run, parent_run_id: str | None = None, *, queued: bool = False
+) -> None:
     """Write the run's header row (its fork's ``parent_run_id``) with the events
     gathered (its ``run_started``) and, with ``checkpoint_at_start``, a checkpoint of
-    cycle 0."""
+    cycle 0. ``queued``: recorded for another process to drive, with its checkpoint;
+    a ``StoreError`` then reaches the caller (no run goes on here to stop)."""
     header = RunHeader(
         run.run_id,
         settings.job_name,
@@ -55,8 +58,13 @@ def start_in_store(settings: EngineSettings, run: Run, parent_run_id: str | None
         settings.suggestor_names,
         run.spend.wall_started,
         parent_run_id=parent_run_id,
+        queued=queued,
     )
     events = take_events(settings, run)
+    if queued:
+        assert settings.store is not None
+        settings.store.start_run(header, events, checkpoint_of(settings, run))
+        return
     if (
         settings.checkpoint_at_start
         and getattr(settings.store, "save_checkpoint", None) is not None

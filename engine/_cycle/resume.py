@@ -240,6 +240,8 @@ def load_stopped_from_store(
         # left running: crashed if its writer is gone (else the claim says RunBusy)
         run.recovery.after_crash()
         _load_replayed(store, run)
+    elif checkpoint.get("run_status") == RunStatus.QUEUED:
+        run.recovery.from_queue()  # a recorded fork: this leg is its first
     if budget is not None:
         run.adopt_budget(budget)
     limit = run.budget.max_cycles
@@ -247,7 +249,7 @@ def load_stopped_from_store(
         limit is not None
         and run.cursor.cycle >= limit
         and run.gating.pending_gate is None
-        and run.recovery.resumed_from != "crash"
+        and run.recovery.resumed_from == "stop"
     ):
         # checked on the state this resume read: a resume that raced another one
         # and read the run after that one went on finds its budget already used

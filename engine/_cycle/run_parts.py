@@ -219,7 +219,8 @@ class Integrity:
 class Recovery:
     """What a resume must know: what a dead process recorded after the checkpoint
     (``replayed`` facts by id, ``replayed_gates``), so that the replayed cycles do
-    not record them twice; where the resume came from (``resumed_from``: ``stop`` or ``crash``);
+    not record them twice; where the resume came from (``resumed_from``: ``stop``,
+    ``crash`` or ``queued``: the first leg of a fork recorded for a worker);
     whether the checkpoint's objects were frozen (:mod:`engine._cycle.collector`); the
     store's fencing ``epoch`` of this process's claim; and whether checkpoints carry
     every fact (``facts_inline``: after a crash replay, or from one that did)."""
@@ -286,6 +287,10 @@ class Recovery:
         from now on (the replayed cycles' facts are chunked out of order)."""
         self._resumed_from = "crash"
         self._facts_inline = True
+
+    def from_queue(self) -> None:
+        """The run's first leg starts here: a fork recorded ``queued`` for a worker."""
+        self._resumed_from = "queued"
 
     def replays_fact(self, fid: str, payload: dict[str, Any]) -> None:
         """The dead process recorded fact ``fid`` (its event's ``payload``)."""
