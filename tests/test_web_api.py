@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -162,6 +164,7 @@ def test_forking_over_the_api_takes_an_approver_and_chains_the_link_diff_takes_a
             base + fork, json={"cycle": 4, "max_cycles": 12}, headers=_bearer(alice), timeout=60
         )
         child = done.json()["run_id"]
+        stopped = _followed_to_its_stop(f"{base}/api/runs/{child}", _bearer(viewer))
         diff = f"{base}/api/runs/{parent}/diff/{child}"
         unread = httpx.get(diff)
         read = httpx.get(diff, headers=_bearer(viewer))
@@ -171,14 +174,11 @@ def test_forking_over_the_api_takes_an_approver_and_chains_the_link_diff_takes_a
     assert "may not fork runs" in seen.json()["detail"]
     assert beyond.status_code == 400 and "cannot fork it at cycle 99" in beyond.json()["detail"]
     assert [r.run_id for r in store.runs()] == [child, parent]  # refusals recorded nothing
-    assert done.status_code == 201, done.text
+    assert done.status_code == 202, done.text  # recorded, run by the server's workers
     body = done.json()
     assert body["forked_from"] == {"run": parent, "cycle": 4}
-    assert (body["kind"], body["cycles"], body["url"]) == (
-        "cycle_budget_exhausted",
-        12,
-        f"/runs/{child}",
-    )
+    assert (body["status"], body["url"]) == ("queued", f"/runs/{child}")
+    assert (stopped["kind"], stopped["cycles"]) == ("cycle_budget_exhausted", 12)
     assert store.verify(child).ok and store.verify(parent).ok
     assert store.events(child)[0].payload["forked_from"]["run"] == parent  # in the chain
     assert shown.json()["forked_from"]["cycle"] == 4
@@ -187,6 +187,17 @@ def test_forking_over_the_api_takes_an_approver_and_chains_the_link_diff_takes_a
     assert read.status_code == 200
     assert [f["id"] for f in read.json()["facts"]["only_b"]] == ["pong#5", "ping#6"]
     assert "B is a fork of the other run at cycle 4" in read.json()["why"]
+
+
+def _followed_to_its_stop(url: str, headers: dict[str, str]) -> dict[str, Any]:
+    """``GET url`` (a run) until the run has stopped, as a client following a fork
+    would (60 s at most); the run's last answer."""
+    deadline = time.monotonic() + 60
+    while True:
+        run = httpx.get(url, headers=headers).json()["run"]
+        if run["status"] not in ("queued", "running") or time.monotonic() > deadline:
+            return dict(run)
+        threading.Event().wait(0.05)
 
 
 def _sign_in(client: TestClient, token: str) -> str:

@@ -19,9 +19,9 @@ from converge.web.time_travel import (
     PAGE_FACTS,
     ForkRequest,
     diff_data,
+    fork_answer,
     fork_as,
     fork_data,
-    fork_result,
     with_fork_links,
 )
 from converge.web.views import run_page_data, runs_list
@@ -175,7 +175,7 @@ async def cancel_form(
 
 # -- time travel: fork a run at a cycle, diff two runs ----------------------------------
 @router.post(
-    "/api/runs/{run_id}/fork", status_code=201, responses=answers(400, 401, 403, 404, 409, 422)
+    "/api/runs/{run_id}/fork", status_code=202, responses=answers(400, 401, 403, 404, 409, 422)
 )
 async def api_fork(
     request: Request,
@@ -184,25 +184,33 @@ async def api_fork(
     who: Annotated[Principal, Depends(api_principal)],
 ) -> dict[str, Any]:
     """Fork the run at ``cycle`` as the token's person (an approver), with the job it
-    recorded and the budget limits given over that job's, and drive the fork to its
-    stop (as ``converge fork``): 201 with the new run, its link and its stop. 400
-    when the cycle cannot be rebuilt (beyond the run's cycles, events missing) or
-    the run recorded no job."""
+    recorded and the budget limits given over that job's: the fork is recorded
+    (its parent's chain verified up to the cycle) and handed to the workers, as
+    ``converge submit`` does; 202 with the new run's id, its link and where to
+    follow it (``GET /api/runs/{id}``). 400 when the cycle cannot be rebuilt
+    (beyond the run's cycles, events missing) or the run recorded no job; 409
+    when the parent's chain does not verify up to the cycle."""
     try:
-        result = await run_in_threadpool(
-            fork_as, store_of(request), run_id, body.cycle, body.changes(), who
+        fork = await run_in_threadpool(
+            fork_as,
+            store_of(request),
+            run_id,
+            body.cycle,
+            body.changes(),
+            who,
+            request.app.state.run_queue,
         )
     except ConvergeError as exc:
         raise http_error(exc) from exc
-    return fork_result(result, run_id, body.cycle)
+    return fork_answer(fork, run_id, body.cycle)
 
 
 @router.post("/runs/{run_id}/fork")
 async def fork_form(
     request: Request, run_id: str, who: Annotated[Principal, Depends(page_principal)]
 ) -> Response:
-    """The run page's fork form (``cycle``, optional ``max_cycles``): forks the run,
-    then shows the new run."""
+    """The run page's fork form (``cycle``, optional ``max_cycles``): records the
+    fork and hands it to the workers, then shows the new run's page."""
     form = await request.form()
     sent = form.get("csrf")
     check_csrf(request, sent if isinstance(sent, str) else None)
@@ -215,12 +223,18 @@ async def fork_form(
         where = ".".join(str(p) for p in first["loc"])
         raise HTTPException(422, f"{where}: {first['msg']}") from exc
     try:
-        result = await run_in_threadpool(
-            fork_as, store_of(request), run_id, body.cycle, body.changes(), who
+        fork = await run_in_threadpool(
+            fork_as,
+            store_of(request),
+            run_id,
+            body.cycle,
+            body.changes(),
+            who,
+            request.app.state.run_queue,
         )
     except ConvergeError as exc:
         raise http_error(exc) from exc
-    return RedirectResponse(f"/runs/{result.run_id}", status_code=303)
+    return RedirectResponse(f"/runs/{fork}", status_code=303)
 
 
 @router.get("/api/runs/{run_id}/diff/{other}", responses=answers(401, 404))

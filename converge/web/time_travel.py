@@ -18,18 +18,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from audit.people import Principal
 from audit.queries import fork_link, fork_links, forks_of
 from audit.store import SqlRunStore
-from converge.timetravel import BUDGET_FIELDS, diff_runs, fork_run, snapshot
+from converge.run_queue import RunQueue
+from converge.timetravel import BUDGET_FIELDS, diff_runs, record_fork, snapshot
 from converge.web.errors import Unprocessable
-from engine import RunResult
-from engine.stop import stop_reason_to_dict
 
 __all__ = [
     "PAGE_FACTS",
     "ForkRequest",
     "diff_data",
+    "fork_answer",
     "fork_as",
     "fork_data",
-    "fork_result",
     "with_fork_links",
 ]
 
@@ -64,34 +63,39 @@ class ForkRequest(BaseModel):
 
 
 def fork_as(
-    store: SqlRunStore, run_id: str, cycle: int, changes: dict[str, Any], who: Principal
-) -> RunResult:
-    """Fork ``run_id`` at ``cycle`` as ``who`` (an approver: 403 for a viewer) and
-    drive the fork to its stop; a budget value the job refuses is a 422 naming it.
-    Raises the library's errors (``RunNotFound``, ``ForkError``...) for the caller
-    to answer (:func:`converge.web.errors.http_error`)."""
+    store: SqlRunStore,
+    run_id: str,
+    cycle: int,
+    changes: dict[str, Any],
+    who: Principal,
+    queue: RunQueue,
+) -> str:
+    """Record a fork of ``run_id`` at ``cycle`` as ``who`` (an approver: 403 for a
+    viewer) and hand it to ``queue`` (the workers, or the server's pool of worker
+    processes): the new run's id, at once; the fork runs elsewhere, however long its
+    budget lets it. A budget value the job refuses is a 422 naming it. Raises the
+    library's errors (``RunNotFound``, ``ForkError``, ``UnverifiedParent``...) for
+    the caller to answer (:func:`converge.web.errors.http_error`)."""
     if not who.may_decide:
         raise HTTPException(403, f"{who.name} has a viewer token: it may not fork runs")
     try:
-        return fork_run(store, run_id, cycle, changes=changes, by=who.name)
+        new_id = record_fork(store, run_id, cycle, changes=changes, by=who.name)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "budget"
         raise Unprocessable(f"body.{where}", str(first["msg"])) from exc
+    queue.send(new_id, "run")
+    return new_id
 
 
-def fork_result(result: RunResult, parent: str, cycle: int) -> dict[str, Any]:
-    """The answer to a fork: the new run, its link, its stop (as ``GET /api/runs``)."""
-    reason = result.stop_reason
+def fork_answer(fork: str, parent: str, cycle: int) -> dict[str, Any]:
+    """The answer to a fork: the new run (``queued``), its link, where to follow it."""
     return {
-        "run_id": result.run_id,
+        "run_id": fork,
         "forked_from": {"run": parent, "cycle": cycle},
-        "kind": reason.kind_code(),
-        "category": reason.category.value,
-        "stop_reason": stop_reason_to_dict(reason),
-        "cycles": result.cycles,
-        "facts_count": len(result.context),
-        "url": f"/runs/{result.run_id}",
+        "status": "queued",
+        "url": f"/runs/{fork}",
+        "api": f"/api/runs/{fork}",
     }
 
 

@@ -56,7 +56,8 @@ def start_in_store(
         settings.job_name,
         settings.job_spec,
         settings.suggestor_names,
-        run.spend.wall_started,
+        # a queued run's legs have not started: it was recorded now
+        time.time() if queued else run.spend.wall_started,
         parent_run_id=parent_run_id,
         queued=queued,
     )
