@@ -6,17 +6,27 @@ is acknowledged late and rejected when its worker process is lost, so a worker
 killed with -9 mid-run puts the message back and another worker recovers the
 run from its last checkpoint; the store's take and claim (compare-and-sets) make
 a redelivered or duplicated message a no-op while the run is held or finished.
+
+SIGTERM (to the worker or to its pool processes) cancels the runs in flight at
+their next cycle boundary (:class:`converge.interrupts.Shutdown`); each one's resume
+is sent back to the queue, so another worker finishes it. A cycle that does not
+end within the grace period dies with its process: its message is put back, and
+the run, ``crashed``, is recovered by whoever takes it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 from typing import Any
 
 from audit.store import SqlRunStore, open_store
+from converge.interrupts import Shutdown
 from converge.run_queue import Action
 from converge.service import execute_run
+from converge.workers.app import DEFAULT_QUEUE
 from engine import ConvergeError
 
 log = logging.getLogger("converge.worker")
@@ -24,6 +34,10 @@ log = logging.getLogger("converge.worker")
 RUN_TASK = "converge.run"
 
 _store: tuple[int, SqlRunStore] | None = None
+_shutdown = Shutdown()
+"""This worker process's stop (its SIGTERM handler is set by :func:`warm_up`)."""
+_requeue: tuple[Any, str] | None = None
+"""The Celery app and queue a run cancelled by a stop is sent back to."""
 
 
 def _worker_store() -> SqlRunStore:
@@ -37,13 +51,20 @@ def _worker_store() -> SqlRunStore:
 def run_message(run_id: str, action: Action = "run") -> dict[str, Any]:
     """Execute a run message in this worker; ``{"run_id", "stop"}`` (``stop`` is the
     stop kind, or None when there was nothing to do here). A run that cannot be
-    executed (unknown, its job no longer imports) is logged and acknowledged."""
+    executed (unknown, its job no longer imports) is logged and acknowledged. A run
+    cancelled by this worker's stop is sent back to the queue as a ``resume``."""
     try:
-        result = execute_run(_worker_store(), run_id, action)
+        with _shutdown.executing():
+            result = execute_run(_worker_store(), run_id, action, prepare=_shutdown.track)
     except ConvergeError as exc:
         log.error("run %s (%s) cannot be executed here: %s", run_id, action, exc)
         return {"run_id": run_id, "stop": None, "error": str(exc)}
-    return {"run_id": run_id, "stop": None if result is None else result.stop_reason.kind_code()}
+    stop = None if result is None else result.stop_reason.kind_code()
+    if stop == "user_cancelled" and _shutdown.requested.is_set() and _requeue is not None:
+        app, queue = _requeue
+        app.send_task(RUN_TASK, args=[run_id, "resume"], queue=queue)
+        log.warning("run %s: stopped with this worker, its resume sent back to %s", run_id, queue)
+    return {"run_id": run_id, "stop": stop}
 
 
 def warm_up(**_: Any) -> None:
@@ -51,20 +72,40 @@ def warm_up(**_: Any) -> None:
     so that its first run does not pay for the connection, the schema check and the
     imports (a burst of CPU that, on a host shared with ``converge serve``, delays
     the server's answers). A store that cannot be opened yet is opened, and its
-    error reported, by the first run."""
+    error reported, by the first run. SIGTERM then stops this process as
+    :class:`converge.interrupts.Shutdown` says (Celery's default would kill its run)."""
+    signal.signal(signal.SIGTERM, _shutdown.on_signal)
     try:
         _worker_store()
     except ConvergeError as exc:
         log.warning("worker store not opened at start: %s", exc)
 
 
-def register_run_task(app: Any) -> None:
-    """Register ``converge.run`` on a worker's Celery ``app``: acknowledged late,
-    rejected (put back) when the worker process running it is lost, no result; each
-    worker process opens its store as it starts (:func:`warm_up`)."""
-    from celery.signals import worker_process_init
+def register_run_task(app: Any, queue: str = DEFAULT_QUEUE) -> None:
+    """Register ``converge.run`` on a worker's Celery ``app`` consuming ``queue``:
+    acknowledged late, rejected (put back) when the worker process running it is
+    lost, no result; each worker process opens its store as it starts
+    (:func:`warm_up`), and the worker's warm shutdown stops its runs in flight
+    (:func:`stop_pool`)."""
+    from celery.signals import worker_process_init, worker_shutting_down
 
+    global _requeue
+    _requeue = (app, queue)
     app.task(name=RUN_TASK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)(
         run_message
     )
     worker_process_init.connect(warm_up, weak=False)
+    worker_shutting_down.connect(stop_pool, weak=False)
+
+
+def stop_pool(**_: Any) -> None:
+    """In the worker's main process as its shutdown starts (Celery's
+    ``worker_shutting_down``): SIGTERM to its pool processes, whose runs in flight
+    stop at their next cycle boundary (Celery's warm shutdown would wait for them
+    to end, which an unbounded run never does)."""
+    from billiard.process import active_children
+
+    for child in active_children():
+        if child.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGTERM)
