@@ -67,11 +67,13 @@ class Shutdown:
     ends an idle process at once (exit code 143); otherwise it cancels the runs in
     flight and, if they have not stopped ``grace_s`` seconds later, ends the process
     anyway (``os._exit``: a cycle that does not end is left as a crash leaves it,
-    ``crashed``, for another worker to recover).
+    ``crashed``, for another worker to recover). ``exit_when_idle``: also end it
+    once they stopped (a pool process, which would otherwise take the next run).
     """
 
-    def __init__(self, grace_s: float = GRACE_S) -> None:
+    def __init__(self, grace_s: float = GRACE_S, *, exit_when_idle: bool = False) -> None:
         self.grace_s = grace_s
+        self.exit_when_idle = exit_when_idle
         self.requested = threading.Event()
         self._engines: weakref.WeakSet[Engine] = weakref.WeakSet()
         self._lock = threading.Lock()
@@ -114,8 +116,10 @@ class Shutdown:
         while time.monotonic() < deadline:
             with self._lock:
                 engines, busy = list(self._engines), self._busy
-            if not busy:
-                return  # the runs stopped: the worker exits its own way
+            if not busy:  # the runs stopped: the worker exits, its own way or here
+                if self.exit_when_idle:
+                    os._exit(TERMINATED)
+                return
             for engine in engines:
                 engine.cancel()
             time.sleep(RECANCEL_EVERY_S)

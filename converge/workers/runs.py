@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import signal
+import threading
 from typing import Any
 
 from audit.store import SqlRunStore, open_store
@@ -34,7 +35,7 @@ log = logging.getLogger("converge.worker")
 RUN_TASK = "converge.run"
 
 _store: tuple[int, SqlRunStore] | None = None
-_shutdown = Shutdown()
+_shutdown = Shutdown(exit_when_idle=True)
 """This worker process's stop (its SIGTERM handler is set by :func:`warm_up`)."""
 _requeue: tuple[Any, str] | None = None
 """The Celery app and queue a run cancelled by a stop is sent back to."""
@@ -53,6 +54,10 @@ def run_message(run_id: str, action: Action = "run") -> dict[str, Any]:
     stop kind, or None when there was nothing to do here). A run that cannot be
     executed (unknown, its job no longer imports) is logged and acknowledged. A run
     cancelled by this worker's stop is sent back to the queue as a ``resume``."""
+    _catch_sigterm()
+    if _shutdown.requested.is_set():  # stopping: the message goes to another worker
+        _send_back(run_id, action)
+        return {"run_id": run_id, "stop": None}
     try:
         with _shutdown.executing():
             result = execute_run(_worker_store(), run_id, action, prepare=_shutdown.track)
@@ -60,11 +65,26 @@ def run_message(run_id: str, action: Action = "run") -> dict[str, Any]:
         log.error("run %s (%s) cannot be executed here: %s", run_id, action, exc)
         return {"run_id": run_id, "stop": None, "error": str(exc)}
     stop = None if result is None else result.stop_reason.kind_code()
-    if stop == "user_cancelled" and _shutdown.requested.is_set() and _requeue is not None:
-        app, queue = _requeue
-        app.send_task(RUN_TASK, args=[run_id, "resume"], queue=queue)
-        log.warning("run %s: stopped with this worker, its resume sent back to %s", run_id, queue)
+    if stop == "user_cancelled" and _shutdown.requested.is_set():
+        _send_back(run_id, "resume")
     return {"run_id": run_id, "stop": stop}
+
+
+def _send_back(run_id: str, action: Action) -> None:
+    """Put ``(run_id, action)`` back on this worker's queue (its runs stopped with it)."""
+    if _requeue is None:
+        log.error("run %s: stopped with this worker, and no queue to send it back to", run_id)
+        return
+    app, queue = _requeue
+    app.send_task(RUN_TASK, args=[run_id, action], queue=queue)
+    log.warning("run %s: stopped with this worker, sent back to %s (%s)", run_id, queue, action)
+
+
+def _catch_sigterm() -> None:
+    """SIGTERM stops this pool process as :class:`converge.interrupts.Shutdown` says
+    (billiard's handler, set after ``worker_process_init``, would exit mid-run)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _shutdown.on_signal)
 
 
 def warm_up(**_: Any) -> None:
@@ -72,9 +92,7 @@ def warm_up(**_: Any) -> None:
     so that its first run does not pay for the connection, the schema check and the
     imports (a burst of CPU that, on a host shared with ``converge serve``, delays
     the server's answers). A store that cannot be opened yet is opened, and its
-    error reported, by the first run. SIGTERM then stops this process as
-    :class:`converge.interrupts.Shutdown` says (Celery's default would kill its run)."""
-    signal.signal(signal.SIGTERM, _shutdown.on_signal)
+    error reported, by the first run."""
     try:
         _worker_store()
     except ConvergeError as exc:
