@@ -55,18 +55,18 @@ def run_message(run_id: str, action: Action = "run") -> dict[str, Any]:
     executed (unknown, its job no longer imports) is logged and acknowledged. A run
     cancelled by this worker's stop is sent back to the queue as a ``resume``."""
     _catch_sigterm()
-    if _shutdown.requested.is_set():  # stopping: the message goes to another worker
-        _send_back(run_id, action)
-        return {"run_id": run_id, "stop": None}
-    try:
-        with _shutdown.executing():
+    with _shutdown.executing():  # sending back included: a stop waits for it
+        if _shutdown.requested.is_set():  # stopping: the message goes to another worker
+            _send_back(run_id, action)
+            return {"run_id": run_id, "stop": None}
+        try:
             result = execute_run(_worker_store(), run_id, action, prepare=_shutdown.track)
-    except ConvergeError as exc:
-        log.error("run %s (%s) cannot be executed here: %s", run_id, action, exc)
-        return {"run_id": run_id, "stop": None, "error": str(exc)}
-    stop = None if result is None else result.stop_reason.kind_code()
-    if stop == "user_cancelled" and _shutdown.requested.is_set():
-        _send_back(run_id, "resume")
+        except ConvergeError as exc:
+            log.error("run %s (%s) cannot be executed here: %s", run_id, action, exc)
+            return {"run_id": run_id, "stop": None, "error": str(exc)}
+        stop = None if result is None else result.stop_reason.kind_code()
+        if stop == "user_cancelled" and _shutdown.requested.is_set():
+            _send_back(run_id, "resume")
     return {"run_id": run_id, "stop": stop}
 
 
