@@ -9,11 +9,13 @@ item 7)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,6 +40,7 @@ from tests.servicefixtures import (
     reference_resumed,
     state,
     until,
+    write_job,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -212,8 +215,11 @@ def _paused(job_file: Path, store: SqlRunStore) -> tuple[str, dict[str, str]]:
     return run_id, {"Authorization": f"Bearer {add_token(store, 'alice')}"}
 
 
-def _approve(base: str, store: SqlRunStore, auth: dict[str, str]) -> httpx.Response:
-    [gate] = store.gates(pending=True)
+def _approve(
+    base: str, store: SqlRunStore, auth: dict[str, str], run_id: str | None = None
+) -> httpx.Response:
+    """Approve the pending gate (of ``run_id``) through the API."""
+    [gate] = [g for g in store.gates(pending=True) if run_id in (None, g.run_id)]
     return httpx.post(
         f"{base}/api/gates/{gate.gate_id}/decision",
         json={"approved": True, "reason": "fine"},
@@ -244,3 +250,42 @@ def queued_run(job: Job, store: SqlRunStore) -> str:
     run_id = new_run_id()
     queue_run(store, RunHeader(run_id, job.name, job.record(), (), 0.0))
     return run_id
+
+
+# -- the API answers while unbounded runs execute -------------------------------------------
+GETS = 240
+P99_S = 0.1
+
+
+def test_the_api_answers_reads_within_100_ms_p99_while_its_pool_executes_an_unbounded_run(
+    tmp_path: Path,
+) -> None:
+    url = str(tmp_path / "load.db")
+    forever = gated_beat_job(tmp_path / "forever.yaml", steps=10**9, sleep_ms=0)
+    unbounded = json.loads(forever.read_text())
+    unbounded["budget"] = {"max_cycles": 0, "max_facts": 0}  # no limit at all
+    write_job(forever, unbounded)
+    log = tmp_path / "serve.log"
+    store = open_store(url)
+    try:
+        other, auth = _paused(forever, store)  # stays paused: a run to read
+        run_id, _ = _paused(forever, store)
+        paths = ["/api/gates", "/api/runs", f"/api/runs/{other}"]
+        with served_cli(url, log) as (serve, base), httpx.Client(headers=auth) as client:
+            assert _approve(base, store, auth, run_id).status_code == 202
+            until(lambda: store.run(run_id).cycles >= 50, what=state(store, run_id))
+            took: list[float] = []
+            for i in range(GETS):
+                started = time.perf_counter()
+                answer = client.get(base + paths[i % len(paths)], timeout=30)
+                took.append(time.perf_counter() - started)
+                assert answer.status_code == 200, answer.text
+            running = store.run(run_id)
+            _stopped_within(serve, signal.SIGTERM, log)
+        assert running.status == "running" and running.pid != serve.pid
+        assert running.cycles > 50  # it went on while the server answered
+        took.sort()
+        p99 = took[int(len(took) * 0.99) - 1]
+        assert p99 < P99_S, f"p99 {p99 * 1000:.0f} ms, max {took[-1] * 1000:.0f} ms"
+    finally:
+        store.close()
