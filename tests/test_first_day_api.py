@@ -38,21 +38,18 @@ from tests.webfixtures import quorum_job, run_job, vendored_run
 checks.load_all_checks()  # the registry fills on first use
 CHECKS: list[Any] = checks.CHECKS.get_all()
 """Every check schemathesis has (``--checks all``)."""
+ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
+REFUSED = ["400", "401", "403", "404", "405", "406", "409", "415", "422", "428", "429", "5xx"]
+"""schemathesis's defaults for valid and invalid data (4.x)."""
 CONFIG = SchemathesisConfig.from_dict(
     {
         "checks": {
             # a schema-valid request the state refuses, as the document says: a fork
             # beyond the run's cycles (400), a value the gate's hook refuses or a
             # reason its policy requires (422), a body over 64 KiB (413)
-            "positive_data_acceptance": {
-                "expected-statuses": ["2xx", "3xx", "400", "401", "403", "404", "409", "413"]
-                + ["422", "429", "5xx"]
-            },
+            "positive_data_acceptance": {"expected-statuses": [*ACCEPTED, "400", "413", "422"]},
             # an invalid body over 64 KiB is refused before it is read: 413
-            "negative_data_rejection": {
-                "expected-statuses": ["400", "401", "403", "404", "405", "406", "409", "413"]
-                + ["415", "422", "428", "429", "5xx"]
-            },
+            "negative_data_rejection": {"expected-statuses": [*REFUSED, "413"]},
         }
     }
 )
