@@ -2,18 +2,18 @@
 
 ``tick`` proposes the next tick each cycle, after taking one permit of
 :data:`STEPS` (the test gives permits with ``STEPS.release(n)``), up to
-``LAST`` ticks; then the run reaches its fixed point. It runs in this process
-(a ``LocalRunPool`` thread), so the test decides when each cycle ends.
+``LAST`` ticks; then the run reaches its fixed point. The permits are files that
+the test and the worker processes of its ``LocalRunPool`` share, so the test
+decides when each cycle ends wherever the run executes.
 """
 
 from __future__ import annotations
 
-import threading
-
 from converge.jobs import Job, parse_job
 from engine import Context, Proposal, suggestor
+from tests.servicejobs import FilePermits
 
-STEPS = threading.Semaphore(0)
+STEPS = FilePermits("ticks")
 LAST = 6
 WAIT_S = 60.0
 """Longest a cycle waits for its permit (seconds): a test that fails never hangs."""

@@ -101,7 +101,7 @@ def gated_beat_job(path: Path, *, steps: int, sleep_ms: int) -> Path:
 
 def held_job(path: Path) -> Path:
     """Pauses at a HITL gate in cycle 2; approved, its next leg waits for
-    ``tests.servicejobs.RELEASE`` (in-process runs only)."""
+    ``tests.servicejobs.RELEASE`` (a file: in-process runs and worker processes)."""
     return write_job(
         path,
         {

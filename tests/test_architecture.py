@@ -151,6 +151,8 @@ LIBRARY_CONVENTIONS = {
     "_asdict",
     "_fields",
     "_make",
+    # os._exit: the documented exit without cleanup (a worker past its grace period)
+    "_exit",
 }
 """Underscored attribute names that are a library's public API, on any receiver."""
 

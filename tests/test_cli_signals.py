@@ -1,19 +1,47 @@
 """Ctrl-C (SIGINT) and SIGTERM on a real ``converge run``: the run ends with
 ``UserCancelled``, is recorded with a checkpoint, exits 130, and ``converge resume``
-goes on from where it stopped (issue: reliability, item 3)."""
+goes on from where it stopped (issue: reliability, item 3).
+
+``converge worker --run`` and ``converge serve`` (a run resumed in its pool) stopped
+with SIGTERM or kill -9 mid-run exit within 10 s, and another worker then finishes
+the run with the facts of an uninterrupted one (SQLite and PostgreSQL; issue 40,
+item 7)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 
 from audit import open_store
-from engine import UserCancelled
+from audit.people import add_token
+from audit.queries import RunRow
+from audit.run_queue import queue_run
+from audit.store import SqlRunStore
+from converge.jobs import Job, load_job
+from engine import RunHeader, UserCancelled, new_run_id
+from tests.faultfixtures import differences, snapshot
+from tests.hitlfixtures import STORES, store_url_for
+from tests.servicefixtures import (
+    WAIT_S,
+    beat_job,
+    gated_beat_job,
+    reference,
+    reference_resumed,
+    state,
+    until,
+    write_job,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CONVERGE = str(Path(sys.executable).parent / "converge")
@@ -73,3 +101,191 @@ def test_a_signalled_run_is_cancelled_recorded_and_resumable(
     assert after.cycles == row.cycles + 5
     assert after.facts_count == row.facts_count + 5
     assert store.verify(row.run_id).ok
+
+
+# -- converge worker --run and converge serve: stopped within 10 s, finished elsewhere ---------
+STOP_WITHIN_S = 10.0
+STOPS = {"SIGTERM": signal.SIGTERM, "kill -9": signal.SIGKILL}
+
+
+def _converge(*args: str, log: Path) -> subprocess.Popen[bytes]:
+    """``converge ARGS`` in a new interpreter from the repository root, its output to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "converge.cli", *args],
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+
+
+def _stopped_within(proc: subprocess.Popen[bytes], signum: int, log: Path) -> int:
+    """Send ``signum`` to ``proc``; its exit code, which it must give within 10 s."""
+    proc.send_signal(signum)
+    try:
+        return proc.wait(timeout=STOP_WITHIN_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        said = log.read_text()
+        raise AssertionError(f"still running {STOP_WITHIN_S} s after {signum}:\n{said}") from None
+
+
+def _finished_elsewhere(url: str, run_id: str, tmp_path: Path) -> None:
+    """Another worker finishes the run (``worker --run RUN --resume``)."""
+    again = _converge("worker", "--run", run_id, "--resume", "--db", url, log=tmp_path / "w2.log")
+    assert again.wait(timeout=WAIT_S) == 0, (tmp_path / "w2.log").read_text()
+
+
+@pytest.mark.parametrize("stop", STOPS)
+@pytest.mark.parametrize("kind", STORES)
+def test_a_worker_stopped_mid_run_exits_within_10_s_and_another_finishes_it_with_the_same_facts(
+    kind: str, stop: str, tmp_path: Path
+) -> None:
+    job_file = beat_job(tmp_path / "beat.yaml", steps=60, sleep_ms=50)
+    want = reference(job_file, tmp_path)
+    log = tmp_path / "worker.log"
+    with store_url_for(kind, tmp_path) as url:
+        store = open_store(url)
+        try:
+            run_id = queued_run(load_job(job_file), store)
+            worker = _converge("worker", "--run", run_id, "--db", url, log=log)
+            until(lambda: store.run(run_id).cycles >= 3, what=state(store, run_id))
+
+            code = _stopped_within(worker, STOPS[stop], log)
+
+            row = store.run(run_id)
+            if stop == "SIGTERM":  # cancelled at its cycle boundary, checkpointed
+                assert code == 130, log.read_text()
+                assert (row.status, row.kind) == ("stopped", "user_cancelled")
+                assert store.load_checkpoint(run_id)["cycle"] == row.cycles
+            else:  # left as its last committed cycle shows
+                assert row.status == "crashed"
+            assert store.verify(run_id).ok
+            _finished_elsewhere(url, run_id, tmp_path)
+            assert differences(snapshot(url, run_id), want) == []
+            assert store.verify(run_id).ok
+        finally:
+            store.close()
+
+
+@pytest.mark.parametrize("stop", STOPS)
+@pytest.mark.parametrize("kind", STORES)
+def test_serve_stopped_while_its_pool_resumes_a_run_exits_in_10_s_and_another_worker_finishes_it(
+    kind: str, stop: str, tmp_path: Path
+) -> None:
+    job_file = gated_beat_job(tmp_path / "gated.yaml", steps=60, sleep_ms=50)
+    want = reference_resumed(job_file, tmp_path)
+    log = tmp_path / "serve.log"
+    with store_url_for(kind, tmp_path) as url:
+        store = open_store(url)
+        try:
+            run_id, auth = _paused(job_file, store)
+            with served_cli(url, log) as (serve, base):
+                approved = _approve(base, store, auth)
+                assert approved.status_code == 202, approved.text
+                until(lambda: store.run(run_id).cycles >= 4, what=state(store, run_id))
+                pid = store.run(run_id).pid
+                assert pid not in (None, serve.pid, os.getpid())  # a worker process's
+
+                _stopped_within(serve, STOPS[stop], log)
+
+            # its worker process stops the run too: the server stopped it, or it saw
+            # the server gone (kill -9), within the same 10 s
+            row = until(lambda: _ended(store, run_id), timeout=STOP_WITHIN_S)
+            assert (row.status, row.kind) == ("stopped", "user_cancelled"), log.read_text()
+            assert store.verify(run_id).ok
+            _finished_elsewhere(url, run_id, tmp_path)
+            assert differences(snapshot(url, run_id), want) == []
+        finally:
+            store.close()
+
+
+def _ended(store: SqlRunStore, run_id: str) -> RunRow | None:
+    row = store.run(run_id)
+    return None if row.status == "running" else row
+
+
+def _paused(job_file: Path, store: SqlRunStore) -> tuple[str, dict[str, str]]:
+    """Run ``job_file`` here to its gate; the run id and an approver's headers."""
+    job = load_job(job_file)
+    run_id = job.build_engine(store).run(job.spec.initial or None).run_id
+    return run_id, {"Authorization": f"Bearer {add_token(store, 'alice')}"}
+
+
+def _approve(
+    base: str, store: SqlRunStore, auth: dict[str, str], run_id: str | None = None
+) -> httpx.Response:
+    """Approve the pending gate (of ``run_id``) through the API."""
+    [gate] = [g for g in store.gates(pending=True) if run_id in (None, g.run_id)]
+    return httpx.post(
+        f"{base}/api/gates/{gate.gate_id}/decision",
+        json={"approved": True, "reason": "fine"},
+        headers=auth,
+        timeout=30,
+    )
+
+
+@contextmanager
+def served_cli(url: str, log: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``converge serve --db URL`` on a free port; yields the process and its base URL
+    once it listens. Killed afterwards if it is still there."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    serve = _converge("serve", "--db", url, "--port", str(port), log=log)
+    try:
+        until(lambda: "Uvicorn running on" in log.read_text(), what=log.read_text)
+        yield serve, f"http://127.0.0.1:{port}"
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+
+
+def queued_run(job: Job, store: SqlRunStore) -> str:
+    """Record ``job``'s run ``queued`` (as ``converge submit`` does); its run id."""
+    run_id = new_run_id()
+    queue_run(store, RunHeader(run_id, job.name, job.record(), (), 0.0))
+    return run_id
+
+
+# -- the API answers while unbounded runs execute -------------------------------------------
+GETS = 240
+P99_S = 0.1
+
+
+def test_the_api_answers_reads_within_100_ms_p99_while_its_pool_executes_an_unbounded_run(
+    tmp_path: Path,
+) -> None:
+    url = str(tmp_path / "load.db")
+    forever = gated_beat_job(tmp_path / "forever.yaml", steps=10**9, sleep_ms=0)
+    unbounded = json.loads(forever.read_text())
+    unbounded["budget"] = {"max_cycles": 0, "max_facts": 0}  # no limit at all
+    write_job(forever, unbounded)
+    log = tmp_path / "serve.log"
+    store = open_store(url)
+    try:
+        other, auth = _paused(forever, store)  # stays paused: a run to read
+        run_id, _ = _paused(forever, store)
+        paths = ["/api/gates", "/api/runs", f"/api/runs/{other}"]
+        with served_cli(url, log) as (serve, base), httpx.Client(headers=auth) as client:
+            assert _approve(base, store, auth, run_id).status_code == 202
+            until(lambda: store.run(run_id).cycles >= 50, what=state(store, run_id))
+            took: list[float] = []
+            for i in range(GETS):
+                started = time.perf_counter()
+                answer = client.get(base + paths[i % len(paths)], timeout=30)
+                took.append(time.perf_counter() - started)
+                assert answer.status_code == 200, answer.text
+            running = store.run(run_id)
+            _stopped_within(serve, signal.SIGTERM, log)
+        assert running.status == "running" and running.pid != serve.pid
+        assert running.cycles > 50  # it went on while the server answered
+        took.sort()
+        p99 = took[int(len(took) * 0.99) - 1]
+        assert p99 < P99_S, f"p99 {p99 * 1000:.0f} ms, max {took[-1] * 1000:.0f} ms"
+    finally:
+        store.close()

@@ -3,9 +3,13 @@
 - The run filters take only the stop vocabulary: ``GET /api/runs?category=bogus``
   or ``?kind=bogus`` is a 422 naming the field (SQLite and PostgreSQL).
 - schemathesis generates requests from ``/api/openapi.json`` (valid and invalid
-  ones, with an approver's token) and checks every answer against the document:
-  its status is listed, its body has the documented shape (422 included), its
-  content type is the documented one, and no answer is a server error.
+  ones, with an approver's token) and checks every answer with all its checks
+  (``--checks all``): its status is listed, its body has the documented shape
+  (422 included), its content type is the documented one, no answer is a server
+  error, valid data is accepted and invalid data refused (a schema-valid request
+  the state refuses answers a documented 400, 413 or 422). Its stateful phase
+  chains calls along the links it infers (a gate's id into its decision, a run's
+  into its fork) with the same checks.
 """
 
 from __future__ import annotations
@@ -20,23 +24,36 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import checks
+from schemathesis.config import SchemathesisConfig
 from schemathesis.core.failures import FailureGroup
 from schemathesis.generation import GenerationMode
 
 from audit import open_store
 from audit.people import add_token
 from audit.store import SqlRunStore
+from converge.run_queue import Action
 from converge.web import create_app
 from tests.hitlfixtures import STORES, opened_store
 from tests.webfixtures import quorum_job, run_job, vendored_run
 
-CHECKS = [
-    checks.not_a_server_error,
-    checks.status_code_conformance,
-    checks.content_type_conformance,
-    checks.response_schema_conformance,
-    checks.response_headers_conformance,
-]
+checks.load_all_checks()  # the registry fills on first use
+CHECKS: list[Any] = checks.CHECKS.get_all()
+"""Every check schemathesis has (``--checks all``)."""
+ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
+REFUSED = ["400", "401", "403", "404", "405", "406", "409", "415", "422", "428", "429", "5xx"]
+"""schemathesis's defaults for valid and invalid data (4.x)."""
+CONFIG = SchemathesisConfig.from_dict(
+    {
+        "checks": {
+            # a schema-valid request the state refuses, as the document says: a fork
+            # beyond the run's cycles (400), a value the gate's hook refuses or a
+            # reason its policy requires (422), a body over 64 KiB (413)
+            "positive_data_acceptance": {"expected-statuses": [*ACCEPTED, "400", "413", "422"]},
+            # an invalid body over 64 KiB is refused before it is read: 413
+            "negative_data_rejection": {"expected-statuses": [*REFUSED, "413"]},
+        }
+    }
+)
 EXAMPLES = 25
 """Generated requests per operation and generation mode (valid, invalid)."""
 ROUTES = (
@@ -63,12 +80,21 @@ def sqlite_store(tmp_path: Path) -> Iterator[SqlRunStore]:
         s.close()
 
 
+class Unsent:
+    """A run queue that sends nothing: these tests read the API's answers, and a
+    decision's resume would start a worker process for each."""
+
+    def send(self, run_id: str, action: Action = "run") -> None:
+        pass
+
+
 def _client(store: SqlRunStore) -> tuple[TestClient, dict[str, str]]:
     """An in-process client of the inbox over ``store`` (one paused run) and the
     headers of an approver's token."""
     run_job(quorum_job(2), store)
     token = add_token(store, "alice", "approver")
-    return TestClient(create_app(store)), {"Authorization": f"Bearer {token}"}
+    app = create_app(store, run_queue=Unsent())
+    return TestClient(app), {"Authorization": f"Bearer {token}"}
 
 
 # -- item 5: the run filters ------------------------------------------------------------
@@ -180,7 +206,7 @@ def test_schemathesis_finds_every_answer_of_the_api_in_its_document(
     sqlite_store: SqlRunStore,
 ) -> None:
     client, auth = _client(sqlite_store)
-    schema = schemathesis.openapi.from_asgi("/api/openapi.json", client.app)
+    schema = schemathesis.openapi.from_asgi("/api/openapi.json", client.app, config=CONFIG)
     failures: list[str] = []
     tried: list[str] = []
     for result in schema.get_all_operations():
@@ -198,7 +224,7 @@ def test_schemathesis_finds_every_answer_of_the_api_in_its_document(
             )
             @given(case=operation.as_strategy(generation_mode=mode))
             def conforms(case: schemathesis.Case) -> None:
-                case.validate_response(case.call(headers=auth), checks=CHECKS)
+                case.validate_response(case.call(headers=auth), checks=CHECKS, headers=auth)
 
             try:
                 conforms()
@@ -210,3 +236,50 @@ def test_schemathesis_finds_every_answer_of_the_api_in_its_document(
 
     assert failures == [], "\n\n".join(failures)
     assert {label.split(" ", 1)[1] for label in tried} >= set(ROUTES), tried
+
+
+STATEFUL_STEPS = 150
+"""Scenarios of the stateful phase (each a few linked calls)."""
+
+
+def test_schemathesis_stateful_sequences_follow_the_documents_links_without_a_failure(
+    tmp_path: Path,
+) -> None:
+    stores: list[SqlRunStore] = [open_store(str(tmp_path / "api-0.db"))]
+    client, auth = _client(stores[0])
+    schema = schemathesis.openapi.from_asgi("/api/openapi.json", client.app, config=CONFIG)
+    machine: Any = schema.as_state_machine()
+
+    class Authorised(machine):  # type: ignore[misc, valid-type]
+        def setup(self) -> None:
+            # each scenario starts from the same state (a fresh store, one paused
+            # run): hypothesis generates its steps from the answers it got
+            store = open_store(str(tmp_path / f"api-{len(stores)}.db"))
+            stores.append(store)
+            run_job(quorum_job(2), store)
+            auth["Authorization"] = f"Bearer {add_token(store, 'alice', 'approver')}"
+            client.app.state.store = store  # type: ignore[attr-defined]
+
+        def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:
+            return {"headers": auth}
+
+        def validate_response(self, response: Any, case: schemathesis.Case, **kwargs: Any) -> None:
+            case.validate_response(response, checks=CHECKS, headers=auth)
+
+    try:
+        Authorised.run(
+            settings=settings(
+                max_examples=STATEFUL_STEPS,
+                derandomize=True,
+                database=None,
+                deadline=None,
+                # no shrinking: a replay against a store that moved on would not
+                # generate the same steps; the first failure found is reported
+                phases=[Phase.generate],
+                stateful_step_count=6,
+                suppress_health_check=list(HealthCheck),
+            )
+        )
+    finally:
+        for s in stores:
+            s.close()

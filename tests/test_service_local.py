@@ -1,6 +1,7 @@
 """Runs as a service without a broker: submitted runs recorded ``queued`` first and
 executed once whatever the duplicates, cancel from another thread or the inbox,
-deadlines kept by a keeper while listing only lists, and the live run page."""
+deadlines kept by a keeper while listing only lists, the live run page, and the
+server's pool running each run in a worker process of its own, never its own."""
 
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ from converge.cli import app
 from converge.run_queue import Action
 from converge.service import LocalRunPool, execute_run, submit_run
 from converge.web import create_app
-from engine import RunBusy, RunHeader
+from engine import RunBusy, RunHeader, StoreError
 from tests import livejobs
 from tests.hitlfixtures import STORES, opened_store
+from tests.servicefixtures import state, until
 from tests.test_inbox_browser import _sign_in, browser_page  # noqa: F401 (a fixture)
 from tests.webfixtures import QUORUM_JOB, quorum_job, run_job, served
 
@@ -247,3 +249,45 @@ def test_a_header_of_a_queued_run_is_refused_twice(store: SqlRunStore) -> None:
     queue_run(store, header)
     with pytest.raises(Exception, match="already exists"):
         queue_run(store, header)
+
+
+def test_the_pool_runs_each_run_in_a_worker_process_and_queues_those_beyond_its_size(
+    tmp_path: Path,
+) -> None:
+    from audit import open_store
+
+    _drain_permits()
+    s = open_store(str(tmp_path / "pool.db"))
+    pool = LocalRunPool(s, max_workers=1)
+    try:
+        first = submit_run(livejobs.ticker_job(), s, pool)
+        second = submit_run(livejobs.ticker_job(), s, pool)
+        _permits(1)
+        until(lambda: s.run(first).cycles >= 1, what=state(s, first))
+        running = s.run(first)
+        assert running.status == "running"
+        assert running.pid not in (None, os.getpid())  # not this process: a worker's
+        assert s.run(second).status == "queued"  # one worker at a time: it waits
+        _permits(2 * livejobs.LAST)
+        pool.wait(timeout=120)
+    finally:
+        pool.close()
+    rows = [s.run(first), s.run(second)]
+    assert [(r.status, r.kind) for r in rows] == [("stopped", "converged")] * 2
+    assert rows[0].pid != rows[1].pid != os.getpid()
+    assert all(s.verify(r.run_id).ok for r in rows)
+    s.close()
+
+
+def test_a_store_in_memory_cannot_go_to_worker_processes_and_the_app_keeps_it_in_threads() -> None:
+    from audit import open_store
+
+    s = open_store(":memory:")
+    try:
+        with pytest.raises(StoreError, match="in-memory store"):
+            LocalRunPool(s)
+        pool = create_app(s).state.run_queue
+        assert isinstance(pool, LocalRunPool) and pool.in_process
+        pool.close()
+    finally:
+        s.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -69,6 +70,7 @@ KILL_SEED = int(os.environ.get("SERVICE_KILL_SEED", "22"))
 NODE_KILL_EVERY = 3
 """Every third trial kills the whole worker node, the others its pool process."""
 CANCEL_WITHIN_S = 1.0
+STOP_WITHIN_S = 10.0
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -214,6 +216,36 @@ def decide_on(store: SqlRunStore, gate_id: str, queue: CeleryRunQueue) -> None:
 
     report = decide(store, gate_id, GateDecision.approve(by="trial"), queue=queue)
     assert report.still_needed == 0 and report.result is None
+
+
+# -- SIGTERM mid-run -------------------------------------------------------------------------
+@pytest.mark.parametrize("stop", ["SIGTERM", "kill -9"])
+def test_a_worker_stopped_mid_run_exits_within_10_s_and_the_other_finishes_its_run_identically(
+    stores: Stores, tmp_path: Path, stop: str
+) -> None:
+    job_file = beat_job(tmp_path / "beat.yaml", steps=60, sleep_ms=50)
+    want = reference(job_file, tmp_path)
+    url = stores.fresh()
+    with opened(url) as store, workers_on(url, 2) as workers:
+        with run_queue(workers) as queue:
+            run_id = submit_run(load_job(job_file), store, queue)
+        until(partial(_cycles_done, store, run_id, 3), what=state(store, run_id))
+        pid = store.run(run_id).pid
+        assert pid is not None
+        node = next(i for i, p in enumerate(workers.procs) if p.pid == os.getpgid(pid))
+        if stop == "SIGTERM":  # to the node's main process only, as `kill PID` does
+            workers.procs[node].send_signal(signal.SIGTERM)
+            workers.procs[node].wait(timeout=STOP_WITHIN_S)  # TimeoutExpired: too slow
+        else:
+            workers.kill_node_running(pid)
+
+        until(lambda: store.run(run_id).kind == "converged", what=state(store, run_id))
+        assert store.run(run_id).pid != pid  # the other worker finished it
+        legs = [str(e.payload) for e in store.events(run_id, kinds=["run_stopped"])]
+        # SIGTERM: cancelled at a cycle boundary, then resumed; kill -9: recovered
+        assert ("user_cancelled" in legs[0]) == (stop == "SIGTERM"), legs
+        assert differences(snapshot(url, run_id), want) == []
+        _all_verify(store)
 
 
 # -- cancel -----------------------------------------------------------------------------------

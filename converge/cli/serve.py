@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
+import threading
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -12,6 +16,7 @@ from audit.store import SqlRunStore
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store
 from converge.cli.service import BrokerOption, QueueOption
+from converge.interrupts import SIGNALS
 from converge.service import DeadlineKeeper, LocalRunPool, RunQueue
 from engine import ConvergeError
 
@@ -26,7 +31,7 @@ def serve_cmd(
     broker: BrokerOption = None,
     queue: QueueOption = "converge",
     pool: Annotated[
-        int, typer.Option("--pool", min=1, help="Without a broker: runs resumed at once here.")
+        int, typer.Option("--pool", min=1, help="Without a broker: worker processes at once.")
     ] = 2,
     tls_cert: Annotated[
         str | None, typer.Option("--tls-cert", help="PEM certificate: serve HTTPS.")
@@ -46,12 +51,16 @@ def serve_cmd(
     """Serve the approval inbox: pending gates, gate and run pages, the JSON API.
 
     A decision answers at once: the run's resume goes to the workers of --broker
-    ($CONVERGE_BROKER), or without one to a pool of --pool threads of this server,
-    never into the request. The server also applies the gates' deadlines on time.
-    With --tls-cert and --tls-key it serves HTTPS (session cookies are then Secure).
-    Clients are known by their connection's address (sign-in limits count per
-    address); X-Forwarded-For is believed only from the proxies of
-    --forwarded-allow-ips.
+    ($CONVERGE_BROKER), or without one to at most --pool worker processes that this
+    server starts (`converge worker --run`), never into the request nor this
+    process. The server also applies the gates' deadlines on time. With --tls-cert
+    and --tls-key it serves HTTPS (session cookies are then Secure). Clients are
+    known by their connection's address (sign-in limits count per address);
+    X-Forwarded-For is believed only from the proxies of --forwarded-allow-ips.
+
+    SIGTERM (or Ctrl-C) stops it within 10 s: requests in flight get 3 s, the runs
+    of its worker processes stop at their next cycle boundary (resumable:
+    `converge worker --run RUN --resume`).
     """
     if (tls_cert is None) != (tls_key is None):
         fail("--tls-cert and --tls-key go together")
@@ -82,6 +91,10 @@ def serve_cmd(
     keeper = DeadlineKeeper(store, runs).start()
     # run heads committed by any process reach the ledger within the store's delay
     sequencer = start_sequencing(store, store.signer)
+    # uvicorn raises the signal it caught again once it shut down: this handler
+    # turns it into an exit through the finally below (the default would kill us)
+    for signum in SIGNALS:
+        signal.signal(signum, _stop)
     try:
         config = server_config(
             create_app(store, run_queue=runs),
@@ -97,3 +110,18 @@ def serve_cmd(
         sequencer.stop()
         if isinstance(runs, LocalRunPool):
             runs.close()
+        store.close()
+        _leave_handlers_behind()
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
+def _leave_handlers_behind() -> None:
+    """Exit now when a request handler's thread still runs (uvicorn cancelled its
+    task, not the thread): the interpreter would wait for it at exit."""
+    main = threading.main_thread()
+    if any(t.is_alive() and not t.daemon and t is not main for t in threading.enumerate()):
+        logging.shutdown()
+        os._exit(0)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Annotated
 
@@ -14,11 +16,16 @@ from audit.ledger import require_key, start_sequencing
 from audit.store import SqlRunStore
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, missing_sqlite_file, open_run_store, out
+from converge.interrupts import SIGNALS, Shutdown
+from converge.run_queue import Action
 from converge.service import DeadlineKeeper, execute_run, recover_runs
 from converge.service.deadlines import KEEP_EVERY_S
 from engine import ConvergeError
 
 app = CommandGroup()
+
+PARENT_POLL_S = 0.2
+"""How often (seconds) ``worker --run --parent PID`` checks that its parent lives."""
 
 
 @app.command()
@@ -54,6 +61,10 @@ def worker(
     resume: Annotated[
         bool, typer.Option("--resume", help="With --run: resume it (its gate was decided).")
     ] = False,
+    parent: Annotated[
+        int | None,
+        typer.Option("--parent", hidden=True, help="With --run: stop when this process is gone."),
+    ] = None,
 ) -> None:
     """Run suggestors and whole runs sent to a queue, until stopped.
 
@@ -62,12 +73,17 @@ def worker(
     ($CONVERGE_DB). At start it sends again the runs that no worker is executing
     (queued, or crashed with their worker). Start it where the jobs' modules
     import. Needs the 'workers' extra, except with --run.
+
+    SIGTERM stops it within 10 s: its runs in flight are cancelled at their next
+    cycle boundary (checkpointed, resumable; with a broker their resumes go back to
+    the queue for another worker), or left as a crash leaves them when a cycle does
+    not end in time (the next worker recovers them).
     """
     _check_key(db)  # refused: this process's environment is left as it was
     if db:
         os.environ["CONVERGE_DB"] = db  # the worker processes open the store themselves
     if run_id is not None:
-        _run_here(db, run_id, resume)
+        _run_here(db, run_id, resume, parent)
         return
     url = broker or os.environ.get("CONVERGE_BROKER")
     if not url:
@@ -139,15 +155,31 @@ def keep_deadlines(db: str, broker: str, queue: str, parent: str) -> None:
     sequencer.stop()
 
 
-def _run_here(db: str | None, run_id: str, resume: bool) -> None:
-    """``--run``: the run's next stop decides the exit code (0 when nothing was left to do)."""
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
-    try:
-        result = execute_run(store, run_id, "resume" if resume else "run")
-    except ConvergeError as exc:
-        fail(str(exc))
-    finally:
-        store.close()
+def _run_here(db: str | None, run_id: str, resume: bool, parent: int | None) -> None:
+    """``--run``: the run's next stop decides the exit code (0 when nothing was left to
+    do; 130 when SIGTERM, SIGINT or the end of process ``parent`` cancelled it)."""
+    shutdown = Shutdown()
+    for signum in SIGNALS:
+        signal.signal(signum, shutdown.on_signal)
+    if parent is not None:
+        threading.Thread(target=_orphaned, args=(parent, shutdown), daemon=True).start()
+    with shutdown.executing():
+        store = open_run_store(db, must_exist=True)
+        assert isinstance(store, SqlRunStore)
+        try:
+            action: Action = "resume" if resume else "run"
+            result = execute_run(store, run_id, action, prepare=shutdown.track)
+        except ConvergeError as exc:
+            fail(str(exc))
+        finally:
+            store.close()
     if result is not None:
         raise typer.Exit(result.stop_reason.exit_code)
+
+
+def _orphaned(parent: int, shutdown: Shutdown) -> None:
+    """Stop (as on SIGTERM) once process ``parent`` (``converge serve``) is gone,
+    even killed with -9: its pool's runs do not go on unseen."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    shutdown.request()

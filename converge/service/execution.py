@@ -42,8 +42,10 @@ def execute_run(
 ) -> RunResult | None:
     """Do what is left of ``run_id`` for a message with ``action``; its next stop, or
     None when there was nothing to do here (another process has it, it finished,
-    it waits for a decision). Raises ``RunNotFound`` and ``ConvergeError`` (the run
-    recorded no job, a reference of its job no longer imports), ``AuditKeyError``
+    it waits for a decision); ``prepare`` gets the run's engine before it runs
+    (``converge.interrupts.Shutdown.track``). Raises ``RunNotFound`` and
+    ``ConvergeError`` (the run recorded no job, a reference of its job no longer
+    imports), ``AuditKeyError``
     (a keyed store without its key: nothing taken or written)."""
     require_key(store, f"executing run {run_id}")
     row = store.run(run_id)
@@ -57,7 +59,7 @@ def execute_run(
         except RunBusy:
             return None
         job = job_of_run(store, run_id)
-        engine = _engine(store, job, run_id)
+        engine = _engine(store, job, run_id, prepare)
         engine.checkpoint_at_start = True
         return _leg(store, engine, run_id, lambda: engine.run(job.spec.initial or None, run_id))
     if (
@@ -65,14 +67,15 @@ def execute_run(
         or status == RunStatus.CRASHED
         or (action == "resume" and status in (RunStatus.PAUSED, RunStatus.STOPPED))
     ):
-        engine = _engine(store, job_of_run(store, run_id), run_id)
+        engine = _engine(store, job_of_run(store, run_id), run_id, prepare)
         return _leg(store, engine, run_id, lambda: engine.resume_run(run_id))
     return None
 
 
-def _engine(store: SqlRunStore, job: Job, run_id: str) -> Engine:
+def _engine(store: SqlRunStore, job: Job, run_id: str, prepare: Build | None) -> Engine:
     """The job's engine, reading the run's cancel requests at each cycle boundary (the
-    watcher thread cuts long async work; this makes a cancel exact between cycles)."""
+    watcher thread cuts long async work; this makes a cancel exact between cycles),
+    handed to ``prepare`` (a worker's shutdown cancels it)."""
     built: list[Engine] = []
 
     def after_cycle(cycle: int, percent: float) -> None:
@@ -80,6 +83,8 @@ def _engine(store: SqlRunStore, job: Job, run_id: str) -> Engine:
             built[0].cancel(run_id)
 
     built.append(job.build_engine(store, progress=after_cycle))
+    if prepare is not None:
+        prepare(built[0])
     return built[0]
 
 

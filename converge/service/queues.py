@@ -2,56 +2,113 @@
 :class:`converge.run_queue.RunQueue`).
 
 ``converge.workers.CeleryRunQueue`` sends them to Celery workers; without a
-broker, :class:`LocalRunPool` executes them in a bounded pool of threads of this
-process (what ``converge serve`` uses, so that an approval never runs the job in
-its HTTP request).
+broker, :class:`LocalRunPool` executes each one in a worker process of its own
+(``python -m converge.cli worker --run RUN``), at most ``max_workers`` at a time,
+the others queued: what ``converge serve`` uses, so that a run, bounded or not,
+never runs in the server's process nor in an HTTP request.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from audit.store import SqlRunStore
+from sqlalchemy.engine import make_url
+
+from audit.store import KEY_ENV, SqlRunStore
+from converge.interrupts import GRACE_S
 from converge.run_queue import Action, RunQueue
 from converge.service.execution import execute_run
-from engine import ConvergeError, RunResult
+from engine import ConvergeError, StoreError
 
-__all__ = ["LocalRunPool", "RunQueue"]
+__all__ = ["LocalRunPool", "RunQueue", "reachable_by_processes"]
 
 log = logging.getLogger("converge.service")
 
+STOP_WAIT_S = GRACE_S + 1.0
+"""How long (seconds) :meth:`LocalRunPool.close` waits for its workers after SIGTERM
+before it kills them (they exit within their own grace period)."""
+
+
+def reachable_by_processes(store: SqlRunStore) -> bool:
+    """False for a store that only this process can open (in-memory SQLite)."""
+    url = make_url(store.url)
+    return not (url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"))
+
 
 class LocalRunPool:
-    """Runs messages in ``max_workers`` threads of this process, over ``store``.
+    """Executes run messages over ``store`` in worker processes, ``max_workers`` at a
+    time; messages beyond that wait in order.
 
-    A failure is logged, never raised to the sender (the run itself stops with a
-    typed reason in the store). ``wait()`` blocks until every message sent so far
-    is done (tests, shutdown); ``close()`` waits and stops the threads.
+    Each message starts ``python -m converge.cli worker --run RUN [--resume]`` over
+    the same store (its URL and key in the child's environment, not on its command
+    line), which stops when this process is gone. A failure is logged, never raised
+    to the sender (the run itself stops with a typed reason in the store).
+    ``in_process=True`` runs them in threads of this process instead (an in-memory
+    store, which no other process can open). ``wait()`` blocks until every message
+    sent so far is done (tests); ``close()`` stops the pool: the workers' runs are
+    cancelled at their cycle boundary (resumable), the messages not started are
+    dropped (logged). Raises ``StoreError`` for an in-memory store without
+    ``in_process``.
     """
 
-    def __init__(self, store: SqlRunStore, max_workers: int = 2) -> None:
+    def __init__(self, store: SqlRunStore, max_workers: int = 2, *, in_process: bool = False):
+        if not in_process and not reachable_by_processes(store):
+            raise StoreError("an in-memory store cannot be reached by worker processes")
         self.store = store
+        self.in_process = in_process
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="converge-run")
-        self._futures: set[Future[RunResult | None]] = set()
+        self._futures: set[Future[int | None]] = set()
+        self._children: set[subprocess.Popen[bytes]] = set()
         self._lock = threading.Lock()
+        self._closing = False
 
     def send(self, run_id: str, action: Action = "run") -> None:
-        """Execute ``action`` on ``run_id`` in the pool (returns at once)."""
-        future = self._pool.submit(self._execute, run_id, action)
+        """Execute ``action`` on ``run_id`` in the pool (returns at once). Raises
+        ``ConvergeError`` once the pool is closed (the run stays as recorded)."""
         with self._lock:
+            if self._closing:
+                raise ConvergeError(f"cannot send run {run_id}: the run pool is stopping")
+            future = self._pool.submit(self._execute, run_id, action)
             self._futures.add(future)
         future.add_done_callback(self._forget)
 
-    def _execute(self, run_id: str, action: Action) -> RunResult | None:
-        try:
-            return execute_run(self.store, run_id, action)
-        except ConvergeError as exc:
-            log.error("run %s (%s) failed to execute: %s", run_id, action, exc)
+    def _execute(self, run_id: str, action: Action) -> int | None:
+        if self.in_process:
+            try:
+                execute_run(self.store, run_id, action)
+            except ConvergeError as exc:
+                log.error("run %s (%s) failed to execute: %s", run_id, action, exc)
             return None
+        return self._in_child(run_id, action)
 
-    def _forget(self, future: Future[RunResult | None]) -> None:
+    def _in_child(self, run_id: str, action: Action) -> int | None:
+        """Run the message in a worker process; its exit code (None: not started)."""
+        cmd = [sys.executable, "-m", "converge.cli", "worker", "--run", run_id]
+        cmd += ["--parent", str(os.getpid())] + (["--resume"] if action == "resume" else [])
+        env = {**os.environ, "CONVERGE_DB": self.store.url}
+        if self.store.key is not None:
+            env[KEY_ENV] = self.store.key.decode()
+        with self._lock:
+            if self._closing:
+                log.warning("run %s (%s): not started, the pool is stopping", run_id, action)
+                return None
+            child = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)
+            self._children.add(child)
+        try:
+            code = child.wait()
+        finally:
+            with self._lock:
+                self._children.discard(child)
+        if code in (2, 1) or code < 0:
+            log.error("run %s (%s): its worker process ended with %d", run_id, action, code)
+        return code
+
+    def _forget(self, future: Future[int | None]) -> None:
         with self._lock:
             self._futures.discard(future)
 
@@ -63,5 +120,17 @@ class LocalRunPool:
             f.result(timeout)
 
     def close(self) -> None:
-        """Wait for the runs in the pool, then stop its threads."""
-        self._pool.shutdown(wait=True)
+        """Stop: SIGTERM to the workers (killed after :data:`STOP_WAIT_S` seconds),
+        the messages not started dropped; returns once the pool's threads ended.
+        In-process runs are waited for."""
+        with self._lock:
+            self._closing = True
+            children = list(self._children)
+        for child in children:
+            child.terminate()
+        for child in children:
+            try:
+                child.wait(STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from audit.store import SqlRunStore
 from converge.errors import LoginRequired
 from converge.service import LocalRunPool, RunQueue
+from converge.service.queues import reachable_by_processes
 from converge.web import gates, runs, session, signed
 from converge.web.auth import csrf_token
 from converge.web.limits import FailureLimiter
@@ -134,8 +135,9 @@ def create_app(
     deadlines (tests inject one). Bodies over 64 KiB are refused with 413.
     ``run_queue`` is where a decision sends the resume of its run (a Celery queue,
     :class:`converge.workers.CeleryRunQueue`); default: a
-    :class:`converge.service.LocalRunPool` of two threads of this process, so a
-    request never runs a job (``app.state.run_queue``).
+    :class:`converge.service.LocalRunPool` of two worker processes (threads of this
+    process for an in-memory store), so a request never runs a job
+    (``app.state.run_queue``).
     """
     # no Swagger UI: it loads its assets from a CDN; the schema stays at /api/openapi.json
     app = FastAPI(
@@ -145,7 +147,9 @@ def create_app(
         openapi_url="/api/openapi.json",
     )
     app.state.store = store
-    app.state.run_queue = run_queue if run_queue is not None else LocalRunPool(store)
+    if run_queue is None:
+        run_queue = LocalRunPool(store, in_process=not reachable_by_processes(store))
+    app.state.run_queue = run_queue
     app.state.secret = secret or secrets.token_bytes(32)
     app.state.limiter = FailureLimiter()
     app.state.clock = clock

@@ -16,8 +16,9 @@ from fastapi import FastAPI
 
 __all__ = ["GRACEFUL_SHUTDOWN_S", "server_config"]
 
-GRACEFUL_SHUTDOWN_S = 5
-"""Seconds uvicorn waits for requests in flight after SIGTERM before closing them."""
+GRACEFUL_SHUTDOWN_S = 3
+"""Seconds uvicorn waits for requests in flight after SIGTERM before closing them
+(``converge serve`` stops within 10 s: this, then its worker processes)."""
 
 
 def server_config(

@@ -28,7 +28,7 @@ def run_worker(
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     app = celery_app(broker_url, backend_url)
-    register_run_task(app)
+    register_run_task(app, queue)
     name = hostname or f"converge-{os.getpid()}@{socket.gethostname()}"
     app.worker_main(
         [
