@@ -145,13 +145,13 @@ def verify_consistency(
     size1: int, size2: int, proof: Sequence[bytes], root1: bytes, root2: bytes
 ) -> bool:
     """Whether ``proof`` shows the tree of ``size1`` leaves (root ``root1``) is a
-    prefix of the tree of ``size2`` leaves (root ``root2``) (RFC 9162 §2.1.4.2)."""
-    if not 0 <= size1 <= size2:
+    prefix of the tree of ``size2`` leaves (root ``root2``) (RFC 9162 §2.1.4.2).
+    False from the empty tree (every tree extends it: no proof says anything), as
+    transparency-dev's verifier and its vectors have it."""
+    if not 0 < size1 <= size2:
         return False
     if size1 == size2:
         return not proof and root1 == root2
-    if size1 == 0:
-        return not proof
     if not proof:
         return False
     path = list(proof)
