@@ -120,8 +120,9 @@ def verify_inclusion(
     leaf: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes, scheme: str = RFC6962
 ) -> bool:
     """Whether ``proof`` is the audit path of ``leaf`` (a leaf hash) at ``index``
-    in a tree of ``size`` leaves whose root is ``root`` (RFC 9162 §2.1.3.2)."""
-    if not 0 <= index < size:
+    in a tree of ``size`` leaves whose root is ``root`` (RFC 9162 §2.1.3.2); never for
+    a leaf hash that is not 32 bytes."""
+    if not 0 <= index < size or len(leaf) != len(EMPTY):
         return False
     fn, sn = index, size - 1
     r = leaf
