@@ -3,7 +3,8 @@
 #   make demo      converge + examples                    (seconds to ~1 min the first time)
 #   make demo-llm  + agents, local: builds llama-cpp-python for any AVX2 CPU (~11 min on 2
 #                  cores, once per machine)
-#   make test      every extra (and, as root, Debian's chromium); so do setup, docs, bench
+#   make test      every extra (and, as root, Debian's chromium, Go and golang.org/x/mod);
+#                  so do setup, docs, bench
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -11,7 +12,7 @@ STAMP := $(VENV)/.installed
 STAMP_DEMO := $(VENV)/.installed-demo
 STAMP_LLM := $(VENV)/.installed-llm
 
-.PHONY: demo demo-llm test lint bench setup browser clean docs
+.PHONY: demo demo-llm test lint bench setup browser go-sumdb clean docs
 
 EXTRAS := dev,bench,agents,otel,local,phoenix,web,workers,examples,docs
 DEMO_EXTRAS := examples
@@ -63,6 +64,16 @@ browser:
 	  else echo "browser tests need chromium and chromium-driver (apt-get install as root)"; fi; \
 	fi
 
+## Debian's Go and golang.org/x/mod for the test that checks our checkpoints with Go's
+## sumdb packages, built offline (as root, when missing).
+go-sumdb:
+	@if ! command -v go >/dev/null 2>&1 || [ ! -d /usr/share/gocode/src/golang.org/x/mod/sumdb ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      golang-go golang-golang-x-mod-dev >/dev/null; \
+	  else echo "the Go test needs golang-go and golang-golang-x-mod-dev (apt-get install as root)"; fi; \
+	fi
+
 ## Set up (converge and the examples extra only), then run the dependency audit on this
 ## environment with the embedded SQLite store.
 demo: $(STAMP_DEMO)
@@ -80,7 +91,7 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 ## Set up, then run lint, type checks, the import contracts, the docs build and the whole test suite.
-test: $(STAMP) browser
+test: $(STAMP) browser go-sumdb
 	$(BIN)/ruff check engine criteria gates audit converge examples benchmarks tests docs/hooks
 	$(BIN)/ruff format --check engine criteria gates audit converge examples benchmarks tests docs/hooks
 	$(BIN)/mypy --strict engine criteria gates audit converge

@@ -23,6 +23,7 @@ __all__ = [
     "AuditKeyError",
     "BundleError",
     "ChainError",
+    "CheckpointError",
     "ConfigurationError",
     "ConvergeError",
     "CorruptRow",
@@ -48,6 +49,7 @@ __all__ = [
     "TamperedRow",
     "ToolBudgetHit",
     "UnverifiedParent",
+    "WitnessRefused",
 ]
 
 
@@ -261,6 +263,16 @@ class SigningKeyError(ConvergeError):
 
 class BundleError(ConvergeError):
     """The file is not a proof bundle (not JSON, another format)."""
+
+
+class CheckpointError(ConvergeError):
+    """A checkpoint, verifier key or proof file (C2SP signed-note, tlog-checkpoint,
+    tlog-cosignature) that is not one, or whose signature does not verify."""
+
+
+class WitnessRefused(CheckpointError):
+    """A witness does not cosign: the checkpoint is not signed by the log's key, is of
+    another log, or is not consistent with the last checkpoint it cosigned."""
 
 
 class DuplicateVote(ConvergeError):

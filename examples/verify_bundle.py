@@ -1,11 +1,14 @@
 """An independent verifier of converge proof bundles, written from docs/audit-format.md.
 
-It imports nothing of converge: the standard library, and ``cryptography`` for the
-Ed25519 check only. ``python examples/verify_bundle.py FILE PUBLIC_KEY`` prints one
+It imports nothing of converge: the standard library, ``cryptography`` for the
+Ed25519 check only, and ``verify_formats.py`` beside it (the C2SP checkpoint formats).
+``python examples/verify_bundle.py FILE PUBLIC_KEY [--witness VKEY]`` prints one
 line per check and exits 0 when every check passes, 1 when any fails, 2 when FILE
-is not a bundle. It reads ``converge.bundle/2`` and the first layout,
-``converge.bundle/1``. :func:`verify_inclusion` and :func:`verify_consistency` are
-RFC 9162 §2.1.3.2 and §2.1.4.2 on raw bytes.
+is not a bundle; with ``--witness`` (a witness's verifier key, or its file) the
+bundle's checkpoint must carry that witness's cosignature. It reads
+``converge.bundle/2`` and the first layout, ``converge.bundle/1``.
+:func:`verify_inclusion` and :func:`verify_consistency` are RFC 9162 §2.1.3.2 and
+§2.1.4.2 on raw bytes.
 """
 
 from __future__ import annotations
@@ -15,6 +18,11 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
+
+try:  # beside this file: run as a script, examples/ is on sys.path
+    from examples import verify_formats as formats
+except ImportError:
+    import verify_formats as formats  # type: ignore[no-redef]
 
 V2, V1 = "converge.bundle/2", "converge.bundle/1"
 READ = ("run_started", "run_stopped", "run_paused", "checkpoint_saved")
@@ -89,15 +97,14 @@ def verify_inclusion(
 def verify_consistency(
     size1: int, size2: int, proof: Sequence[bytes], root1: bytes, root2: bytes
 ) -> bool:
-    """RFC 9162 §2.1.4.2: the tree of ``size1`` leaves is a prefix of that of ``size2``."""
+    """RFC 9162 §2.1.4.2: the tree of ``size1`` leaves is a prefix of that of ``size2``;
+    never from the empty tree (no proof says anything), as transparency-dev has it."""
+    if size1 <= 0 or size2 < size1:
+        return False
+    if size1 == size2:  # the same tree: no proof, the same root (of any length)
+        return len(proof) == 0 and root1 == root2
     for value in (root1, root2, *proof):
         _check_hash(value)
-    if size1 < 0 or size2 < size1:
-        return False
-    if size1 == size2:
-        return len(proof) == 0 and root1 == root2
-    if size1 == 0:
-        return len(proof) == 0
     if len(proof) == 0:
         return False
     path = list(proof)
@@ -207,8 +214,11 @@ def scan(bundle: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def checks(bundle: dict[str, Any], public_pem: bytes) -> list[tuple[str, bool]]:
-    """(name, ok) of every check, in the order docs/audit-format.md lists them."""
+def checks(
+    bundle: dict[str, Any], public_pem: bytes, witness: str | None = None
+) -> list[tuple[str, bool]]:
+    """(name, ok) of every check, in the order docs/audit-format.md lists them;
+    ``witness``: a verifier key whose cosignature the checkpoint must carry."""
     out: list[tuple[str, bool]] = []
 
     def check(name: str, fn: Callable[[], bool]) -> None:
@@ -289,6 +299,13 @@ def checks(bundle: dict[str, Any], public_pem: bytes) -> list[tuple[str, bool]]:
             bytes.fromhex(head["root"]),
         ),
     )
+    if bundle.get("ledger_checkpoint") is not None or witness is not None:
+        check("ledger checkpoint", lambda: formats.ledger_checkpoint(bundle, public_pem))
+    if witness is not None:
+        check(
+            "witness cosignature",
+            lambda: formats.cosigned(bundle["ledger_checkpoint"], formats.parse_vkey(witness)),
+        )
     return out
 
 
@@ -370,84 +387,6 @@ def _checkpoint(blob: str | None, s: dict[str, Any]) -> bool:
     return bool(saved) and digest == saved[-1]["checkpoint_sha256"]
 
 
-class Maybe:
-    """A field that may be missing or null."""
-
-    def __init__(self, spec: Any) -> None:
-        self.spec = spec
-
-
-class Each:
-    """An object whose every value is of ``spec`` (names are strings in JSON)."""
-
-    def __init__(self, spec: Any) -> None:
-        self.spec = spec
-
-
-_SIGNED = {"type": str, "key_id": str, "sig": str}
-_COMMON = {
-    "run": {
-        **_SIGNED,
-        **{"run_id": str, "chain": str, "last_seq": int, "head": str, "events_count": int},
-        **{"events_root": str, "facts_count": int, "facts_root": str, "facts_merkle": Maybe(str)},
-    },
-    "facts_root_signature": Maybe(
-        {**_SIGNED, "run_id": str, "facts_root": str, "facts_count": int}
-    ),
-    "ledger": {
-        "entry": {"seq": int, "run_id": str, "last_seq": int, "head": str},
-        "index": int,
-        "proof": [str],
-    },
-    "signed_head": {**_SIGNED, "size": int, "root": str},
-}
-_RUN = {"checkpoint": Maybe(str), "deciders": Maybe(Each(str))}
-SHAPES: dict[tuple[Any, Any], Any] = {
-    (V2, "run"): {
-        **_COMMON,
-        **_RUN,
-        "events": [{"cycle": int, "kind": str, "payload": str, "ts": str, "hash": str}],
-        "initial_facts": [str],
-    },
-    (V1, "run"): {**_COMMON, **_RUN, "events": [{"message": str, "hash": str}], "facts": [str]},
-    (V2, "fact"): {**_COMMON, "fact": {"text": str, "index": int, "proof": [str]}},
-}
-"""The types of a bundle's fields by (format, kind) (docs/audit-format.md, "Bundle
-layout"); a field not named here may be there."""
-SHAPES[V1, "fact"] = SHAPES[V2, "fact"]
-
-
-def shape_problem(value: Any, spec: Any, path: str = "") -> str | None:
-    """``"FIELD.PATH: what is wrong"`` for the first field of ``value`` missing or not
-    of ``spec`` (a type, ``[spec]`` a list, a dict of fields, :class:`Maybe`, :class:`Each`)."""
-    if isinstance(spec, Maybe):
-        return None if value is None else shape_problem(value, spec.spec, path)
-    if isinstance(spec, dict | Each):
-        if not isinstance(value, dict):
-            return f"{path or '(the bundle)'}: an object is expected"
-        fields = spec.items() if isinstance(spec, dict) else ((k, spec.spec) for k in value)
-        for name, sub in fields:
-            where = f"{path}.{name}" if path else name
-            if name not in value:
-                if isinstance(sub, Maybe):
-                    continue
-                return f"{where}: missing"
-            found = shape_problem(value[name], sub, where)
-            if found:
-                return found
-        return None
-    if isinstance(spec, list):
-        if not isinstance(value, list):
-            return f"{path}: a list is expected"
-        return next(
-            (p for i, v in enumerate(value) if (p := shape_problem(v, spec[0], f"{path}[{i}]"))),
-            None,
-        )
-    if isinstance(value, spec) and not (spec is int and isinstance(value, bool)):
-        return None
-    return f"{path}: {'an integer' if spec is int else 'a string'} is expected"
-
-
 def read(path: str) -> dict[str, Any]:
     """The bundle in the file; ``ValueError`` saying in one line why it is none."""
     try:
@@ -460,29 +399,34 @@ def read(path: str) -> dict[str, Any]:
         raise ValueError(f"{path} is not a JSON proof bundle: {why}") from None
     if not isinstance(bundle, dict) or bundle.get("format") not in (V2, V1):
         raise ValueError(f"{path} is not a proof bundle (format {V2!r} or {V1!r})")
-    spec = SHAPES.get((bundle["format"], bundle.get("kind")))
+    spec = formats.SHAPES.get((bundle["format"], bundle.get("kind")))
     if spec is None:
         raise ValueError(f"{path} is not a proof bundle: kind is not 'run' or 'fact'")
-    problem = shape_problem(bundle, spec)
+    problem = formats.shape_problem(bundle, spec)
     if problem:
         raise ValueError(f"{path} is not a proof bundle: {problem}")
     return bundle
 
 
 def main(argv: list[str]) -> int:
-    """``verify_bundle.py FILE PUBLIC_KEY``: 0 all checks pass, 1 one fails, 2 bad input
-    (one line on stderr says why: the field, for a bundle of the wrong shape)."""
-    if len(argv) != 2:
-        print("usage: verify_bundle.py FILE PUBLIC_KEY", file=sys.stderr)
+    """``verify_bundle.py FILE PUBLIC_KEY [--witness VKEY]``: 0 all checks pass, 1 one
+    fails, 2 bad input (one line on stderr says why: the field, for a bundle of the
+    wrong shape)."""
+    if len(argv) not in (2, 4) or (len(argv) == 4 and argv[2] != "--witness"):
+        print("usage: verify_bundle.py FILE PUBLIC_KEY [--witness VKEY]", file=sys.stderr)
         return 2
+    witness = argv[3] if len(argv) == 4 else None
     try:
         bundle = read(argv[0])
         with open(argv[1], "rb") as f:
             public_pem = f.read()
+        if witness is not None and "+" not in witness:  # a file holding the key
+            with open(witness, encoding="utf-8") as f:
+                witness = f.read()
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    results = checks(bundle, public_pem)
+    results = checks(bundle, public_pem, witness)
     for name, ok in results:
         print(f"{'ok' if ok else 'FAILED'} {name}")
     return 0 if all(ok for _, ok in results) else 1

@@ -16,6 +16,8 @@ core does on the same vectors.
 from __future__ import annotations
 
 import ast
+import base64
+import hashlib
 import importlib.util
 import json
 import sqlite3
@@ -190,6 +192,45 @@ def _checkpoint_digest(name: str, case: dict[str, Any]) -> None:
     assert folded == case["folded"]
 
 
+def _b64(value: str | None) -> bytes:
+    return base64.b64decode(value or "")
+
+
+def _accepts(verify: Callable[..., bool], *args: Any) -> bool:
+    """Whether ``verify`` accepts: True; False or a ValueError (a hash of the wrong
+    length, in the independent verifier) is a refusal."""
+    try:
+        return verify(*args) is True
+    except ValueError:
+        return False
+
+
+def _proof_outcomes(case: dict[str, Any]) -> dict[str, list[str]]:
+    """Each verifier's vectors whose outcome is not the expected one (by name)."""
+    vb = _independent()
+    wrong: dict[str, list[str]] = {"ours": [], "independent": []}
+    for kind, fns in (
+        ("inclusion", (verify_inclusion, vb.verify_inclusion)),
+        ("consistency", (verify_consistency, vb.verify_consistency)),
+    ):
+        for v in case[kind]:
+            proof = [_b64(p) for p in v["proof"] or []]
+            if kind == "inclusion":
+                args = (_b64(v["leafHash"]), v["leafIdx"], v["treeSize"], proof, _b64(v["root"]))
+            else:
+                args = (v["size1"], v["size2"], proof, _b64(v["root1"]), _b64(v["root2"]))
+            for who, fn in zip(("ours", "independent"), fns, strict=True):
+                if _accepts(fn, *args) == v["wantErr"]:
+                    wrong[who].append(v["name"])
+    return wrong
+
+
+def _transparency_dev(name: str, case: dict[str, Any]) -> None:
+    """transparency-dev/merkle's 196 proof vectors: both verifiers decide each as it says."""
+    assert len(case["inclusion"]) + len(case["consistency"]) == 196
+    assert _proof_outcomes(case) == {"ours": [], "independent": []}
+
+
 CHECKS: dict[str, Callable[[str, dict[str, Any]], None]] = {
     "canonical-json.json": _canonical_json,
     "checkpoint-digest.json": _checkpoint_digest,
@@ -198,6 +239,7 @@ CHECKS: dict[str, Callable[[str, dict[str, Any]], None]] = {
     "ledger.json": _ledger,
     "ledger-tree.json": _ledger_tree,
     "rfc6962-roots.json": _rfc6962_roots,
+    "transparency-dev-proofs.json": _transparency_dev,
 }
 """The check of each vector file that is not a chain case (those have ``events``)."""
 
@@ -208,6 +250,21 @@ def test_every_vector_file_is_read_and_its_digests_hold(name: str) -> None:
     check = _chain_case if name in CHAIN_CASES else CHECKS.get(name)
     assert check is not None, f"no check reads tests/vectors/{name}: add one to CHECKS"
     check(name, case)
+
+
+def test_both_verifiers_decide_all_196_transparency_dev_proof_vectors_as_they_say() -> None:
+    case = _load("transparency-dev-proofs.json")
+    assert _proof_outcomes(case) == {"ours": [], "independent": []}
+    vb = _independent()
+    for check in (verify_consistency, vb.verify_consistency):
+        # two equal trees need no proof (a root of any length), and differ in nothing
+        assert check(1, 1, [], b"don't care 2", b"don't care 2")
+        assert check(5, 5, [], bytes(32), bytes(32))
+        assert not check(5, 5, [], bytes(32), b"\x01" * 32)
+        assert not check(5, 5, [bytes(32)], bytes(32), bytes(32))
+        # from the empty tree no proof says anything: refused, as transparency-dev does
+        assert not check(0, 0, [], b"", b"")
+        assert not check(0, 3, [], hashlib.sha256(b"").digest(), bytes(32))
 
 
 def test_every_attack_named_by_the_issue_has_a_case() -> None:
@@ -269,13 +326,23 @@ def _independent() -> ModuleType:
 
 
 def test_the_independent_verifier_imports_nothing_of_converge() -> None:
-    tree = ast.parse((ROOT / "examples" / "verify_bundle.py").read_text("utf-8"))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
-            for module in names:
-                top = (module or "").split(".")[0]
-                assert top in sys.stdlib_module_names or top in ("__future__", "cryptography")
+    # its two modules: the standard library, cryptography, and each other
+    beside = {"verify_formats", "examples.verify_formats"}
+    for name in ("verify_bundle.py", "verify_formats.py"):
+        tree = ast.parse((ROOT / "examples" / name).read_text("utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                is_import = isinstance(node, ast.Import)
+                names = [a.name for a in node.names] if is_import else [node.module]
+                if not is_import and node.module == "examples":
+                    names = [f"examples.{a.name}" for a in node.names]
+                for module in names:
+                    top = (module or "").split(".")[0]
+                    assert (
+                        top in sys.stdlib_module_names
+                        or top in ("__future__", "cryptography")
+                        or module in beside
+                    ), f"{name} imports {module}"
 
 
 def test_the_independent_verifier_agrees_on_canonical_json_and_merkle_trees() -> None:

@@ -80,6 +80,7 @@ def test_a_bundle_verifies_offline_with_the_store_deleted(backend: str, tmp_path
         "checkpoint",
         "ledger entry",
         "ledger inclusion",
+        "ledger checkpoint",
     ]
     code, out = _agree(fact_file, keys)
     assert code == 0 and out["ok"], failed(out)
@@ -88,7 +89,7 @@ def test_a_bundle_verifies_offline_with_the_store_deleted(backend: str, tmp_path
     res = cli("verify-bundle", str(run_file), "--public-key", str(keys.pub))
     assert res.exit_code == 0
     assert "ok     event chain: 12 events chained (sha256)" in res.stdout
-    assert "11/11 checks pass" in res.stdout
+    assert "12/12 checks pass" in res.stdout
 
 
 @pytest.fixture
@@ -174,7 +175,11 @@ MUTATIONS: dict[str, tuple[Callable[[dict[str, Any]], None], dict[str, str]]] = 
     "proof node": (_edit_proof, {"ledger inclusion": "inclusion proof"}),
     "signed head": (
         _edit_head,
-        {"signed head signature": "does not verify", "ledger inclusion": "signed head"},
+        {
+            "signed head signature": "does not verify",
+            "ledger inclusion": "signed head",
+            "ledger checkpoint": "not the signed head's",
+        },
     ),
     "signature": (_edit_signature, {"run statement signature": "does not verify"}),
     "fact removed": (
@@ -285,6 +290,7 @@ def test_another_public_key_fails_every_signature(
         "signed head signature",
         "run statement signature",
         "facts root signature",
+        "ledger checkpoint",
     }
 
 

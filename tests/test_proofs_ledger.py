@@ -106,10 +106,13 @@ def test_every_proof_of_every_small_tree_verifies_in_both() -> None:
             proof = tree.inclusion_proof(i, n)
             assert verify_inclusion(leaves[i], i, n, proof, root)
             assert ind.verify_inclusion(leaves[i], i, n, proof, root)
-        for m in range(n + 1):
+        for m in range(1, n + 1):
             proof = tree.consistency_proof(m, n)
             assert verify_consistency(m, n, proof, tree.root(m), root)
             assert ind.verify_consistency(m, n, proof, tree.root(m), root)
+        # from the empty tree no proof says anything (transparency-dev's vectors)
+        assert not verify_consistency(0, n, [], tree.root(0), root)
+        assert not ind.verify_consistency(0, n, [], tree.root(0), root)
 
 
 def test_facts_roots_use_rfc6962_now_and_legacy_runs_keep_theirs() -> None:

@@ -2,8 +2,9 @@
 (``_ledger``), the integration delay (``_timing``), the sequencer that integrates
 pending heads in batches (``_sequencer``, ``_integration``), what ``verify`` says of
 heads not integrated yet (``_pending``), the ledger as an RFC 6962 tree with signed
-heads (``_tree``), anchors kept outside the store (``_anchors``) and the key a
-writer holds (``_store_key``).
+heads (``_tree``), its checkpoints in the C2SP format (``_checkpoint``) and a
+witness that cosigns them (``_witness``), anchors kept outside the store
+(``_anchors``) and the key a writer holds (``_store_key``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,15 @@ from typing import TYPE_CHECKING
 from audit.lazy import face
 
 if TYPE_CHECKING:
+    from audit.ledger._checkpoint import (
+        Checkpoint,
+        checkpoint_note,
+        consistency_proof,
+        format_proof,
+        parse_checkpoint,
+        parse_proof,
+        store_origin,
+    )
     from audit.ledger._integration import (
         integrate,
         integrate_pending,
@@ -48,28 +58,39 @@ if TYPE_CHECKING:
         parse_head,
         signed_head,
     )
+    from audit.ledger._witness import (
+        cosign_checkpoint,
+    )
 
 __all__ = [
     "LEDGER_DELAY_ENV",
     "NOT_YET_INTEGRATED",
     "AuditKeyError",
+    "Checkpoint",
     "LedgerSequencer",
     "LedgerTiming",
     "SequencedHeads",
     "append",
     "check_consistency",
+    "checkpoint_note",
+    "consistency_proof",
+    "cosign_checkpoint",
     "entry_message",
+    "format_proof",
     "head_line",
     "integrate",
     "integrate_pending",
     "ledger_entries",
     "ledger_timing",
     "ledger_tree",
+    "parse_checkpoint",
     "parse_head",
+    "parse_proof",
     "pending_count",
     "require_key",
     "signed_head",
     "start_sequencing",
+    "store_origin",
     "verify_ledger",
 ]
 
@@ -78,6 +99,7 @@ if not TYPE_CHECKING:
         __name__,
         __all__,
         (
+            "_checkpoint",
             "_integration",
             "_ledger",
             "_pending",
@@ -85,5 +107,6 @@ if not TYPE_CHECKING:
             "_store_key",
             "_timing",
             "_tree",
+            "_witness",
         ),
     )

@@ -34,7 +34,7 @@ from audit.signing._statements import (
 from audit.tables import ledger
 from engine.errors import ConvergeError, LedgerForked
 from engine.hashing.ledger import entry_message, key_fingerprint
-from engine.hashing.merkle import leaf_hash
+from engine.hashing.merkle import EMPTY, leaf_hash
 from engine.hashing.proofs import MerkleTree, verify_consistency
 
 HEAD_TYPE = "converge.ledger_head/1"
@@ -101,16 +101,20 @@ def parse_head(text: str) -> dict[str, Any]:
     return head
 
 
-def signed_head(store: StoreCore, signer: Signer, tree: MerkleTree | None = None) -> dict[str, Any]:
-    """The signed head of the ledger as it is now, kept in the store; the head kept
-    for the same size and key is reused (``converge anchor`` twice prints one line).
+def signed_head(
+    store: StoreCore, signer: Signer, tree: MerkleTree | None = None, size: int | None = None
+) -> dict[str, Any]:
+    """The signed head of the ledger as it is now (or of its first ``size`` entries),
+    kept in the store; the head kept for the same size and key is reused
+    (``converge anchor`` twice prints one line).
 
     Raises ``LedgerForked`` when the ledger's root at that size is not the one
     signed before (the ledger was rewritten), ``StoreError`` when the database fails.
     """
     if tree is None:
         tree = ledger_tree(ledger_entries(store))
-    size, root = tree.size, tree.root().hex()
+    size = tree.size if size is None else size
+    root = tree.root(size).hex()
     ensure_signature_tables(store)
     with store.transaction() as conn:
         kept = stored_statement(conn, "ledger_head", str(size), signer.key_id)
@@ -182,6 +186,8 @@ def check_consistency(
         return report(False, f"the store's ledger has {tree.size} entries, HEAD2 says {size2}")
     proof = tree.consistency_proof(size1, size2)
     root1, root2 = bytes.fromhex(head1["root"]), bytes.fromhex(head2["root"])
+    if size1 == 0 and root1 == EMPTY:  # every ledger extends the empty one
+        return report(True, f"the ledger of {size2} entries extends the empty ledger")
     if verify_consistency(size1, size2, proof, root1, root2):
         return report(True, f"the ledger of {size2} entries extends the ledger of {size1}", proof)
     return report(False, _fork(store, tree, [head1, head2], public), proof)

@@ -4,7 +4,8 @@ No database: :func:`verify_bundle` reads the bundle's JSON and says, check by
 check, what it verified — the signatures, the events' chain and root, the facts
 against the events and their root, the checkpoint, the ledger entry and its
 inclusion in the signed head — or, for a one-fact bundle, the fact's audit path
-to the signed facts root. Every check runs, so that a tampered bundle names each
+to the signed facts root; the checkpoint note (C2SP) of the signed head, and a
+witness's cosignature on it when asked. Every check runs, so that a tampered bundle names each
 part that does not fit.
 
 The events are read in one pass (:func:`_scan`): each event's chained message is
@@ -27,13 +28,15 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from audit.cells import loads as _loads
+from audit.ledger._checkpoint import parse_checkpoint
 from audit.ledger._tree import HEAD_TYPE
 from audit.proofs._bundle_shape import shape_problem
 from audit.proofs._bundles import FORMAT, FORMAT_V1, RUN_TYPE
 from audit.signing._decisions import verify_bundle_decisions
+from audit.signing._notes import VerifierKey, cosigned_at, signed_by, verifier_key
 from audit.signing._statements import check_signature
 from audit.trail._kinds import CHECKPOINTED, TERMINAL
-from engine.errors import BundleError
+from engine.errors import BundleError, CheckpointError
 from engine.hashing.chain import GENESIS, PLAIN
 from engine.hashing.checkpoint import checkpoint_digest
 from engine.hashing.ledger import entry_message
@@ -175,8 +178,12 @@ def _scan(bundle: dict[str, Any], run: dict[str, Any]) -> _Scan:
     return _Scan(len(leaves), leaves, bad, head, promoted, read)
 
 
-def verify_bundle(bundle: dict[str, Any], public: Ed25519PublicKey) -> list[Check]:
-    """Every check of ``bundle`` (a run or a one-fact bundle), in order."""
+def verify_bundle(
+    bundle: dict[str, Any], public: Ed25519PublicKey, witness: VerifierKey | None = None
+) -> list[Check]:
+    """Every check of ``bundle`` (a run or a one-fact bundle), in order; with a
+    ``witness`` (its verifier key, type 0x04), also that witness's cosignature on
+    the bundle's checkpoint."""
     checks: list[Check] = []
 
     def check(name: str, fn: Callable[[], str | tuple[bool, str]]) -> None:
@@ -219,7 +226,39 @@ def verify_bundle(bundle: dict[str, Any], public: Ed25519PublicKey) -> list[Chec
             check("signed decisions", lambda: verify_bundle_decisions(bundle, run["run_id"]))
     check("ledger entry", lambda: _entry(bundle["ledger"], run))
     check("ledger inclusion", lambda: _inclusion(bundle["ledger"], head))
+    note = bundle.get("ledger_checkpoint")
+    if note is not None or witness is not None:
+        check("ledger checkpoint", lambda: _ledger_checkpoint(note, head, public))
+    if witness is not None:
+        check("witness cosignature", lambda: _cosigned(note, witness))
     return checks
+
+
+def _ledger_checkpoint(
+    text: str | None, head: dict[str, Any], public: Ed25519PublicKey
+) -> str | tuple[bool, str]:
+    if text is None:
+        return False, "no checkpoint note (a bundle written before them)"
+    try:
+        checkpoint, note = parse_checkpoint(text)
+    except CheckpointError as exc:
+        return False, str(exc)
+    why = signed_by(note, verifier_key(public))
+    if why is not None:
+        return False, why
+    if (checkpoint.size, checkpoint.root.hex()) != (head["size"], head["root"]):
+        return False, "the checkpoint's size and root are not the signed head's"
+    return f"{checkpoint.origin} at size {checkpoint.size}, signed (C2SP tlog-checkpoint)"
+
+
+def _cosigned(text: str | None, witness: VerifierKey) -> str | tuple[bool, str]:
+    if text is None:
+        return False, "no checkpoint note to be cosigned"
+    try:
+        when = cosigned_at(parse_checkpoint(text)[1], witness)
+    except CheckpointError as exc:
+        return False, str(exc)
+    return f"cosigned by {witness.name} at {when} (C2SP tlog-cosignature)"
 
 
 def _format(bundle: dict[str, Any]) -> str | tuple[bool, str]:

@@ -73,6 +73,7 @@ class _Common(_Shape):
     facts_root_signature: _AtStop | None = None
     ledger: _Ledger
     signed_head: _Head
+    ledger_checkpoint: str | None = None
 
 
 class _Event(_Shape):

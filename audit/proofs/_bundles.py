@@ -6,7 +6,7 @@ exact chained messages: a fact is carried once, as its ``fact_promoted`` payload
 its initial facts' texts, its checkpoint, a run statement signed now (the events'
 and facts' RFC 6962 roots, the chain head), the facts root signed when the run
 stopped, the run's ledger entry with its inclusion proof, and the ledger's signed
-head.
+head with the checkpoint note (C2SP tlog-checkpoint) of the same size and root.
 :func:`export_fact` keeps of the facts only one, with its audit path to the facts
 root: the other facts are present as hashes only. :mod:`audit.proofs._bundle_check`
 verifies either with the public key alone.
@@ -23,14 +23,16 @@ import orjson
 from sqlalchemy import select
 
 from audit.core import StoreCore
+from audit.ledger._checkpoint import checkpoint_note, parse_checkpoint
 from audit.ledger._tree import ledger_entries, ledger_tree, signed_head
 from audit.signing._decisions import SIGNED_KINDS, signed_deciders
+from audit.signing._notes import signed_by, verifier_key
 from audit.signing._statements import Signer, ensure_signature_tables, stored_statement
 from audit.tables import runs
 from audit.trail._chain import read_chain, verify_chain
 from audit.trail._checkpoints import read_checkpoint
 from audit.trail._kinds import TERMINAL
-from engine.errors import ExportError, RunNotFound
+from engine.errors import CheckpointError, ExportError, RunNotFound
 from engine.facts import canonical_json
 from engine.hashing.merkle import merkle_scheme, text_leaves
 from engine.hashing.proofs import MerkleTree
@@ -108,26 +110,62 @@ class _Run:
         }
 
 
-def _ledger_part(store: StoreCore, signer: Signer, run_id: str) -> dict[str, Any]:
-    """The run's latest ledger entry, its inclusion proof and the signed head."""
+def _checkpoint(
+    store: StoreCore, signer: Signer, tree: MerkleTree, given: str | None
+) -> tuple[int, str]:
+    """(size, note text) of the checkpoint a bundle proves against: ``given`` (one
+    of this store's ledger signed by ``signer``, cosigned or not), else a new one."""
+    if given is None:
+        return tree.size, checkpoint_note(store, signer, tree=tree).render()
+    try:
+        checkpoint, note = parse_checkpoint(given)
+    except CheckpointError as exc:
+        raise ExportError(f"the checkpoint given: {exc}") from exc
+    why = signed_by(note, verifier_key(signer.public))
+    if why is not None:
+        raise ExportError(f"the checkpoint given is not signed by the signing key: {why}")
+    if checkpoint.size > tree.size:
+        raise ExportError(f"the checkpoint given (size {checkpoint.size}) is not of this store")
+    mine = checkpoint_note(store, signer, checkpoint.origin, checkpoint.size, tree)
+    if mine.text != note.text:
+        raise ExportError(
+            f"the checkpoint given (size {checkpoint.size}) is not of this store's ledger"
+        )
+    return checkpoint.size, given
+
+
+def _ledger_part(
+    store: StoreCore, signer: Signer, run_id: str, checkpoint: str | None
+) -> dict[str, Any]:
+    """The run's latest ledger entry, its inclusion proof, the signed head and the
+    checkpoint note of the same size and root."""
     entries = ledger_entries(store)
     tree = ledger_tree(entries)
+    size, note = _checkpoint(store, signer, tree, checkpoint)
     mine = [e for e in entries if e.run_id == run_id]
     if not mine:
         raise ExportError(f"run {run_id} is not in the ledger (recorded before it existed)")
     entry = mine[-1]
-    head = signed_head(store, signer, tree)
+    if entry.seq > size:
+        raise ExportError(
+            f"the run's ledger entry {entry.seq} is not in the checkpoint of size {size}: "
+            "take a newer one"
+        )
+    head = signed_head(store, signer, tree, size)
     return {
         "ledger": {
             "entry": entry.to_json(),
             "index": entry.seq - 1,
-            "proof": [p.hex() for p in tree.inclusion_proof(entry.seq - 1, tree.size)],
+            "proof": [p.hex() for p in tree.inclusion_proof(entry.seq - 1, size)],
         },
         "signed_head": head,
+        "ledger_checkpoint": note,
     }
 
 
-def _common(store: StoreCore, signer: Signer, run: _Run) -> dict[str, Any]:
+def _common(
+    store: StoreCore, signer: Signer, run: _Run, checkpoint: str | None = None
+) -> dict[str, Any]:
     statement = run.statement()
     if (run.row.last_seq, run.row.head_hash) != (statement["last_seq"], statement["head"]):
         raise ExportError(f"run {run.row.run_id} changed while it was exported")
@@ -140,18 +178,23 @@ def _common(store: StoreCore, signer: Signer, run: _Run) -> dict[str, Any]:
         "format": FORMAT,
         "run": signer.sign(statement),
         "facts_root_signature": at_stop,
-        **_ledger_part(store, signer, run.row.run_id),
+        **_ledger_part(store, signer, run.row.run_id, checkpoint),
     }
 
 
-def export_run(store: StoreCore, signer: Signer, run_id: str) -> dict[str, Any]:
-    """The proof bundle of a stopped or paused run (a JSON-ready dict).
+def export_run(
+    store: StoreCore, signer: Signer, run_id: str, checkpoint: str | None = None
+) -> dict[str, Any]:
+    """The proof bundle of a stopped or paused run (a JSON-ready dict), its ledger
+    part against ``checkpoint`` (a checkpoint note's text, e.g. one a witness
+    cosigned) or, by default, against a checkpoint of the ledger as it is now.
 
     Raises ``RunNotFound``, ``ExportError`` (not stopped yet, a chain that does not
-    verify with the store's key, a run the ledger does not hold), ``StoreError``.
+    verify with the store's key, a run the ledger does not hold, a checkpoint not
+    of this store or older than the run's entry), ``StoreError``.
     """
     run = _Run(store, run_id)
-    bundle = {"kind": "run", **_common(store, signer, run)}
+    bundle = {"kind": "run", **_common(store, signer, run, checkpoint)}
     # each event's parts, its chained message rebuilt by the verifier (the facts are
     # the fact_promoted payloads: carried once); the timestamp's text is the one its
     # message ends with (`,"ts":T}`), not a second repr of the float
@@ -174,7 +217,9 @@ def export_run(store: StoreCore, signer: Signer, run_id: str) -> dict[str, Any]:
     return bundle
 
 
-def export_fact(store: StoreCore, signer: Signer, run_id: str, fact_id: str) -> dict[str, Any]:
+def export_fact(
+    store: StoreCore, signer: Signer, run_id: str, fact_id: str, checkpoint: str | None = None
+) -> dict[str, Any]:
     """The bundle proving one fact of the run: that fact, its audit path in the run's
     facts tree, the signed run statement and the ledger part; no other fact's content.
 
@@ -192,7 +237,7 @@ def export_fact(store: StoreCore, signer: Signer, run_id: str, fact_id: str) -> 
     )
     if index is None:
         raise ExportError(f"run {run_id} has no fact {fact_id!r}")
-    bundle = {"kind": "fact", **_common(store, signer, run)}
+    bundle = {"kind": "fact", **_common(store, signer, run, checkpoint)}
     bundle["fact"] = {
         "text": run.facts[index],
         "index": index,

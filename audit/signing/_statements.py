@@ -78,6 +78,10 @@ class Signer:
         body["sig"] = self._private.sign(canonical(body).encode()).hex()
         return body
 
+    def sign_bytes(self, message: bytes) -> bytes:
+        """The 64-byte Ed25519 signature of ``message`` (a note's text, a cosigned message)."""
+        return self._private.sign(message)
+
 
 def generate_keys(directory: Path) -> tuple[Path, Path]:
     """Write a new key pair into ``directory`` (created if missing); returns the

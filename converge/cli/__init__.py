@@ -17,6 +17,7 @@ reachable from Python. One module per command group, each with its own
 - :mod:`converge.cli.worker`: ``worker`` (a Celery worker, extra ``workers``);
 - :mod:`converge.cli.model`: ``model serve`` (the local model, extra ``local``);
 - :mod:`converge.cli.proofs`: ``keys generate``, ``export``, ``verify-bundle``;
+- :mod:`converge.cli.checkpoints`: ``checkpoint``, ``witness cosign`` (C2SP formats);
 - :mod:`converge.cli.timetravel`: ``fork``, ``diff``, ``replay``;
 - :mod:`converge.cli.render`: the shared options, errors and rendering;
   :mod:`converge.cli.tables`: tables that fit the terminal;
@@ -36,6 +37,7 @@ import typer
 from converge import __version__
 from converge.cli import (
     audit,
+    checkpoints,
     config,
     events,
     gates,
@@ -102,6 +104,7 @@ app.add_typer(schema.app)
 app.add_typer(worker.app)
 app.add_typer(model.app)
 app.add_typer(proofs.app)
+app.add_typer(checkpoints.app)
 app.add_typer(timetravel.app)
 
 

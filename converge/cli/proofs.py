@@ -20,12 +20,16 @@ from audit import SqlRunStore
 from audit.ledger import check_consistency, head_line, integrate_pending, parse_head, signed_head
 from audit.proofs import export_fact, export_run, read_bundle, verify_bundle, write_bundle
 from audit.signing import (
+    COSIGNATURE,
+    ED25519,
     SIGNING_KEY_ENV,
     Signer,
     generate_keys,
     load_public_key,
     signer_from_env,
+    write_vkey,
 )
+from converge.cli.checkpoints import read_text, read_vkey
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store, out, resolve_run
 from engine import ConvergeError
@@ -69,19 +73,30 @@ def _write_store(db: str | None) -> SqlRunStore:
 @keys_app.command("generate")
 def keys_generate_cmd(
     directory: Annotated[
-        Path, typer.Option("--dir", help="Where to write converge.key and converge.pub.")
+        Path, typer.Option("--dir", help="Where to write converge.key, .pub and .vkey.")
     ] = Path("."),
+    witness: Annotated[
+        bool,
+        typer.Option(
+            "--witness", help="A witness's key: converge.vkey verifies its cosignatures (0x04)."
+        ),
+    ] = False,
 ) -> None:
-    """Write a new Ed25519 key pair: DIR/converge.key (private, mode 0600) and
-    DIR/converge.pub; an existing key is never overwritten (exit 2)."""
+    """Write a new Ed25519 key pair: DIR/converge.key (private, mode 0600),
+    DIR/converge.pub (PEM) and DIR/converge.vkey (the C2SP verifier key that checks
+    its checkpoints, or with --witness its cosignatures); an existing key is never
+    overwritten (exit 2)."""
     try:
         key, pub = generate_keys(directory)
+        vkey = write_vkey(directory, load_public_key(pub), COSIGNATURE if witness else ED25519)
     except (ConvergeError, OSError) as exc:
         fail(str(exc))
     out.print(
         f"private key: {key} (keep it secret; set ${SIGNING_KEY_ENV} to sign)", highlight=False
     )
     out.print(f"public key:  {pub} (give it to whoever verifies)", highlight=False)
+    what = "cosignatures" if witness else "checkpoints"
+    out.print(f"verifier key: {vkey} (checks its {what}, C2SP signed-note)", highlight=False)
 
 
 @app.command("export")
@@ -92,21 +107,30 @@ def export_cmd(
         str | None,
         typer.Option("--fact", help="Prove this one fact only; the others stay hidden."),
     ] = None,
+    checkpoint: Annotated[
+        Path | None,
+        typer.Option(
+            "--checkpoint",
+            help="Prove against this checkpoint of the store (e.g. one a witness cosigned).",
+        ),
+    ] = None,
     signing_key: SigningKeyOption = None,
     db: DbOption = None,
 ) -> None:
     """Write a run's proof bundle (events, facts, checkpoint, the run statement and the
-    ledger's head, signed, with the inclusion proof), or with --fact a one-fact bundle;
-    `converge verify-bundle FILE --public-key KEY` checks it with no database."""
+    ledger's head, signed, with the inclusion proof and the ledger's checkpoint note),
+    or with --fact a one-fact bundle; `converge verify-bundle FILE --public-key KEY`
+    checks it with no database."""
     signer = _signer(signing_key)
+    note = None if checkpoint is None else read_text(checkpoint, "--checkpoint")
     store = _write_store(db)
     run_id = resolve_run(store, run_id)
     try:
         integrate_pending(store)  # the run's last commit in the ledger the bundle proves
         if fact is None:
-            bundle = export_run(store, signer, run_id)
+            bundle = export_run(store, signer, run_id, note)
         else:
-            bundle = export_fact(store, signer, run_id, fact)
+            bundle = export_fact(store, signer, run_id, fact, note)
     except ConvergeError as exc:
         fail(str(exc))
     finally:
@@ -130,6 +154,14 @@ def _public(path: Path) -> Any:
 def verify_bundle_cmd(
     file: Annotated[Path, typer.Argument(help="A bundle written by `converge export --proof`.")],
     public_key: PublicKeyOption,
+    witness: Annotated[
+        str | None,
+        typer.Option(
+            "--witness",
+            help="Require this witness's cosignature on the checkpoint (its verifier key, "
+            "or a file holding it).",
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help='Print {"ok", "checks": [{"name", "ok", "detail"}]}.')
     ] = False,
@@ -137,11 +169,12 @@ def verify_bundle_cmd(
     """Check a proof bundle offline with the public key alone; one line per check,
     exit 0 when every check passes, 1 when any fails (2: not a bundle)."""
     public = _public(public_key)
+    cosigner = None if witness is None else read_vkey(witness, "--witness")
     try:
         bundle = read_bundle(file)
     except BundleError as exc:
         fail(str(exc))
-    checks = verify_bundle(bundle, public)
+    checks = verify_bundle(bundle, public, cosigner)
     ok = all(c.ok for c in checks)
     if as_json:
         typer.echo(json.dumps({"ok": ok, "checks": [c.to_dict() for c in checks]}, indent=2))

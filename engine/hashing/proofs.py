@@ -120,8 +120,9 @@ def verify_inclusion(
     leaf: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes, scheme: str = RFC6962
 ) -> bool:
     """Whether ``proof`` is the audit path of ``leaf`` (a leaf hash) at ``index``
-    in a tree of ``size`` leaves whose root is ``root`` (RFC 9162 §2.1.3.2)."""
-    if not 0 <= index < size:
+    in a tree of ``size`` leaves whose root is ``root`` (RFC 9162 §2.1.3.2); never for
+    a leaf hash that is not 32 bytes."""
+    if not 0 <= index < size or len(leaf) != len(EMPTY):
         return False
     fn, sn = index, size - 1
     r = leaf
@@ -145,13 +146,13 @@ def verify_consistency(
     size1: int, size2: int, proof: Sequence[bytes], root1: bytes, root2: bytes
 ) -> bool:
     """Whether ``proof`` shows the tree of ``size1`` leaves (root ``root1``) is a
-    prefix of the tree of ``size2`` leaves (root ``root2``) (RFC 9162 §2.1.4.2)."""
-    if not 0 <= size1 <= size2:
+    prefix of the tree of ``size2`` leaves (root ``root2``) (RFC 9162 §2.1.4.2).
+    False from the empty tree (every tree extends it: no proof says anything), as
+    transparency-dev's verifier and its vectors have it."""
+    if not 0 < size1 <= size2:
         return False
     if size1 == size2:
         return not proof and root1 == root2
-    if size1 == 0:
-        return not proof
     if not proof:
         return False
     path = list(proof)
