@@ -102,9 +102,7 @@ class Engine(EngineSettings):
         async for item in stream_async(self, start(self, initial, run_id, buffer), buffer):
             yield item
 
-    def stream_resume(
-        self, gate_id: str, decision: GateDecision
-    ) -> Iterator[RunEvent | RunResult]:
+    def stream_resume(self, gate_id: str, decision: GateDecision) -> Iterator[RunEvent | RunResult]:
         """Like :meth:`resume`, yielding the leg's events (its ``RunResumed`` first: the
         store chained the ``gate_decided`` before it) as :meth:`stream` does, then
         its result. Raises as :meth:`resume`, at the first ``next()``."""

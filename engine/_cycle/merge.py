@@ -114,7 +114,11 @@ def promote(settings: EngineSettings, run: Run) -> Judge | End:
     cycle = run.cursor.cycle
     effects = run.cursor.merge_effects
     start_i, start_j = run.cursor.merge_pos
-    recorder = FactRecorder(run, cycle) if (settings.store is not None or run.listener is not None) else None
+    recorder = (
+        FactRecorder(run, cycle)
+        if (settings.store is not None or run.listener is not None)
+        else None
+    )
     for ei in range(start_i, len(effects)):
         stopped = promote_effect(
             settings, run, recorder, ei, effects[ei][0], start_j if ei == start_i else 0

@@ -104,7 +104,8 @@ def record_stop(
         failed = _storage_failed(settings, run, exc, tuple(ordered))
         _record_failed_stop(settings, run, failed)
         return failed
-    emit(settings, run, events)
+    if run.listener is not None:
+        emit(settings, run, events)
     return result
 
 
@@ -160,7 +161,8 @@ def record_pause(
         settings.store.pause_run(run.run_id, events, outcome, rec, checkpoint)
     except StoreError as exc:
         return _storage_failed(settings, run, exc, (reason,))
-    emit(settings, run, events)
+    if run.listener is not None:
+        emit(settings, run, events)
     return result
 
 
@@ -246,7 +248,8 @@ def flush(settings: EngineSettings, run: Run) -> None:
                 Error(message=f"audit store failed: {exc}", error_category=ErrorCategory.STORAGE)
             )
             return
-        emit(settings, run, events)
+        if run.listener is not None:
+            emit(settings, run, events)
 
 
 def checkpoint(settings: EngineSettings, run: Run) -> None:

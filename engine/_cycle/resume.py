@@ -104,7 +104,8 @@ def load_paused(
         _take_value(run, decision.value)
     run.spend.start_leg(settings.clock())
     runs.enter(run.run_id)
-    run.stream_to(listener)  # its run_resumed is recorded when the decision is applied
+    if listener is not None:  # its run_resumed is recorded when the decision is applied
+        run.stream_to(listener)
     return run
 
 

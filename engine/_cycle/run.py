@@ -43,6 +43,7 @@ __all__ = [
     "Spend",
 ]
 
+
 class Listener(Protocol):
     """Who a streamed run hands its events to (:mod:`engine._cycle.streaming`)."""
 
@@ -97,12 +98,12 @@ class Run:
     __slots__ = (
         "_budget",
         "_events",
-        "_listener",
         "context",
         "cursor",
         "facts",
         "gating",
         "integrity",
+        "listener",
         "recovery",
         "run_id",
         "spend",
@@ -114,7 +115,8 @@ class Run:
         self.facts = FactIndex()
         self.context = Context(self.facts)
         self._events: list[BatchItem] = []
-        self._listener: Listener | None = None
+        self.listener: Listener | None = None
+        """Who streams the run's events as they are recorded (None: nobody)."""
         self.cursor = Cursor()
         self.spend = Spend()
         self.gating = Gating()
@@ -130,14 +132,9 @@ class Run:
         """The events gathered for the next batch."""
         return self._events
 
-    @property
-    def listener(self) -> Listener | None:
-        """Who streams the run's events as they are recorded (None: nobody)."""
-        return self._listener
-
     def stream_to(self, listener: Listener | None) -> None:
         """Hand the run's events to ``listener`` as they are recorded from now on."""
-        self._listener = listener
+        self.listener = listener
 
     def adopt_budget(self, budget: Budget) -> None:
         """The run goes on under ``budget`` (a continuation's, a resume's)."""
@@ -220,7 +217,7 @@ class Run:
             self.facts = FactIndex(facts)
             self.context = Context(self.facts)
             self._events = []
-            self._listener = None
+            self.listener = None
             self.cursor = Cursor.of(data, facts)
             self.context.cycle = self.cursor.cycle
             self.spend = Spend.of(data)
