@@ -98,7 +98,7 @@ class SuggestorFailed(RunEvent):
 
 @dataclass(frozen=True, slots=True)
 class UsageRecorded(RunEvent):
-    """``usage_recorded``: ``usage`` spent by an execution of ``suggestor`` that failed or was cut."""
+    """``usage_recorded``: ``usage`` spent by a failed or cut execution of ``suggestor``."""
 
     suggestor: str
     usage: Usage
