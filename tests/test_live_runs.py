@@ -1,0 +1,246 @@
+"""GET /api/runs/{id}/events: a run's events as Server-Sent Events, as they are committed."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from audit import SqlRunStore, open_store
+from audit.people import add_token
+from converge.web import create_app
+from converge.web.live import LiveRuns
+from tests.hitlfixtures import INITIAL, make_engine
+from tests.webfixtures import ROOT, quorum_job, run_job, served
+
+DEADLINE_S = 30.0
+
+
+@dataclass
+class Received:
+    """What one SSE client got: each event's (id, event, data, arrival time)."""
+
+    events: list[tuple[int, str, dict[str, object], float]] = field(default_factory=list)
+    comments: list[str] = field(default_factory=list)
+    status: int = 0
+    content_type: str = ""
+    ended: threading.Event = field(default_factory=threading.Event)
+
+    def kinds(self) -> list[str]:
+        return [e[1] for e in self.events]
+
+    def wait_for(self, kind: str) -> None:
+        deadline = time.monotonic() + DEADLINE_S
+        while kind not in self.kinds():
+            assert time.monotonic() < deadline, f"no {kind} within {DEADLINE_S} s: {self.kinds()}"
+            self.ended.wait(0.01)
+
+
+def listen(url: str, headers: dict[str, str], into: Received) -> threading.Thread:
+    """Read the stream at ``url`` on a thread into ``into`` until it ends."""
+
+    def read() -> None:
+        try:
+            with httpx.stream("GET", url, headers=headers, timeout=DEADLINE_S) as answer:
+                into.status = answer.status_code
+                into.content_type = answer.headers.get("content-type", "")
+                record: dict[str, str] = {}
+                for line in answer.iter_lines():
+                    if line.startswith(":"):
+                        into.comments.append(line)
+                    elif line == "":
+                        if "data" in record and record.get("event") != "stream_error":
+                            data = json.loads(record["data"])
+                            into.events.append(
+                                (int(record["id"]), record["event"], data, time.time())
+                            )
+                        record = {}
+                    else:
+                        name, _, value = line.partition(": ")
+                        record[name] = value
+        finally:
+            into.ended.set()
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqlRunStore]:
+    s = open_store(str(tmp_path / "live.db"))
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def test_a_stream_sends_the_run_from_its_first_event_and_follows_it_through_its_decision_to_its_stop(
+    store: SqlRunStore,
+) -> None:
+    paused = run_job(quorum_job(1), store)
+    gate_id = paused.stop_reason.gate_id  # type: ignore[union-attr]
+    bearer = {"Authorization": f"Bearer {add_token(store, 'alice')}"}
+    got = Received()
+    with served(store) as base:
+        reader = listen(f"{base}/api/runs/{paused.run_id}/events", bearer, got)
+        got.wait_for("run_paused")
+        assert not got.ended.is_set()  # open across the pause
+        decided = httpx.post(
+            f"{base}/api/gates/{gate_id}/decision", headers=bearer, json={"approved": True}
+        )
+        assert decided.status_code == 202, decided.text
+        assert got.ended.wait(DEADLINE_S), "the stream did not end after the run's stop"
+        reader.join(DEADLINE_S)
+    assert got.status == 200 and got.content_type.startswith("text/event-stream")
+    stored = store.events(paused.run_id)
+    # every event, in order: id = seq, event = kind, data = the stored event's JSON
+    assert [(i, kind) for i, kind, _, _ in got.events] == [(e.seq, e.kind) for e in stored]
+    assert [data for _, _, data, _ in got.events] == [e.to_dict() for e in stored]
+    kinds = got.kinds()
+    assert kinds.index("run_paused") < kinds.index("gate_decided") < kinds.index("run_resumed")
+    assert kinds[-1] == "run_stopped"
+
+
+def test_a_stream_starts_after_the_last_event_id_or_the_after_seq(store: SqlRunStore) -> None:
+    done = make_engine(store, gated=False).run(INITIAL)
+    bearer = {"Authorization": f"Bearer {add_token(store, 'alice')}"}
+    seqs = [e.seq for e in store.events(done.run_id)]
+    with served(store) as base:
+        url = f"{base}/api/runs/{done.run_id}/events"
+        resumed, after = Received(), Received()
+        listen(url, {**bearer, "Last-Event-ID": "3"}, resumed).join(DEADLINE_S)
+        listen(f"{url}?after=5", bearer, after).join(DEADLINE_S)
+        # a stopped run's stream ends at once after its last event
+        whole = httpx.get(url, headers=bearer, timeout=DEADLINE_S)
+        nothing_left = httpx.get(f"{url}?after={seqs[-1]}", headers=bearer, timeout=DEADLINE_S)
+    assert [e[0] for e in resumed.events] == seqs[3:]
+    assert [e[0] for e in after.events] == seqs[5:]
+    assert whole.status_code == 200 and whole.text.count("\nevent: ") + 1 >= len(seqs)
+    assert nothing_left.status_code == 200 and "event:" not in nothing_left.text
+
+
+def test_a_stream_asks_for_a_token_or_a_session_and_a_known_run(store: SqlRunStore) -> None:
+    done = make_engine(store, gated=False).run(INITIAL)
+    token = add_token(store, "viewer-vic", role="viewer")
+    app = create_app(store)
+    with served(store, app) as base:
+        url = f"{base}/api/runs/{done.run_id}/events"
+        anonymous = httpx.get(url, timeout=DEADLINE_S)
+        wrong = httpx.get(url, headers={"Authorization": "Bearer nope"}, timeout=DEADLINE_S)
+        viewer = httpx.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=DEADLINE_S)
+        by_cookie = httpx.get(url, cookies={"converge_session": token}, timeout=DEADLINE_S)
+        unknown = httpx.get(
+            f"{base}/api/runs/nope/events",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=DEADLINE_S,
+        )
+    assert anonymous.status_code == 401 and wrong.status_code == 401
+    assert viewer.status_code == 200 and "event: run_stopped" in viewer.text
+    assert by_cookie.status_code == 200 and "event: run_stopped" in by_cookie.text
+    assert unknown.status_code == 404
+    doc = app.openapi()["paths"]["/api/runs/{run_id}/events"]["get"]
+    assert "text/event-stream" in doc["responses"]["200"]["content"]
+    assert doc["security"] == [{"token": []}]
+
+
+def test_events_another_process_commits_reach_an_open_stream(
+    store: SqlRunStore, tmp_path: Path
+) -> None:
+    url = str(store.sql_engine.url)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    started = subprocess.run(
+        [sys.executable, "-m", "tests.hitlfixtures", "run", url, "cli-run"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert json.loads(started.stdout.splitlines()[-1])["stop"] == "hitl_gate_pending"
+    [gate] = store.gates(pending=True)
+    gate_id = gate.gate_id
+    bearer = {"Authorization": f"Bearer {add_token(store, 'alice')}"}
+    got = Received()
+    with served(store) as base:
+        reader = listen(f"{base}/api/runs/cli-run/events", bearer, got)
+        got.wait_for("run_paused")
+        subprocess.run(
+            [sys.executable, "-m", "tests.hitlfixtures", "resume", url, gate_id, "approve", "bob"],
+            env=env,
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+        assert got.ended.wait(DEADLINE_S)
+        reader.join(DEADLINE_S)
+    assert [(i, k) for i, k, _, _ in got.events] == [
+        (e.seq, e.kind) for e in store.events("cli-run")
+    ]
+    assert got.kinds()[-1] == "run_stopped"
+
+
+def test_twenty_streams_of_a_run_share_one_reader_and_get_each_event_soon_after_its_commit(
+    store: SqlRunStore,
+) -> None:
+    paused = run_job(quorum_job(1), store)
+    gate_id = paused.stop_reason.gate_id  # type: ignore[union-attr]
+    bearer = {"Authorization": f"Bearer {add_token(store, 'alice')}"}
+    app = create_app(store)
+    live: LiveRuns = app.state.live
+    reads = 0
+    events = store.events
+
+    def counted(*args: object, **kw: object) -> object:
+        nonlocal reads
+        reads += 1
+        return events(*args, **kw)  # type: ignore[arg-type]
+
+    store.events = counted  # type: ignore[method-assign]
+    streams = [Received() for _ in range(20)]
+    with served(store, app) as base:
+        readers = [
+            listen(f"{base}/api/runs/{paused.run_id}/events", bearer, got) for got in streams
+        ]
+        for got in streams:
+            got.wait_for("run_paused")
+        assert len(live.feeds) == 1
+        [feed] = live.feeds.values()
+        assert len(feed.subscribers) == 20
+        reads_before, t0 = reads, time.monotonic()
+        while time.monotonic() - t0 < 0.5:  # idle ticks: one query each, for all 20
+            streams[0].ended.wait(0.05)
+        ticks = (time.monotonic() - t0) / live.poll_s
+        assert reads - reads_before <= ticks + 3
+        before_decision = store.run(paused.run_id).last_seq
+        decided = httpx.post(
+            f"{base}/api/gates/{gate_id}/decision", headers=bearer, json={"approved": True}
+        )
+        assert decided.status_code == 202
+        for got in streams:
+            assert got.ended.wait(DEADLINE_S)
+        for reader in readers:
+            reader.join(DEADLINE_S)
+    store.events = events  # type: ignore[method-assign]
+    stored = {e.seq: e for e in store.events(paused.run_id)}
+    # from the event's time (before its commit) to its arrival: a generous bound
+    new = [seq for seq in stored if seq > before_decision]
+    lags = [
+        arrived - stored[seq].ts
+        for got in streams
+        for seq, _, _, arrived in got.events
+        if seq > before_decision
+    ]
+    assert len(lags) == 20 * len(new) and new
+    assert statistics.quantiles(lags, n=20)[-1] < 1.0, sorted(lags)[-5:]
+    assert all([e[0] for e in got.events] == sorted(stored) for got in streams)
