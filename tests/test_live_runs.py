@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from audit import SqlRunStore, open_store
 from audit.people import add_token
 from converge.web import create_app
 from converge.web.live import LiveRuns
+from converge.web.serving import GRACEFUL_SHUTDOWN_S
 from tests.hitlfixtures import INITIAL, make_engine
 from tests.webfixtures import ROOT, quorum_job, run_job, served
 
@@ -244,3 +247,40 @@ def test_twenty_streams_of_a_run_share_one_reader_and_get_each_event_soon_after_
     assert len(lags) == 20 * len(new) and new
     assert statistics.quantiles(lags, n=20)[-1] < 1.0, sorted(lags)[-5:]
     assert all([e[0] for e in got.events] == sorted(stored) for got in streams)
+
+
+def test_sigterm_stops_converge_serve_at_once_with_streams_open(
+    store: SqlRunStore, tmp_path: Path
+) -> None:
+    paused = make_engine(store).run(INITIAL)
+    bearer = {"Authorization": f"Bearer {add_token(store, 'alice')}"}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    db = str(store.sql_engine.url)
+    cmd = [sys.executable, "-m", "converge.cli", "serve", "--port", str(port), "--db", db]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    streams = [Received() for _ in range(3)]
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # uvicorn says so once it listens
+            if "Uvicorn running on" in line:
+                break
+        url = f"http://127.0.0.1:{port}/api/runs/{paused.run_id}/events"
+        for got in streams:
+            listen(url, bearer, got)
+        for got in streams:
+            got.wait_for("run_paused")
+        proc.send_signal(signal.SIGTERM)
+        t0 = time.monotonic()
+        rest, _ = proc.communicate(timeout=10)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert all(got.ended.wait(DEADLINE_S) for got in streams)
+    # the streams were ended, not waited for until uvicorn's graceful timeout
+    assert took < GRACEFUL_SHUTDOWN_S, rest
+    assert "graceful shutdown exceeded" not in rest
