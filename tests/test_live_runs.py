@@ -24,6 +24,7 @@ from converge.web import create_app
 from converge.web.live import LiveRuns
 from converge.web.serving import GRACEFUL_SHUTDOWN_S
 from tests.hitlfixtures import INITIAL, make_engine
+from tests.test_inbox_browser import _sign_in, browser_page  # noqa: F401
 from tests.webfixtures import ROOT, quorum_job, run_job, served
 
 DEADLINE_S = 30.0
@@ -284,3 +285,40 @@ def test_sigterm_stops_converge_serve_at_once_with_streams_open(
     # the streams were ended, not waited for until uvicorn's graceful timeout
     assert took < GRACEFUL_SHUTDOWN_S, rest
     assert "graceful shutdown exceeded" not in rest
+
+
+def test_a_decision_made_through_the_api_shows_on_an_open_run_page_within_a_second(
+    store: SqlRunStore,
+    browser_page: object,  # noqa: F811
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    page = browser_page
+    assert isinstance(page, Page)
+    paused = run_job(quorum_job(1), store)
+    gate_id = paused.stop_reason.gate_id  # type: ignore[union-attr]
+    token = add_token(store, "alice")
+    with served(store) as base:
+        _sign_in(page, base, token)
+        page.goto(f"{base}/runs/{paused.run_id}")
+        expect(page.locator("#run-status")).to_have_text("paused")
+        expect(page.locator("#run-gates")).to_contain_text("pending")
+        facts_before = int(page.locator("#run-facts").inner_text())
+        reloads: list[str] = []
+        page.on("framenavigated", lambda frame: reloads.append(frame.url))
+        decided = httpx.post(
+            f"{base}/api/gates/{gate_id}/decision",
+            headers={"Authorization": f"Bearer {token}"},
+            json={"approved": True, "reason": "ours"},
+        )
+        assert decided.status_code == 202
+        # within 1 s of the decision: the gate, the run's stop, its facts, budget, timeline
+        expect(page.locator("#run-gates")).to_contain_text("approved", timeout=1_000)
+        expect(page.locator("#run-gates")).to_contain_text("alice", timeout=1_000)
+        expect(page.locator("#run-status")).to_have_text("stopped", timeout=5_000)
+        expect(page.locator("#stop-kind")).to_have_text("converged", timeout=5_000)
+        assert int(page.locator("#run-facts").inner_text()) > facts_before
+        expect(page.locator("#budget svg g.bar")).not_to_have_count(0)
+        expect(page.locator("#timeline")).to_contain_text("approved")
+        expect(page.locator("#live")).to_have_count(0)
+        assert reloads == []  # never reloaded: the page redrew its parts
