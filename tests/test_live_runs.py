@@ -21,6 +21,7 @@ import pytest
 from audit import SqlRunStore, open_store
 from audit.people import add_token
 from converge.web import create_app
+from engine import GateDecision
 from converge.web.live import LiveRuns
 from converge.web.serving import GRACEFUL_SHUTDOWN_S
 from tests.hitlfixtures import INITIAL, make_engine
@@ -322,3 +323,55 @@ def test_a_decision_made_through_the_api_shows_on_an_open_run_page_within_a_seco
         expect(page.locator("#timeline")).to_contain_text("approved")
         expect(page.locator("#live")).to_have_count(0)
         assert reloads == []  # never reloaded: the page redrew its parts
+
+
+def _watch(db: str, run_id: str, *extra: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "converge.cli", "watch", run_id, "--db", db, *extra]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_converge_watch_prints_each_event_and_follows_a_pause_through_its_decision_to_its_stop(
+    store: SqlRunStore,
+) -> None:
+    engine = make_engine(store)
+    paused = engine.run(INITIAL)
+    gate_id = paused.stop_reason.gate_id  # type: ignore[union-attr]
+    proc = _watch(str(store.sql_engine.url), paused.run_id)
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # it waits at the pause, printing as it goes
+            lines.append(line.rstrip("\n"))
+            if line.startswith("paused after"):
+                break
+        assert proc.poll() is None
+        final = engine.resume(gate_id, GateDecision.approve(by="bob"))
+        rest, err = proc.communicate(timeout=DEADLINE_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lines += rest.splitlines()
+    text = "\n".join(lines)
+    assert proc.returncode == final.stop_reason.exit_code, err
+    assert lines[0].startswith(f"run {paused.run_id} started")
+    assert "cycle 1 started: scan" in text
+    assert "cycle 1 · scan: 3 proposals, 0+0 tokens" in text
+    assert "facts promoted (package" in text
+    assert f"gate {gate_id} opened: Classify b (scan)" in text
+    assert f"gate {gate_id} approved by bob" in text
+    assert f"resumed after gate {gate_id}" in text
+    assert f"stopped: {final.stop_reason.kind_code()}" in text
+    order = [text.index(s) for s in ("opened", "paused after", "approved by bob", "resumed", "stopped:")]
+    assert order == sorted(order)
+
+
+def test_converge_watch_json_prints_every_event_as_a_json_line(store: SqlRunStore) -> None:
+    done = make_engine(store, gated=False).run(INITIAL)
+    proc = _watch(str(store.sql_engine.url), done.run_id, "--json")
+    out, err = proc.communicate(timeout=DEADLINE_S)
+    assert proc.returncode == done.stop_reason.exit_code, err
+    assert [json.loads(line) for line in out.splitlines()] == [
+        e.to_dict() for e in store.events(done.run_id)
+    ]
