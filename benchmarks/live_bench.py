@@ -51,7 +51,9 @@ def _serve(db: str) -> tuple[subprocess.Popen[str], str]:
         port = s.getsockname()[1]
     cmd = [sys.executable, "-m", "converge.cli", "serve", "--port", str(port), "--db", db]
     env = {**os.environ, "PYTHONPATH": REPO}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
     assert proc.stdout is not None
     deadline = time.monotonic() + START_S
     for line in proc.stdout:

@@ -21,9 +21,9 @@ import pytest
 from audit import SqlRunStore, open_store
 from audit.people import add_token
 from converge.web import create_app
-from engine import GateDecision
 from converge.web.live import LiveRuns
 from converge.web.serving import GRACEFUL_SHUTDOWN_S
+from engine import GateDecision
 from tests.hitlfixtures import INITIAL, make_engine
 from tests.test_inbox_browser import _sign_in, browser_page  # noqa: F401
 from tests.webfixtures import ROOT, quorum_job, run_job, served
@@ -90,7 +90,7 @@ def store(tmp_path: Path) -> Iterator[SqlRunStore]:
         s.close()
 
 
-def test_a_stream_sends_the_run_from_its_first_event_and_follows_it_through_its_decision_to_its_stop(
+def test_a_stream_sends_a_run_from_its_first_event_and_follows_it_through_its_decision_to_its_stop(
     store: SqlRunStore,
 ) -> None:
     paused = run_job(quorum_job(1), store)
@@ -262,7 +262,9 @@ def test_sigterm_stops_converge_serve_at_once_with_streams_open(
     db = str(store.sql_engine.url)
     cmd = [sys.executable, "-m", "converge.cli", "serve", "--port", str(port), "--db", db]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
     streams = [Received() for _ in range(3)]
     try:
         assert proc.stdout is not None
@@ -363,7 +365,9 @@ def test_converge_watch_prints_each_event_and_follows_a_pause_through_its_decisi
     assert f"gate {gate_id} approved by bob" in text
     assert f"resumed after gate {gate_id}" in text
     assert f"stopped: {final.stop_reason.kind_code()}" in text
-    order = [text.index(s) for s in ("opened", "paused after", "approved by bob", "resumed", "stopped:")]
+    order = [
+        text.index(s) for s in ("opened", "paused after", "approved by bob", "resumed", "stopped:")
+    ]
     assert order == sorted(order)
 
 

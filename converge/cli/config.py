@@ -22,9 +22,7 @@ app.add_typer(config_app, name="config")
 @config_app.command("set")
 def set_cmd(
     name: Annotated[str, typer.Argument(help=f"The setting: {', '.join(sorted(SETTINGS))}.")],
-    value: Annotated[
-        str, typer.Argument(help="Its value (require-token: true, false or auto).")
-    ],
+    value: Annotated[str, typer.Argument(help="Its value (require-token: true, false or auto).")],
     db: DbOption = None,
 ) -> None:
     """Set a store setting. require-token true: approve / reject / run / submit /

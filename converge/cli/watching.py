@@ -56,7 +56,8 @@ def event_line(e: RunEvent) -> str:
     match e:
         case RunStarted():
             job = e.job or "no job"
-            return f"run {e.run_id} started: {job}, {len(e.suggestors)} suggestors, {e.initial_facts} initial facts"
+            n, facts = len(e.suggestors), e.initial_facts
+            return f"run {e.run_id} started: {job}, {n} suggestors, {facts} initial facts"
         case CycleStarted():
             return f"{where} started: {', '.join(e.eligible) or 'no suggestor'}"
         case SuggestorExecuted():

@@ -197,9 +197,7 @@ STREAM_DOC: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get(
-    "/api/runs/{run_id}/events", response_class=EventSourceResponse, responses=STREAM_DOC
-)
+@router.get("/api/runs/{run_id}/events", response_class=EventSourceResponse, responses=STREAM_DOC)
 async def api_run_events(
     request: Request,
     run_id: str,
