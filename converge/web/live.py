@@ -93,13 +93,18 @@ class RunFeed:
                 self._end(f"cannot read the events of run {self.run_id}: {exc}")
                 return
             for sub in list(self.subscribers):
+                if sub.last < after:  # joined during the read: served from the next one
+                    continue
                 new = [e for e in events if e.seq > sub.last]
                 if new:
                     sub.last = new[-1].seq
                     sub.queue.put_nowait(new)
             if stopped:
-                self._end(None)
-                return
+                last = events[-1].seq
+                for sub in [s for s in self.subscribers if s.last >= last]:
+                    sub.queue.put_nowait(None)
+                    self.subscribers.discard(sub)
+                continue
             if len(events) < BATCH:
                 await asyncio.sleep(self.poll_s)
 
