@@ -39,6 +39,7 @@ class Received:
     comments: list[str] = field(default_factory=list)
     status: int = 0
     content_type: str = ""
+    cut: str = ""
     ended: threading.Event = field(default_factory=threading.Event)
 
     def kinds(self) -> list[str]:
@@ -73,6 +74,8 @@ def listen(url: str, headers: dict[str, str], into: Received) -> threading.Threa
                     else:
                         name, _, value = line.partition(": ")
                         record[name] = value
+        except httpx.HTTPError as exc:  # the server closed the connection (its shutdown)
+            into.cut = repr(exc)
         finally:
             into.ended.set()
 
