@@ -303,9 +303,23 @@ class SqlRunStore(StoreCore):
         """
         return _queries.resolve_run_id(self, text)
 
-    def events(self, run_id: str, kinds: Sequence[str] | None = None) -> list[StoredEvent]:
-        """The run's events in ``seq`` order (only ``kinds`` when given)."""
-        return _queries.read_events(self, run_id, kinds)
+    def events(
+        self,
+        run_id: str,
+        kinds: Sequence[str] | None = None,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+    ) -> list[StoredEvent]:
+        """The run's events in ``seq`` order (only ``kinds`` when given; only those
+        after seq ``after``, at most ``limit`` of them)."""
+        return _queries.read_events(self, run_id, kinds, after=after, limit=limit)
+
+    def last_seq(self, run_id: str) -> int:
+        """The seq of the run's last event, the batches queued for the writer thread
+        included (``engine._cycle.recording.emit`` numbers a streamed run's events
+        back from it). Raises ``RunNotFound`` or ``StoreError``."""
+        return _events.last_seq(self, run_id)
 
     def facts(self, run_id: str, key: str | None = None) -> list[Fact]:
         """The run's facts in promotion order: the initial ones, then every ``fact_promoted``.

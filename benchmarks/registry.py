@@ -16,6 +16,7 @@ from benchmarks.fork_bench import run_f1
 from benchmarks.harness import Row
 from benchmarks.ledger_bench import run_w7
 from benchmarks.limits import run_limits
+from benchmarks.live_bench import run_l1
 from benchmarks.proofs_bench import run_p1
 from benchmarks.resume_bench import run_r1
 from benchmarks.scale_bench import run_w6
@@ -42,6 +43,7 @@ NAMES = (
     "p1",
     "f1",
     "w7",
+    "l1",
 )
 """Every name ``--only`` accepts, as ``--help`` lists them."""
 
@@ -76,5 +78,6 @@ RUNNERS: dict[str, Callable[[Suite], None]] = {
     "p1": run_p1,  # proof bundles of a 100k-fact run (issue 26)
     "f1": run_f1,  # fork at cycle 50 of a 100k-fact run (issue 24)
     "w7": run_w7,  # only with --only w7: concurrent runs on one store (issue 31), minutes
+    "l1": run_l1,  # event commit → SSE client, 1 and 20 streams (issue 43), ~10 s
 }
 """Each workload's name → the function adding its rows, in the report's order."""

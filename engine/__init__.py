@@ -29,6 +29,7 @@ from engine.errors import (
     StoreError,
     TamperedRow,
 )
+from engine.events import RunEvent
 from engine.executor import CycleWork, Executor
 from engine.facts import Fact, Proposal, Provenance, content_key, fact_from_dict, fact_to_dict
 from engine.hashing.merkle import facts_root
@@ -143,6 +144,7 @@ __all__ = [
     "RemainingBudget",
     "ResumeError",
     "RunBusy",
+    "RunEvent",
     "RunFinished",
     "RunHeader",
     "RunNotFound",

@@ -11,14 +11,16 @@ run, the facts promoted so far are returned.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
 from engine._cycle.accounting import run_stats
 from engine._cycle.resume import load_paused, load_stopped
 from engine._cycle.start import start
 from engine._cycle.steps import drive_async, drive_sync
+from engine._cycle.streaming import EventBuffer, stream_async, stream_sync
 from engine.budget import Budget
+from engine.events import RunEvent
 from engine.fork import load_fork
 from engine.hitl import GateDecision
 from engine.policy import RunStats
@@ -76,6 +78,52 @@ class Engine(EngineSettings):
         ``max_seconds`` is enforced by cancelling in-flight async executions.
         """
         return await drive_async(self, start(self, initial, run_id))
+
+    def stream(
+        self, initial: Mapping[str, Iterable[Any]] | None = None, run_id: str | None = None
+    ) -> Iterator[RunEvent | RunResult]:
+        """Like :meth:`run`, yielding the run's events as they are recorded
+        (:mod:`engine.events`: ``RunStarted``, ``CycleStarted``, ``SuggestorExecuted``,
+        ``FactPromoted``, ``GateOpened``, ``RunPaused``, ``RunStopped``...; ``seq``
+        None without a store), then its :class:`RunResult` last (docs/streaming.md).
+
+        The run starts at the first ``next()``; it runs on the caller's thread,
+        between the events. Closing the iterator early (``break``) cancels the run:
+        it stops ``UserCancelled``, recorded, before the close returns.
+        """
+        buffer = EventBuffer()
+        yield from stream_sync(self, start(self, initial, run_id, buffer), buffer)
+
+    async def astream(
+        self, initial: Mapping[str, Iterable[Any]] | None = None, run_id: str | None = None
+    ) -> AsyncIterator[RunEvent | RunResult]:
+        """Like :meth:`stream`, inside the caller's event loop (as :meth:`arun`)."""
+        buffer = EventBuffer()
+        async for item in stream_async(self, start(self, initial, run_id, buffer), buffer):
+            yield item
+
+    def stream_resume(self, gate_id: str, decision: GateDecision) -> Iterator[RunEvent | RunResult]:
+        """Like :meth:`resume`, yielding the leg's events (its ``RunResumed`` first: the
+        store chained the ``gate_decided`` before it) as :meth:`stream` does, then
+        its result. Raises as :meth:`resume`, at the first ``next()``."""
+        buffer = EventBuffer()
+        yield from stream_sync(self, load_paused(self, gate_id, decision, buffer), buffer)
+
+    async def astream_resume(
+        self, gate_id: str, decision: GateDecision
+    ) -> AsyncIterator[RunEvent | RunResult]:
+        """Async form of :meth:`stream_resume`."""
+        buffer = EventBuffer()
+        async for item in stream_async(self, load_paused(self, gate_id, decision, buffer), buffer):
+            yield item
+
+    def stream_resume_run(
+        self, run_id: str, budget: Budget | None = None
+    ) -> Iterator[RunEvent | RunResult]:
+        """Like :meth:`resume_run`, yielding the leg's events (``RunResumed`` first)
+        then its result, as :meth:`stream` does."""
+        buffer = EventBuffer()
+        yield from stream_sync(self, load_stopped(self, run_id, budget, buffer), buffer)
 
     def resume(self, gate_id: str, decision: GateDecision) -> RunResult:
         """Decide a pending HITL gate and continue its run to the next stop.

@@ -204,7 +204,7 @@ def test_runs_status_queued_and_watch_follow_a_run_to_its_exit_code(tmp_path: Pa
         timeout=120,
         env={**os.environ},
     )
-    watched = runner.invoke(app, ["watch", row["run_id"][:8], "--db", db])
+    watched = runner.invoke(app, ["watch", row["run_id"][:8], "--until-pause", "--db", db])
 
     assert done.returncode == 10, done.stderr  # paused at its gate
     assert watched.exit_code == 10, watched.output

@@ -333,13 +333,23 @@ def resolve_run_id(store: StoreCore, text: str) -> str:
 
 
 def read_events(
-    store: StoreCore, run_id: str, kinds: Sequence[str] | None = None
+    store: StoreCore,
+    run_id: str,
+    kinds: Sequence[str] | None = None,
+    *,
+    after: int = 0,
+    limit: int | None = None,
 ) -> list[StoredEvent]:
-    """The run's events in ``seq`` order (only ``kinds`` when given)."""
+    """The run's events in ``seq`` order (only ``kinds`` when given; only those after
+    seq ``after``, at most ``limit``)."""
     q = select(audit_events).where(audit_events.c.run_id == run_id)
+    if after:
+        q = q.where(audit_events.c.seq > after)
     if kinds is not None:
         q = q.where(audit_events.c.kind.in_(list(kinds)))
     q = q.order_by(audit_events.c.seq)
+    if limit is not None:
+        q = q.limit(limit)
     with store.transaction(write=False) as conn:
         return [_stored_event(r) for r in conn.execute(q)]
 

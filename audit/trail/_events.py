@@ -192,6 +192,19 @@ def predict(store: StoreCore, run_id: str) -> Prediction:
     return (row[0], row[1], row[2], chunks)
 
 
+def last_seq(store: StoreCore, run_id: str) -> int:
+    """The seq of the run's last event, queued batches included (what a streamed
+    run's events are numbered back from). Raises ``RunNotFound`` or ``StoreError``."""
+    known = store.predicted_heads.get(run_id)
+    if known is not None:
+        return known[1]
+    with store.transaction(write=False) as conn:
+        seq = conn.execute(select(runs.c.last_seq).where(runs.c.run_id == run_id)).scalar()
+    if seq is None:
+        raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+    return int(seq)
+
+
 def _queue(store: StoreCore, run_id: str, item: QueuedBatch, after: Prediction) -> None:
     try:
         store.writer.submit(run_id, item)

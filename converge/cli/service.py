@@ -24,6 +24,7 @@ from audit.store import SqlRunStore
 from converge.cli.actors import ActorOption, RunnerTokenOption, record, runner
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, JsonOption, err, fail, open_run_store, out
+from converge.cli.watching import watch_events
 from converge.jobs import load_job
 from converge.run_queue import Action
 from converge.service import RunQueue, submit_run
@@ -142,17 +143,33 @@ def watch(
     timeout: Annotated[
         float | None, typer.Option("--timeout", min=0, help="Give up after this many seconds.")
     ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Each event as one JSON line, nothing else.")
+    ] = False,
+    until_pause: Annotated[
+        bool,
+        typer.Option("--until-pause", help="Stop at a pause waiting on a person (exit 10)."),
+    ] = False,
 ) -> None:
-    """Follow a run to its stop (or pause) and exit with its exit code.
+    """Follow a run to its stop, one line per event as it is committed, and exit
+    with its exit code.
 
-    Shows its status, cycle and facts while it runs. Exits 2 for an unknown run,
-    and 124 when --timeout passes first.
+    Prints each cycle, each suggestor's usage, the facts promoted, the gates opened
+    and decided; a paused run is followed through its decision and resume to its
+    stop (--until-pause: exit 10 at the pause instead). --json prints the events
+    as JSON lines. Exits 2 for an unknown run, and 124 when --timeout passes first.
     """
     store = open_run_store(db, read_only=True)
     assert isinstance(store, SqlRunStore)
+
+    def write(line: str) -> None:
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
+
     try:
         rid = store.resolve_run_id(run_id)
-        row = follow(store, rid, timeout=timeout)
+        row = watch_events(
+            store, rid, write, as_json=as_json, until_pause=until_pause, timeout=timeout
+        )
     except ConvergeError as exc:
         fail(str(exc))
     if row is None:
@@ -160,11 +177,12 @@ def watch(
     reason = row.stop_reason
     if reason is None:
         fail(f"run {rid} ended {row.status} with no stop reason recorded")
-    out.print(
-        f"run {rid} {row.status}: {reason.kind_code()} ({reason.category.value}, "
-        f"exit {reason.exit_code}) after {row.cycles} cycles, {row.facts_count} facts",
-        highlight=False,
-    )
+    if not as_json:
+        out.print(
+            f"run {rid} {row.status}: {reason.kind_code()} ({reason.category.value}, "
+            f"exit {reason.exit_code}) after {row.cycles} cycles, {row.facts_count} facts",
+            highlight=False,
+        )
     raise typer.Exit(reason.exit_code)
 
 

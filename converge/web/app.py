@@ -21,7 +21,7 @@ from audit.store import SqlRunStore
 from converge.errors import LoginRequired
 from converge.service import LocalRunPool, RunQueue
 from converge.service.queues import reachable_by_processes
-from converge.web import gates, runs, session, signed
+from converge.web import gates, live, runs, session, signed
 from converge.web.auth import csrf_token
 from converge.web.limits import FailureLimiter
 
@@ -153,6 +153,7 @@ def create_app(
     app.state.secret = secret or secrets.token_bytes(32)
     app.state.limiter = FailureLimiter()
     app.state.clock = clock
+    app.state.live = live.LiveRuns(store)  # the feeds of GET /api/runs/{id}/events
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.filters["age"] = _age
     templates.env.filters["when"] = _when
@@ -197,6 +198,7 @@ def create_app(
     app.include_router(gates.router)
     app.include_router(signed.router)  # CLI-signed decisions (converge.web.signed)
     app.include_router(runs.router)
+    app.include_router(live.router)
     app.add_middleware(BodyLimit)
     app.openapi = _openapi_of(app)  # type: ignore[method-assign]
     return app

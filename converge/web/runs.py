@@ -15,6 +15,7 @@ from audit.people import Principal
 from audit.run_queue import request_cancel
 from converge.web.auth import api_principal, check_csrf, page_principal, store_of
 from converge.web.errors import answers, http_error
+from converge.web.live import LIVE_KINDS
 from converge.web.time_travel import (
     PAGE_FACTS,
     ForkRequest,
@@ -127,7 +128,9 @@ async def run_page(
         data = await run_in_threadpool(_run_data, request, run_id)
     except ConvergeError as exc:
         raise http_error(exc) from exc
-    page: Response = request.app.state.render(request, "run.html", who=who, **data)
+    page: Response = request.app.state.render(
+        request, "run.html", who=who, event_kinds=LIVE_KINDS, **data
+    )
     return page
 
 

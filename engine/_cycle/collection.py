@@ -56,7 +56,7 @@ class Collect:
         admitted = run.cursor.take_admitted()
         if admitted is None:
             admitted = eligible
-        store = settings.store is not None
+        store = settings.store is not None or run.listener is not None
         spend = run.spend
         effects: list[tuple[str, list[Proposal]]] = []
         last: list[str] = []
@@ -283,7 +283,7 @@ def record_failure(
     raised); True when the run must stop (``on_error="stop"``)."""
     message = json_safe(message)
     streak = run.spend.count_failure(name, message)
-    if settings.store is not None:
+    if settings.store is not None or run.listener is not None:
         run.record(
             AuditEvent(
                 "suggestor_failed",

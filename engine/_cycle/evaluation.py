@@ -46,7 +46,7 @@ def check_invariants(
         sig = InvariantViolated(
             invariant_class=InvariantClass(inv.invariant_class), name=inv.name, reason=reason
         )
-        if settings.store is not None:
+        if settings.store is not None or run.listener is not None:
             run.record(
                 AuditEvent(
                     "invariant_violated", run.cursor.cycle, stop_reason_to_dict(sig), time.time()

@@ -143,7 +143,7 @@ def judge_budgets(
         stopped = stop_or_continue(settings, run, signals)
         if stopped is not None:
             return stopped
-    if settings.store is not None:
+    if settings.store is not None or run.listener is not None:
         every = settings.checkpoint_every
         if every and run.cursor.cycle % every == 0:
             checkpoint(settings, run)
@@ -214,7 +214,7 @@ def _continue(
         ContinuationRecord(run.cursor.cycle, tuple(keys), decision.note, raised),
         () if raised else keys,
     )
-    if settings.store is not None:
+    if settings.store is not None or run.listener is not None:
         run.record(
             AuditEvent(
                 "run_continued",
@@ -238,7 +238,7 @@ def stop(settings: EngineSettings, run: Run, signals: list[StopReason]) -> RunRe
     if settings.criteria:  # as they stand at the stop, not at their last evaluation
         evaluate_criteria(settings, run)
     result = run_result(settings, run, reason, tuple(ordered))
-    if settings.store is not None:
+    if settings.store is not None or run.listener is not None:
         written = record_stop(settings, run, ordered, result)
         if written is not result:
             return written
@@ -255,7 +255,7 @@ def pause(settings: EngineSettings, run: Run, reason: HitlGatePending) -> RunRes
         evaluate_criteria(settings, run)
     result = run_result(settings, run, reason, (reason,))
     settings.runs.paused[reason.gate_id] = run
-    if settings.store is not None:
+    if settings.store is not None or run.listener is not None:
         return record_pause(settings, run, reason, result)
     return result
 

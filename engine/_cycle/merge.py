@@ -80,7 +80,7 @@ def apply_decision(settings: EngineSettings, run: Run) -> None:
         raise ResumeError(f"run {run.run_id} waits on gate {pg.record.gate_id}")
     rec = pg.record
     run.gating.apply_decision()
-    if settings.store is not None:
+    if settings.store is not None or run.listener is not None:
         # the store chained gate_decided when it recorded the decision
         run.record(
             AuditEvent("run_resumed", run.cursor.cycle, {"gate_id": rec.gate_id}, time.time())
@@ -114,7 +114,11 @@ def promote(settings: EngineSettings, run: Run) -> Judge | End:
     cycle = run.cursor.cycle
     effects = run.cursor.merge_effects
     start_i, start_j = run.cursor.merge_pos
-    recorder = FactRecorder(run, cycle) if settings.store is not None else None
+    recorder = (
+        FactRecorder(run, cycle)
+        if (settings.store is not None or run.listener is not None)
+        else None
+    )
     for ei in range(start_i, len(effects)):
         stopped = promote_effect(
             settings, run, recorder, ei, effects[ei][0], start_j if ei == start_i else 0
@@ -340,7 +344,7 @@ def check_promotion_gates(
             if rejection is None:
                 continue
             rejection_reason = f"{gate.name}: {rejection.reason}"
-        if settings.store is not None:
+        if settings.store is not None or run.listener is not None:
             run.record(
                 AuditEvent(
                     "proposal_rejected",

@@ -62,8 +62,10 @@ def start_in_store(
         queued=queued,
     )
     events = take_events(settings, run)
+    if settings.store is None:  # streamed only
+        emit(settings, run, events)
+        return
     if queued:
-        assert settings.store is not None
         settings.store.start_run(header, events, checkpoint_of(settings, run))
         return
     if (
@@ -71,17 +73,18 @@ def start_in_store(
         and getattr(settings.store, "save_checkpoint", None) is not None
     ):
         data = checkpoint_of(settings, run)
-        store_call(settings, run, lambda s: s.start_run(header, events, data))
-    else:
-        store_call(settings, run, lambda s: s.start_run(header, events))
+        if store_call(settings, run, lambda s: s.start_run(header, events, data)):
+            emit(settings, run, events, after=1)  # its checkpoint_saved
+    elif store_call(settings, run, lambda s: s.start_run(header, events)):
+        emit(settings, run, events)
 
 
 def record_stop(
     settings: EngineSettings, run: Run, ordered: list[StopReason], result: RunResult
 ) -> RunResult:
     """Write the stop (signals, ``run_stopped``, the outcome, a checkpoint when the
-    run is resumable); ``result``, or an ``Error(storage)`` result if the write failed."""
-    assert settings.store is not None
+    run is resumable); ``result``, or an ``Error(storage)`` result if the write failed.
+    With no store (a streamed run), the events go to its listener only."""
     reason = result.stop_reason
     for s in ordered:
         run.record(
@@ -90,6 +93,9 @@ def record_stop(
     outcome, payload = run_outcome(run, RunStatus.STOPPED, reason, result)
     payload["budget_status"] = result.budget_status.model_dump(mode="json")
     run.record(AuditEvent("run_stopped", run.cursor.cycle, payload, time.time()))
+    if settings.store is None:
+        emit(settings, run, take_events(settings, run))
+        return result
     checkpoint = checkpoint_of(settings, run) if reason.is_resumable() else None
     events = take_events(settings, run)
     try:
@@ -98,6 +104,8 @@ def record_stop(
         failed = _storage_failed(settings, run, exc, tuple(ordered))
         _record_failed_stop(settings, run, failed)
         return failed
+    if run.listener is not None:
+        emit(settings, run, events)
     return result
 
 
@@ -112,13 +120,15 @@ def _record_failed_stop(settings: EngineSettings, run: Run, failed: RunResult) -
     # if the store is gone too, the result returned still says why
     with contextlib.suppress(StoreError):
         settings.store.finish_run(run.run_id, [event], outcome, None)
+        emit(settings, run, [event])
 
 
 def record_pause(
     settings: EngineSettings, run: Run, reason: HitlGatePending, result: RunResult
 ) -> RunResult:
-    """Write ``gate_opened``, ``run_paused``, the gate row and the checkpoint."""
-    assert settings.store is not None and run.gating.pending_gate is not None
+    """Write ``gate_opened``, ``run_paused``, the gate row and the checkpoint (with no
+    store, a streamed run's events go to its listener only)."""
+    assert run.gating.pending_gate is not None
     rec = run.gating.pending_gate.record
     run.record(
         AuditEvent(
@@ -142,12 +152,17 @@ def record_pause(
     )
     outcome, payload = run_outcome(run, RunStatus.PAUSED, reason, result)
     run.record(AuditEvent("run_paused", run.cursor.cycle, payload, time.time()))
+    if settings.store is None:
+        emit(settings, run, take_events(settings, run))
+        return result
     checkpoint = checkpoint_of(settings, run)
     events = take_events(settings, run)
     try:
         settings.store.pause_run(run.run_id, events, outcome, rec, checkpoint)
     except StoreError as exc:
         return _storage_failed(settings, run, exc, (reason,))
+    if run.listener is not None:
+        emit(settings, run, events)
     return result
 
 
@@ -223,13 +238,18 @@ def flush(settings: EngineSettings, run: Run) -> None:
     """Write the events gathered so far (end of a cycle that goes on)."""
     events = take_events(settings, run)
     if events:
-        assert settings.store is not None
+        if settings.store is None:  # streamed only
+            emit(settings, run, events)
+            return
         try:
             settings.store.append_events(run.run_id, events)
         except StoreError as exc:
             run.cursor.signal(
                 Error(message=f"audit store failed: {exc}", error_category=ErrorCategory.STORAGE)
             )
+            return
+        if run.listener is not None:
+            emit(settings, run, events)
 
 
 def checkpoint(settings: EngineSettings, run: Run) -> None:
@@ -242,7 +262,8 @@ def checkpoint(settings: EngineSettings, run: Run) -> None:
         return
     events = take_events(settings, run)
     data = checkpoint_of(settings, run)
-    store_call(settings, run, lambda s: save(run.run_id, events, data))
+    if store_call(settings, run, lambda s: save(run.run_id, events, data)):
+        emit(settings, run, events, after=1)  # its checkpoint_saved
 
 
 def checkpoint_of(settings: EngineSettings, run: Run) -> dict[str, Any]:
@@ -252,8 +273,9 @@ def checkpoint_of(settings: EngineSettings, run: Run) -> dict[str, Any]:
     return run.to_checkpoint(settings.suggestor_names, with_facts=not chunked)
 
 
-def store_call(settings: EngineSettings, run: Run, fn: Callable[[RunStore], None]) -> None:
-    """Call the store; a ``StoreError`` becomes a pending ``Error(storage)`` signal."""
+def store_call(settings: EngineSettings, run: Run, fn: Callable[[RunStore], None]) -> bool:
+    """Call the store (True: done); a ``StoreError`` becomes a pending
+    ``Error(storage)`` signal (False)."""
     assert settings.store is not None
     try:
         fn(settings.store)
@@ -261,3 +283,23 @@ def store_call(settings: EngineSettings, run: Run, fn: Callable[[RunStore], None
         run.cursor.signal(
             Error(message=f"audit store failed: {exc}", error_category=ErrorCategory.STORAGE)
         )
+        return False
+    return True
+
+
+def emit(settings: EngineSettings, run: Run, events: Sequence[BatchItem], after: int = 0) -> None:
+    """Hand ``events``, just recorded, to the run's listener (if one streams it), with
+    the seq of the last of them: the store's last seq of the run (``last_seq``, a
+    store without it: None), less the ``after`` events the store chained after them
+    (a ``checkpoint_saved``)."""
+    listener = run.listener
+    if listener is None or not events:
+        return
+    last: int | None = None
+    seq_of = getattr(settings.store, "last_seq", None)
+    if seq_of is not None:
+        try:
+            last = int(seq_of(run.run_id)) - after
+        except StoreError:
+            last = None
+    listener.recorded(run.run_id, events, last)

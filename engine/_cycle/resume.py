@@ -19,7 +19,8 @@ import time
 from typing import Any
 
 from engine._cycle.collector import bulk_load
-from engine._cycle.run import Run
+from engine._cycle.recording import emit
+from engine._cycle.run import Listener, Run
 from engine.budget import Budget
 from engine.errors import GateAlreadyDecided, GateExpired, GateNotFound, ResumeError, RunNotFound
 from engine.facts import canonical_json
@@ -29,7 +30,12 @@ from engine.status import GateStatus, RunStatus
 from engine.store import AuditEvent, GateRecord
 
 
-def load_paused(settings: EngineSettings, gate_id: str, decision: GateDecision) -> Run:
+def load_paused(
+    settings: EngineSettings,
+    gate_id: str,
+    decision: GateDecision,
+    listener: Listener | None = None,
+) -> Run:
     """The run paused at ``gate_id``, with ``decision`` applied when it goes on.
 
     From this engine's memory (no store), or from the store: the gate decided there
@@ -98,6 +104,8 @@ def load_paused(settings: EngineSettings, gate_id: str, decision: GateDecision) 
         _take_value(run, decision.value)
     run.spend.start_leg(settings.clock())
     runs.enter(run.run_id)
+    if listener is not None:  # its run_resumed is recorded when the decision is applied
+        run.stream_to(listener)
     return run
 
 
@@ -118,7 +126,12 @@ def _decided_in_memory(
     return run
 
 
-def load_stopped(settings: EngineSettings, run_id: str, budget: Budget | None) -> Run:
+def load_stopped(
+    settings: EngineSettings,
+    run_id: str,
+    budget: Budget | None,
+    listener: Listener | None = None,
+) -> Run:
     """A run stopped resumably (or crashed), to go on with ``budget`` (None: its own).
 
     With a store, the ``run_resumed`` event (the leg's budget) is written in the
@@ -151,6 +164,9 @@ def load_stopped(settings: EngineSettings, run_id: str, budget: Budget | None) -
     run.cursor.judged(())
     run.spend.start_leg(settings.clock())
     settings.runs.enter(run_id, clear_cancel=True)
+    if listener is not None:  # the run_resumed the claim chained (or none: no store)
+        run.stream_to(listener)
+        emit(settings, run, [_resumed(run)])
     return run
 
 

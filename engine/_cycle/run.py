@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, Protocol
 
 from engine._cycle.run_parts import Cursor, Gating, Integrity, PendingGate, Recovery, Spend
 from engine.budget import Budget
@@ -42,6 +42,15 @@ __all__ = [
     "Run",
     "Spend",
 ]
+
+
+class Listener(Protocol):
+    """Who a streamed run hands its events to (:mod:`engine._cycle.streaming`)."""
+
+    def recorded(self, run_id: str, events: Sequence[BatchItem], last_seq: int | None) -> None:
+        """``events`` were recorded, the last of them at ``last_seq`` in the run's
+        chain (None: not numbered, the engine has no store)."""
+
 
 CHECKPOINT_VERSION = 2
 """Version 2 stores facts as compact rows (see :func:`fact_row`): half the JSON of
@@ -94,6 +103,7 @@ class Run:
         "facts",
         "gating",
         "integrity",
+        "listener",
         "recovery",
         "run_id",
         "spend",
@@ -105,6 +115,8 @@ class Run:
         self.facts = FactIndex()
         self.context = Context(self.facts)
         self._events: list[BatchItem] = []
+        self.listener: Listener | None = None
+        """Who streams the run's events as they are recorded (None: nobody)."""
         self.cursor = Cursor()
         self.spend = Spend()
         self.gating = Gating()
@@ -119,6 +131,10 @@ class Run:
     def events(self) -> Sequence[BatchItem]:
         """The events gathered for the next batch."""
         return self._events
+
+    def stream_to(self, listener: Listener | None) -> None:
+        """Hand the run's events to ``listener`` as they are recorded from now on."""
+        self.listener = listener
 
     def adopt_budget(self, budget: Budget) -> None:
         """The run goes on under ``budget`` (a continuation's, a resume's)."""
@@ -201,6 +217,7 @@ class Run:
             self.facts = FactIndex(facts)
             self.context = Context(self.facts)
             self._events = []
+            self.listener = None
             self.cursor = Cursor.of(data, facts)
             self.context.cycle = self.cursor.cycle
             self.spend = Spend.of(data)

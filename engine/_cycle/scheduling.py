@@ -100,7 +100,7 @@ class Prelude:
                 return End(r)
             run.cursor.take_wakers()
         run.cursor.advance()
-        if settings.store is not None:
+        if settings.store is not None or run.listener is not None:
             names = reg.names
             run.record(
                 AuditEvent(

@@ -8,25 +8,30 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from engine._cycle.recording import record_start
-from engine._cycle.run import Run
+from engine._cycle.run import Listener, Run
 from engine.errors import ConfigurationError
 from engine.facts import INPUT_SOURCE, Fact, Provenance, content_key
 from engine.settings import EngineSettings
 
 
 def start(
-    settings: EngineSettings, initial: Mapping[str, Iterable[Any]] | None, run_id: str | None
+    settings: EngineSettings,
+    initial: Mapping[str, Iterable[Any]] | None,
+    run_id: str | None,
+    listener: Listener | None = None,
 ) -> Run:
-    """A new run: initial facts (provenance ``"input"``) in, their keys dirty, recorded.
+    """A new run: initial facts (provenance ``"input"``) in, their keys dirty, recorded
+    (and handed to ``listener``, who streams it, from its first event).
 
     Raises :class:`ConfigurationError` for bad ``initial`` input.
     """
     run = Run(run_id or new_run_id(), settings.budget)
+    run.stream_to(listener)
     run.spend.start_leg(settings.clock(), time.time())
     settings.runs.enter(run.run_id, clear_cancel=True)
     if initial:
         _promote_initial(run, initial)
-    if settings.store is not None:
+    if settings.store is not None or run.listener is not None:
         record_start(settings, run)
     return run
 

@@ -1,0 +1,234 @@
+"""Live runs: ``GET /api/runs/{id}/events``, a run's events as Server-Sent Events.
+
+Every recorded event of the run from the first (or after ``Last-Event-ID`` /
+``?after=SEQ``), then each new one as it is committed, by whichever process
+writes the run (a worker, this server's pool, a CLI on the same store): ``id:``
+is its seq, ``event:`` its kind, ``data:`` its JSON (``StoredEvent.to_dict``). A
+keep-alive comment goes every :data:`KEEP_ALIVE_S`; the stream stays open
+across a pause, its decision and the resume, and ends after the run's stop.
+
+New events are read from the store by one :class:`RunFeed` per run, shared by
+every stream of that run (20 streams of a run cost one query per tick), every
+:data:`POLL_S`. sse-starlette ends the streams when uvicorn shuts down, so that
+a stream never holds ``converge serve`` past SIGTERM (docs/inbox.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.concurrency import run_in_threadpool
+
+from audit.people import Principal
+from audit.queries import StoredEvent
+from audit.store import SqlRunStore
+from converge.web.auth import BEARER, SESSION_COOKIE, api_principal, checked_token, store_of
+from converge.web.errors import answers, http_error
+from engine import ConvergeError
+from engine.status import RunStatus
+from engine.store import EVENT_KINDS
+
+__all__ = ["KEEP_ALIVE_S", "LIVE_KINDS", "POLL_S", "LiveRuns", "RunFeed", "router"]
+
+POLL_S = 0.025
+"""How often (seconds) a run's feed reads the store for new events."""
+KEEP_ALIVE_S = 15
+"""Seconds between the keep-alive comments of an idle stream."""
+BATCH = 500
+"""Events read per query at most (a long run's backlog comes in several)."""
+MAX_SEQ = 2**62
+"""The largest seq a client may name (a database integer)."""
+
+LIVE_KINDS = (*EVENT_KINDS, "gate_comment")
+"""Every ``event:`` a stream may send (the run page listens to each)."""
+
+router = APIRouter()
+
+
+@dataclass(eq=False)
+class Subscriber:
+    """One stream of a run: the seq it has sent up to, and its queue of batches
+    (``None``: the run stopped, the stream ends; a string: an error to send)."""
+
+    last: int
+    queue: asyncio.Queue[list[StoredEvent] | str | None] = field(default_factory=asyncio.Queue)
+
+
+class RunFeed:
+    """The one reader of a run's new events, for every :class:`Subscriber` of it.
+
+    Each tick reads the events after the least seq its subscribers sent (at most
+    :data:`BATCH`), hands each subscriber those it has not sent, and after a
+    ``run_stopped`` that is the run's last event ends them all.
+    """
+
+    def __init__(self, store: SqlRunStore, run_id: str, poll_s: float) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.poll_s = poll_s
+        self.subscribers: set[Subscriber] = set()
+        self.task: asyncio.Task[None] | None = None
+
+    async def read(self) -> None:
+        """Read and hand out until no subscriber is left or the run stopped."""
+        while self.subscribers:
+            after = min(s.last for s in self.subscribers)
+            try:
+                events = await run_in_threadpool(
+                    partial(self.store.events, self.run_id, after=after, limit=BATCH)
+                )
+                stopped = bool(events) and events[-1].kind == "run_stopped"
+                if stopped:  # unless it was resumed since
+                    row = await run_in_threadpool(self.store.run, self.run_id)
+                    stopped = row.status == RunStatus.STOPPED and row.last_seq == events[-1].seq
+            except ConvergeError as exc:
+                self._end(f"cannot read the events of run {self.run_id}: {exc}")
+                return
+            for sub in list(self.subscribers):
+                if sub.last < after:  # joined during the read: served from the next one
+                    continue
+                new = [e for e in events if e.seq > sub.last]
+                if new:
+                    sub.last = new[-1].seq
+                    sub.queue.put_nowait(new)
+            if stopped:
+                last = events[-1].seq
+                for sub in [s for s in self.subscribers if s.last >= last]:
+                    sub.queue.put_nowait(None)
+                    self.subscribers.discard(sub)
+                continue
+            if len(events) < BATCH:
+                await asyncio.sleep(self.poll_s)
+
+    def _end(self, message: str | None) -> None:
+        for sub in self.subscribers:
+            if message is not None:
+                sub.queue.put_nowait(message)
+            sub.queue.put_nowait(None)
+        self.subscribers.clear()
+
+
+class LiveRuns:
+    """The feeds of the runs being streamed (``app.state.live``): one per run while
+    it has a stream, read every ``poll_s`` seconds."""
+
+    def __init__(self, store: SqlRunStore, poll_s: float = POLL_S) -> None:
+        self.store = store
+        self.poll_s = poll_s
+        self.feeds: dict[str, RunFeed] = {}
+
+    def subscribe(self, run_id: str, after: int) -> Subscriber:
+        """A new stream of ``run_id`` from after seq ``after`` (its feed started if need be)."""
+        feed = self.feeds.get(run_id)
+        if feed is None or feed.task is None or feed.task.done():
+            feed = self.feeds[run_id] = RunFeed(self.store, run_id, self.poll_s)
+        sub = Subscriber(after)
+        feed.subscribers.add(sub)
+        if feed.task is None:
+            feed.task = asyncio.get_running_loop().create_task(feed.read())
+            feed.task.add_done_callback(partial(self._gone, run_id, feed))
+        return sub
+
+    def unsubscribe(self, run_id: str, sub: Subscriber) -> None:
+        """The stream ended (its run stopped, its client left, the server shuts down)."""
+        feed = self.feeds.get(run_id)
+        if feed is not None:
+            feed.subscribers.discard(sub)
+
+    def _gone(self, run_id: str, feed: RunFeed, _task: asyncio.Task[None]) -> None:
+        if self.feeds.get(run_id) is feed:
+            del self.feeds[run_id]
+
+
+async def stream_principal(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
+) -> Principal:
+    """The bearer token's person, or the page's session (an ``EventSource`` sends
+    the cookie, never a header); 401 with neither."""
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if (credentials is None or not credentials.credentials.strip()) and cookie:
+        return await checked_token(request, cookie, "api")
+    return await api_principal(request, credentials)
+
+
+def _sse(event: StoredEvent) -> ServerSentEvent:
+    return ServerSentEvent(
+        data=json.dumps(event.to_dict(), separators=(",", ":")),
+        event=event.kind,
+        id=str(event.seq),
+    )
+
+
+async def _events(live: LiveRuns, run_id: str, after: int) -> AsyncIterator[ServerSentEvent]:
+    sub = live.subscribe(run_id, after)  # here: a response never sent subscribes nothing
+    try:
+        while True:
+            batch = await sub.queue.get()
+            if batch is None:
+                return
+            if isinstance(batch, str):
+                yield ServerSentEvent(data=json.dumps({"detail": batch}), event="stream_error")
+                continue
+            for event in batch:
+                yield _sse(event)
+    finally:
+        live.unsubscribe(run_id, sub)
+
+
+async def _ended() -> AsyncIterator[ServerSentEvent]:
+    return
+    yield  # an async generator with nothing to send
+
+
+STREAM_DOC: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": (
+            "Server-Sent Events: `id:` the event's seq, `event:` its kind, `data:` its JSON "
+            "(run_id, seq, kind, cycle, ts, payload, hash); a keep-alive comment every 15 s; "
+            "the stream ends after the run's stop."
+        ),
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    },
+    **answers(401, 404, 422),
+}
+
+
+@router.get("/api/runs/{run_id}/events", response_class=EventSourceResponse, responses=STREAM_DOC)
+async def api_run_events(
+    request: Request,
+    run_id: str,
+    _who: Annotated[Principal, Depends(stream_principal)],
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_SEQ, description="Only the events after this seq.")
+    ] = None,
+    last_event_id: Annotated[
+        int | None,
+        Header(
+            alias="Last-Event-ID",
+            ge=0,
+            le=MAX_SEQ,
+            description="A reconnecting EventSource's last seq (wins over `after`).",
+        ),
+    ] = None,
+) -> EventSourceResponse:
+    """The run's events as they are committed (404 unknown run), as Server-Sent
+    Events; the bearer token, or the page's session cookie."""
+    store = store_of(request)
+    start = last_event_id if last_event_id is not None else (after or 0)
+    try:
+        row = await run_in_threadpool(store.run, run_id)
+    except ConvergeError as exc:
+        raise http_error(exc) from exc
+    live: LiveRuns = request.app.state.live
+    if row.status == RunStatus.STOPPED and start >= row.last_seq:
+        return EventSourceResponse(_ended(), ping=KEEP_ALIVE_S)
+    return EventSourceResponse(_events(live, run_id, start), ping=KEEP_ALIVE_S)

@@ -1,0 +1,126 @@
+"""Streamed runs: the drivers of ``Engine.stream`` and ``astream`` (docs/streaming.md).
+
+A streamed run has a listener (:class:`EventBuffer`): each batch of events the
+run records (``engine._cycle.recording.emit``, after the store wrote it, or at
+once with no store) becomes typed :mod:`engine.events` values in the buffer, and
+the driver yields them after each step of the cycle, then the run's result. The
+drivers are :func:`engine._cycle.steps.drive_sync` / ``drive_async`` walked one
+step at a time (never the plain loop, which records nothing); a run nobody
+streams has no listener and pays nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from functools import partial
+from typing import Any
+
+from engine._cycle.accounting import remaining_budget
+from engine._cycle.collector import CollectorFreeze
+from engine._cycle.cycling import NEXT_CYCLE, Cycling, End
+from engine._cycle.execution import Execute
+from engine._cycle.merge import MERGE
+from engine._cycle.run import Run
+from engine._cycle.scheduling import PRELUDE
+from engine.events import RunEvent, run_event
+from engine.result import RunResult
+from engine.settings import EngineSettings
+from engine.store import BatchItem, expand_events
+
+__all__ = ["EventBuffer", "stream_async", "stream_sync"]
+
+
+class EventBuffer:
+    """The listener of a streamed run: its recorded events as typed values, until
+    the driver takes them."""
+
+    __slots__ = ("events",)
+
+    def __init__(self) -> None:
+        self.events: list[RunEvent] = []
+
+    def recorded(self, run_id: str, events: Sequence[BatchItem], last_seq: int | None) -> None:
+        """``events`` were recorded, the last at ``last_seq`` (None: no store): each
+        one's seq counts back from it."""
+        items = expand_events(events)
+        n = len(items)
+        push = self.events.append
+        for i, ev in enumerate(items):
+            seq = None if last_seq is None else last_seq - (n - 1 - i)
+            push(run_event(run_id, seq, ev.kind, ev.cycle, ev.ts, ev.payload, ev.fact))
+
+    def take(self) -> list[RunEvent]:
+        """The events recorded since the last take, oldest first."""
+        taken = self.events
+        self.events = []
+        return taken
+
+
+def _first_step(run: Run) -> Any:
+    """From the merge a paused run (or a cut merge) left, else from a cycle."""
+    return MERGE if run.gating.pending_gate is not None or run.cursor.merge_effects else PRELUDE
+
+
+def stream_sync(
+    settings: EngineSettings, run: Run, buffer: EventBuffer
+) -> Iterator[RunEvent | RunResult]:
+    """Walk the run's steps on this thread, yielding its events after each step, then
+    its result. Closed early (the caller stopped iterating), the run is cancelled
+    and walked to its stop (``UserCancelled``, recorded) before the close returns."""
+    run.facts.remaining = partial(remaining_budget, settings, run)
+    step: Any = _first_step(run)
+    cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()))
+    try:
+        yield from buffer.take()
+        while True:
+            step = step.run(cycle)
+            yield from buffer.take()
+            if type(step) is End:
+                result: RunResult = step.result
+                yield result
+                return
+            if step is NEXT_CYCLE:
+                step = PRELUDE
+    except GeneratorExit:
+        settings.runs.cancel(run.run_id)
+        while type(step) is not End:
+            step = PRELUDE if step is NEXT_CYCLE else step.run(cycle)
+        raise
+    finally:
+        cycle.freezer.release()
+        if cycle.runner is not None:
+            cycle.runner.close()
+        settings.runs.leave(run.run_id)
+
+
+async def stream_async(
+    settings: EngineSettings, run: Run, buffer: EventBuffer
+) -> AsyncIterator[RunEvent | RunResult]:
+    """As :func:`stream_sync`, inside the caller's event loop (as ``drive_async``)."""
+    run.facts.remaining = partial(remaining_budget, settings, run)
+    step: Any = _first_step(run)
+    cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()))
+    try:
+        for event in buffer.take():
+            yield event
+        while True:
+            step = await step.arun(cycle) if type(step) is Execute else step.run(cycle)
+            for event in buffer.take():
+                yield event
+            if type(step) is End:
+                result: RunResult = step.result
+                yield result
+                return
+            if step is NEXT_CYCLE:
+                step = PRELUDE
+    except GeneratorExit:
+        settings.runs.cancel(run.run_id)
+        while type(step) is not End:
+            if step is NEXT_CYCLE:
+                step = PRELUDE
+            else:
+                step = await step.arun(cycle) if type(step) is Execute else step.run(cycle)
+        raise
+    finally:
+        cycle.freezer.release()
+        settings.runs.leave(run.run_id)
