@@ -18,7 +18,7 @@ import typer
 from rich.markup import escape
 
 from audit.ledger import require_key
-from audit.queries import UnreadableGate, read_gates
+from audit.queries import UnreadableGate, read_gates, resolve_gate_id
 from audit.store import SqlRunStore
 from converge.cli.actors import ActorOption, RunnerTokenOption, runner
 from converge.cli.budgets import (
@@ -107,6 +107,16 @@ def _store(db: str | None) -> SqlRunStore:
     return store
 
 
+def resolve_gate(store: SqlRunStore, text: str) -> str:
+    """The full id of the gate ``text`` names (a unique prefix, ``RUNPREFIX-gN``, or a
+    run with one pending gate: :func:`audit.queries.resolve_gate_id`); exits 2
+    naming the candidates, or the gates there are."""
+    try:
+        return resolve_gate_id(store, text)
+    except ConvergeError as exc:
+        fail(str(exc))
+
+
 def _cli_execute(store: SqlRunStore, as_json: bool) -> Execute:
     """Run the job under the CLI's progress bar (errors exit 2 with one line)."""
 
@@ -154,7 +164,7 @@ def gates_cmd(
     if history or gate is not None:
         if gate is None or not history:
             fail("give a gate and --history: converge gates GATE --history")
-        print_history(store, gate, as_json)
+        print_history(store, resolve_gate(store, gate), as_json)
         return
     try:
         if expire:
@@ -245,6 +255,7 @@ def _decide(
         decide_remotely(gate_id, decision, proof, as_json)
     signer = proof.signer()
     store = _store(db)
+    gate_id = resolve_gate(store, gate_id)  # a prefix, or a run's one pending gate
     try:
         # the key and the decider first: a refusal leaves nothing behind
         require_key(store, f"deciding gate {gate_id}")

@@ -23,7 +23,15 @@ from audit.run_queue import request_cancel
 from audit.store import SqlRunStore
 from converge.cli.actors import ActorOption, RunnerTokenOption, record, runner
 from converge.cli.commands import CommandGroup
-from converge.cli.render import DbOption, JsonOption, err, fail, open_run_store, out
+from converge.cli.render import (
+    DbOption,
+    JsonOption,
+    err,
+    fail,
+    open_run_store,
+    out,
+    stdout_closed,
+)
 from converge.cli.watching import watch_events
 from converge.jobs import load_job
 from converge.run_queue import Action
@@ -164,6 +172,8 @@ def watch(
 
     def write(line: str) -> None:
         out.print(line, highlight=False, markup=False, soft_wrap=True)
+        if stdout_closed():  # nobody reads on: stop following (a paused run may wait days)
+            raise BrokenPipeError("the reader of stdout closed the pipe")
 
     try:
         rid = store.resolve_run_id(run_id)
