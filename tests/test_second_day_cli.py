@@ -17,8 +17,10 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from audit import open_store
-from converge.cli import app
+from converge.cli import app, service
+from engine import Budget, Engine
 from tests.hitlfixtures import INITIAL, make_engine
+from tests.jobfixtures import tick
 from tests.webfixtures import VENDORED
 
 runner = CliRunner()
@@ -179,3 +181,76 @@ def test_an_unknown_run_names_the_store_by_its_path_as_gate_errors_do(tmp_path: 
     assert f"no run 'nosuch' in audit store {db}" in run.stderr
     assert f"no gate 'nosuch' in audit store {db}" in gate.stderr
     assert "file:" not in run.stderr
+
+
+def test_schema_to_a_file_says_where_it_wrote(tmp_path: Path) -> None:
+    target = tmp_path / "job.schema.json"
+
+    res = cli("schema", "-o", str(target))
+
+    assert res.exit_code == 0
+    assert f"wrote the JSON Schema of job files to {target}" in " ".join(res.stdout.split())
+    assert json.loads(target.read_text())["title"] == "converge job file"
+
+
+def test_one_cycle_is_said_in_the_singular() -> None:
+    result = Engine(budget=Budget(max_cycles=1)).register(tick).run()
+
+    assert "stopped after 1 cycle:" in result.explain()
+
+
+def test_approve_defaults_by_as_run_does(tmp_path: Path) -> None:
+    db = str(tmp_path / "v.db")
+    _, gate_id = paused_vendored(db)
+
+    res = cli("approve", gate_id, "--value", "MIT", "--db", db, env={"CONVERGE_USER": "carol"})
+
+    assert res.exit_code != 2, res.output
+    assert f"approved gate {gate_id} as carol" in res.stderr
+
+
+def test_approve_by_token_alone_decides_as_the_tokens_person(tmp_path: Path) -> None:
+    db = str(tmp_path / "v.db")
+    _, gate_id = paused_vendored(db)
+    token = cli("token", "add", "dana", "--db", db).stdout.split()[-1]
+
+    res = cli("approve", gate_id, "--value", "MIT", "--token", token, "--db", db)
+
+    assert res.exit_code != 2, res.output
+    assert f"approved gate {gate_id} as dana" in res.stderr
+
+
+def test_token_list_shows_who_and_when_but_never_the_token(tmp_path: Path) -> None:
+    db = str(tmp_path / "t.db")
+    paused_vendored(db)
+    token = cli("token", "add", "erin", "--role", "viewer", "--expires", "30d", "--db", db)
+    secret = token.stdout.split()[-1]
+
+    listed = cli("token", "list", "--db", db, "--json")
+
+    assert listed.exit_code == 0, listed.output
+    [row] = json.loads(listed.stdout)
+    assert (row["name"], row["role"], row["revoked_at"]) == ("erin", "viewer", None)
+    assert row["expires_at"] - row["created_at"] == pytest.approx(30 * 86400)
+    table = cli("token", "list", "--db", db, env={"COLUMNS": "80"}).stdout
+    assert "erin" in table and "viewer" in table
+    assert secret not in listed.stdout + table
+
+
+def test_approve_detach_without_a_broker_says_a_local_process_resumes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = str(tmp_path / "v.db")
+    _, gate_id = paused_vendored(db)
+    sent: list[str] = []
+    monkeypatch.setattr(
+        service.DetachedProcess, "send", lambda self, run_id, action: sent.append(run_id)
+    )
+    monkeypatch.delenv("CONVERGE_BROKER", raising=False)
+
+    res = cli("approve", gate_id, "--by", "alice", "--value", "MIT", "--detach", "--db", db)
+
+    assert res.exit_code == 0, res.output
+    message = " ".join(res.stderr.split())
+    assert "background `converge worker --run` process of this machine" in message
+    assert "on a worker" not in message and len(sent) == 1

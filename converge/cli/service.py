@@ -37,6 +37,7 @@ from converge.jobs import load_job
 from converge.run_queue import Action
 from converge.service import RunQueue, submit_run
 from engine import ConvergeError
+from engine.result import counted
 from engine.status import RunStatus
 
 app = CommandGroup()
@@ -190,7 +191,8 @@ def watch(
     if not as_json:
         out.print(
             f"run {rid} {row.status}: {reason.kind_code()} ({reason.category.value}, "
-            f"exit {reason.exit_code}) after {row.cycles} cycles, {row.facts_count} facts",
+            f"exit {reason.exit_code}) after {counted(row.cycles, 'cycle')}, "
+            f"{counted(row.facts_count, 'fact')}",
             highlight=False,
         )
     raise typer.Exit(reason.exit_code)
