@@ -49,6 +49,9 @@ def display_url(url: str) -> str:
     except ArgumentError:
         return url
     if parsed.get_backend_name() == "sqlite" and parsed.database:
+        # a file opened read-only (read_only_sqlite) is still shown as its path
+        if parsed.query.get("uri") == "true":
+            return parsed.database.removeprefix("file:")
         return parsed.database
     return parsed.render_as_string(hide_password=True)
 

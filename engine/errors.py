@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from engine.stop import InvocationBudgetExhausted
 
 __all__ = [
+    "AmbiguousGateId",
     "AmbiguousRunId",
     "AuditKeyError",
     "BundleError",
@@ -118,6 +119,15 @@ class AmbiguousRunId(RunNotFound):
 
 class GateNotFound(NotFound):
     """No gate with that id exists."""
+
+
+class AmbiguousGateId(GateNotFound):
+    """A gate id prefix (or a run's id) that names several gates; ``candidates``
+    holds them (at most :data:`audit.queries.CANDIDATES`)."""
+
+    def __init__(self, message: str, candidates: Sequence[str]) -> None:
+        super().__init__(message)
+        self.candidates = tuple(candidates)
 
 
 # --- resume ------------------------------------------------------------------------

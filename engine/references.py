@@ -6,6 +6,7 @@ the attribute may be an object, or a class / plain factory called with no argume
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import os
@@ -46,7 +47,7 @@ def resolve_reference(ref: str, *, call: bool = True) -> Any:
             obj = getattr(obj, part)
         except AttributeError:
             raise ImportReferenceError(
-                f"module {module_name!r} has no attribute {attr!r}"
+                f"module {module_name!r} has no attribute {attr!r}{_did_you_mean(obj, part)}"
             ) from None
     if call and _is_factory(obj):
         try:
@@ -56,6 +57,14 @@ def resolve_reference(ref: str, *, call: bool = True) -> Any:
                 f"calling {ref} failed: {type(exc).__name__}: {exc}"
             ) from exc
     return obj
+
+
+def _did_you_mean(obj: Any, name: str) -> str:
+    """`` (did you mean 'x'?)``: the public name of ``obj`` closest to ``name``
+    (:func:`difflib.get_close_matches`), or "" when none is close."""
+    names = [n for n in dir(obj) if not n.startswith("_")]
+    close = difflib.get_close_matches(name, names, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _is_factory(obj: Any) -> bool:

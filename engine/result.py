@@ -14,6 +14,11 @@ from engine.hashing.merkle import facts_root
 from engine.stop import StopReason, stop_reason_to_dict
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: ``1 cycle``, ``55 cycles``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 @dataclass(frozen=True, slots=True)
 class ContinuationRecord:
     """One ``on_stop`` override: the signals it continued past, at which cycle."""
@@ -59,7 +64,9 @@ class RunResult:
 
     def explain(self) -> str:
         """A human summary: the stop, every signal, budget status, criteria, overrides."""
-        lines = [f"Run {self.run_id} stopped after {self.cycles} cycle(s): {self.stop_reason}"]
+        lines = [
+            f"Run {self.run_id} stopped after {counted(self.cycles, 'cycle')}: {self.stop_reason}"
+        ]
         lines.append(f"  {self.stop_reason.explain()}")
         if len(self.signals) > 1:
             lines.append("Signals (most urgent first):")

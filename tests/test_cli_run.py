@@ -43,7 +43,7 @@ def test_run_json_output_parses_to_a_stop_reason(tmp_path: Path) -> None:
     ("text", "expected"),
     [
         ("name: x\nsuggestors: [tests.jobfixtures:nope]\n", "job.yaml:2: suggestors.0: module"),
-        ("name: x\nsuggestors: [tests.jobfixtures:tick\n", "job.yaml:3: invalid YAML"),
+        ("name: x\nsuggestors: [tests.jobfixtures:tick\n", "job.yaml:2: invalid YAML"),
         (
             "name: x\nsuggestors: [tests.jobfixtures:tick]\nbudget: {max_cycles: many}\n",
             "job.yaml:3: budget.max_cycles",

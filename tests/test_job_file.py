@@ -65,7 +65,10 @@ def test_a_malformed_job_names_the_file_the_line_and_the_field(
 
 
 def test_invalid_yaml_names_the_line() -> None:
-    with pytest.raises(JobFileError, match=r"^bad.yaml:3: invalid YAML"):
+    with pytest.raises(
+        JobFileError,
+        match=r"^bad.yaml:2: invalid YAML at column 13: the .\[. opened here is never closed",
+    ):
         parse_job("name: x\nsuggestors: [a:b\n", "bad.yaml")
 
 

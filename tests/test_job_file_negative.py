@@ -57,7 +57,7 @@ HOSTILE: dict[str, tuple[bytes, int | None, str]] = {
         None,
         "month",
     ),
-    "a two-line YAML problem": (b"name: j\nsuggestors: [x:y\nfoo: bar: baz\n", 3, "YAML"),
+    "a two-line YAML problem": (b"name: j\nsuggestors: [x:y\nfoo: bar: baz\n", 2, "YAML"),
 }
 
 

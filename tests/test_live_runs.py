@@ -363,7 +363,7 @@ def test_converge_watch_prints_each_event_and_follows_a_pause_through_its_decisi
     assert lines[0].startswith(f"run {paused.run_id} started")
     assert "cycle 1 started: scan" in text
     assert "cycle 1 · scan: 3 proposals, 0+0 tokens" in text
-    assert "facts promoted (package" in text
+    assert "fact promoted (package" in text or "facts promoted (package" in text
     assert f"gate {gate_id} opened: Classify b (scan)" in text
     assert f"gate {gate_id} approved by bob" in text
     assert f"resumed after gate {gate_id}" in text

@@ -43,8 +43,10 @@ if TYPE_CHECKING:
     from audit.people._tokens import (
         ROLES,
         Principal,
+        TokenInfo,
         add_token,
         authenticate,
+        list_tokens,
         revoke_tokens,
         token_hash,
     )
@@ -58,6 +60,7 @@ __all__ = [
     "DecisionCase",
     "Principal",
     "Recorded",
+    "TokenInfo",
     "Vote",
     "access_entries",
     "add_comment",
@@ -69,6 +72,7 @@ __all__ = [
     "decision_case",
     "groups_of",
     "knows",
+    "list_tokens",
     "log_access",
     "record_actor",
     "record_decision",

@@ -124,3 +124,27 @@ def authenticate(store: SqlRunStore, token: str, now: float | None = None) -> Pr
         return None
     role: Role = "approver" if row.role == "approver" else "viewer"
     return Principal(row.name, role)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    """A token as ``converge token list`` shows it: whose, its role and its times
+    (unix seconds; ``expires_at``/``revoked_at`` None = never). Never the token,
+    nor its hash."""
+
+    name: str
+    role: str
+    created_at: float
+    expires_at: float | None
+    revoked_at: float | None
+
+
+def list_tokens(store: SqlRunStore) -> list[TokenInfo]:
+    """Every token, by person then age (oldest first). Raises ``StoreError``."""
+    ensure_inbox_tables(store)
+    t = api_tokens.c
+    q = select(t.name, t.role, t.created_at, t.expires_at, t.revoked_at).order_by(
+        t.name, t.created_at
+    )
+    with store.transaction(write=False) as conn:
+        return [TokenInfo(*row) for row in conn.execute(q)]

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from audit.queries._gate_rows import (
         UnreadableGate,
         read_gates,
+        resolve_gate_id,
     )
     from audit.queries._lineage import (
         lineage_graph,
@@ -53,6 +54,7 @@ __all__ = [
     "mark_inherited",
     "read_gates",
     "read_runs",
+    "resolve_gate_id",
     "timeline",
 ]
 

@@ -25,6 +25,7 @@ from audit.queries._queries import get_run
 from audit.tables import audit_events
 from engine.errors import ResumeError, RunNotFound, UnverifiedParent
 from engine.facts import canonical_json
+from engine.result import counted
 from engine.store import AuditEvent, RunHistory
 
 COUNTED = ("cycle_started", "suggestor_executed", "suggestor_failed", "usage_recorded")
@@ -53,7 +54,8 @@ def read_history(store: StoreCore, run_id: str, until_cycle: int) -> RunHistory:
         cycles = max(run.cycles, highest or 0)
         if until_cycle > cycles:
             raise ResumeError(
-                f"run {run_id} recorded {cycles} cycle(s): cannot fork it at cycle {until_cycle}"
+                f"run {run_id} recorded {counted(int(cycles), 'cycle')}: "
+                f"cannot fork it at cycle {until_cycle}"
             )
         # one read of the events up to the fork point: verified, then taken from
         report, chained, head = verified_head(store, conn, run_id, until_cycle)

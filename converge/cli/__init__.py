@@ -24,12 +24,13 @@ reachable from Python. One module per command group, each with its own
   :mod:`converge.cli.budgets`: the ``--max-*`` budget options.
 
 Exit codes of ``run``, ``approve`` and ``resume`` follow the stop reason
-(docs/stop-reasons.md), also when the reader of the output closes the pipe early
-(``converge run job.yaml | head``); a bad job file or bad input exits 2.
+(docs/stop-reasons.md); a bad job file or bad input exits 2. A reader that closes
+the pipe early (``converge run job.yaml | head``) changes no exit code.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -54,7 +55,7 @@ from converge.cli import (
     worker,
 )
 from converge.cli.commands import CommandGroup
-from converge.cli.render import drop_stdout
+from converge.cli.render import ClosedPipeGuard, drop_stdout
 
 __all__ = ["app", "main"]
 
@@ -112,10 +113,12 @@ def main() -> None:  # pragma: no cover - the console script
     """Entry point of the ``converge`` console script.
 
     A reader that closes the pipe (``converge runs | head -1``) ends the output,
-    quietly: the rest goes to the null device. ``run``, ``approve`` and ``resume``
-    still exit with their stop's code (:func:`converge.cli.render.render_result`);
-    any other command exits 1, as click does.
+    quietly: the rest goes to the null device (:class:`ClosedPipeGuard`) and the
+    command exits with the code its result gives (``run``, ``approve`` and
+    ``resume`` their stop's, :func:`converge.cli.render.render_result`; ``verify``
+    0 for an intact store); ``watch`` stops following and exits 1.
     """
+    sys.stdout = ClosedPipeGuard(sys.stdout)
     try:
         app()
     except BrokenPipeError:

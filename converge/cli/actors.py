@@ -19,7 +19,7 @@ from converge.cli.render import fail
 from converge.governance import cli_runner
 from engine import ConvergeError, RunStore
 
-__all__ = ["ActorOption", "RunnerTokenOption", "actor", "record", "runner"]
+__all__ = ["ActorOption", "RunnerTokenOption", "actor", "named", "record", "runner"]
 
 ActorOption = Annotated[
     str | None,
@@ -41,7 +41,7 @@ RunnerTokenOption = Annotated[
 ]
 
 
-def _named(name: str | None) -> str | None:
+def named(name: str | None) -> str | None:
     """``--by``, else ``$CONVERGE_USER``; None when neither names anyone."""
     if name and name.strip():
         return name.strip()
@@ -57,7 +57,7 @@ def _login() -> str:
 
 def actor(name: str | None) -> str:
     """``--by``, else ``$CONVERGE_USER``, else the login name (unchecked)."""
-    return _named(name) or _login()
+    return named(name) or _login()
 
 
 def runner(store: RunStore | None, by: str | None, token: str | None) -> str:
@@ -69,7 +69,7 @@ def runner(store: RunStore | None, by: str | None, token: str | None) -> str:
     if not isinstance(store, SqlRunStore):
         return actor(by)
     try:
-        return cli_runner(store, _named(by), token, _login())
+        return cli_runner(store, named(by), token, _login())
     except ConvergeError as exc:
         fail(str(exc))
 

@@ -18,9 +18,9 @@ import typer
 from rich.markup import escape
 
 from audit.ledger import require_key
-from audit.queries import UnreadableGate, read_gates
+from audit.queries import UnreadableGate, read_gates, resolve_gate_id
 from audit.store import SqlRunStore
-from converge.cli.actors import ActorOption, RunnerTokenOption, runner
+from converge.cli.actors import ActorOption, RunnerTokenOption, actor, named, runner
 from converge.cli.budgets import (
     AddCyclesOption,
     BudgetFlags,
@@ -55,7 +55,7 @@ from converge.cli.render import (
     render_result,
     resolve_run,
 )
-from converge.cli.service import BrokerOption, QueueOption, run_queue_for
+from converge.cli.service import BrokerOption, DetachedProcess, QueueOption, run_queue_for
 from converge.cli.tables import Column
 from converge.decisions import (
     DecisionReport,
@@ -107,6 +107,16 @@ def _store(db: str | None) -> SqlRunStore:
     return store
 
 
+def resolve_gate(store: SqlRunStore, text: str) -> str:
+    """The full id of the gate ``text`` names (a unique prefix, ``RUNPREFIX-gN``, or a
+    run with one pending gate: :func:`audit.queries.resolve_gate_id`); exits 2
+    naming the candidates, or the gates there are."""
+    try:
+        return resolve_gate_id(store, text)
+    except ConvergeError as exc:
+        fail(str(exc))
+
+
 def _cli_execute(store: SqlRunStore, as_json: bool) -> Execute:
     """Run the job under the CLI's progress bar (errors exit 2 with one line)."""
 
@@ -154,7 +164,7 @@ def gates_cmd(
     if history or gate is not None:
         if gate is None or not history:
             fail("give a gate and --history: converge gates GATE --history")
-        print_history(store, gate, as_json)
+        print_history(store, resolve_gate(store, gate), as_json)
         return
     try:
         if expire:
@@ -228,27 +238,43 @@ DetachOption = Annotated[
 ]
 
 
+DeciderOption = Annotated[
+    str | None,
+    typer.Option(
+        "--by",
+        help="Who decides (recorded; default $CONVERGE_USER, else your token's person, "
+        "else your login, as for run and resume).",
+    ),
+]
+
+
 def _decide(
     gate_id: str,
-    decision: GateDecision,
+    by: str | None,
+    make: Callable[[str], GateDecision],
     db: str | None,
     as_json: bool,
     detach: tuple[str | None, str] | None = None,
     proof: Proof = Proof(),  # noqa: B008 (frozen, never mutated)
 ) -> None:
-    """Decide; ``detach`` = (broker, queue) sends the resume there instead of running
-    it; ``proof``: the decider's token and signing key, or the server to decide
-    through (:mod:`converge.cli.deciding`)."""
-    if not decision.by.strip():
+    """Decide as ``by`` (None: :func:`cli_decider`'s default) the decision ``make``
+    makes for that name; ``detach`` = (broker, queue) sends the resume there
+    instead of running it; ``proof``: the decider's token and signing key, or the
+    server to decide through (:mod:`converge.cli.deciding`)."""
+    if by is not None and not by.strip():
         fail("--by must name who decides (it is recorded in the audit trail)")
     if proof.server is not None:
-        decide_remotely(gate_id, decision, proof, as_json)
+        decide_remotely(gate_id, make(actor(by)), proof, as_json)
     signer = proof.signer()
     store = _store(db)
+    gate_id = resolve_gate(store, gate_id)  # a prefix, or a run's one pending gate
     try:
         # the key and the decider first: a refusal leaves nothing behind
         require_key(store, f"deciding gate {gate_id}")
-        cli_decider(store, decision.by, proof.token, signed=signer is not None)
+        who = cli_decider(
+            store, named(by), proof.token, signed=signer is not None, login=actor(None)
+        )
+        decision = make(who)
     except ConvergeError as exc:
         fail(str(exc))
     queue = None if detach is None else run_queue_for(detach[0], detach[1], db)
@@ -269,10 +295,15 @@ def _decide(
             sys.stdout.write(json.dumps(_report_dict(report), indent=2) + "\n")
         else:
             verb = "approved" if decision.approved else "rejected"
+            where = (
+                "in a background `converge worker --run` process of this machine (no broker)"
+                if isinstance(queue, DetachedProcess)
+                else f"on a worker of queue {detach[1] if detach else ''}"
+            )
             err.print(
                 escape(
                     f"{verb} gate {report.gate.gate_id} as {decision.by}; run {run_id} "
-                    f"resumes on a worker (follow it: converge watch {run_id})"
+                    f"resumes {where} (follow it: converge watch {run_id})"
                 )
             )
         raise typer.Exit(0)
@@ -318,8 +349,10 @@ def _finish(result: RunResult, as_json: bool, job: Job) -> None:
 
 @app.command("approve")
 def approve_cmd(
-    gate_id: Annotated[str, typer.Argument(help="The gate to approve.")],
-    by: Annotated[str, typer.Option("--by", help="Who approves.")],
+    gate_id: Annotated[
+        str, typer.Argument(help="The gate to approve (a prefix, or its run's id).")
+    ],
+    by: DeciderOption = None,
     reason: Annotated[
         str | None, typer.Option("--reason", help="Why (recorded in the run's chain).")
     ] = None,
@@ -341,15 +374,18 @@ def approve_cmd(
     server: ServerOption = None,
 ) -> None:
     """Approve a gate (with one approval of its quorum) and resume its run to the next stop."""
-    decision = GateDecision.approve(by=by, reason=reason, value=value)
     proof = Proof(token, sign_with, server)
-    _decide(gate_id, decision, db, as_json, (broker, queue) if detach else None, proof)
+
+    def make(who: str) -> GateDecision:
+        return GateDecision.approve(by=who, reason=reason, value=value)
+
+    _decide(gate_id, by, make, db, as_json, (broker, queue) if detach else None, proof)
 
 
 @app.command("reject")
 def reject_cmd(
-    gate_id: Annotated[str, typer.Argument(help="The gate to reject.")],
-    by: Annotated[str, typer.Option("--by", help="Who rejects.")],
+    gate_id: Annotated[str, typer.Argument(help="The gate to reject (a prefix, or its run's id).")],
+    by: DeciderOption = None,
     reason: Annotated[
         str | None,
         typer.Option("--reason", help="Why (recorded; required unless the gate says otherwise)."),
@@ -364,9 +400,12 @@ def reject_cmd(
     server: ServerOption = None,
 ) -> None:
     """Reject a gate (its proposal is dropped and recorded) and resume the run."""
-    decision = GateDecision.reject(by=by, reason=reason)
     proof = Proof(token, sign_with, server)
-    _decide(gate_id, decision, db, as_json, (broker, queue) if detach else None, proof)
+
+    def make(who: str) -> GateDecision:
+        return GateDecision.reject(by=who, reason=reason)
+
+    _decide(gate_id, by, make, db, as_json, (broker, queue) if detach else None, proof)
 
 
 @app.command("resume")

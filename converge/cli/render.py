@@ -30,15 +30,53 @@ from engine import ConvergeError, HitlGatePending, RunResult, RunStore, StopReas
 
 
 class Output(Console):
-    """The console of stdout. When its reader closes the pipe, it raises
-    ``BrokenPipeError`` (after pointing stdout at the null device) instead of rich's
-    ``SystemExit(1)``: ``run``, ``approve`` and ``resume`` then exit with their
-    stop's code (:func:`render_result`), any other command with 1."""
+    """The console of stdout. When its reader closes the pipe, the rest of the
+    output goes to the null device instead of rich's ``SystemExit(1)``: the command
+    finishes and exits with the code its result gives (``verify --all | head -1``
+    exits 0 for an intact store), as it would have after printing it all."""
 
     def on_broken_pipe(self) -> None:
-        """Drop the rest of the output and raise ``BrokenPipeError``."""
+        """Drop the rest of the output (:func:`drop_stdout`); carry on."""
         drop_stdout()
-        raise BrokenPipeError("the reader of stdout closed the pipe")
+
+
+class ClosedPipeGuard:
+    """``sys.stdout`` for the console script: a write or flush that meets a reader
+    gone (``BrokenPipeError``) drops the rest of the output (:func:`drop_stdout`)
+    instead of raising, so a command's exit code never depends on its reader;
+    :func:`stdout_closed` then says so (for the commands that follow a run, which
+    stop there). Any other attribute is the wrapped stream's."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        """Write ``text`` (length returned, also when dropped)."""
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            drop_stdout()
+            return len(text)
+
+    def flush(self) -> None:
+        """Flush the wrapped stream (to the null device once the reader is gone)."""
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            drop_stdout()
+            self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+_READER_GONE: list[bool] = []
+"""Non-empty once stdout's reader closed the pipe (:func:`drop_stdout`)."""
+
+
+def stdout_closed() -> bool:
+    """Whether stdout's reader closed the pipe (the output now goes nowhere)."""
+    return bool(_READER_GONE)
 
 
 out = Output()
@@ -251,6 +289,7 @@ def drop_stdout() -> None:
     """Point stdout at the null device, once its reader closed the pipe: what is
     still buffered, and the flush at exit, then go nowhere instead of failing (a
     failed flush at exit would turn the exit code into 120)."""
+    _READER_GONE.append(True)
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, sys.stdout.fileno())

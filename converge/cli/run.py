@@ -83,6 +83,10 @@ def run(
     token: RunnerTokenOption = None,
 ) -> None:
     job = job_for(job_file)
+    try:  # a reference that names nothing: refused before a store is created
+        job.check_references()
+    except ConvergeError as exc:
+        fail(str(exc))
     # --max-* over the job file's budget: (recorded in the run's checkpoints, so a
     # resume of this run goes on with it)
     flags = BudgetFlags(

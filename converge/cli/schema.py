@@ -42,3 +42,4 @@ def schema_cmd(
         sys.stdout.write(text)
     else:
         output.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote the JSON Schema of job files to {output}")

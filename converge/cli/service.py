@@ -23,12 +23,21 @@ from audit.run_queue import request_cancel
 from audit.store import SqlRunStore
 from converge.cli.actors import ActorOption, RunnerTokenOption, record, runner
 from converge.cli.commands import CommandGroup
-from converge.cli.render import DbOption, JsonOption, err, fail, open_run_store, out
+from converge.cli.render import (
+    DbOption,
+    JsonOption,
+    err,
+    fail,
+    open_run_store,
+    out,
+    stdout_closed,
+)
 from converge.cli.watching import watch_events
 from converge.jobs import load_job
 from converge.run_queue import Action
 from converge.service import RunQueue, submit_run
 from engine import ConvergeError
+from engine.result import counted
 from engine.status import RunStatus
 
 app = CommandGroup()
@@ -164,6 +173,8 @@ def watch(
 
     def write(line: str) -> None:
         out.print(line, highlight=False, markup=False, soft_wrap=True)
+        if stdout_closed():  # nobody reads on: stop following (a paused run may wait days)
+            raise BrokenPipeError("the reader of stdout closed the pipe")
 
     try:
         rid = store.resolve_run_id(run_id)
@@ -180,7 +191,8 @@ def watch(
     if not as_json:
         out.print(
             f"run {rid} {row.status}: {reason.kind_code()} ({reason.category.value}, "
-            f"exit {reason.exit_code}) after {row.cycles} cycles, {row.facts_count} facts",
+            f"exit {reason.exit_code}) after {counted(row.cycles, 'cycle')}, "
+            f"{counted(row.facts_count, 'fact')}",
             highlight=False,
         )
     raise typer.Exit(reason.exit_code)

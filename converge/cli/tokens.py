@@ -1,4 +1,4 @@
-"""``converge token add | revoke`` and ``converge user add``: the people of the
+"""``converge token add | list | revoke`` and ``converge user add``: the people of the
 approval inbox (``converge serve``), their tokens and groups.
 
 A token is printed once, as the last word of the output; the store keeps only
@@ -14,11 +14,20 @@ from typing import Annotated
 
 import typer
 
-from audit.people import ROLES, add_to_groups, add_token, groups_of, revoke_tokens
+from audit.people import ROLES, add_to_groups, add_token, groups_of, list_tokens, revoke_tokens
 from audit.signing import SigningKeyError, add_person
 from audit.store import SqlRunStore
 from converge.cli.commands import CommandGroup
-from converge.cli.render import DbOption, fail, open_run_store, out
+from converge.cli.render import (
+    DbOption,
+    JsonOption,
+    fail,
+    local_time,
+    open_run_store,
+    out,
+    print_fitted,
+)
+from converge.cli.tables import Column
 from engine import ConvergeError
 
 app = CommandGroup()
@@ -70,6 +79,54 @@ def add_cmd(
         highlight=False,
         soft_wrap=True,
     )
+
+
+@token_app.command("list")
+def list_cmd(db: DbOption = None, as_json: JsonOption = False) -> None:
+    """List the tokens: person, role, created, expires, revoked (never the token)."""
+    store = open_run_store(db, must_exist=True)  # the inbox tables may be created
+    assert isinstance(store, SqlRunStore)
+    try:
+        tokens = list_tokens(store)
+    except ConvergeError as exc:
+        fail(str(exc))
+    if as_json:
+        rows = [
+            {
+                "name": t.name,
+                "role": t.role,
+                "created_at": t.created_at,
+                "expires_at": t.expires_at,
+                "revoked_at": t.revoked_at,
+            }
+            for t in tokens
+        ]
+        out.print_json(data=rows)
+        return
+    print_fitted(
+        "tokens",
+        TOKEN_COLUMNS,
+        [
+            (
+                t.name,
+                t.role,
+                local_time(t.created_at),
+                local_time(t.expires_at) or "never",
+                local_time(t.revoked_at),
+            )
+            for t in tokens
+        ],
+    )
+
+
+TOKEN_COLUMNS = (
+    Column("name", whole=True),
+    Column("role", whole=True),
+    Column("created", whole=True, priority=2),
+    Column("expires", whole=True, priority=1),
+    Column("revoked", whole=True, priority=1, optional=True),
+)
+"""The columns of ``converge token list``."""
 
 
 @token_app.command("revoke")

@@ -34,6 +34,7 @@ from engine.events import (
     UsageRecorded,
     run_event,
 )
+from engine.result import counted
 from engine.status import GateStatus, RunStatus
 
 __all__ = ["POLL_S", "event_line", "watch_events"]
@@ -71,14 +72,15 @@ def event_line(e: RunEvent) -> str:
         case GateDecided():
             return f"gate {e.gate_id} {e.status} by {e.by or '?'}"
         case RunPaused():
-            return f"paused after {e.cycles} cycles, {e.facts_count} facts: {e.reason}"
+            done = f"{counted(e.cycles, 'cycle')}, {counted(e.facts_count, 'fact')}"
+            return f"paused after {done}: {e.reason}"
         case RunResumed():
             return "resumed" + (f" after gate {e.gate_id}" if e.gate_id else "")
         case RunStopped():
             r = e.reason
             return (
                 f"stopped: {r.kind_code()} ({r.category.value}, exit {r.exit_code}) after "
-                f"{e.cycles} cycles, {e.facts_count} facts"
+                f"{counted(e.cycles, 'cycle')}, {counted(e.facts_count, 'fact')}"
             )
     return f"{where} · {e.kind}: {payload_summary(e.payload)}"
 
@@ -86,7 +88,7 @@ def event_line(e: RunEvent) -> str:
 def facts_line(cycle: int, keys: list[str]) -> str:
     """One line for the facts a cycle promoted: how many, per key."""
     per_key = ", ".join(f"{k} {n}" for k, n in Counter(keys).most_common())
-    return f"cycle {cycle} · {len(keys)} facts promoted ({per_key})"
+    return f"cycle {cycle} · {counted(len(keys), 'fact')} promoted ({per_key})"
 
 
 def _lines(events: list[StoredEvent]) -> list[str]:

@@ -69,15 +69,24 @@ def _principal(store: SqlRunStore, token: str, may: str) -> Principal:
     return who
 
 
-def cli_decider(store: SqlRunStore, by: str, token: str | None, *, signed: bool = False) -> str:
-    """The person a command-line decision is made by: ``by``, proven by ``token``
-    when given (its person must be ``by`` and an approver). Without a token, when
+def cli_decider(
+    store: SqlRunStore,
+    by: str | None,
+    token: str | None,
+    *,
+    signed: bool = False,
+    login: str = "unknown",
+) -> str:
+    """The person a command-line decision is made by: ``by`` (``--by`` or
+    ``$CONVERGE_USER``), proven by ``token`` when given (its person must be ``by``,
+    when named, and an approver); neither named: the token's person, else ``login``
+    (as ``run`` and ``resume`` default it, :func:`cli_runner`). Without a token, when
     :func:`tokens_required`, only a decision ``signed`` with ``--sign-with`` is
     taken (the signature is checked against ``by``'s registered key before
     anything is recorded). Raises :class:`BadToken` or :class:`TokenRequired`."""
     if token:
         who = _principal(store, token, "decide gates")
-        if who.name != by:
+        if by is not None and who.name != by:
             raise BadToken(
                 f"the token is {who.name}'s, and --by says {by}: a token decides as its "
                 "own person only"
@@ -91,7 +100,7 @@ def cli_decider(store: SqlRunStore, by: str, token: str | None, *, signed: bool 
             "$CONVERGE_TOKEN (converge token add NAME makes one), or sign with "
             "--sign-with KEY"
         )
-    return by
+    return by or login
 
 
 def cli_runner(store: SqlRunStore, named: str | None, token: str | None, login: str) -> str:

@@ -128,6 +128,18 @@ class Job:
         current directory. Raises :class:`ImportReferenceError`."""
         return resolve_job_reference(ref, self.path, call=call)
 
+    def check_references(self) -> None:
+        """Import the modules of the job's ``suggestors``, ``criteria`` and
+        ``invariants`` references and find their attributes (nothing called), so a
+        reference that names nothing is refused before any store is opened.
+        Raises :class:`JobFileError` (field, line, "did you mean"); the
+        ``stop_conditions`` are checked first, as :meth:`build_engine` does."""
+        if self.spec.stop_conditions:
+            self._stop_conditions(self.spec.budget)
+        for field in ("suggestors", "criteria", "invariants"):
+            for i, ref in enumerate(getattr(self.spec, field)):
+                self._ref(ref, (field, i), call=False)
+
     # -- helpers ---------------------------------------------------------------------
     def _executor(self, references: dict[str, str]) -> Any:
         """The job's ``executor:`` (None = in-process); the Celery extra is imported

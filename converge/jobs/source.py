@@ -73,15 +73,61 @@ def _deep_line(text: str) -> int | None:
 
 
 def _yaml_error(exc: yaml.YAMLError, path: str) -> JobFileError:
-    """PyYAML's error (often two lines: context and problem) as one line."""
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    line = mark.line + 1 if mark is not None else None
-    problem = getattr(exc, "problem", None)
-    context = getattr(exc, "context", None)
-    message = str(exc)
-    if problem:
-        message = f"{problem} ({context})" if context else str(problem)
-    return JobFileError(f"invalid YAML: {' '.join(message.split())}", path=path, line=line)
+    """PyYAML's error in our words, at the line and column where the problem starts:
+    for a bracket or quote never closed, where it opens (PyYAML names the place it
+    gave up, often a line later)."""
+    problem = str(getattr(exc, "problem", None) or exc)
+    context = str(getattr(exc, "context", None) or "")
+    mark = getattr(exc, "problem_mark", None)
+    opened = getattr(exc, "context_mark", None)
+    message = _in_our_words(problem)
+    opener = _OPENERS.get(context)
+    if opener is not None and opened is not None:
+        got = problem.rpartition("but got ")[2] or "the end of the file"
+        closing = "'\"'" if opener == '"' else ("']'" if opener == "[" else "'}'")
+        if "stream end" in got or "end of stream" in problem:
+            message = f"the {opener!r} opened here is never closed (no {closing} follows)"
+        else:
+            at = f" at line {mark.line + 1}" if mark is not None else ""
+            message = f"the {opener!r} opened here is not closed by {closing} before {got}{at}"
+        mark = opened
+    if mark is None:
+        return JobFileError(f"invalid YAML: {' '.join(message.split())}", path=path)
+    return JobFileError(
+        f"invalid YAML at column {mark.column + 1}: {' '.join(message.split())}",
+        path=path,
+        line=mark.line + 1,
+    )
+
+
+_OPENERS = {
+    "while parsing a flow mapping": "{",
+    "while parsing a flow sequence": "[",
+    "while scanning a quoted scalar": '"',
+}
+"""PyYAML's context of a bracket or quote left open, and that bracket."""
+
+_WORDS = (
+    (
+        "mapping values are not allowed here",
+        "a ':' where no key may start (a value "
+        "holding ': ' needs quotes; a key needs its own line, indented like its siblings)",
+    ),
+    ("expected <block end>", "this line is not indented like the ones above it"),
+    ("found character '\\t'", "a tab: YAML indents with spaces"),
+    ("that cannot start any token", "this character cannot start a value (quote the value)"),
+    ("found undefined alias", "an alias (*name) with no anchor (&name) before it"),
+    ("could not determine a constructor", "a tag (!!...) a job file may not use"),
+    ("found duplicate anchor", "an anchor (&name) given twice"),
+)
+"""PyYAML's problems (a part of its wording) and what we say instead."""
+
+
+def _in_our_words(problem: str) -> str:
+    for theirs, ours in _WORDS:
+        if theirs in problem:
+            return ours
+    return problem
 
 
 def _check_size(root: yaml.Node, path: str) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from converge.timetravel._recording import CycleRecord, Recording
+from engine.result import counted
 
 __all__ = ["Divergence", "DivergenceKind", "comparable_stop", "compare"]
 
@@ -184,6 +185,5 @@ def _stop(recorded: Recording, replayed: Recording) -> Divergence | None:
 def _stop_text(stop: dict[str, Any] | None) -> str:
     if stop is None:
         return "no stop (still running)"
-    return (
-        f"{stop['reason'].get('kind')} after {stop['cycles']} cycle(s), {stop['facts_count']} facts"
-    )
+    done = f"{counted(stop['cycles'], 'cycle')}, {counted(stop['facts_count'], 'fact')}"
+    return f"{stop['reason'].get('kind')} after {done}"

@@ -17,6 +17,7 @@ from typing import Any
 from audit.queries import StoredEvent
 from audit.store import SqlRunStore
 from engine.facts import Fact, content_key, fact_to_dict
+from engine.result import counted
 
 __all__ = ["RunDiff", "RunSnapshot", "diff_runs", "snapshot"]
 
@@ -258,7 +259,7 @@ def _why(
 def _stop_text(s: RunSnapshot) -> str:
     if s.stop is None:
         return f"not stopped ({s.status})"
-    return f"{s.stop.get('kind')} after {s.cycles} cycle(s) ({s.stop.get('message')})"
+    return f"{s.stop.get('kind')} after {counted(s.cycles, 'cycle')} ({s.stop.get('message')})"
 
 
 def _limit(value: Any) -> str:
