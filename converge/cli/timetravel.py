@@ -224,17 +224,25 @@ def replay_cmd(
     if as_json:
         print_json(report.to_dict())
     else:
-        _print(report)
+        print_replay(report)
     raise typer.Exit(report.exit_code())
 
 
-def _print(report: ReplayReport) -> None:
+def print_replay(report: ReplayReport) -> None:
+    """The replay report as `converge replay` prints it (to stdout)."""
     mode = "live: the models were called"
     if not report.live:
         mode = f"offline: {report.model_responses} model response(s) from the recording"
     if report.played_back:
         mode += f", played back: {', '.join(report.played_back)}"
     out.print(f"replay of {escape(report.run_id)} (job {escape(str(report.job))}; {escape(mode)})")
+    if not report.same and report.other_models:
+        was, now = (", ".join(m) or "no model" for m in report.models)
+        out.print(
+            f"[yellow]other models:[/] the run was recorded with {escape(was)}, this replay "
+            f"used {escape(now)}: an agent's model comes from its job's `model:` or "
+            "$CONVERGE_MODEL; set them as they were to replay the run as recorded"
+        )
     out.print(
         f"cycles {report.cycles[0]} / {report.cycles[1]}, facts {report.facts[0]} / "
         f"{report.facts[1]}, stop {escape(_kind(report.expected_stop))} / "

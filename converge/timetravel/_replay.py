@@ -105,7 +105,19 @@ def replay_run(
         model_responses=int(getattr(tape, "served", 0)),
         played_back=played,
         divergences=compare(recorded, replayed, misses),
+        models=(_models(recorded), _models(replayed)),
     )
+
+
+def _models(rec: Recording) -> tuple[str, ...]:
+    """The models the run's agents named (``system:name``, sorted, once each)."""
+    named = {
+        str(ex.payload["model"])
+        for cycle in rec.cycles.values()
+        for ex in cycle.executions
+        if isinstance(ex.payload.get("model"), str)
+    }
+    return tuple(sorted(named))
 
 
 def _factory(

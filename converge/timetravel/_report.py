@@ -19,7 +19,8 @@ class ReplayReport:
     ``model_responses``: responses answered from the recording (0 in a live
     replay); ``played_back``: the non-deterministic suggestors whose recorded
     outputs stood in for their code; ``divergences``: the first difference of each
-    cycle that differs, then the stop's (empty: the replay is the recorded run)."""
+    cycle that differs, then the stop's (empty: the replay is the recorded run);
+    ``models``: the models the agents named, recorded vs replayed."""
 
     run_id: str
     live: bool
@@ -32,6 +33,13 @@ class ReplayReport:
     model_responses: int = 0
     played_back: tuple[str, ...] = ()
     divergences: list[Divergence] = field(default_factory=list)
+    models: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+
+    @property
+    def other_models(self) -> bool:
+        """True when the replay's agents called (or would call) other models than
+        the recorded run's (``models``: recorded vs replayed, ``system:name``)."""
+        return self.models[0] != self.models[1]
 
     @property
     def same(self) -> bool:
@@ -56,6 +64,7 @@ class ReplayReport:
             "live": self.live,
             "job": self.job,
             "same": self.same,
+            "models": {"recorded": list(self.models[0]), "replayed": list(self.models[1])},
             "expected_stop": self.expected_stop,
             "got_stop": self.got_stop,
             "cycles": {"recorded": self.cycles[0], "replayed": self.cycles[1]},
