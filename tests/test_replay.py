@@ -301,6 +301,7 @@ def test_converge_replay_exits_0_when_the_job_replays_the_same(
         "live",
         "job",
         "same",
+        "models",
         "expected_stop",
         "got_stop",
         "cycles",
