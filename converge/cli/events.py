@@ -7,17 +7,25 @@ every event whole (:meth:`audit.StoredEvent.to_dict`, its hash included).
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from converge.cli.audit import one_of, print_json, read_store
 from converge.cli.commands import CommandGroup
-from converge.cli.render import DbOption, JsonOption, fail, print_fitted, resolve_run
+from converge.cli.render import (
+    DbOption,
+    JsonOption,
+    fail,
+    iso_utc,
+    print_fitted,
+    readable,
+    readable_budget,
+    resolve_run,
+)
 from converge.cli.tables import Column
-from engine import ConvergeError
+from engine import BudgetStatus, ConvergeError
 from engine.store import EVENT_KINDS
 
 app = CommandGroup()
@@ -37,8 +45,8 @@ def events_cmd(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """A run's audit events in order: seq, cycle, kind, time and a short summary of
-    each payload (--json: every event whole, with its hash)."""
+    """A run's audit events in order: seq, cycle, kind, time (ISO, UTC) and a short summary
+    of each payload (--json: every event whole, with its hash)."""
     for kind in kinds or ():
         one_of("--kind", kind, EVENT_KINDS)
     store = read_store(db)
@@ -55,7 +63,7 @@ def events_cmd(
             str(e.seq),
             str(e.cycle),
             e.kind,
-            time.strftime("%m-%d %H:%M:%S", time.localtime(e.ts)),
+            iso_utc(e.ts),
             payload_summary(e.payload),
         )
         for e in events
@@ -67,29 +75,43 @@ EVENT_COLUMNS = (
     Column("seq", whole=True, justify="right"),
     Column("cycle", whole=True, justify="right", priority=2),
     Column("kind", whole=True),
-    Column("time", whole=True, priority=1),
+    Column("time (UTC)", whole=True, priority=1),
     Column("payload", floor=24),
 )
 
-SUMMARY_CHARS = 120
+SUMMARY_CHARS = 160
 """The longest payload summary :func:`payload_summary` gives (characters)."""
-FIELD_CHARS = 40
+FIELD_CHARS = 60
 """The longest one field's value is shown in a payload summary (characters)."""
 
 
+def _field(name: str, value: Any) -> str:
+    """One payload field's value as :func:`payload_summary` shows it."""
+    if name == "budget":
+        return readable_budget(value)
+    if name == "budget_status":
+        try:
+            return BudgetStatus.model_validate(value).summary()
+        except ValidationError:
+            pass  # an edited cell: shown as recorded
+    text = readable(value, name)
+    return f"({text})" if isinstance(value, dict) else text
+
+
 def payload_summary(payload: dict[str, Any]) -> str:
-    """One short line of an event's payload: each field as ``name=value``, a long
-    value, list or object cut to its first characters or shown by its size
-    (``facts=[12]``, ``budget={7}``); at most :data:`SUMMARY_CHARS` characters."""
+    """One short line of an event's payload, as a person reads it: each field as
+    ``name=value`` (:func:`converge.cli.render.readable`: unix seconds in ISO UTC,
+    a budget as its limits, a mapping as ``key=value``), empty fields left out, a
+    long list shown by its size (``initial_facts=2 items``), a long value cut to
+    :data:`FIELD_CHARS`; at most :data:`SUMMARY_CHARS` characters."""
     parts = []
     for name, value in payload.items():
-        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-        text = text.splitlines()[0] if text.strip() else text
+        if value is None or value == "" or value == [] or value == {}:
+            continue
+        text = " ".join(_field(name, value).split())
         if len(text) > FIELD_CHARS:
             if isinstance(value, list):
-                text = f"[{len(value)}]"
-            elif isinstance(value, dict):
-                text = f"{{{len(value)}}}"
+                text = f"{len(value)} items"
             else:
                 text = text[: FIELD_CHARS - 1] + "…"
         parts.append(f"{name}={text}")

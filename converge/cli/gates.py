@@ -52,6 +52,7 @@ from converge.cli.render import (
     local_time,
     open_run_store,
     print_fitted,
+    readable,
     render_result,
     resolve_run,
 )
@@ -118,9 +119,7 @@ def _cli_execute(store: SqlRunStore, as_json: bool) -> Execute:
 
 def _content(g: GateRecord) -> str:
     """The proposal's key and content, as the reviewer needs them to decide."""
-    content = g.proposal.get("content")
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-    return f"{g.proposal.get('key', '?')}: {text}"
+    return f"{g.proposal.get('key', '?')}: {readable(g.proposal.get('content'))}"
 
 
 @app.command("gates")

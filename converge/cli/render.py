@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from audit import SqlRunStore, open_store, resolve_url
-from converge.cli.tables import Column, fitted_table
+from converge.cli.tables import Column, fitted_table, word_widths, wrap_words
 from converge.interrupts import cancel_on_signals
 from converge.jobs import Job
 from converge.notifications import notify_after_command
@@ -64,6 +64,65 @@ def local_time(ts: float | None) -> str:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
     except (OverflowError, OSError, ValueError):
         return str(ts)
+
+
+def iso_utc(ts: float | None) -> str:
+    """Unix seconds as ISO 8601 UTC, ``YYYY-MM-DDTHH:MM:SSZ`` ("" for None); a value
+    that is no date (an edited cell) as stored."""
+    if ts is None:
+        return ""
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    except (OverflowError, OSError, ValueError, TypeError):
+        return str(ts)
+
+
+TIME_FIELDS = ("ts", "at", "deadline")
+"""Field names (besides those ending ``_at``) whose numbers are unix seconds."""
+
+
+def is_time_field(name: str) -> bool:
+    """Whether a payload field ``name`` holds unix seconds (``opened_at``, ``ts``...)."""
+    return name.endswith("_at") or name in TIME_FIELDS
+
+
+def readable(value: Any, name: str = "") -> str:
+    """A recorded value as a person reads it: a string as is, unix seconds (a field
+    ``name`` such as ``opened_at``) in ISO UTC, a mapping as ``key=value, ...`` (its
+    empty fields left out, a nested mapping in parentheses), a list comma-separated,
+    ``true``/``false``, ``-`` for None. Never JSON, never a Python repr."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float) and is_time_field(name) and value > 0:
+        return iso_utc(value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, dict):
+        parts = []
+        for k, v in value.items():
+            if v is None or v == "" or v == [] or v == {} or v is False:
+                continue
+            text = readable(v, str(k))
+            parts.append(f"{k}=({text})" if isinstance(v, dict) else f"{k}={text}")
+        return ", ".join(parts) if parts else "-"
+    if isinstance(value, list | tuple):
+        return ", ".join(readable(v) for v in value) if value else "-"
+    return str(value)
+
+
+def readable_budget(budget: Any) -> str:
+    """A recorded budget (``{"max_cycles": 20, ...}``) as ``cycles 20, facts 10000,
+    seconds 120``: its limits only; anything else as :func:`readable`."""
+    if not isinstance(budget, dict):
+        return readable(budget)
+    limits = [
+        f"{k.removeprefix('max_').replace('_', ' ')} {readable(v)}"
+        for k, v in budget.items()
+        if k.startswith("max_") and v is not None
+    ]
+    return ", ".join(limits) if limits else "no limit"
 
 
 def fail(message: str, code: int = BAD_INPUT) -> NoReturn:
@@ -179,7 +238,8 @@ def print_table(table: Table) -> None:
     """Print ``table`` whole: on a terminal (or with ``$COLUMNS``) it wraps to that
     width; piped or redirected, it takes the width its cells need, so no value is
     cut or broken."""
-    if fit_width() is not None:
+    width = fit_width()
+    if width is not None:
         out.print(table)
         return
     needed = Measurement.get(out, out.options.update(max_width=100_000), table).maximum
@@ -188,20 +248,42 @@ def print_table(table: Table) -> None:
     wide.print(table, crop=False)
 
 
-def report_table(report: Report) -> Table:
-    """A report's rows as a rich table: every row, cells folded (never cut), the
-    first column (the report's main field) kept on one line. The title is printed
-    apart by :func:`print_reports`: as a table title, rich wraps it to the table's
-    width (a two-column count table broke "Counts by license" over two lines)."""
+def report_table(report: Report, width: int | None = None) -> Table:
+    """A report's rows as a rich table: every row, nothing cut, the first column
+    (the report's main field) kept on one line when it fits. At ``width``
+    characters (a terminal's) no word breaks: columns are at least their longest
+    word, a cell wraps at spaces and after hyphens (``license-`` / ``expression``,
+    never ``BSD-3-Cla`` / ``use``); only a table whose words cannot fit folds. The
+    title is printed apart by :func:`print_reports`: as a table title, rich wraps
+    it to the table's width (a two-column count table broke "Counts by license")."""
     table = Table(title_justify="left")
+    rows = report.rows
+    widths = None
+    if width is not None and rows:
+        plain = _plain_report_table(report)
+        if Measurement.get(out, out.options.update(max_width=10_000), plain).maximum > width:
+            widths = word_widths(report.columns, rows, width)
     for i, col in enumerate(report.columns):
-        numeric = report.rows and all(r[i].isdigit() for r in report.rows)
+        numeric = rows and all(r[i].isdigit() for r in rows)
         table.add_column(
             escape(col),
-            no_wrap=i == 0,
+            no_wrap=i == 0 if widths is None else True,
             overflow="fold",
             justify="right" if numeric else "left",
+            width=None if widths is None else widths[i],
         )
+    for row in rows:
+        cells = (
+            row if widths is None else [wrap_words(v, w) for v, w in zip(row, widths, strict=True)]
+        )
+        table.add_row(*(escape(v) for v in cells))
+    return table
+
+
+def _plain_report_table(report: Report) -> Table:
+    table = Table()
+    for col in report.columns:
+        table.add_column(escape(col), no_wrap=True)
     for row in report.rows:
         table.add_row(*(escape(v) for v in row))
     return table
@@ -214,7 +296,7 @@ def print_reports(reports: Iterable[Report]) -> None:
     for report in reports:
         out.print(f"[bold]{escape(report.title)}[/] ({len(report.rows)})", soft_wrap=True)
         if report.rows:
-            print_table(report_table(report))
+            print_table(report_table(report, fit_width()))
         else:
             out.print(f"no {escape(report.key)} facts in this run", soft_wrap=True)
 
