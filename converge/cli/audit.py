@@ -45,10 +45,10 @@ from converge.cli.render import (
     out,
     print_fitted,
     print_next_commands,
-    readable,
     resolve_run,
 )
 from converge.cli.tables import Column
+from converge.reports import readable
 from engine import ConvergeError, Fact, StopCategory, fact_to_dict
 from engine.status import RunStatus
 from engine.stop import ALL_VARIANTS

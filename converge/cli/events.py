@@ -18,13 +18,12 @@ from converge.cli.render import (
     DbOption,
     JsonOption,
     fail,
-    iso_utc,
     print_fitted,
-    readable,
     readable_budget,
     resolve_run,
 )
 from converge.cli.tables import Column
+from converge.reports import iso_utc, readable
 from engine import BudgetStatus, ConvergeError
 from engine.store import EVENT_KINDS
 

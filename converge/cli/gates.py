@@ -52,7 +52,6 @@ from converge.cli.render import (
     local_time,
     open_run_store,
     print_fitted,
-    readable,
     render_result,
     resolve_run,
 )
@@ -70,6 +69,7 @@ from converge.decisions import (
 from converge.governance import cli_decider
 from converge.jobs import Job
 from converge.notifications import notify_after_command
+from converge.reports import readable
 from engine import (
     Budget,
     ConvergeError,

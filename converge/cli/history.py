@@ -16,14 +16,13 @@ from converge.cli.commands import CommandGroup
 from converge.cli.render import (
     DbOption,
     fail,
-    iso_utc,
     open_run_store,
     out,
     print_fitted,
-    readable,
 )
 from converge.cli.tables import Column
 from converge.governance import gate_history
+from converge.reports import iso_utc, readable
 from engine import ConvergeError
 
 app = CommandGroup()

@@ -25,7 +25,13 @@ from converge.cli.tables import Column, fitted_table, word_widths, wrap_words
 from converge.interrupts import cancel_on_signals
 from converge.jobs import Job
 from converge.notifications import notify_after_command
-from converge.reports import Report, ReportSpec, build_reports, facts_by_key
+from converge.reports import (
+    Report,
+    ReportSpec,
+    build_reports,
+    facts_by_key,
+    readable,
+)
 from engine import ConvergeError, HitlGatePending, RunResult, RunStore, StopReason
 
 
@@ -64,52 +70,6 @@ def local_time(ts: float | None) -> str:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
     except (OverflowError, OSError, ValueError):
         return str(ts)
-
-
-def iso_utc(ts: float | None) -> str:
-    """Unix seconds as ISO 8601 UTC, ``YYYY-MM-DDTHH:MM:SSZ`` ("" for None); a value
-    that is no date (an edited cell) as stored."""
-    if ts is None:
-        return ""
-    try:
-        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
-    except (OverflowError, OSError, ValueError, TypeError):
-        return str(ts)
-
-
-TIME_FIELDS = ("ts", "at", "deadline")
-"""Field names (besides those ending ``_at``) whose numbers are unix seconds."""
-
-
-def is_time_field(name: str) -> bool:
-    """Whether a payload field ``name`` holds unix seconds (``opened_at``, ``ts``...)."""
-    return name.endswith("_at") or name in TIME_FIELDS
-
-
-def readable(value: Any, name: str = "") -> str:
-    """A recorded value as a person reads it: a string as is, unix seconds (a field
-    ``name`` such as ``opened_at``) in ISO UTC, a mapping as ``key=value, ...`` (its
-    empty fields left out, a nested mapping in parentheses), a list comma-separated,
-    ``true``/``false``, ``-`` for None. Never JSON, never a Python repr."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float) and is_time_field(name) and value > 0:
-        return iso_utc(value)
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, dict):
-        parts = []
-        for k, v in value.items():
-            if v is None or v == "" or v == [] or v == {} or v is False:
-                continue
-            text = readable(v, str(k))
-            parts.append(f"{k}=({text})" if isinstance(v, dict) else f"{k}={text}")
-        return ", ".join(parts) if parts else "-"
-    if isinstance(value, list | tuple):
-        return ", ".join(readable(v) for v in value) if value else "-"
-    return str(value)
 
 
 def readable_budget(budget: Any) -> str:
@@ -308,6 +268,7 @@ def render_result(
     job: str | Job | None = None,
     reports: Sequence[ReportSpec] | None = None,
     all_facts: bool = False,
+    store: RunStore | None = None,
 ) -> None:
     """The summary of a run of ``job``: stop reason, explain, the next command (a
     paused run's ``converge approve GATE --by NAME``), criteria as evaluated at the
@@ -316,13 +277,18 @@ def render_result(
     With ``as_json``, one JSON object: :meth:`RunResult.to_dict` plus ``"facts"``,
     ``{key: [content, ...]}`` for the report keys (every key with ``all_facts``).
     ``reports`` default to the ``report:`` entries of ``job`` when it is a :class:`Job`.
+    A run paused at a gate in ``store`` also says what waits: the proposal at the
+    gate and, by key, the proposals of its cycle merged after the decision (its
+    criteria are as at the pause: they do not count those yet).
 
     A reader that closes the pipe early (``converge run job.yaml | head``) does not
     change the exit code: the rest of the output is dropped and the command exits
     with the stop's code (``typer.Exit``), as it would have after printing it all.
     """
     try:
-        _render_result(result, as_json=as_json, job=job, reports=reports, all_facts=all_facts)
+        _render_result(
+            result, as_json=as_json, job=job, reports=reports, all_facts=all_facts, store=store
+        )
         sys.stdout.flush()
     except BrokenPipeError:
         drop_stdout()
@@ -340,6 +306,34 @@ def drop_stdout() -> None:
         pass
     finally:
         os.close(devnull)
+
+
+def waiting_at_gate(store: RunStore | None, result: RunResult) -> str:
+    """What a run paused at a gate holds back, one line: ``1 waiting for a human
+    decision at gate G (license.unknown); 50 more proposals of cycle 2 (license: 50)
+    merged after it``. "" for any other stop, or when the checkpoint of the pause
+    cannot be read (the summary then shows only the criteria)."""
+    reason = result.stop_reason
+    if not isinstance(reason, HitlGatePending) or not isinstance(store, SqlRunStore):
+        return ""
+    try:
+        checkpoint = store.load_checkpoint(result.run_id)
+        effects = checkpoint["merge_effects"]
+        effect, index = checkpoint["merge_pos"]
+        gated = effects[effect][1][index]
+        after = [p for _, ps in effects[effect + 1 :] for p in ps]
+        rest = [*effects[effect][1][index + 1 :], *after]
+        keys = Counter(str(p["key"]) for p in rest)
+    except (ConvergeError, KeyError, IndexError, TypeError, ValueError):
+        return ""
+    line = f"1 waiting for a human decision at gate {reason.gate_id} ({gated.get('key')})"
+    if rest:
+        by_key = ", ".join(f"{k}: {n}" for k, n in keys.most_common())
+        line += (
+            f"; {len(rest)} more proposal(s) of cycle {checkpoint.get('cycle')} "
+            f"({by_key}) merged after the decision"
+        )
+    return line
 
 
 def next_commands(reason: StopReason) -> list[str]:
@@ -368,6 +362,7 @@ def _render_result(
     job: str | Job | None,
     reports: Sequence[ReportSpec] | None,
     all_facts: bool,
+    store: RunStore | None = None,
 ) -> None:
     if isinstance(job, Job):
         if reports is None:
@@ -400,9 +395,14 @@ def _render_result(
         "budget", f"{result.budget_status.summary()} (overall {result.budget_status.percent:.1f}%)"
     )
     table.add_row("duration", f"{result.duration_ms} ms")
+    waiting = waiting_at_gate(store, result)
+    if waiting:
+        table.add_row("waiting", escape(waiting))
+    at = " at the pause" if waiting else ""
     for c in result.criteria:
         table.add_row(
-            f"criterion {escape(c.id)}", escape(c.outcome + (f" ({c.reason})" if c.reason else ""))
+            f"criterion {escape(c.id)}",
+            escape(c.outcome + at + (f" ({c.reason})" if c.reason else "")),
         )
     out.print(table)
     print_next_commands(reason)
