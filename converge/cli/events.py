@@ -84,6 +84,10 @@ FIELD_CHARS = 60
 """The longest one field's value is shown in a payload summary (characters)."""
 
 
+WHOLE_FIELDS = ("approved", "by", "value", "reason")
+"""Fields shown first in a payload summary and never cut (a decision's)."""
+
+
 def _field(name: str, value: Any) -> str:
     """One payload field's value as :func:`payload_summary` shows it."""
     if name == "budget":
@@ -102,17 +106,23 @@ def payload_summary(payload: dict[str, Any]) -> str:
     ``name=value`` (:func:`converge.cli.render.readable`: unix seconds in ISO UTC,
     a budget as its limits, a mapping as ``key=value``), empty fields left out, a
     long list shown by its size (``initial_facts=2 items``), a long value cut to
-    :data:`FIELD_CHARS`; at most :data:`SUMMARY_CHARS` characters."""
+    :data:`FIELD_CHARS` (a decision's :data:`WHOLE_FIELDS` first, never cut); at most
+    :data:`SUMMARY_CHARS` characters."""
     parts = []
-    for name, value in payload.items():
+    # who decided and their answer first, and whole: what a reader looks for
+    first = [n for n in WHOLE_FIELDS if n in payload]
+    for name in [*first, *(n for n in payload if n not in first)]:
+        value = payload[name]
         if value is None or value == "" or value == [] or value == {}:
             continue
         text = " ".join(_field(name, value).split())
-        if len(text) > FIELD_CHARS:
+        if len(text) > FIELD_CHARS and name not in WHOLE_FIELDS:
             if isinstance(value, list):
                 text = f"{len(value)} items"
             else:
                 text = text[: FIELD_CHARS - 1] + "…"
         parts.append(f"{name}={text}")
     line = ", ".join(parts)
-    return line if len(line) <= SUMMARY_CHARS else line[: SUMMARY_CHARS - 1] + "…"
+    keep = len(", ".join(p for p in parts if p.split("=", 1)[0] in WHOLE_FIELDS))
+    limit = max(SUMMARY_CHARS, keep)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
