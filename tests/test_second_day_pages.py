@@ -7,13 +7,15 @@ that break no word, ``runs`` keeping status, cycles and start, and a paused run'
 summary counting what waits at its gate apart. In Chromium: the gate page's
 proposal as a key/value table and its lineage labels whole, the run page's report
 tables, decision value and "resumed after gate" timeline, neither page wider than
-the window.
+the window; the docs site's job-file keys unbroken in a narrow window.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -219,3 +221,40 @@ def test_the_run_page_shows_report_tables_the_decisions_value_and_resumed_after_
         shot = _shots(tmp_path) / "run-reports.png"
         page.screenshot(path=str(shot), full_page=True)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# -- the docs site: job-file key names whole ---------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BROKEN_KEYS = """() => [...document.querySelectorAll('.md-typeset table td:first-child code')]
+  .filter(c => c.getClientRects().length > 1).map(c => c.textContent)"""
+
+
+def test_the_job_file_reference_breaks_no_key_name_in_a_narrow_window(
+    browser_page: object,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("mkdocs", reason="needs the docs extra")
+    from playwright.sync_api import Page, Route
+
+    page = browser_page
+    assert isinstance(page, Page)
+    site = tmp_path / "site"
+    build = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)]
+    proc = subprocess.run(build, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    def local_only(route: Route) -> None:  # never the network (the theme's web fonts)
+        if route.request.url.startswith("file:"):
+            route.continue_()
+        else:
+            route.abort()
+
+    page.route("**/*", local_only)
+    page.set_viewport_size({"width": 700, "height": 900})
+    page.goto((site / "job-files" / "index.html").as_uri())
+    keys = page.locator(".md-typeset table td:first-child code")
+    assert keys.count() > 20
+    assert page.evaluate(BROKEN_KEYS) == []
+    page.screenshot(path=str(_shots(tmp_path) / "job-files.png"), full_page=True)
