@@ -242,8 +242,9 @@ def is_time_field(name: str) -> bool:
 def readable(value: Any, name: str = "") -> str:
     """A recorded value as a person reads it: a string as is, unix seconds (a field
     ``name`` such as ``opened_at``) in ISO UTC, a mapping as ``key=value, ...`` (its
-    empty fields left out, a nested mapping in parentheses, a list in brackets), a list comma-separated,
-    ``true``/``false``, ``-`` for None. Never JSON, never a Python repr."""
+    empty fields left out, a nested mapping in parentheses, a list in brackets), a
+    list comma-separated, ``true``/``false``, ``-`` for None. Never JSON, never a
+    Python repr."""
     if value is None:
         return "-"
     if isinstance(value, bool):
