@@ -256,12 +256,11 @@ def decision_values(events: list[Any]) -> dict[str, str]:
     }
 
 
-def report_tables(store: SqlRunStore, run_id: str, facts: list[Fact]) -> list[dict[str, Any]]:
-    """The ``report:`` tables of the job the run recorded, as ``converge run`` prints
-    them: ``[{"title", "key", "columns", "rows"}]`` ([] when it recorded no job)."""
-    try:
-        job = job_of_run(store, run_id)
-    except ConvergeError:
+def report_tables(job: Job | None, facts: list[Fact]) -> list[dict[str, Any]]:
+    """The ``report:`` tables of ``job`` (the one the run recorded) over ``facts``,
+    as ``converge run`` prints them: ``[{"title", "key", "columns", "rows"}]`` ([]
+    without a job)."""
+    if job is None:
         return []
     return [
         {"title": r.title, "key": r.key, "columns": r.columns, "rows": r.rows}
@@ -347,7 +346,7 @@ def run_page_data(store: SqlRunStore, run_id: str, clock: Clock = time.time) -> 
         "budget_svg": Markup("") if status is None else budget_svg(status),
         "lineage_svg": graph_svg(key_graph(facts), title=f"lineage of run {run_id} by key"),
         "gates": gates,
-        "reports": report_tables(store, run_id, facts),
+        "reports": report_tables(lookups.job(run_id), facts),  # the job read once
     }
 
 
