@@ -71,7 +71,9 @@ def write_job(tmp_path: Path, text: str, name: str = "job.yaml") -> str:
 
 
 @pytest.mark.parametrize("width", [80, 200])
-def test_runs_fits_the_terminal_with_run_job_and_stop_whole(tmp_path: Path, width: int) -> None:
+def test_runs_fits_the_terminal_with_run_status_stop_cycles_and_start_whole(
+    tmp_path: Path, width: int
+) -> None:
     db = str(tmp_path / "t.db")
     store = open_store(db)
     run_id = ticked(store, uuid.uuid4().hex[:16])
@@ -83,7 +85,8 @@ def test_runs_fits_the_terminal_with_run_job_and_stop_whole(tmp_path: Path, widt
     assert res.exit_code == 0, res.output
     assert all(len(line) <= width for line in lines_of(res)), res.stdout
     row = next(line for line in lines_of(res) if run_id in line)
-    assert LONG_JOB in row and "cycle_budget_exhausted" in row
+    assert "cycle_budget_exhausted" in row and "stopped" in row
+    assert (LONG_JOB in row) == (width == 200)
     assert "hitl_gate_pending" in next(line for line in lines_of(res) if paused in line)
     assert "…" not in res.stdout  # no header or value cut to "depe…"
     header = next(line for line in lines_of(res) if "┃ run" in line)
@@ -92,8 +95,9 @@ def test_runs_fits_the_terminal_with_run_job_and_stop_whole(tmp_path: Path, widt
             assert f" {column} " in header
         assert "not shown" not in res.stdout
     else:
-        assert "started" not in header
-        assert "not shown at 80 columns:" in res.stdout and "started" in res.stdout
+        for column in ("status", "stop", "cycles", "started"):
+            assert f" {column} " in header
+        assert "not shown at 80 columns:" in res.stdout and "job" in res.stdout
 
 
 @pytest.mark.parametrize("width", [80, 200])

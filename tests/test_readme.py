@@ -7,6 +7,7 @@ repository and runs the command there, bootstrapping a new virtualenv.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -116,3 +117,51 @@ def test_the_python_tour_prints_what_its_comments_say(capsys: pytest.CaptureFixt
     ]
     for claim in promised:
         assert any(claim == line.strip() for line in printed), (claim, printed)
+
+
+TOUR_AFTER_A_RUN = ("fork", "diff", "replay", "keys", "export", "verify-bundle")
+"""The tour's commands run by :func:`test_the_tours_time_travel_and_proof_commands_work`."""
+
+
+def test_the_tours_time_travel_and_proof_commands_work(tmp_path: Path) -> None:
+    """The README's fork, diff, replay, keys, export and verify-bundle lines, as
+    written (RUN: the oscillator's run, FORK: its fork), through the real command."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVERGE_")}
+    env["PYTHONPATH"] = str(ROOT)
+
+    def converge(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "converge.cli", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def newest() -> str:
+        runs = json.loads(converge("runs", "--json").stdout)
+        return str(runs[0]["run_id"])
+
+    assert converge("run", str(ROOT / "examples" / "oscillator" / "job.yaml")).returncode == 3
+    names = {"RUN": newest()}
+    text = (ROOT / "README.md").read_text()
+    lines = [
+        line.split("#")[0].strip()
+        for block in re.findall(r"```bash\n(.*?)```", text, re.S)
+        for line in block.splitlines()
+    ]
+    tour = [c for c in lines if c.startswith("converge ") and c.split()[1] in TOUR_AFTER_A_RUN]
+    assert [c.split()[1] for c in tour] == list(TOUR_AFTER_A_RUN)
+    for command in tour:
+        words = [names.get(w, w) for w in command.split()[1:]]
+        proc = converge(*words)
+        # a fork exits with its stop's code: the oscillator's cycle budget again
+        assert proc.returncode == (3 if words[0] == "fork" else 0), (
+            command,
+            proc.stdout[-2000:],
+            proc.stderr[-2000:],
+        )
+        if words[0] == "fork":
+            names["FORK"] = newest()
+    assert (tmp_path / "run.json").is_file() and (tmp_path / "keys" / "converge.pub").is_file()

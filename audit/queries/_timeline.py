@@ -55,12 +55,13 @@ def timeline(events: Iterable[StoredEvent]) -> list[CycleSummary]:
     """One :class:`CycleSummary` per cycle that has events, in cycle order;
     ``CorruptRow`` for an event whose payload is not of its kind's shape."""
     by_cycle: dict[int, CycleSummary] = {}
+    decided: dict[str, str] = {}  # gate id -> "approved by X": what a resume follows
     for ev in events:
         s = by_cycle.get(ev.cycle)
         if s is None:
             s = by_cycle[ev.cycle] = CycleSummary(ev.cycle)
         try:
-            _fold(s, ev)
+            _fold(s, ev, decided)
         except (TypeError, ValueError, AttributeError, KeyError) as exc:
             # a payload of another shape than its kind's (an edited row)
             where = f"run {ev.run_id} event {ev.seq}"
@@ -70,8 +71,22 @@ def timeline(events: Iterable[StoredEvent]) -> list[CycleSummary]:
     return [by_cycle[c] for c in sorted(by_cycle)]
 
 
-def _fold(s: CycleSummary, ev: StoredEvent) -> None:
-    """Add one event to its cycle's summary."""
+PAUSED = "\x00paused"
+"""The key of ``decided`` (in :func:`_fold`) set while the run is paused."""
+
+
+def _value(value: Any) -> str:
+    """A human's answer (a decision's ``value``) as one short phrase."""
+    if isinstance(value, dict):
+        # a classification: the fields a person gave (spdx=MIT), not the copied ones
+        fields = [f"{k}={v}" for k, v in value.items() if isinstance(v, str | int | float)]
+        return ", ".join(fields)
+    return str(value)
+
+
+def _fold(s: CycleSummary, ev: StoredEvent, decided: dict[str, str]) -> None:
+    """Add one event to its cycle's summary (``decided``: each gate's decision so
+    far, so a resume says which decision it follows)."""
     p = ev.payload
     match ev.kind:
         case "run_started":
@@ -102,15 +117,31 @@ def _fold(s: CycleSummary, ev: StoredEvent) -> None:
         case "gate_decided":
             verdict = "approved" if p.get("approved") else "rejected"
             why = f" ({p['reason']})" if p.get("reason") else ""
-            s.gates.append(f"{verdict} {p.get('gate_id')} by {p.get('by')}{why}")
+            value = f", value {_value(p['value'])}" if p.get("value") is not None else ""
+            s.gates.append(f"{verdict} {p.get('gate_id')} by {p.get('by')}{value}{why}")
+            decided.pop(str(p.get("gate_id")), None)
+            decided[str(p.get("gate_id"))] = f"{verdict} by {p.get('by')}"
         case "stop_signal" | "invariant_violated":
             s.signals.append(str(p.get("kind")))
         case "run_continued":
             s.notes.append(f"continued past {len(p.get('signals', []))} signal(s)")
         case "run_paused":
             s.notes.append("paused")
+            decided.pop(PAUSED, None)
+            decided[PAUSED] = "yes"  # last: the gates decided since come after it
         case "run_resumed":
-            s.notes.append(f"resumed from {p.get('from', 'gate')}")
+            gate = p.get("gate_id")
+            last = list(decided)[-1] if decided else PAUSED
+            if gate is None and PAUSED in decided and last != PAUSED:
+                gate = last  # a paused run resumed after its gate's decision
+            decided.pop(PAUSED, None)
+            if gate is not None:
+                how = decided.get(str(gate))
+                s.notes.append(f"resumed after gate {gate}" + (f", {how}" if how else ""))
+            elif p.get("from") == "stop":
+                s.notes.append("resumed after its stop")
+            else:
+                s.notes.append(f"resumed from {p.get('from')}")
         case "run_stopped":
             s.notes.append(f"stopped: {p.get('kind')} ({p.get('category')})")
         case _:

@@ -48,6 +48,7 @@ from converge.cli.render import (
     resolve_run,
 )
 from converge.cli.tables import Column
+from converge.reports import readable
 from engine import ConvergeError, Fact, StopCategory, fact_to_dict
 from engine.status import RunStatus
 from engine.stop import ALL_VARIANTS
@@ -71,8 +72,9 @@ def print_json(data: Any) -> None:
 
 
 def _content(value: Any) -> str:
-    """A content whole, as compact JSON (a table folds it; nothing is cut)."""
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    """A content whole, as a person reads it: ``key=value, ...`` (a table folds it;
+    nothing is cut; ``--json`` has the JSON)."""
+    return readable(value)
 
 
 STATUSES = tuple(s.value for s in RunStatus)
@@ -159,7 +161,7 @@ def _print_runs(rows: list[RunRow], links: dict[str, ForkLink]) -> None:
             r.category or "",
             str(r.cycles),
             str(r.facts_count),
-            local_time(r.started_at),
+            local_time(r.started_at)[5:16],  # MM-DD HH:MM: kept at 80 columns
             "" if r.duration_ms is None else str(r.duration_ms),
         )
         for r in rows
@@ -169,19 +171,20 @@ def _print_runs(rows: list[RunRow], links: dict[str, ForkLink]) -> None:
 
 RUN_COLUMNS = (
     Column("run", whole=True),
-    Column("job", whole=True),
-    Column("status", priority=1, whole=True),
+    Column("job", priority=1, whole=True),
+    Column("status", whole=True),
     Column("stop", whole=True),
     Column("forked from", priority=2, whole=True, optional=True),
     Column("category", priority=4, whole=True),
-    Column("cycles", priority=2, justify="right", whole=True),
+    Column("cycles", justify="right", whole=True),
     Column("facts", priority=5, justify="right", whole=True),
-    Column("started", priority=3, whole=True),
+    Column("started", whole=True),
     Column("ms", priority=6, justify="right", whole=True),
 )
-"""The columns of ``converge runs``: at 80 columns the run, its job, status and
-stop are kept whole; the others are dropped from the last (``ms``) up; ``forked
-from`` (``PARENT@CYCLE``) is shown when a listed run is a fork."""
+"""The columns of ``converge runs``: at 80 columns the run, its status, stop,
+cycles and start (``MM-DD HH:MM``, local) are kept whole; the others are dropped
+from the last (``ms``) up, the job last; ``forked from`` (``PARENT@CYCLE``) is
+shown when a listed run is a fork."""
 
 
 @app.command("show")

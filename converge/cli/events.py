@@ -7,17 +7,24 @@ every event whole (:meth:`audit.StoredEvent.to_dict`, its hash included).
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from converge.cli.audit import one_of, print_json, read_store
 from converge.cli.commands import CommandGroup
-from converge.cli.render import DbOption, JsonOption, fail, print_fitted, resolve_run
+from converge.cli.render import (
+    DbOption,
+    JsonOption,
+    fail,
+    print_fitted,
+    readable_budget,
+    resolve_run,
+)
 from converge.cli.tables import Column
-from engine import ConvergeError
+from converge.reports import iso_utc, readable
+from engine import BudgetStatus, ConvergeError
 from engine.store import EVENT_KINDS
 
 app = CommandGroup()
@@ -37,8 +44,8 @@ def events_cmd(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """A run's audit events in order: seq, cycle, kind, time and a short summary of
-    each payload (--json: every event whole, with its hash)."""
+    """A run's audit events in order: seq, cycle, kind, time (ISO, UTC) and a short summary
+    of each payload (--json: every event whole, with its hash)."""
     for kind in kinds or ():
         one_of("--kind", kind, EVENT_KINDS)
     store = read_store(db)
@@ -55,7 +62,7 @@ def events_cmd(
             str(e.seq),
             str(e.cycle),
             e.kind,
-            time.strftime("%m-%d %H:%M:%S", time.localtime(e.ts)),
+            iso_utc(e.ts),
             payload_summary(e.payload),
         )
         for e in events
@@ -67,31 +74,55 @@ EVENT_COLUMNS = (
     Column("seq", whole=True, justify="right"),
     Column("cycle", whole=True, justify="right", priority=2),
     Column("kind", whole=True),
-    Column("time", whole=True, priority=1),
+    Column("time (UTC)", whole=True, priority=1),
     Column("payload", floor=24),
 )
 
-SUMMARY_CHARS = 120
+SUMMARY_CHARS = 160
 """The longest payload summary :func:`payload_summary` gives (characters)."""
-FIELD_CHARS = 40
+FIELD_CHARS = 60
 """The longest one field's value is shown in a payload summary (characters)."""
 
 
+WHOLE_FIELDS = ("approved", "by", "value", "reason")
+"""Fields shown first in a payload summary and never cut (a decision's)."""
+
+
+def _field(name: str, value: Any) -> str:
+    """One payload field's value as :func:`payload_summary` shows it."""
+    if name == "budget":
+        return readable_budget(value)
+    if name == "budget_status":
+        try:
+            return BudgetStatus.model_validate(value).summary()
+        except ValidationError:
+            pass  # an edited cell: shown as recorded
+    text = readable(value, name)
+    return f"({text})" if isinstance(value, dict) else text
+
+
 def payload_summary(payload: dict[str, Any]) -> str:
-    """One short line of an event's payload: each field as ``name=value``, a long
-    value, list or object cut to its first characters or shown by its size
-    (``facts=[12]``, ``budget={7}``); at most :data:`SUMMARY_CHARS` characters."""
+    """One short line of an event's payload, as a person reads it: each field as
+    ``name=value`` (:func:`converge.cli.render.readable`: unix seconds in ISO UTC,
+    a budget as its limits, a mapping as ``key=value``), empty fields left out, a
+    long list shown by its size (``initial_facts=2 items``), a long value cut to
+    :data:`FIELD_CHARS` (a decision's :data:`WHOLE_FIELDS` first, never cut); at most
+    :data:`SUMMARY_CHARS` characters."""
     parts = []
-    for name, value in payload.items():
-        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-        text = text.splitlines()[0] if text.strip() else text
-        if len(text) > FIELD_CHARS:
+    # who decided and their answer first, and whole: what a reader looks for
+    first = [n for n in WHOLE_FIELDS if n in payload]
+    for name in [*first, *(n for n in payload if n not in first)]:
+        value = payload[name]
+        if value is None or value == "" or value == [] or value == {}:
+            continue
+        text = " ".join(_field(name, value).split())
+        if len(text) > FIELD_CHARS and name not in WHOLE_FIELDS:
             if isinstance(value, list):
-                text = f"[{len(value)}]"
-            elif isinstance(value, dict):
-                text = f"{{{len(value)}}}"
+                text = f"{len(value)} items"
             else:
                 text = text[: FIELD_CHARS - 1] + "…"
         parts.append(f"{name}={text}")
     line = ", ".join(parts)
-    return line if len(line) <= SUMMARY_CHARS else line[: SUMMARY_CHARS - 1] + "…"
+    keep = len(", ".join(p for p in parts if p.split("=", 1)[0] in WHOLE_FIELDS))
+    limit = max(SUMMARY_CHARS, keep)
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -69,6 +69,7 @@ from converge.decisions import (
 from converge.governance import cli_decider
 from converge.jobs import Job
 from converge.notifications import notify_after_command
+from converge.reports import readable
 from engine import (
     Budget,
     ConvergeError,
@@ -128,9 +129,7 @@ def _cli_execute(store: SqlRunStore, as_json: bool) -> Execute:
 
 def _content(g: GateRecord) -> str:
     """The proposal's key and content, as the reviewer needs them to decide."""
-    content = g.proposal.get("content")
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-    return f"{g.proposal.get('key', '?')}: {text}"
+    return f"{g.proposal.get('key', '?')}: {readable(g.proposal.get('content'))}"
 
 
 @app.command("gates")

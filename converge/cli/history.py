@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from typing import Annotated, Any
 
 import typer
@@ -14,15 +13,22 @@ from audit.people import add_comment
 from audit.store import SqlRunStore
 from converge.cli.actors import ActorOption, actor
 from converge.cli.commands import CommandGroup
-from converge.cli.render import DbOption, fail, open_run_store, out, print_fitted
+from converge.cli.render import (
+    DbOption,
+    fail,
+    open_run_store,
+    out,
+    print_fitted,
+)
 from converge.cli.tables import Column
 from converge.governance import gate_history
+from converge.reports import iso_utc, readable
 from engine import ConvergeError
 
 app = CommandGroup()
 
 HISTORY_COLUMNS = (
-    Column("time", whole=True),
+    Column("time (UTC)", whole=True),
     Column("what", whole=True),
     Column("by", whole=True, priority=1),
     Column("detail", floor=24),
@@ -43,7 +49,7 @@ def print_history(store: SqlRunStore, gate_id: str, as_json: bool) -> None:
         return
     rows = [
         (
-            "?" if e["ts"] is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["ts"])),
+            "?" if e["ts"] is None else iso_utc(e["ts"]),
             str(e["kind"]),
             str(e["by"] or ""),
             _detail(e["detail"]),
@@ -56,9 +62,15 @@ def print_history(store: SqlRunStore, gate_id: str, as_json: bool) -> None:
 
 
 def _detail(detail: Any) -> str:
+    """An entry's detail as a person reads it (:func:`converge.cli.render.readable`):
+    ``key=value`` fields, times in ISO UTC, a nested mapping in parentheses."""
     if isinstance(detail, dict):
-        return "; ".join(f"{k}={v}" for k, v in detail.items() if v not in (None, "", []))
-    return str(detail)
+        return "; ".join(
+            f"{k}=({readable(v, k)})" if isinstance(v, dict) else f"{k}={readable(v, k)}"
+            for k, v in detail.items()
+            if v not in (None, "", [], {})
+        )
+    return readable(detail)
 
 
 @app.command("comment")

@@ -48,5 +48,5 @@ def finish_leg(
     before the leg) as having ``action``-ed the run (``"ran"``, ``"forked"``,
     ``"resumed"``), render ``result`` and exit with its stop's exit code."""
     record(store, result.run_id, by, action)
-    render_result(result, as_json=as_json, job=job, all_facts=all_facts)
+    render_result(result, as_json=as_json, job=job, all_facts=all_facts, store=store)
     raise typer.Exit(result.stop_reason.exit_code)

@@ -21,11 +21,17 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from audit import SqlRunStore, open_store, resolve_url
-from converge.cli.tables import Column, fitted_table
+from converge.cli.tables import Column, fitted_table, word_widths, wrap_words
 from converge.interrupts import cancel_on_signals
 from converge.jobs import Job
 from converge.notifications import notify_after_command
-from converge.reports import Report, ReportSpec, build_reports, facts_by_key
+from converge.reports import (
+    Report,
+    ReportSpec,
+    build_reports,
+    facts_by_key,
+    readable,
+)
 from engine import ConvergeError, HitlGatePending, RunResult, RunStore, StopReason
 
 
@@ -102,6 +108,19 @@ def local_time(ts: float | None) -> str:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
     except (OverflowError, OSError, ValueError):
         return str(ts)
+
+
+def readable_budget(budget: Any) -> str:
+    """A recorded budget (``{"max_cycles": 20, ...}``) as ``cycles 20, facts 10000,
+    seconds 120``: its limits only; anything else as :func:`readable`."""
+    if not isinstance(budget, dict):
+        return readable(budget)
+    limits = [
+        f"{k.removeprefix('max_').replace('_', ' ')} {readable(v)}"
+        for k, v in budget.items()
+        if k.startswith("max_") and v is not None
+    ]
+    return ", ".join(limits) if limits else "no limit"
 
 
 def fail(message: str, code: int = BAD_INPUT) -> NoReturn:
@@ -217,7 +236,8 @@ def print_table(table: Table) -> None:
     """Print ``table`` whole: on a terminal (or with ``$COLUMNS``) it wraps to that
     width; piped or redirected, it takes the width its cells need, so no value is
     cut or broken."""
-    if fit_width() is not None:
+    width = fit_width()
+    if width is not None:
         out.print(table)
         return
     needed = Measurement.get(out, out.options.update(max_width=100_000), table).maximum
@@ -226,20 +246,42 @@ def print_table(table: Table) -> None:
     wide.print(table, crop=False)
 
 
-def report_table(report: Report) -> Table:
-    """A report's rows as a rich table: every row, cells folded (never cut), the
-    first column (the report's main field) kept on one line. The title is printed
-    apart by :func:`print_reports`: as a table title, rich wraps it to the table's
-    width (a two-column count table broke "Counts by license" over two lines)."""
+def report_table(report: Report, width: int | None = None) -> Table:
+    """A report's rows as a rich table: every row, nothing cut, the first column
+    (the report's main field) kept on one line when it fits. At ``width``
+    characters (a terminal's) no word breaks: columns are at least their longest
+    word, a cell wraps at spaces and after hyphens (``license-`` / ``expression``,
+    never ``BSD-3-Cla`` / ``use``); only a table whose words cannot fit folds. The
+    title is printed apart by :func:`print_reports`: as a table title, rich wraps
+    it to the table's width (a two-column count table broke "Counts by license")."""
     table = Table(title_justify="left")
+    rows = report.rows
+    widths = None
+    if width is not None and rows:
+        plain = _plain_report_table(report)
+        if Measurement.get(out, out.options.update(max_width=10_000), plain).maximum > width:
+            widths = word_widths(report.columns, rows, width)
     for i, col in enumerate(report.columns):
-        numeric = report.rows and all(r[i].isdigit() for r in report.rows)
+        numeric = rows and all(r[i].isdigit() for r in rows)
         table.add_column(
             escape(col),
-            no_wrap=i == 0,
+            no_wrap=i == 0 if widths is None else True,
             overflow="fold",
             justify="right" if numeric else "left",
+            width=None if widths is None else widths[i],
         )
+    for row in rows:
+        cells = (
+            row if widths is None else [wrap_words(v, w) for v, w in zip(row, widths, strict=True)]
+        )
+        table.add_row(*(escape(v) for v in cells))
+    return table
+
+
+def _plain_report_table(report: Report) -> Table:
+    table = Table()
+    for col in report.columns:
+        table.add_column(escape(col), no_wrap=True)
     for row in report.rows:
         table.add_row(*(escape(v) for v in row))
     return table
@@ -252,7 +294,7 @@ def print_reports(reports: Iterable[Report]) -> None:
     for report in reports:
         out.print(f"[bold]{escape(report.title)}[/] ({len(report.rows)})", soft_wrap=True)
         if report.rows:
-            print_table(report_table(report))
+            print_table(report_table(report, fit_width()))
         else:
             out.print(f"no {escape(report.key)} facts in this run", soft_wrap=True)
 
@@ -264,6 +306,7 @@ def render_result(
     job: str | Job | None = None,
     reports: Sequence[ReportSpec] | None = None,
     all_facts: bool = False,
+    store: RunStore | None = None,
 ) -> None:
     """The summary of a run of ``job``: stop reason, explain, the next command (a
     paused run's ``converge approve GATE --by NAME``), criteria as evaluated at the
@@ -272,13 +315,18 @@ def render_result(
     With ``as_json``, one JSON object: :meth:`RunResult.to_dict` plus ``"facts"``,
     ``{key: [content, ...]}`` for the report keys (every key with ``all_facts``).
     ``reports`` default to the ``report:`` entries of ``job`` when it is a :class:`Job`.
+    A run paused at a gate in ``store`` also says what waits: the proposal at the
+    gate and, by key, the proposals of its cycle merged after the decision (its
+    criteria are as at the pause: they do not count those yet).
 
     A reader that closes the pipe early (``converge run job.yaml | head``) does not
     change the exit code: the rest of the output is dropped and the command exits
     with the stop's code (``typer.Exit``), as it would have after printing it all.
     """
     try:
-        _render_result(result, as_json=as_json, job=job, reports=reports, all_facts=all_facts)
+        _render_result(
+            result, as_json=as_json, job=job, reports=reports, all_facts=all_facts, store=store
+        )
         sys.stdout.flush()
     except BrokenPipeError:
         drop_stdout()
@@ -297,6 +345,34 @@ def drop_stdout() -> None:
         pass
     finally:
         os.close(devnull)
+
+
+def waiting_at_gate(store: RunStore | None, result: RunResult) -> str:
+    """What a run paused at a gate holds back, one line: ``1 waiting for a human
+    decision at gate G (license.unknown); 50 more proposals of cycle 2 (license: 50)
+    merged after it``. "" for any other stop, or when the checkpoint of the pause
+    cannot be read (the summary then shows only the criteria)."""
+    reason = result.stop_reason
+    if not isinstance(reason, HitlGatePending) or not isinstance(store, SqlRunStore):
+        return ""
+    try:
+        checkpoint = store.load_checkpoint(result.run_id)
+        effects = checkpoint["merge_effects"]
+        effect, index = checkpoint["merge_pos"]
+        gated = effects[effect][1][index]
+        after = [p for _, ps in effects[effect + 1 :] for p in ps]
+        rest = [*effects[effect][1][index + 1 :], *after]
+        keys = Counter(str(p["key"]) for p in rest)
+    except (ConvergeError, KeyError, IndexError, TypeError, ValueError):
+        return ""
+    line = f"1 waiting for a human decision at gate {reason.gate_id} ({gated.get('key')})"
+    if rest:
+        by_key = ", ".join(f"{k}: {n}" for k, n in keys.most_common())
+        line += (
+            f"; {len(rest)} more proposal(s) of cycle {checkpoint.get('cycle')} "
+            f"({by_key}) merged after the decision"
+        )
+    return line
 
 
 def next_commands(reason: StopReason) -> list[str]:
@@ -325,6 +401,7 @@ def _render_result(
     job: str | Job | None,
     reports: Sequence[ReportSpec] | None,
     all_facts: bool,
+    store: RunStore | None = None,
 ) -> None:
     if isinstance(job, Job):
         if reports is None:
@@ -357,9 +434,14 @@ def _render_result(
         "budget", f"{result.budget_status.summary()} (overall {result.budget_status.percent:.1f}%)"
     )
     table.add_row("duration", f"{result.duration_ms} ms")
+    waiting = waiting_at_gate(store, result)
+    if waiting:
+        table.add_row("waiting", escape(waiting))
+    at = " at the pause" if waiting else ""
     for c in result.criteria:
         table.add_row(
-            f"criterion {escape(c.id)}", escape(c.outcome + (f" ({c.reason})" if c.reason else ""))
+            f"criterion {escape(c.id)}",
+            escape(c.outcome + at + (f" ({c.reason})" if c.reason else "")),
         )
     out.print(table)
     print_next_commands(reason)

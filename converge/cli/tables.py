@@ -12,6 +12,8 @@ too long for its column folds onto the next line.
 
 from __future__ import annotations
 
+import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,7 +22,7 @@ from rich.console import JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["Column", "fitted_table", "table_width"]
+__all__ = ["Column", "fitted_table", "table_width", "word_widths"]
 
 BORDER = 3
 """Characters a column adds to a row besides its cells: a padding space on each
@@ -134,3 +136,33 @@ def _widths(needs: list[int], wants: list[int], width: int | None) -> list[int] 
             given[i] += 1
             left -= 1
     return [n + g for n, g in zip(needs, given, strict=True)]
+
+
+_BREAKS = re.compile(r"\s+|(?<=-)")
+
+
+def _longest_piece(cells: Sequence[str]) -> int:
+    """The longest run of a column's text that has no space and no hyphen to
+    break after (characters): the narrowest the column may be without breaking
+    a word."""
+    return max((cell_len(piece) for cell in cells for piece in _BREAKS.split(cell)), default=0)
+
+
+def word_widths(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], width: int
+) -> list[int] | None:
+    """Column widths (characters) for ``rows`` at ``width`` characters where no
+    word breaks: each column at least its header and its longest piece between
+    spaces and hyphens, the room left shared in proportion to what each wants
+    more; None when even that does not fit (rich then folds: the last resort)."""
+    cells = [[row[i] for row in rows] for i in range(len(headers))]
+    needs = [max(cell_len(h), _longest_piece(c)) for h, c in zip(headers, cells, strict=True)]
+    wants = [max(cell_len(h), _widest(c)) for h, c in zip(headers, cells, strict=True)]
+    return _widths(needs, wants, width)
+
+
+def wrap_words(text: str, width: int) -> str:
+    """``text`` wrapped to ``width`` characters at spaces and after hyphens
+    (``license-`` / ``expression``), a word cut only when it has no such break."""
+    lines = textwrap.wrap(text, width, break_on_hyphens=True) if text else [""]
+    return "\n".join(lines) if cell_len(text) > width else text

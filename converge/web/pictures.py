@@ -8,6 +8,7 @@ generation (``networkx.topological_generations``), parents left of children.
 from __future__ import annotations
 
 import json
+import textwrap
 from typing import Any
 
 import networkx as nx
@@ -18,14 +19,31 @@ from engine.budget import BudgetStatus
 BOX_W, BOX_H, GAP_X, GAP_Y, PAD = 210, 46, 70, 16, 10
 
 
-def _short(value: Any, width: int = 28) -> str:
+LINE_H, LABEL_CHARS, DETAIL_CHARS, DETAIL_LINES = 16, 26, 30, 3
+
+
+def _text(value: Any) -> str:
     if isinstance(value, dict):
         # the scalar fields first (name, version, ...): what identifies the fact
         scalars = [f"{k}={v}" for k, v in value.items() if isinstance(v, str | int | float)]
-        text = ", ".join(scalars) if scalars else json.dumps(value, ensure_ascii=False)
-    else:
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= width else text[: width - 1] + "…"
+        return ", ".join(scalars) if scalars else json.dumps(value, ensure_ascii=False)
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _lines(value: Any, width: int, most: int | None = None) -> list[str]:
+    """``value`` wrapped to ``width`` characters at spaces and after hyphens; at
+    most ``most`` lines (the last one then ends with "…"): a label is never cut."""
+    lines = textwrap.wrap(_text(value), width, break_on_hyphens=True) or [""]
+    if most is not None and len(lines) > most:
+        lines = [*lines[: most - 1], lines[most - 1][: width - 1] + "…"]
+    return lines
+
+
+def _node_lines(data: dict[str, Any], node: str) -> tuple[list[str], list[str]]:
+    """A node's label lines (whole) and detail lines (at most :data:`DETAIL_LINES`)."""
+    label = _lines(data.get("label", node), LABEL_CHARS)
+    detail = _lines(data.get("detail", ""), DETAIL_CHARS, DETAIL_LINES)
+    return label, [d for d in detail if d]
 
 
 def graph_svg(graph: nx.DiGraph[str], *, title: str, highlight: str | None = None) -> Markup:
@@ -38,12 +56,15 @@ def graph_svg(graph: nx.DiGraph[str], *, title: str, highlight: str | None = Non
     if graph.number_of_nodes() == 0:
         return Markup("")
     columns = [sorted(layer) for layer in nx.topological_generations(graph)]
+    texts = {n: _node_lines(graph.nodes[n], n) for n in graph.nodes}
+    # every box as tall as the tallest: a long label wraps, it is never cut
+    box_h = max(BOX_H, max(12 + LINE_H * (len(a) + len(b)) for a, b in texts.values()))
     pos: dict[str, tuple[int, int]] = {}
     for col, layer in enumerate(columns):
         for row, node in enumerate(layer):
-            pos[node] = (PAD + col * (BOX_W + GAP_X), PAD + row * (BOX_H + GAP_Y))
+            pos[node] = (PAD + col * (BOX_W + GAP_X), PAD + row * (box_h + GAP_Y))
     width = PAD * 2 + len(columns) * BOX_W + (len(columns) - 1) * GAP_X
-    height = PAD * 2 + max(len(c) for c in columns) * (BOX_H + GAP_Y) - GAP_Y
+    height = PAD * 2 + max(len(c) for c in columns) * (box_h + GAP_Y) - GAP_Y
     parts = [
         f'<svg class="picture" role="img" xmlns="http://www.w3.org/2000/svg" '
         f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">',
@@ -53,26 +74,28 @@ def graph_svg(graph: nx.DiGraph[str], *, title: str, highlight: str | None = Non
         "</marker></defs>",
     ]
     for parent, child in sorted(graph.edges()):
-        x1, y1 = pos[parent][0] + BOX_W, pos[parent][1] + BOX_H // 2
-        x2, y2 = pos[child][0], pos[child][1] + BOX_H // 2
+        x1, y1 = pos[parent][0] + BOX_W, pos[parent][1] + box_h // 2
+        x2, y2 = pos[child][0], pos[child][1] + box_h // 2
         mid = (x1 + x2) // 2
         parts.append(
             f'<path class="edge" d="M{x1},{y1} C{mid},{y1} {mid},{y2} {x2},{y2}" '
             'fill="none" stroke="#6b7280" stroke-width="1.5" marker-end="url(#arrow)"/>'
         )
     for node, (x, y) in pos.items():
-        data = graph.nodes[node]
-        label = _short(data.get("label", node))
-        detail = _short(data.get("detail", ""), 32)
+        label, detail = texts[node]
         cls = "node highlight" if node == highlight else "node"
         fill = "#fde68a" if node == highlight else "#e0ecff"
         parts.append(
             f'<g class="{cls}" data-id="{escape(node)}"><rect x="{x}" y="{y}" width="{BOX_W}" '
-            f'height="{BOX_H}" rx="6" fill="{fill}" stroke="#1f3a68"/>'
-            f'<text x="{x + 8}" y="{y + 18}" font-size="13" font-weight="bold">'
-            f"{escape(label)}</text>"
-            f'<text x="{x + 8}" y="{y + 36}" font-size="12">{escape(detail)}</text></g>'
+            f'height="{box_h}" rx="6" fill="{fill}" stroke="#1f3a68"/>'
         )
+        lines = [(t, ' font-size="13" font-weight="bold" class="label"') for t in label]
+        lines += [(t, ' font-size="12" class="detail"') for t in detail]
+        for i, (text, attrs) in enumerate(lines):
+            parts.append(
+                f'<text x="{x + 8}" y="{y + 18 + LINE_H * i}"{attrs}>{escape(text)}</text>'
+            )
+        parts.append("</g>")
     parts.append("</svg>")
     return Markup("".join(parts))
 

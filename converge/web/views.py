@@ -26,6 +26,7 @@ from converge.decisions import Clock, approvals_required, is_expired, job_of_run
 from converge.errors import NotAllowed
 from converge.governance import DecisionRules, may_decide, may_see
 from converge.jobs import Job
+from converge.reports import build_reports, readable
 from converge.web.pictures import budget_svg, graph_svg
 from engine import Budget, BudgetStatus, ConvergeError, CorruptRow, Fact, GateRecord
 from engine.facts import fact_to_dict
@@ -225,13 +226,46 @@ def gate_page_data(
             graph.add_node(p, label=p, detail="(not recorded)")
         graph.add_edge(p, node)
     run = store.run(g.run_id)
+    data["value"] = decision_values(store.events(g.run_id, ["gate_decided"])).get(gate_id)
     data.update(
-        parents=[fact_to_dict(p) for p in parents],
+        proposal_fields=fields(g.proposal.get("content")),
+        parents=[{**fact_to_dict(p), "content_text": readable(p.content)} for p in parents],
         lineage_svg=graph_svg(graph, title=f"lineage of gate {gate_id}", highlight=node),
         run_status=run.status,
         run_kind=run.kind,
     )
     return data
+
+
+def fields(content: Any) -> list[tuple[str, str]]:
+    """A proposal's content as the rows of a key/value table: ``(name, value)`` per
+    field of a mapping (values as :func:`converge.reports.readable`), one row
+    ``("value", text)`` for anything else."""
+    if isinstance(content, dict):
+        return [(str(k), readable(v, str(k))) for k, v in content.items()]
+    return [("value", readable(content))]
+
+
+def decision_values(events: list[Any]) -> dict[str, str]:
+    """The human answers (``--value``, the inbox's Answer) of the decisions among
+    ``events``: gate id → the value as a person reads it."""
+    return {
+        str(e.payload.get("gate_id")): readable(e.payload["value"])
+        for e in events
+        if e.kind == "gate_decided" and e.payload.get("value") is not None
+    }
+
+
+def report_tables(job: Job | None, facts: list[Fact]) -> list[dict[str, Any]]:
+    """The ``report:`` tables of ``job`` (the one the run recorded) over ``facts``,
+    as ``converge run`` prints them: ``[{"title", "key", "columns", "rows"}]`` ([]
+    without a job)."""
+    if job is None:
+        return []
+    return [
+        {"title": r.title, "key": r.key, "columns": r.columns, "rows": r.rows}
+        for r in build_reports(job.spec.report, facts)
+    ]
 
 
 def runs_list(
@@ -280,7 +314,8 @@ def key_graph(facts: list[Fact]) -> nx.DiGraph[str]:
 
 
 def run_page_data(store: SqlRunStore, run_id: str, clock: Clock = time.time) -> dict[str, Any]:
-    """The run page: the run, its timeline, stop reason and explain, budget, lineage.
+    """The run page: the run, its timeline, stop reason and explain, budget, lineage,
+    its gates (with each decision's ``value``) and its job's report tables.
 
     Raises ``RunNotFound``.
     """
@@ -292,6 +327,10 @@ def run_page_data(store: SqlRunStore, run_id: str, clock: Clock = time.time) -> 
     found = [g for g in read_gates(store) if g.run_id == run_id]
     run_gates = [g for g in found if isinstance(g, GateRecord)]
     lookups = GateLookups(store, run_gates)
+    values = decision_values(events)
+    gates = [_run_gate(store, g, clock, lookups) for g in found]
+    for g in gates:
+        g["value"] = values.get(g["gate_id"])
     return {
         "run": row.to_dict(),
         # queued, running, or paused with its gate decided (its resume on its way)
@@ -306,7 +345,8 @@ def run_page_data(store: SqlRunStore, run_id: str, clock: Clock = time.time) -> 
         "budget_status": None if status is None else status.model_dump(mode="json"),
         "budget_svg": Markup("") if status is None else budget_svg(status),
         "lineage_svg": graph_svg(key_graph(facts), title=f"lineage of run {run_id} by key"),
-        "gates": [_run_gate(store, g, clock, lookups) for g in found],
+        "gates": gates,
+        "reports": report_tables(lookups.job(run_id), facts),  # the job read once
     }
 
 
