@@ -20,7 +20,7 @@ from audit.store import SqlRunStore
 from converge.jobs import load_job
 from converge.web import create_app
 from tests.hitlfixtures import STORES, opened_store
-from tests.webfixtures import quorum_job, run_job, served
+from tests.webfixtures import quorum_job, run_job, served, settle
 
 
 @pytest.fixture(params=STORES)
@@ -244,6 +244,7 @@ def test_the_run_page_forks_for_an_approver_and_links_the_fork_to_its_parent_and
     assert done.status_code == 303, done.text
     child = done.headers["location"].removeprefix("/runs/")
     assert sqlite_store.events(child)[0].payload["forked_from"]["cycle"] == 4
+    settle(client.app)  # the fork runs on the server's workers, not in the request
     page = client.get(f"/runs/{child}").text
     assert f'forked from <a href="/runs/{parent}">{parent}</a> at cycle 4' in page
     assert f'id="diff-parent" href="/runs/{parent}/diff/{child}"' in page
