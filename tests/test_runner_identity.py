@@ -24,6 +24,8 @@ from typer.testing import CliRunner, Result
 
 from audit import open_store
 from converge.cli import app
+from converge.jobs import load_job
+from converge.service import submit_run
 from converge.web import create_app
 from tests.keyfixtures import STORES, UNGATED, snapshot, sql, store_url
 from tests.webfixtures import settle
@@ -265,3 +267,34 @@ def test_a_decision_in_a_store_with_people_needs_the_deciders_token_by_default(
     assert "require-token auto, and people are registered" in bare.stderr
     assert proven.exit_code == 0, proven.output
     assert sql(url, "SELECT decided_by FROM gates") == [("alice",)]
+
+
+class _Held:
+    """A run queue that keeps its messages (the run stays queued)."""
+
+    def send(self, run_id: str, action: str = "run") -> None:
+        pass
+
+
+def test_cancel_checks_who_cancels_as_run_does_and_records_them(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    job = tmp_path / "gov.yaml"
+    job.write_text(GOVERNED)
+    tokens = _legal(sqlite_url, "alice", "bob")
+    store = open_store(sqlite_url)
+    try:
+        queued = submit_run(load_job(job), store, _Held())
+    finally:
+        store.close()
+
+    before = snapshot(sqlite_url)
+    nobody = cli("cancel", queued, "--db", sqlite_url, user="nobody-real")
+    as_bob = cli("cancel", queued, "--by", "bob", "--db", sqlite_url, token=tokens["alice"])
+    assert snapshot(sqlite_url) == before
+    done = cli("cancel", queued, "--db", sqlite_url, token=tokens["alice"])
+
+    _refused(nobody, "requires the runner's token")
+    _refused(as_bob, "the token is alice's, and --by (or $CONVERGE_USER) says bob")
+    assert done.exit_code == 0, done.output
+    assert sql(sqlite_url, "SELECT requested_by FROM run_cancels") == [("alice",)]

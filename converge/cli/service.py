@@ -128,18 +128,21 @@ def submit(
 def cancel(
     run_id: Annotated[str, typer.Argument(help="The run to cancel (queued or running).")],
     db: DbOption = None,
-    by: Annotated[str, typer.Option("--by", help="Who cancels it (recorded).")] = "cli",
+    by: ActorOption = None,
+    token: RunnerTokenOption = None,
 ) -> None:
     """Stop a queued or running run, on whichever worker holds it.
 
     It ends UserCancelled at its next cycle boundary, its facts kept; `converge
-    resume RUN` goes on from there.
+    resume RUN` goes on from there. Who cancels is checked as for `converge run`
+    (a known person; with tokens required, the token's own person) and recorded.
     """
     store = open_run_store(db, must_exist=True)
     assert isinstance(store, SqlRunStore)
     try:
         rid = store.resolve_run_id(run_id)
-        status = request_cancel(store, rid, by)
+        who = runner(store, by, token)  # before the request is written
+        status = request_cancel(store, rid, who)
     except ConvergeError as exc:
         fail(str(exc))
     out.print(f"cancel requested: run {rid} ({status}) stops at its next cycle boundary")

@@ -61,10 +61,7 @@ def fork_run(
     recorded), ``ConvergeError`` (the parent recorded no job, a reference of the job
     no longer imports) and ``pydantic.ValidationError`` (a bad budget value).
     """
-    if job is None:
-        job = job_of_run(store, run_id)
-    budget = fork_budget(job, changes or {})
-    engine = job.build_engine(store)
+    engine, budget = _forking(store, run_id, job, changes)
     if prepare is not None:
         prepare(engine)
     result = engine.fork(run_id, cycle, budget)
@@ -89,12 +86,19 @@ def record_fork(
     Raises as :func:`fork_run` (``engine.errors.UnverifiedParent`` among the
     ``ForkError``), and ``StoreError``.
     """
-    if job is None:
-        job = job_of_run(store, run_id)
-    budget = fork_budget(job, changes or {})
-    new_id = job.build_engine(store).record_fork(run_id, cycle, budget)
+    engine, budget = _forking(store, run_id, job, changes)
+    new_id = engine.record_fork(run_id, cycle, budget)
     _record_forker(store, new_id, by)
     return new_id
+
+
+def _forking(
+    store: SqlRunStore, run_id: str, job: Job | None, changes: Mapping[str, Any] | None
+) -> tuple[Engine, Budget]:
+    """The engine of the fork's job (the parent's recorded one when None) and its budget."""
+    if job is None:
+        job = job_of_run(store, run_id)
+    return job.build_engine(store), fork_budget(job, changes or {})
 
 
 def _record_forker(store: SqlRunStore, run_id: str, by: str | None) -> None:

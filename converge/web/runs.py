@@ -193,18 +193,7 @@ async def api_fork(
     follow it (``GET /api/runs/{id}``). 400 when the cycle cannot be rebuilt
     (beyond the run's cycles, events missing) or the run recorded no job; 409
     when the parent's chain does not verify up to the cycle."""
-    try:
-        fork = await run_in_threadpool(
-            fork_as,
-            store_of(request),
-            run_id,
-            body.cycle,
-            body.changes(),
-            who,
-            request.app.state.run_queue,
-        )
-    except ConvergeError as exc:
-        raise http_error(exc) from exc
+    fork = await _fork(request, run_id, body, who)
     return fork_answer(fork, run_id, body.cycle)
 
 
@@ -225,19 +214,19 @@ async def fork_form(
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise HTTPException(422, f"{where}: {first['msg']}") from exc
+    fork = await _fork(request, run_id, body, who)
+    return RedirectResponse(f"/runs/{fork}", status_code=303)
+
+
+async def _fork(request: Request, run_id: str, body: ForkRequest, who: Principal) -> str:
+    """Record the fork asked for and hand it to the app's run queue: the new run's id
+    (the library's refusals answered as HTTP errors)."""
+    queue = request.app.state.run_queue
+    store, changes = store_of(request), body.changes()
     try:
-        fork = await run_in_threadpool(
-            fork_as,
-            store_of(request),
-            run_id,
-            body.cycle,
-            body.changes(),
-            who,
-            request.app.state.run_queue,
-        )
+        return await run_in_threadpool(fork_as, store, run_id, body.cycle, changes, who, queue)
     except ConvergeError as exc:
         raise http_error(exc) from exc
-    return RedirectResponse(f"/runs/{fork}", status_code=303)
 
 
 @router.get("/api/runs/{run_id}/diff/{other}", responses=answers(401, 404))
