@@ -254,3 +254,16 @@ def test_approve_detach_without_a_broker_says_a_local_process_resumes_it(
     message = " ".join(res.stderr.split())
     assert "background `converge worker --run` process of this machine" in message
     assert "on a worker" not in message and len(sent) == 1
+
+
+def test_diff_shows_the_seconds_and_cost_budgets_in_their_units(tmp_path: Path) -> None:
+    db = str(tmp_path / "d.db")
+    oscillator = str(Path(__file__).resolve().parent.parent / "examples/oscillator/job.yaml")
+    parent = json.loads(cli("run", oscillator, "--db", db, "--json").stdout)["run_id"]
+    fork = cli("fork", parent, "--at-cycle", "4", "--db", db, "--json")
+    child = json.loads(fork.stdout)["run_id"]
+
+    shown = cli("diff", parent, child, "--db", db, env={"COLUMNS": "120"}).stdout
+
+    [seconds] = [line for line in shown.splitlines() if "budget seconds" in line]
+    assert " ms" in seconds or " s" in seconds.replace("seconds", ""), seconds

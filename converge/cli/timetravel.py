@@ -137,7 +137,7 @@ def _print_diff(diff: RunDiff) -> None:
     for label in ("job", "stop", "cycles", "facts", "facts root"):
         head.add_row(label, escape(_cell(a, label)), escape(_cell(b, label)))
     for name, (da, db) in diff.budget.items():
-        head.add_row(f"budget {name}", _use(da), _use(db))
+        head.add_row(f"budget {name}", _use(name, da), _use(name, db))
     out.print(head)
     for line in diff.why:
         out.print(f"[bold]why:[/] {escape(line)}")
@@ -167,11 +167,22 @@ def _cell(h: dict[str, Any], label: str) -> str:
     return str(h[label] or "-")
 
 
-def _use(d: dict[str, Any] | None) -> str:
+def _use(name: str, d: dict[str, Any] | None) -> str:
+    """``used/limit`` of a budget dimension, in its unit (seconds as ms under 1 s,
+    cost in USD): the last leg's use, as the run's stop recorded it."""
     if d is None:
         return "-"
-    limit = d.get("limit")
-    return _num(d.get("used")) + ("" if limit is None else f"/{_num(limit)}")
+    used, limit = d.get("used"), d.get("limit")
+    shown = f"/{_in_unit(name, limit)}" if limit is not None else ""
+    return _in_unit(name, used) + shown
+
+
+def _in_unit(name: str, value: Any) -> str:
+    if name == "seconds" and isinstance(value, int | float):
+        return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.3g} s"
+    if name == "cost_usd" and isinstance(value, int | float):
+        return f"{_num(value)} USD"
+    return _num(value)
 
 
 def _num(value: Any) -> str:
