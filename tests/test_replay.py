@@ -36,7 +36,6 @@ from audit import SqlRunStore, open_store
 from audit.tables import audit_events
 from converge.agents.tape import response_json, response_of
 from converge.cli import app
-from converge.cli.timetravel import print_replay
 from converge.errors import JobFileError, ReplayError
 from converge.jobs import parse_job
 from converge.timetravel import replay_run
@@ -176,28 +175,6 @@ def test_live_replay_calls_the_models_and_reports_what_they_answer_now(
     assert first is not None and (first.kind, first.suggestor) == ("fact", "critic")
     assert first.got["content"] == {"score": 6, "ok": True}
     assert same.models[0] == same.models[1] and not same.other_models
-
-
-def test_a_replay_that_diverges_under_other_models_says_which_and_where_they_come_from(
-    sqlite_store: SqlRunStore, capsys: pytest.CaptureFixture[str]
-) -> None:
-    recorded = three_agents(sqlite_store).run({"topic": ["replay"]})
-
-    def other_critic(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        args = {"score": 1, "ok": False}
-        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, args)], usage=USAGE)
-
-    models = {**live_models(), "critic": FunctionModel(other_critic)}
-    report = replay_run(sqlite_store, recorded.run_id, lambda s: three_agents(s, models), live=True)
-    print_replay(report)
-
-    shown = capsys.readouterr().out
-    assert not report.same and report.other_models
-    assert any("other_critic" in m for m in report.models[1])
-    assert not any("other_critic" in m for m in report.models[0])
-    assert "other models:" in shown and "$CONVERGE_MODEL" in shown
-    assert shown.index("other models:") < shown.index("first divergence:")
-    assert report.to_dict()["models"]["recorded"] == list(report.models[0])
 
 
 # -- the LLM license reviewer ---------------------------------------------------------------
