@@ -65,6 +65,7 @@ class Merge:
             return promote(settings, run)
         finally:
             if paused:
+                leg.freezer.merged()
                 gc.enable()
 
 
