@@ -19,7 +19,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from audit.ledger._timing import ledger_timing
 from audit.testing import after_write_commit
-from audit.trail._writer import BackgroundWriter, BulkInserter, Prediction, QueuedBatch
+from audit.trail._background import BackgroundWriter
+from audit.trail._writer import BulkInserter, Prediction, QueuedBatch
 from audit.url import WRITE, display_url, make_engine
 from engine.errors import ConvergeError, StoreError
 from engine.hashing.chain import KEYED, PLAIN, hasher

@@ -166,7 +166,7 @@ class SqlRunStore(StoreCore):
 
         A batch of :attr:`write_behind_events` events or more is chained here and
         queued for the writer thread, which commits it while the engine computes the
-        next cycles (:class:`audit.trail._writer.BackgroundWriter`): a failure is raised by
+        next cycles (:class:`audit.trail._background.BackgroundWriter`): a failure is raised by
         the run's next call that writes (``StoreError``), every other method waits
         for the queue first, and a crash can lose the batches still queued (crash
         recovery replays their cycles). A smaller batch is committed before this

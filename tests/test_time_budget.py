@@ -20,6 +20,14 @@ from engine import (
 from gates import require_approval
 
 
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 50.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def _hanging_job(cancelled: list[bool]) -> list[Any]:
     @suggestor(name="fast", dependencies=["x"])
     async def fast(ctx: Context) -> list[Proposal]:
@@ -29,7 +37,7 @@ def _hanging_job(cancelled: list[bool]) -> list[Any]:
     @suggestor(name="hang", dependencies=["x"])
     async def hang(ctx: Context) -> list[Proposal]:
         try:
-            await asyncio.sleep(10)
+            await asyncio.sleep(60)
         except asyncio.CancelledError:
             cancelled.append(True)
             raise
@@ -42,34 +50,42 @@ def _hanging_job(cancelled: list[bool]) -> list[Any]:
     return [fast, hang, sync]
 
 
+def _hanging_engine(cancelled: list[bool]) -> Engine:
+    """A 1 s time budget on an engine whose clock stands still: the check before the
+    first cycle always passes, so a loaded machine's scheduling delay before that
+    cycle (270 ms in a CI run, 2026-11-27) cannot stop the run before its
+    suggestors start; in-flight work is still cut on the event loop's own clock."""
+    engine = Engine(budget=Budget(max_seconds=HANG_BUDGET_S), clock=FakeClock())
+    engine.register(*_hanging_job(cancelled))
+    return engine
+
+
+HANG_BUDGET_S = 1.0
+
+
 def test_arun_cancels_a_hanging_async_suggestor_at_the_deadline() -> None:
     cancelled: list[bool] = []
-    engine = Engine(budget=Budget(max_seconds=0.2))
-    engine.register(*_hanging_job(cancelled))
+    engine = _hanging_engine(cancelled)
     t0 = time.monotonic()
     r = asyncio.run(engine.arun({"x": [0]}))
     elapsed = time.monotonic() - t0
     assert isinstance(r.stop_reason, TimeBudgetExhausted)
-    assert r.stop_reason.limit_ms == 200 and r.stop_reason.duration_ms >= 200
-    # cut at the deadline, not after the hanging suggestor's 10 s (the margin is for a
-    # loaded CI process: its cut is polled every 50 ms)
-    assert 0.19 <= elapsed < 1.0, f"returned {elapsed * 1000:.0f} ms after the start"
-    # the hanging task's cancellation is seen alone; after the whole suite (2026-11-27) it
-    # was not seen before arun returned: under investigation, see the closing note
-    assert cancelled in ([True], [])
+    assert r.stop_reason.limit_ms == 1000 and r.stop_reason.duration_ms >= 1000
+    # cut at the deadline, not after the hanging suggestor's 60 s
+    assert HANG_BUDGET_S * 0.95 <= elapsed < 10, f"returned {elapsed:.2f} s after the start"
+    assert cancelled == [True]  # the hanging task saw its cancellation before arun returned
     # what finished in time is kept; the cancelled work proposed nothing
     assert r.context.has("fast") and r.context.has("sync") and not r.context.has("late")
 
 
 def test_run_enforces_the_time_budget_on_async_suggestors_too() -> None:
     cancelled: list[bool] = []
-    engine = Engine(budget=Budget(max_seconds=0.2))
-    engine.register(*_hanging_job(cancelled))
+    engine = _hanging_engine(cancelled)
     t0 = time.monotonic()
     r = engine.run({"x": [0]})
-    assert time.monotonic() - t0 < 1.0  # not the hanging suggestor's 10 s
-    assert isinstance(r.stop_reason, TimeBudgetExhausted) and cancelled in ([True], [])
-    assert r.context.has("fast")
+    assert time.monotonic() - t0 < 10  # not the hanging suggestor's 60 s
+    assert isinstance(r.stop_reason, TimeBudgetExhausted) and cancelled == [True]
+    assert r.context.has("fast") and r.context.has("sync") and not r.context.has("late")
 
 
 def test_without_a_time_budget_async_suggestors_are_awaited_to_the_end() -> None:
@@ -82,14 +98,6 @@ def test_without_a_time_budget_async_suggestors_are_awaited_to_the_end() -> None
     engine.register(slowish)
     r = asyncio.run(engine.arun({"x": [0]}))
     assert r.stop_reason == Converged() and r.context.has("y")
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 50.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_the_time_budget_does_not_run_while_a_run_is_paused_at_a_gate() -> None:

@@ -5,6 +5,7 @@ every fact."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -406,3 +407,35 @@ def test_only_a_sqlite_file_store_checkpoints_when_idle(tmp_path: Path) -> None:
     assert memory_store.writer._idle is None  # one shared connection: no second user
     file_store.close()
     memory_store.close()
+
+
+def test_two_writers_overlapping_give_the_switch_interval_back() -> None:
+    # the interval is process-wide: each writer saving and restoring it on its own
+    # left the short one behind for good when two overlapped (the second saved the
+    # first's short interval and restored it last)
+    from audit.trail import BackgroundWriter
+
+    before = sys.getswitchinterval()
+    entered = {"a": threading.Event(), "b": threading.Event()}
+    release = {"a": threading.Event(), "b": threading.Event()}
+
+    def committer(name: str) -> Any:
+        def commit(run_id: str, items: list[Any]) -> None:
+            entered[name].set()
+            release[name].wait(timeout=30)
+
+        return commit
+
+    a = BackgroundWriter("writer-a", committer("a"))
+    b = BackgroundWriter("writer-b", committer("b"))
+    a.submit("ra", 1)
+    assert entered["a"].wait(timeout=30)
+    assert sys.getswitchinterval() < before  # shortened while a commits
+    b.submit("rb", 1)
+    assert entered["b"].wait(timeout=30)
+    release["a"].set()
+    a.wait("ra")  # a done first, b still committing
+    assert sys.getswitchinterval() < before
+    release["b"].set()
+    b.wait("rb")
+    assert sys.getswitchinterval() == before

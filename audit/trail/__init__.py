@@ -1,7 +1,7 @@
 """A run's hash-chained trail and its write path (docs/audit.md).
 
 The chain of a run's audit events and its hashes (``_chain``), the kinds of event
-the write path and the verifiers both name (``_kinds``), the writer thread and its
+the write path and the verifiers both name (``_kinds``), the writer thread (``_background``) and its
 bulk inserts (``_writer``, ``_spliced``), appending a cycle's batch (``_events``,
 and on PostgreSQL in one statement: ``_head_cas``), starting and finishing a run
 with its header (``_runs``, ``_run_header``), checkpoints and fact chunks
@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING
 from audit.lazy import face
 
 if TYPE_CHECKING:
+    from audit.trail._background import (
+        BackgroundWriter,
+    )
     from audit.trail._chain import (
         GENESIS,
         ChainRow,
         event_message,
         hasher,
         verify_chain,
-    )
-    from audit.trail._writer import (
-        BackgroundWriter,
     )
 
 __all__ = [
@@ -43,7 +43,7 @@ if not TYPE_CHECKING:
         __name__,
         __all__,
         (
+            "_background",
             "_chain",
-            "_writer",
         ),
     )
