@@ -77,9 +77,12 @@ def read_history(store: StoreCore, run_id: str, until_cycle: int) -> RunHistory:
     started: dict[str, Any] = loads(first.payload)
     initial = started.get("initial_facts") or []
     link = _fork_point(started)
-    found = None if link is None else parent_problem(store, started.get("forked_from"))
-    if found is not None and found[1]:  # its cycles up to its fork point are its parent's
-        raise UnverifiedParent(run_id, 1, found[0])
+    if link is not None and until_cycle < link[1]:
+        # its cycles up to its fork point are its parent's: its chain up to the head
+        # the fork read (past the cycle read here) must still end in that head
+        found = parent_problem(store, started.get("forked_from"))
+        if found is not None and found[1]:
+            raise UnverifiedParent(run_id, 1, found[0])
     if link is not None and until_cycle <= link[1]:
         # before its fork point a fork is its parent: the same facts and counters
         h = _parent_history(store, run_id, link[0], until_cycle)
@@ -124,7 +127,8 @@ def inherited_facts(
     checked against ``forked_from.facts`` (count and Merkle root).
 
     Raises ``ParentMissing`` (the parent is gone), ``UnverifiedParent`` (its chain
-    fails) or ``ResumeError`` (its facts are not those the fork refers to).
+    fails, or no longer ends in the ``parent_head`` the fork read) or
+    ``ResumeError`` (its facts are not those the fork refers to).
     """
     link = _fork_point(started)
     if link is None:
@@ -136,12 +140,21 @@ def inherited_facts(
 def _taken(
     run_id: str, started: dict[str, Any], parent: RunHistory
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """The facts fork ``run_id`` took from ``parent`` (its history at the fork point),
-    checked against the fork's reference; ``ResumeError`` when they differ."""
+    """The facts fork ``run_id`` took from ``parent`` (its history at the fork point,
+    its chain verified), checked against the fork's reference: the parent's head
+    (``UnverifiedParent`` when another), the facts' count and Merkle root
+    (``ResumeError`` when they differ)."""
     copied = started.get("initial_facts")
     link: dict[str, Any] = started["forked_from"]
     ref = link.get("facts")
     count = len(copied) if copied else ref.get("count") if isinstance(ref, dict) else None
+    head = link.get("parent_head")
+    if isinstance(head, dict) and parent.head != (head.get("seq"), head.get("chain_hash")):
+        # the parent's chain verifies up to the fork point but no longer ends in the
+        # head the fork read: it was re-chained since
+        seq = head.get("seq")
+        why = f"parent run {parent.run_id} changed since the fork: seq {seq}: head mismatch"
+        raise UnverifiedParent(run_id, 1, why)
     if len(parent.texts) != count:
         raise ResumeError(
             f"run {run_id} took {count} fact(s) from run {parent.run_id}, which holds "
