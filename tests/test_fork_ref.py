@@ -47,7 +47,8 @@ def _wide(store: Any, per_cycle: int, cycles: int) -> Engine:
     @suggestor(name="grow", dependencies=["step"])
     def grow(ctx: Context) -> list[Proposal]:
         s = int(ctx.get("step")[-1].content)
-        return [*(Proposal("item", s * per_cycle + k) for k in range(per_cycle)), Proposal("step", s + 1)]
+        items = [Proposal("item", s * per_cycle + k) for k in range(per_cycle)]
+        return [*items, Proposal("step", s + 1)]
 
     return Engine(store=store, budget=Budget(max_cycles=cycles, max_facts=0)).register(grow)
 
@@ -155,9 +156,7 @@ def test_a_parent_changed_after_the_fork_stops_every_load_of_the_fork(
         fork = _wide(store, 2, 6).fork(parent.run_id, 3)
         seq = _forge_first_item(store, parent.run_id)
         report = store.verify(fork.run_id)
-        assert not report.ok and f"parent run {parent.run_id} changed since the fork" in str(
-            report
-        )
+        assert not report.ok and f"parent run {parent.run_id} changed since the fork" in str(report)
         for load in (
             lambda: store.facts(fork.run_id),
             lambda: _wide(store, 2, 9).resume_run(fork.run_id, budget=_cycles(9)),

@@ -56,6 +56,7 @@ def start_run(
     head, seq = batch.head, batch.seq
     # a queued run (a fork recorded for a worker) has no writer until one claims it
     pid, host = (None, None) if header.queued else this_writer()
+    facts = _initial_facts(events)
     values = {
         "job": header.job,
         "job_spec": spec,
@@ -64,7 +65,7 @@ def start_run(
         "pid": pid,
         "hostname": host,
         "cycles": 0,
-        "facts_count": _initial_facts(events),
+        "facts_count": facts,
         "chain": store.chain_kind,
         "head_hash": head,
         "last_seq": seq,
@@ -81,14 +82,14 @@ def start_run(
                     )
                 )
             if len(batch):
-                store.inserter.insert(conn, batch, values["facts_count"] - len(batch.chunk))
+                store.inserter.insert(conn, batch, facts - len(batch.chunk))
             store.heads.record(store, conn, header.run_id, seq, head)
             if checkpoint is not None:
                 _first_checkpoint(store, conn, header.run_id, checkpoint)
         store.taken_runs.discard(header.run_id)
         chunks = GENESIS if not batch.chunk else fold_digest(GENESIS, batch.chunk_row()[1])
         if checkpoint is None:
-            store.predicted_heads[header.run_id] = (head, seq, values["facts_count"], chunks)
+            store.predicted_heads[header.run_id] = (head, seq, facts, chunks)
         store.claim_epochs[header.run_id] = 0
     except StoreError as exc:
         if isinstance(exc.__cause__, IntegrityError):
