@@ -31,7 +31,7 @@ from audit.ledger import _sequencer as _sequencer
 from audit.ledger._ledger import KEY_FINGERPRINT, key_fingerprint
 from audit.ledger._store_key import require_key
 from audit.queries import _queries as _queries
-from audit.queries._history import read_history
+from audit.queries._history import inherited_facts, read_history
 from audit.queries._lineage import lineage_graph
 from audit.queries._queries import DEFAULT_LIMIT, RunRow, StoredEvent
 from audit.signing import _statements as _signing
@@ -255,8 +255,11 @@ class SqlRunStore(StoreCore):
         _gates.release_claim(self, claim)
 
     def load_checkpoint(self, run_id: str) -> dict[str, Any]:
-        """The latest checkpoint of the run; ``ResumeError`` when missing or corrupted."""
-        return _checkpoints.load_checkpoint(self, run_id)
+        """The latest checkpoint of the run; ``ResumeError`` when missing or corrupted
+        (a fork's: ``ParentMissing`` when the parent whose facts it refers to is gone)."""
+        return _checkpoints.load_checkpoint(
+            self, run_id, lambda started: inherited_facts(self, run_id, started)[0]
+        )
 
     def get_run_header(self, run_id: str) -> RunHeader:
         """The header the run was started with (raises ``RunNotFound``)."""
@@ -326,7 +329,9 @@ class SqlRunStore(StoreCore):
 
         Raises ``RunNotFound`` for an unknown run.
         """
-        return _queries.read_facts(self, run_id, key)
+        return _queries.read_facts(
+            self, run_id, key, lambda started: inherited_facts(self, run_id, started)[0]
+        )
 
     def lineage(self, run_id: str, fact_id: str) -> nx.DiGraph[str]:
         """The ancestors of ``fact_id`` in the run, edges parent → child (see ``audit.queries``).

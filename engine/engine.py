@@ -154,8 +154,10 @@ class Engine(EngineSettings):
         with this engine's suggestors and ``budget`` (None: the engine's), to its stop.
 
         The fork has its own run id; its ``run_started`` carries ``forked_from:
-        {run, cycle, facts_root, parent_head}``; the parent is only read, its chain
-        verified up to ``cycle`` first. Raises ``engine.fork.ForkError`` (no store, a
+        {run, cycle, facts_root, facts: {count, frontier}, parent_head}``: a
+        reference to the parent's facts up to ``cycle``, not a copy (O(1) in the
+        parent's size); the parent is only read, its chain verified up to ``cycle``
+        first. Raises ``engine.fork.ForkError`` (no store, a
         cycle the store cannot rebuild; ``UnverifiedParent`` for a parent whose
         chain fails up to there: nothing is recorded) or ``RunNotFound``.
         """

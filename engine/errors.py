@@ -38,6 +38,7 @@ __all__ = [
     "ImportReferenceError",
     "LedgerForked",
     "NotFound",
+    "ParentMissing",
     "ResumeError",
     "RunBusy",
     "RunFinished",
@@ -183,6 +184,22 @@ class UnverifiedParent(ForkError):
         super().__init__(
             f"run {run_id} does not verify: seq {first_bad_seq}: {reason}; refusing to "
             f"take its state (`converge verify {run_id}`)"
+        )
+
+
+class ParentMissing(ResumeError):
+    """A fork's facts up to its fork point are its parent's, referred to (not
+    copied): the parent ``parent`` of fork ``run_id`` is no longer in the store, so
+    they cannot be read (to resume, fork again, show, diff or export the fork). The
+    fork's own chain still verifies alone; a proof bundle exported before the parent
+    was deleted carries those facts and verifies standalone."""
+
+    def __init__(self, run_id: str, parent: str) -> None:
+        self.run_id = run_id
+        self.parent = parent
+        super().__init__(
+            f"run {run_id} is a fork of run {parent}, which is not in the store: the facts "
+            "it took from it cannot be read (its own chain still verifies)"
         )
 
 

@@ -23,10 +23,26 @@ driving it (``queued``, with a checkpoint at the fork point) for a worker.
 
 Not carried over: elapsed time (the fork's time budget counts its own time), the
 parent's gates (a gate pending at cycle N is not reopened; rejected contents are
-not remembered) and continuations. The fork's ``run_started`` carries
-``forked_from: {run, cycle, facts_root, parent_head: {seq, chain_hash}}`` and its
-facts as ``initial_facts``; its ``runs`` row names the parent (``parent_run_id``).
-The parent is only read.
+not remembered) and continuations. The parent is only read.
+
+A fork refers to its parent's facts, it does not copy them (issue 46). Its
+``run_started`` carries no ``initial_facts``; its ``forked_from`` is::
+
+    {run, cycle, facts_root, parent_head: {seq, chain_hash},
+     facts: {count, frontier}}
+
+``parent_head``: the parent's last event of cycles up to ``cycle`` and its chain
+hash, verified by the store before anything is written; ``facts``: the facts
+frontier at the fork point, their ``count`` and the Merkle frontier of their
+leaves (:meth:`MerkleFrontier.to_json`: O(log count) hashes, its root
+``facts_root``). So the fork's ``run_started`` is O(1) in the parent's facts
+(O(log n) hashes), and the fork's chain proves its facts roots alone (the
+frontier extends with its own facts, parent or not). Whoever loads the fork's
+state (run, resume, fork again, show, diff, export) reads the parent's facts up
+to ``count`` from the parent's verified events and checks them against
+``facts_root``; a parent gone raises ``ParentMissing``. The fork's ``runs`` row
+names the parent (``parent_run_id``) and counts the inherited facts in its
+``facts_count``.
 """
 
 from __future__ import annotations
@@ -89,14 +105,18 @@ def load_fork(
 
 
 def fork_link(history: RunHistory, run: Run) -> dict[str, Any]:
-    """``{run, cycle, facts_root, parent_head}``: the parent, the cycle forked at,
-    the root of the facts taken from it and ``{seq, chain_hash}`` of the parent's
-    last event read, its chain verified up to there (left out when the store gave
-    no verified head): the ``forked_from`` of the fork's ``run_started``."""
+    """``{run, cycle, facts_root, facts, parent_head}``: the parent, the cycle forked
+    at, the root of the facts taken from it, their frontier ``{count, frontier}``
+    (the Merkle frontier's JSON, O(log count) hashes) and ``{seq, chain_hash}`` of
+    the parent's last event read, its chain verified up to there (left out when
+    the store gave no verified head): the ``forked_from`` of the fork's
+    ``run_started``, O(1) in the parent's facts."""
+    frontier = run.integrity.frontier
     link: dict[str, Any] = {
         "run": history.run_id,
         "cycle": history.cycle,
-        "facts_root": run.integrity.frontier.root(),
+        "facts_root": frontier.root(),
+        "facts": {"count": frontier.count, "frontier": frontier.to_json()},
     }
     if history.head is not None:
         link["parent_head"] = {"seq": history.head[0], "chain_hash": history.head[1]}
@@ -232,8 +252,9 @@ def _add(total: list[Any], usage: Any) -> None:
 def _record_start(
     settings: EngineSettings, run: Run, history: RunHistory, queued: bool = False
 ) -> None:
-    """The fork's ``run_started`` (its facts as ``initial_facts``, its link to the
-    parent as ``forked_from``) and its ``runs`` row (``parent_run_id``)."""
+    """The fork's ``run_started`` (its link to the parent as ``forked_from``: a
+    reference to the parent's facts, not a copy) and its ``runs`` row
+    (``parent_run_id``)."""
     if settings.store is None:
         return
     payload = {
@@ -241,11 +262,8 @@ def _record_start(
         "job": settings.job_name,
         "suggestors": list(settings.suggestor_names),
         "budget": run.budget.model_dump(mode="json"),
-        "initial_facts": history.facts,
         "facts_merkle": run.integrity.scheme,
         "forked_from": fork_link(history, run),
     }
-    # the facts' JSON is the parent's recorded texts: the store splices them in and
-    # keeps them as the fork's first fact chunk, never encoding them again
-    run.record(AuditEvent("run_started", 0, payload, time.time(), fact_texts=history.texts))
+    run.record(AuditEvent("run_started", 0, payload, time.time()))
     start_in_store(settings, run, parent_run_id=history.run_id, queued=queued)

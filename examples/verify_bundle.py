@@ -357,6 +357,17 @@ def _facts(bundle: dict[str, Any], s: dict[str, Any], run: dict[str, Any]) -> bo
         expected += [json.loads(t) for t in s["promoted"]]
     else:
         carried = bundle["initial_facts"]
+        link = started[0].get("forked_from")
+        if not expected and isinstance(link, dict) and isinstance(link.get("facts"), dict):
+            # a fork refers to its parent's facts up to the fork point: the bundle
+            # carries them; their count and root are the ones its run_started chained
+            scheme = run.get("facts_merkle", LEGACY)
+            leaves = [leaf(t.encode(), scheme) for t in carried]
+            if len(carried) != link["facts"].get("count") or (
+                tree_root(leaves, scheme).hex() != link.get("facts_root")
+            ):
+                return False
+            expected = [json.loads(t) for t in carried]
     return (
         isinstance(carried, list)
         and len(carried) == len(expected)

@@ -34,7 +34,7 @@ from converge.cli import app
 from converge.jobs import load_job
 from converge.service import execute_run
 from converge.timetravel import diff_runs, fork_run, record_fork, snapshot
-from engine.errors import UnverifiedParent
+from engine.errors import ParentMissing, UnverifiedParent
 from engine.facts import canonical_json
 from engine.status import RunStatus
 from tests.hitlfixtures import STORES, opened_store
@@ -127,7 +127,8 @@ def test_a_parent_changed_after_the_fork_fails_the_forks_verify_and_the_diff_say
     assert failed == {parent, fork}
     diff = diff_runs(snapshot(store, parent), snapshot(store, fork))
     assert diff.why[0].startswith(f"A does not verify (seq {seq}: payload changed)")
-    assert [(a.content, b.content) for a, b in diff.changed] == [(999, 2)]
+    # the fork refers to the parent's facts (issue 46): none to compare once it changed
+    assert diff.b.facts == () and f"parent run {parent} changed" in str(diff.b.unverified)
     body = diff.to_dict()
     assert (body["a"]["verified"], body["b"]["verified"]) == (False, False)
 
@@ -170,7 +171,9 @@ def test_a_fork_whose_parent_was_deleted_verifies_on_its_own_chain_with_a_note(
     report = store.verify(fork)
     assert report.ok, report
     assert report.reason is not None and f"parent run {parent} is not in the store" in report.reason
-    assert [f.content for f in store.facts(fork)][:6] == [0, 1, 2, 3, 4, 5]
+    # the fork refers to the parent's facts (issue 46): gone with it, a typed error
+    with pytest.raises(ParentMissing, match=f"fork of run {parent}, which is not in the store"):
+        store.facts(fork)
 
 
 def test_a_recorded_fork_is_queued_and_a_worker_drives_it_to_the_stop_fork_run_reaches(

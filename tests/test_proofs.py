@@ -417,4 +417,5 @@ def test_a_resumed_run_with_its_checkpoint_and_a_fork_with_its_initial_facts_ver
     del forked["initial_facts"][2]
     code, out = _agree(write(tmp_path / "fork-bad.json", forked), keys)
     assert code == 1 and set(failed(out)) == {"facts", "facts root"}
-    assert "initial fact removed: 5 initial facts, the events record 6" in failed(out)["facts"]
+    # a fork refers to its parent's facts (issue 46): checked against its forked_from
+    assert "fact taken from the parent removed: 5 carried, the fork took 6" in failed(out)["facts"]

@@ -31,7 +31,7 @@ from converge.timetravel import diff_runs, snapshot
 from engine import Budget, Context, Engine, Proposal, RunNotFound, suggestor
 from engine.facts import canonical_json
 from engine.fork import ForkError, UnverifiedParent
-from engine.hashing.merkle import RFC6962, facts_root
+from engine.hashing.merkle import RFC6962, MerkleFrontier, facts_root
 from examples.oscillator import ping, pong
 from tests.hitlfixtures import STORES, opened_store
 
@@ -152,17 +152,24 @@ def test_forks_leave_the_parent_verifying_and_chain_their_link(store: SqlRunStor
         assert started.kind == "run_started"
         # the parent's head as read (and verified): its last event of cycles up to n
         head = [e for e in store.events(parent.run_id) if e.cycle <= n][-1]
-        assert started.payload["forked_from"] == {
+        link = dict(started.payload["forked_from"])
+        taken = link.pop("facts")  # the frontier of the facts referred to (issue 46)
+        assert link == {
             "run": parent.run_id,
             "cycle": n,
             "facts_root": _root_up_to(store, parent.run_id, n),
             "parent_head": {"seq": head.seq, "chain_hash": head.hash},
         }
+        assert taken["count"] == len(
+            [f for f in store.facts(parent.run_id) if f.provenance.cycle <= n]
+        )
+        assert MerkleFrontier.from_json(taken["frontier"]).root() == link["facts_root"]
+        assert "initial_facts" not in started.payload  # referred to, not copied
         assert store.run(fork.run_id).parent_run_id == parent.run_id
         # the inherited facts keep their ids and provenance (the parent's cycles)
         inherited = [f for f in store.facts(parent.run_id) if f.provenance.cycle <= n]
         assert store.facts(fork.run_id)[: len(inherited)] == inherited
-        # the parent's texts are spliced into the first event: still canonical JSON
+        # the first event is canonical JSON
         with store.transaction(write=False) as conn:
             text = conn.execute(
                 select(audit_events.c.payload).where(

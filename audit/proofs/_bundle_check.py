@@ -342,6 +342,13 @@ def _facts(scan: _Scan, bundle: dict[str, Any], run: dict[str, Any]) -> str | tu
         label, carried, expected = "initial fact", bundle["initial_facts"], initial
     if not isinstance(carried, list):
         raise TypeError(f"the {label}s are not a list")
+    if label == "initial fact" and not initial and _taken(payload) is not None:
+        # a fork refers to its parent's facts: the bundle carries them, checked
+        # against the count and root its chained run_started recorded
+        why = _taken_problem(payload, carried, run)
+        if why is not None:
+            return False, why
+        expected = [(seq0, _loads(text)) for text in carried]
     first = next(
         (
             (i, seq)
@@ -363,6 +370,33 @@ def _facts(scan: _Scan, bundle: dict[str, Any], run: dict[str, Any]) -> str | tu
         word = "removed" if total < signed else "added"
         return False, f"fact {word}: the events hold {total} facts, the run statement says {signed}"
     return f"{total} facts ({len(initial)} initial), each the one its event records"
+
+
+def _taken(started: dict[str, Any]) -> dict[str, Any] | None:
+    """A fork's ``forked_from`` when it refers to its parent's facts (None if not)."""
+    link = started.get("forked_from")
+    if isinstance(link, dict) and isinstance(link.get("facts"), dict):
+        return link
+    return None
+
+
+def _taken_problem(started: dict[str, Any], carried: list[Any], run: dict[str, Any]) -> str | None:
+    """Why the facts a fork's bundle carries are not those its ``forked_from``
+    refers to (their count and Merkle root under the run's scheme); None: they are."""
+    link = _taken(started)
+    assert link is not None
+    count = link["facts"].get("count")
+    if len(carried) != count:
+        word = "removed" if len(carried) < count else "added"
+        return f"fact taken from the parent {word}: {len(carried)} carried, the fork took {count}"
+    scheme = merkle_scheme(run.get("facts_merkle"))
+    root = MerkleTree(text_leaves(carried, scheme), scheme).root().hex()
+    if root != link.get("facts_root"):
+        return (
+            f"the facts taken from parent run {link.get('run')} differ from those it forked "
+            f"from: their root {root[:16]}… is not forked_from.facts_root"
+        )
+    return None
 
 
 def _facts_root(scan: _Scan, bundle: dict[str, Any], run: dict[str, Any]) -> str | tuple[bool, str]:

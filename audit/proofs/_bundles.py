@@ -25,6 +25,7 @@ from sqlalchemy import select
 from audit.core import StoreCore
 from audit.ledger._checkpoint import checkpoint_note, parse_checkpoint
 from audit.ledger._tree import ledger_entries, ledger_tree, signed_head
+from audit.queries._history import inherited_facts
 from audit.signing._decisions import SIGNED_KINDS, signed_deciders
 from audit.signing._notes import signed_by, verifier_key
 from audit.signing._statements import Signer, ensure_signature_tables, stored_statement
@@ -32,7 +33,7 @@ from audit.tables import runs
 from audit.trail._chain import read_chain, verify_chain
 from audit.trail._checkpoints import read_checkpoint
 from audit.trail._kinds import TERMINAL
-from engine.errors import CheckpointError, ExportError, RunNotFound
+from engine.errors import CheckpointError, ExportError, ForkError, ResumeError, RunNotFound
 from engine.facts import canonical_json
 from engine.hashing.merkle import merkle_scheme, text_leaves
 from engine.hashing.proofs import MerkleTree
@@ -47,6 +48,19 @@ RUN_TYPE = "converge.run/1"
 """The ``type`` of the run statement signed at export."""
 
 _quote = json.encoder.encode_basestring
+
+
+def _initial_texts(store: StoreCore, run_id: str, started: dict[str, Any]) -> list[str]:
+    """The texts of the facts a run starts with: its initial facts, or a fork's
+    facts taken from its parent up to the fork point (its ``run_started`` refers to
+    them, the bundle carries them: it verifies without the parent). Raises
+    ``ExportError`` when a fork's parent is gone or no longer holds them."""
+    if not started.get("initial_facts") and "forked_from" in started:
+        try:
+            return inherited_facts(store, run_id, started)[1]
+        except (ResumeError, ForkError) as exc:  # ParentMissing, UnverifiedParent...
+            raise ExportError(f"run {run_id}: nothing exported: {exc}") from None
+    return [canonical_json(f) for f in started.get("initial_facts", ())]
 
 
 class _Run:
@@ -83,7 +97,7 @@ class _Run:
         if started is not None:
             payload = json.loads(started.payload)
             self.scheme = merkle_scheme(payload.get("facts_merkle"))
-            self.initial = [canonical_json(f) for f in payload.get("initial_facts", ())]
+            self.initial = _initial_texts(store, run_id, payload)
         # a fact's leaf hashes its fact_promoted payload, the exact chained text
         self.facts = self.initial + [r.payload for r in rows if r.kind == "fact_promoted"]
         self.facts_tree = MerkleTree(text_leaves(self.facts, self.scheme), self.scheme)

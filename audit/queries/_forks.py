@@ -1,11 +1,12 @@
 """Forks read back: a fork's link to its parent, the forks of a run, inherited facts.
 
 A fork (``Engine.fork``, ``converge fork``) chains its link to the parent in its
-``run_started`` event: ``forked_from: {run, cycle, facts_root}``. Listings show it
-for many runs at once, so :func:`fork_links` reads only the head of each fork's
-first event (canonical JSON sorts ``forked_from`` before the inherited
-``initial_facts``, which can be megabytes) and parses the whole event only when
-the head does not hold the link. The facts a fork took from its parent are those
+``run_started`` event: ``forked_from: {run, cycle, facts_root, ...}``. Listings show
+it for many runs at once, so :func:`fork_links` reads only the head of each fork's
+first event (canonical JSON sorts ``forked_from`` before the copied
+``initial_facts`` of a fork recorded before issue 46, which can be megabytes; a
+fork now refers to its parent's facts, its event is small) and parses the whole
+event only when the head does not hold the link. The facts a fork took from its parent are those
 of cycles up to the fork point: :func:`mark_inherited` names the parent run on
 them in a lineage graph.
 """

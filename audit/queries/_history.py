@@ -8,7 +8,13 @@ counters from; it verifies the run's chain up to there first
 first bad seq) and refuses (``ResumeError``) a cycle the run never reached and a
 chain with gaps (a cycle whose start is missing, a fact id out of its key's order).
 A fork's cycles up to its fork point are its parent's: they are read from the
-parent (a fork of a fork, from its parent's parent...).
+parent (a fork of a fork, from its parent's parent...). A fork refers to its
+parent's facts instead of copying them (``forked_from.facts``: their count and
+Merkle frontier, ``facts_root`` its root; :mod:`engine.fork`):
+:func:`inherited_facts` reads them from the parent's verified events and checks
+their count and root against the reference, so a parent changed since the fork
+is refused (``ResumeError``) and a parent gone is ``ParentMissing``. Forks
+recorded before issue 46 carry a copy (``initial_facts``), used as it is.
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ from audit.core import StoreCore
 from audit.queries._chain_head import parent_problem, verified_head
 from audit.queries._queries import get_run
 from audit.tables import audit_events
-from engine.errors import ResumeError, RunNotFound, UnverifiedParent
+from engine.errors import ParentMissing, ResumeError, RunNotFound, UnverifiedParent
 from engine.facts import canonical_json
+from engine.hashing.merkle import MerkleFrontier, merkle_scheme, text_leaves
 from engine.result import counted
 from engine.store import AuditEvent, RunHistory
 
@@ -70,9 +77,12 @@ def read_history(store: StoreCore, run_id: str, until_cycle: int) -> RunHistory:
     started: dict[str, Any] = loads(first.payload)
     initial = started.get("initial_facts") or []
     link = _fork_point(started)
-    found = None if link is None else parent_problem(store, started.get("forked_from"))
-    if found is not None and found[1]:  # its cycles up to its fork point are its parent's
-        raise UnverifiedParent(run_id, 1, found[0])
+    if link is not None and until_cycle < link[1]:
+        # its cycles up to its fork point are its parent's: its chain up to the head
+        # the fork read (past the cycle read here) must still end in that head
+        found = parent_problem(store, started.get("forked_from"))
+        if found is not None and found[1]:
+            raise UnverifiedParent(run_id, 1, found[0])
     if link is not None and until_cycle <= link[1]:
         # before its fork point a fork is its parent: the same facts and counters
         h = _parent_history(store, run_id, link[0], until_cycle)
@@ -82,19 +92,15 @@ def read_history(store: StoreCore, run_id: str, until_cycle: int) -> RunHistory:
     events: list[AuditEvent] = []
     if link is not None:
         h = _parent_history(store, run_id, link[0], link[1])
-        if len(h.texts) != len(initial):
-            raise ResumeError(
-                f"run {run_id} took {len(initial)} fact(s) from run {link[0]}, which holds "
-                f"{len(h.texts)} at cycle {link[1]}: cannot rebuild cycle {until_cycle}"
-            )
-        texts = list(h.texts)  # the parent's chained texts: not encoded again
+        facts, texts = _taken(run_id, started, h)
         events = h.events
     else:
+        facts = list(initial)
         texts = [canonical_json(f) for f in initial]  # as run_started chained them
     # the promoted facts' texts as chained: the Merkle leaves' data, a fork's payload
+    taken = len(texts)
     texts += [row[0] for row in facts_rows]
-    facts: list[dict[str, Any]] = list(initial)
-    facts += map(loads, texts[len(initial) :])
+    facts += map(loads, texts[taken:])
     events += [AuditEvent(r.kind, r.cycle, loads(r.payload), r.ts) for r in other_rows]
     _check_complete(run_id, until_cycle, facts, events)
     return RunHistory(run_id, until_cycle, cycles, run.status, started, facts, texts, events, head)
@@ -111,15 +117,68 @@ def _fork_point(started: dict[str, Any]) -> tuple[str, int] | None:
     return parent, cycle
 
 
+def inherited_facts(
+    store: StoreCore, run_id: str, started: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The facts the run ``run_id`` (whose ``run_started`` payload is ``started``)
+    took from its parent, as (fact dicts, chained texts) in promotion order:
+    nothing for a run that is no fork, the copy of a fork recorded before issue 46,
+    else the parent's facts up to the fork point read from its verified events and
+    checked against ``forked_from.facts`` (count and Merkle root).
+
+    Raises ``ParentMissing`` (the parent is gone), ``UnverifiedParent`` (its chain
+    fails, or no longer ends in the ``parent_head`` the fork read) or
+    ``ResumeError`` (its facts are not those the fork refers to).
+    """
+    link = _fork_point(started)
+    if link is None:
+        initial = list(started.get("initial_facts") or ())
+        return initial, [canonical_json(f) for f in initial]
+    return _taken(run_id, started, _parent_history(store, run_id, link[0], link[1]))
+
+
+def _taken(
+    run_id: str, started: dict[str, Any], parent: RunHistory
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The facts fork ``run_id`` took from ``parent`` (its history at the fork point,
+    its chain verified), checked against the fork's reference: the parent's head
+    (``UnverifiedParent`` when another), the facts' count and Merkle root
+    (``ResumeError`` when they differ)."""
+    copied = started.get("initial_facts")
+    link: dict[str, Any] = started["forked_from"]
+    ref = link.get("facts")
+    count = len(copied) if copied else ref.get("count") if isinstance(ref, dict) else None
+    head = link.get("parent_head")
+    if isinstance(head, dict) and parent.head != (head.get("seq"), head.get("chain_hash")):
+        # the parent's chain verifies up to the fork point but no longer ends in the
+        # head the fork read: it was re-chained since
+        seq = head.get("seq")
+        why = f"parent run {parent.run_id} changed since the fork: seq {seq}: head mismatch"
+        raise UnverifiedParent(run_id, 1, why)
+    if len(parent.texts) != count:
+        raise ResumeError(
+            f"run {run_id} took {count} fact(s) from run {parent.run_id}, which holds "
+            f"{len(parent.texts)} at cycle {parent.cycle}: cannot rebuild the fork"
+        )
+    if copied:  # a fork recorded before issue 46: its copy, as chained
+        return list(copied), list(parent.texts)
+    scheme = merkle_scheme(started.get("facts_merkle"))
+    frontier = MerkleFrontier(scheme=scheme)
+    frontier.extend(text_leaves(parent.texts, scheme))
+    if frontier.root() != link.get("facts_root"):
+        raise ResumeError(
+            f"run {run_id}: the facts of its parent run {parent.run_id} up to cycle "
+            f"{parent.cycle} are not the ones it forked from (facts root differs)"
+        )
+    return list(parent.facts), list(parent.texts)
+
+
 def _parent_history(store: StoreCore, run_id: str, parent: str, cycle: int) -> RunHistory:
-    """The history of a fork's parent up to ``cycle`` (``ResumeError`` when gone)."""
+    """The history of a fork's parent up to ``cycle`` (``ParentMissing`` when gone)."""
     try:
         return read_history(store, parent, cycle)
     except RunNotFound:
-        raise ResumeError(
-            f"run {run_id} is a fork of run {parent}, which is not in the store: its "
-            f"cycles up to {cycle} cannot be rebuilt"
-        ) from None
+        raise ParentMissing(run_id, parent) from None
 
 
 def _check_complete(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -367,9 +367,16 @@ def _stored_event(r: Row[Any]) -> StoredEvent:
     return StoredEvent(r.run_id, r.seq, r.kind, r.cycle, r.ts, payload, r.hash)
 
 
-def read_facts(store: StoreCore, run_id: str, key: str | None = None) -> list[Fact]:
-    """The run's facts in promotion order: the initial ones, then every
-    ``fact_promoted`` (only those of ``key`` when given); raises ``RunNotFound``."""
+def read_facts(
+    store: StoreCore,
+    run_id: str,
+    key: str | None = None,
+    inherited: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None,
+) -> list[Fact]:
+    """The run's facts in promotion order: the initial ones (a fork's, those it
+    refers to in its parent: ``inherited`` of its ``run_started`` payload), then
+    every ``fact_promoted`` (only those of ``key`` when given); raises
+    ``RunNotFound``, and for a fork what ``inherited`` raises (``ParentMissing``)."""
     with store.transaction(write=False) as conn:
         known = conn.execute(select(runs.c.run_id).where(runs.c.run_id == run_id)).scalar()
     if known is None:  # the facts are the events': a row that cannot be read is no matter
@@ -378,7 +385,10 @@ def read_facts(store: StoreCore, run_id: str, key: str | None = None) -> list[Fa
     for ev in read_events(store, run_id, kinds=("run_started", "fact_promoted")):
         try:
             if ev.kind == "run_started":
-                found = [fact_from_dict(d) for d in ev.payload.get("initial_facts", [])]
+                dicts = ev.payload.get("initial_facts") or []
+                if not dicts and inherited is not None and "forked_from" in ev.payload:
+                    dicts = inherited(ev.payload)  # a fork refers to its parent's facts
+                found = [fact_from_dict(d) for d in dicts]
             else:
                 found = [fact_from_dict(ev.payload)]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

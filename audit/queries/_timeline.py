@@ -90,7 +90,11 @@ def _fold(s: CycleSummary, ev: StoredEvent, decided: dict[str, str]) -> None:
     p = ev.payload
     match ev.kind:
         case "run_started":
-            s.notes.append(f"run started with {len(p.get('initial_facts', []))} input facts")
+            taken = (p.get("forked_from") or {}).get("facts") or {}
+            if isinstance(taken, dict) and taken.get("count") and not p.get("initial_facts"):
+                s.notes.append(f"run started with {taken['count']} facts taken from its parent")
+            else:
+                s.notes.append(f"run started with {len(p.get('initial_facts', []))} input facts")
         case "cycle_started":
             s.eligible = list(p.get("eligible", []))
         case "suggestor_executed":

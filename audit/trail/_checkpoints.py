@@ -6,13 +6,19 @@ refers to the run's ``fact_chunks`` rows: ``chunks`` is the sha256 chain of thei
 digests, checked before any resume reads them. The checkpoint's own sha256 is
 chained by a ``checkpoint_saved`` / ``run_stopped`` / ``run_paused`` event and
 checked by :func:`load_checkpoint` (docs/audit.md).
+
+A fork refers to its parent's facts up to the fork point instead of copying them
+(``forked_from.facts.count`` of its ``run_started``, :mod:`engine.fork`): its own
+chunks start at that fact number (:func:`chunk_base`), the digest chain folds
+them from there, and :func:`load_checkpoint` puts the parent's facts (read and
+checked by the caller's ``inherited``) before them.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select
@@ -52,6 +58,31 @@ def checkpoint_blob(run_id: str, checkpoint: dict[str, Any], chunks: str) -> str
     return blob
 
 
+def inherited_count(started: dict[str, Any]) -> int:
+    """How many facts a ``run_started`` payload refers to in a parent (a fork's
+    ``forked_from.facts.count``; 0 for a run that is no fork, or a fork recorded
+    before issue 46, which copied them as ``initial_facts``)."""
+    if started.get("initial_facts"):
+        return 0
+    link = started.get("forked_from")
+    facts = link.get("facts") if isinstance(link, dict) else None
+    count = facts.get("count") if isinstance(facts, dict) else None
+    return count if type(count) is int and count > 0 else 0
+
+
+def chunk_base(conn: Connection, run_id: str) -> int:
+    """The fact number the run's own chunks start at: 0, or for a fork its
+    :func:`inherited_count` (one small read: a fork's ``run_started`` holds no facts)."""
+    parent = conn.execute(select(runs.c.parent_run_id).where(runs.c.run_id == run_id)).scalar()
+    if parent is None:
+        return 0
+    try:
+        started = json.loads(_started_payload(conn, run_id))
+    except ValueError:
+        return 0
+    return inherited_count(started) if isinstance(started, dict) else 0
+
+
 def chunks_digest(store: StoreCore, conn: Connection, run_id: str, count: int) -> str:
     """The sha256 chain of the digests of the chunks holding facts 0..count-1;
     ``StoreError`` when they do not hold exactly those.
@@ -60,12 +91,14 @@ def chunks_digest(store: StoreCore, conn: Connection, run_id: str, count: int) -
     (``StoreCore.chunk_folds``) or this transaction did: a periodic checkpoint reads
     the chunks written since the one before, not all of the run's. Chunks below that
     are taken as they were read then; one changed since no longer matches the
-    checkpoint's digest when a resume reads it (:func:`read_chunks`).
+    checkpoint's digest when a resume reads it (:func:`read_chunks`). A fork's
+    chunks are folded from its :func:`chunk_base`.
     """
     pending: dict[str, tuple[int, str]] = conn.info.setdefault(PENDING_FOLDS, {})
-    at, digest = pending.get(run_id) or store.chunk_folds.get(run_id) or (0, GENESIS)
-    if at > count:
-        at, digest = 0, GENESIS
+    known = pending.get(run_id) or store.chunk_folds.get(run_id)
+    if known is None or known[0] > count:
+        known = (chunk_base(conn, run_id), GENESIS)
+    at, digest = known
     rows = conn.execute(
         select(fact_chunks.c.first, fact_chunks.c.count, fact_chunks.c.digest)
         .where(
@@ -90,16 +123,22 @@ def chunks_digest(store: StoreCore, conn: Connection, run_id: str, count: int) -
 
 
 def read_chunks(conn: Connection, run_id: str, facts: Any) -> list[Any]:
-    """The facts a checkpoint refers to (``{"count", "chunks"}``), as dicts, after
-    checking the chunks against the checkpoint's digest; ``ResumeError`` if not."""
+    """The run's own facts a checkpoint refers to (``{"count", "chunks"}``), as
+    rows, after checking the chunks against the checkpoint's digest (a fork's from
+    its :func:`chunk_base`: the facts before are its parent's); ``ResumeError`` if not."""
     if not isinstance(facts, dict) or not isinstance(facts.get("count"), int):
         raise ResumeError(f"corrupted checkpoint of run {run_id}: bad facts reference")
     count: int = facts["count"]
-    digest, at = GENESIS, 0
+    base = chunk_base(conn, run_id)
+    digest, at = GENESIS, base
     out: list[Any] = []
     rows = conn.execute(
         select(fact_chunks.c.first, fact_chunks.c.data)
-        .where(fact_chunks.c.run_id == run_id, fact_chunks.c.first < count)
+        .where(
+            fact_chunks.c.run_id == run_id,
+            fact_chunks.c.first >= base,
+            fact_chunks.c.first < count,
+        )
         .order_by(fact_chunks.c.first)
     )
     for first, data in rows:
@@ -107,7 +146,7 @@ def read_chunks(conn: Connection, run_id: str, facts: Any) -> list[Any]:
             break
         digest = fold_digest(digest, checkpoint_digest(data))
         out.extend(_loads(data))
-        at = len(out)
+        at = base + len(out)
     if at != count or digest != facts.get("chunks"):
         raise ResumeError(
             f"checkpoint of run {run_id} differs from the one its chain recorded (its "
@@ -194,9 +233,15 @@ def with_digest(events: Sequence[BatchItem], blob: str | None) -> Sequence[Batch
     return [*events[:-1], AuditEvent(last.kind, last.cycle, payload, last.ts)]
 
 
-def load_checkpoint(store: StoreCore, run_id: str) -> dict[str, Any]:
+def load_checkpoint(
+    store: StoreCore,
+    run_id: str,
+    inherited: Callable[[dict[str, Any]], list[Any]] | None = None,
+) -> dict[str, Any]:
     """The latest checkpoint of the run, checked against the sha256 its chain
-    recorded (and its fact chunks against their digest); ``ResumeError`` when
+    recorded (and its fact chunks against their digest; a fork's facts taken from
+    its parent come first, ``inherited`` of its ``run_started`` payload, read after
+    this snapshot: the parent no longer changes); ``ResumeError`` when
     missing or corrupted, ``RunFinished`` when the run finished with nothing left
     to do; ``TamperedRow`` / ``CorruptRow`` when the run's header (its job spec...)
     differs from the one its ``run_started`` chained. Everything is read in one
@@ -226,13 +271,28 @@ def load_checkpoint(store: StoreCore, run_id: str) -> dict[str, Any]:
                 raise RunFinished(f"run {run_id} already finished ({row.stop_kind})")
             raise ResumeError(f"run {run_id} has no checkpoint in audit store {store.shown}")
         data = _checked(run_id, blob, chained)
+        started = None
         if isinstance(data.get("facts"), dict):
             data["facts"] = read_chunks(conn, run_id, data["facts"])
             data["facts_from_chunks"] = True
+            if chunk_base(conn, run_id):
+                started = _loads(_started_payload(conn, run_id))
+    if started is not None and inherited is not None:
+        data["facts"] = [*inherited(started), *data["facts"]]
     data["run_epoch"] = None if row is None else row.epoch
     data["run_seq"] = None if row is None else row.last_seq
     data["run_status"] = None if row is None else row.status
     return data
+
+
+def _started_payload(conn: Connection, run_id: str) -> str:
+    """The chained text of the run's ``run_started`` (its first event)."""
+    payload = conn.execute(
+        select(audit_events.c.payload).where(
+            audit_events.c.run_id == run_id, audit_events.c.seq == 1
+        )
+    ).scalar()
+    return str(payload or "{}")
 
 
 def _checked(run_id: str, blob: str, chained: str | None) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 
 from audit.core import StoreCore, json_compact
 from audit.tables import fact_chunks, runs
-from audit.trail._checkpoints import put_checkpoint, saved_event
+from audit.trail._checkpoints import inherited_count, put_checkpoint, saved_event
 from audit.trail._events import append, append_checkpointed
 from audit.trail._liveness import this_writer
 from audit.trail._run_header import read_header, with_header
@@ -56,6 +56,7 @@ def start_run(
     head, seq = batch.head, batch.seq
     # a queued run (a fork recorded for a worker) has no writer until one claims it
     pid, host = (None, None) if header.queued else this_writer()
+    facts = _initial_facts(events)
     values = {
         "job": header.job,
         "job_spec": spec,
@@ -64,7 +65,7 @@ def start_run(
         "pid": pid,
         "hostname": host,
         "cycles": 0,
-        "facts_count": _initial_facts(events),
+        "facts_count": facts,
         "chain": store.chain_kind,
         "head_hash": head,
         "last_seq": seq,
@@ -81,14 +82,14 @@ def start_run(
                     )
                 )
             if len(batch):
-                store.inserter.insert(conn, batch, 0)
+                store.inserter.insert(conn, batch, facts - len(batch.chunk))
             store.heads.record(store, conn, header.run_id, seq, head)
             if checkpoint is not None:
                 _first_checkpoint(store, conn, header.run_id, checkpoint)
         store.taken_runs.discard(header.run_id)
         chunks = GENESIS if not batch.chunk else fold_digest(GENESIS, batch.chunk_row()[1])
         if checkpoint is None:
-            store.predicted_heads[header.run_id] = (head, seq, len(batch.chunk), chunks)
+            store.predicted_heads[header.run_id] = (head, seq, facts, chunks)
         store.claim_epochs[header.run_id] = 0
     except StoreError as exc:
         if isinstance(exc.__cause__, IntegrityError):
@@ -140,9 +141,14 @@ def _first_checkpoint(
 
 
 def _initial_facts(events: Sequence[BatchItem]) -> int:
+    """The facts a run starts with: its initial facts, or those a fork refers to in
+    its parent (``forked_from.facts.count``: its own facts are numbered after them)."""
     for ev in events:
         if isinstance(ev, AuditEvent) and ev.kind == "run_started":
-            return len(ev.payload.get("initial_facts", ()))
+            initial = ev.payload.get("initial_facts")
+            if initial:
+                return len(initial)
+            return inherited_count(ev.payload)
     return 0
 
 

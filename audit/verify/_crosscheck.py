@@ -16,6 +16,7 @@ from typing import Any
 
 from audit.cells import same_json
 from audit.trail._chain import ChainRow
+from audit.trail._checkpoints import inherited_count
 from audit.trail._kinds import CHECKPOINTED, TERMINAL
 from engine.hashing.checkpoint import checkpoint_digest as checkpoint_digest
 from engine.status import GateStatus
@@ -79,14 +80,16 @@ OUTCOME_COLUMNS = (
 
 def proven_counts(rows: Sequence[ChainRow]) -> tuple[int, int]:
     """(cycles, facts) that the chained events prove: the highest cycle, and the
-    initial facts plus every ``fact_promoted``."""
+    initial facts (a fork's: those it refers to in its parent) plus every
+    ``fact_promoted``."""
     cycles = facts = 0
     for row in rows:
         cycles = max(cycles, row.cycle)
         if row.kind == "fact_promoted":
             facts += 1
         elif row.kind == "run_started":
-            facts += len(json.loads(row.payload).get("initial_facts", ()))
+            started = json.loads(row.payload)
+            facts += len(started.get("initial_facts") or ()) or inherited_count(started)
     return cycles, facts
 
 

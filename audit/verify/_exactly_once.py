@@ -14,7 +14,11 @@ fact that differs), so its chain must show:
   the facts promoted before it (initial facts included), so the recorded stop and
   the recorded facts agree (but for a stop by a failing store, which holds only a
   prefix of the run's facts), under the scheme its ``run_started`` names
-  (``engine.hashing.merkle``: RFC 6962, or LEGACY for runs recorded before).
+  (``engine.hashing.merkle``: RFC 6962, or LEGACY for runs recorded before). A
+  fork's facts taken from its parent are not in its chain: its ``forked_from``
+  carries their Merkle frontier (``facts.frontier``, whose root must be its
+  ``facts_root``), which the fork's own facts extend, so a fork checks alone,
+  its parent deleted or not.
 
 The first violation is reported as ``(seq, why)`` (the event that shows it).
 """
@@ -29,7 +33,7 @@ from audit.trail._chain import ChainRow
 from audit.trail._kinds import TERMINAL
 from audit.verify._crosscheck import Problem
 from engine.facts import canonical_json
-from engine.hashing.merkle import LEAF_PREFIX, LEGACY, merkle_scheme, root_of_leaves
+from engine.hashing.merkle import LEAF_PREFIX, LEGACY, MerkleFrontier, merkle_scheme
 
 __all__ = ["check_exactly_once"]
 
@@ -38,7 +42,8 @@ def check_exactly_once(rows: Sequence[ChainRow]) -> Problem:
     """The first exactly-once violation in a run's chained ``rows`` (None: none)."""
     sha = hashlib.sha256
     seen: dict[str, int] = {}
-    leaves: list[bytes] = []
+    tree = MerkleFrontier(scheme=LEGACY)
+    leaves: list[bytes] = []  # appended to the tree at the next stop
     leg_open = False
     previous = ""
     scheme = LEGACY
@@ -60,6 +65,10 @@ def check_exactly_once(rows: Sequence[ChainRow]) -> Problem:
             except ValueError as exc:
                 return row.seq, str(exc)
             leaf_prefix = LEAF_PREFIX[scheme]
+            taken = _taken(started, scheme)
+            if taken is None:
+                return row.seq, "forked_from.facts is not the frontier of its facts_root"
+            tree, leaves = taken, []
             for fact in started.get("initial_facts", ()):
                 if isinstance(fact, dict):
                     seen.setdefault(str(fact.get("id")), row.seq)
@@ -82,7 +91,32 @@ def check_exactly_once(rows: Sequence[ChainRow]) -> Problem:
             reason = p.get("reason")
             if isinstance(reason, dict) and reason.get("error_category") == "storage":
                 recorded = None  # the store failed: it holds a prefix of the run's facts
-            if recorded is not None and recorded != root_of_leaves(leaves, scheme):
+            if recorded is not None and recorded != _root(tree, leaves):
                 return row.seq, "facts root differs from the facts promoted before this stop"
         previous = kind
     return None
+
+
+def _taken(started: dict[str, object], scheme: str) -> MerkleFrontier | None:
+    """The Merkle frontier a run's facts start from: empty, or a fork's frontier of
+    the facts it refers to in its parent (None when it is malformed, or its root is
+    not the ``facts_root`` the fork recorded)."""
+    link = started.get("forked_from")
+    ref = link.get("facts") if isinstance(link, dict) else None
+    if not isinstance(ref, dict) or started.get("initial_facts"):
+        return MerkleFrontier(scheme=scheme)
+    assert isinstance(link, dict)
+    try:
+        tree = MerkleFrontier.from_json(ref.get("frontier"))
+    except (ValueError, TypeError):
+        return None
+    if tree.scheme != scheme or tree.count != ref.get("count"):
+        return None
+    return tree if tree.root() == link.get("facts_root") else None
+
+
+def _root(tree: MerkleFrontier, leaves: list[bytes]) -> str:
+    """The root once ``leaves`` are appended to ``tree`` (``leaves`` emptied)."""
+    tree.extend(leaves)
+    leaves.clear()
+    return tree.root()

@@ -16,6 +16,7 @@ from typing import Any
 
 from audit.queries import StoredEvent
 from audit.store import SqlRunStore
+from engine.errors import ForkError, ResumeError
 from engine.facts import Fact, content_key, fact_to_dict
 from engine.result import counted
 
@@ -115,10 +116,20 @@ class RunDiff:
 
 
 def snapshot(store: SqlRunStore, run_id: str) -> RunSnapshot:
-    """The run ``run_id`` of ``store`` as a diff needs it, verified (``RunNotFound``)."""
+    """The run ``run_id`` of ``store`` as a diff needs it, verified (``RunNotFound``).
+
+    A fork whose parent no longer holds the facts it refers to (changed since the
+    fork, or deleted) has no facts to compare: none, and its verify says why.
+    """
     row = store.run(run_id)
     check = store.verify(run_id)
-    facts = tuple(store.facts(run_id))
+    unverified = None if check.ok else f"seq {check.first_bad_seq}: {check.reason}"
+    try:
+        facts = tuple(store.facts(run_id))
+    except (ResumeError, ForkError) as exc:
+        if row.parent_run_id is None:
+            raise
+        facts, unverified = (), unverified or str(exc)
     events = store.events(run_id, kinds=("run_started", "run_stopped"))
     stop = None
     if row.stop_reason is not None:
@@ -137,7 +148,7 @@ def snapshot(store: SqlRunStore, run_id: str) -> RunSnapshot:
         facts=facts,
         budget=_budget(events),
         forked_from=_forked_from(events),
-        unverified=None if check.ok else f"seq {check.first_bad_seq}: {check.reason}",
+        unverified=unverified,
     )
 
 
