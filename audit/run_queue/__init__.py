@@ -1,5 +1,7 @@
 """Runs as a service, on the store's side: queued runs, their taking,
-cancel requests (``_queue``; docs/service.md).
+cancel requests (``_queue``; docs/service.md); the decided runs whose resume is due
+and the jobs of the runs waiting (``_waiting``); a worker's store made ready
+before its first run (``_warming``).
 """
 
 from __future__ import annotations
@@ -17,15 +19,20 @@ if TYPE_CHECKING:
         runs_to_recover,
         take_queued,
     )
+    from audit.run_queue._waiting import resumes_to_recover, waiting_jobs
+    from audit.run_queue._warming import warm_store
 
 __all__ = [
     "cancel_requested",
     "clear_cancel",
     "queue_run",
     "request_cancel",
+    "resumes_to_recover",
     "runs_to_recover",
     "take_queued",
+    "waiting_jobs",
+    "warm_store",
 ]
 
 if not TYPE_CHECKING:
-    __getattr__ = face(__name__, __all__, ("_queue",))
+    __getattr__ = face(__name__, __all__, ("_queue", "_waiting", "_warming"))

@@ -6,6 +6,7 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType
 from typing import Annotated
 
@@ -17,7 +18,7 @@ from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store
 from converge.cli.service import BrokerOption, QueueOption
 from converge.interrupts import SIGNALS
-from converge.service import DeadlineKeeper, LocalRunPool, RunQueue
+from converge.service import BackgroundQueue, DeadlineKeeper, LocalRunPool, RunQueue
 from engine import ConvergeError
 
 app = CommandGroup()
@@ -80,14 +81,21 @@ def serve_cmd(
         fail(str(exc))
     url = broker or os.environ.get("CONVERGE_BROKER")
     runs: RunQueue
+    closing: list[Callable[[], object]] = []  # in this order, once the server stopped
     if url:
         try:
             from converge.workers import CeleryRunQueue
         except ImportError as exc:
             fail(f"{exc} (a broker needs the 'workers' extra)")
-        runs = CeleryRunQueue(url, queue)
+        celery = CeleryRunQueue(url, queue)
+        # published by a thread of its own, on a connection made now: an answer
+        # never waits for the broker (a resume not sent is recovered from the store)
+        runs = BackgroundQueue(celery, connect=celery.connect)
+        closing += [runs.close, celery.close]
     else:
-        runs = LocalRunPool(store, pool)
+        local = LocalRunPool(store, pool)
+        runs = local
+        closing.append(local.close)
     keeper = DeadlineKeeper(store, runs).start()
     # run heads committed by any process reach the ledger within the store's delay
     sequencer = start_sequencing(store, store.signer)
@@ -108,8 +116,8 @@ def serve_cmd(
     finally:
         keeper.stop()
         sequencer.stop()
-        if isinstance(runs, LocalRunPool):
-            runs.close()
+        for close in closing:
+            close()
         store.close()
         _leave_handlers_behind()
 

@@ -18,7 +18,7 @@ from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, missing_sqlite_file, open_run_store, out
 from converge.interrupts import SIGNALS, Shutdown
 from converge.run_queue import Action
-from converge.service import DeadlineKeeper, execute_run, recover_runs
+from converge.service import DeadlineKeeper, execute_run, preload_jobs, recover_runs
 from converge.service.deadlines import KEEP_EVERY_S
 from engine import ConvergeError
 
@@ -97,6 +97,8 @@ def worker(
     runs = CeleryRunQueue(url, queue)
     try:
         sent = recover_runs(store, runs)
+        if not recover:  # imported before the pool's processes fork: they inherit them
+            preload_jobs(store)
     except ConvergeError as exc:
         fail(str(exc))
     finally:

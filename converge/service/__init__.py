@@ -6,19 +6,24 @@ go through Celery; without one, :class:`LocalRunPool` runs them in a bounded poo
 of the serving process (``converge serve``). The store is the source of truth: a
 run is recorded ``queued`` before any message about it is sent, and whoever
 executes it takes it with a compare-and-set (``audit.run_queue._queue``), so a message
-delivered twice never runs a run twice. See docs/service.md.
+delivered twice never runs a run twice; :class:`BackgroundQueue` sends the
+messages of a server's answers off their path. See docs/service.md.
 """
 
 from converge.service.deadlines import DeadlineKeeper
 from converge.service.execution import execute_run, watching_cancel
+from converge.service.handing import BackgroundQueue
 from converge.service.queues import LocalRunPool, RunQueue
 from converge.service.submission import recover_runs, submit_run
+from converge.service.warming import preload_jobs
 
 __all__ = [
+    "BackgroundQueue",
     "DeadlineKeeper",
     "LocalRunPool",
     "RunQueue",
     "execute_run",
+    "preload_jobs",
     "recover_runs",
     "submit_run",
     "watching_cancel",

@@ -3,7 +3,9 @@
 :func:`submit_run` records the run ``queued`` (``audit.run_queue._queue.queue_run``) and
 only then sends its message: a crash or a broker outage between the two leaves a
 queued run that :func:`recover_runs` (``converge worker --recover``, and every
-worker at start) sends again.
+worker at start) sends again. So does a decision: the gate is decided in the store
+before its run's resume is sent, and a paused run with no pending gate is a resume
+that :func:`recover_runs` sends again.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 
-from audit.run_queue import queue_run, runs_to_recover
+from audit.run_queue import queue_run, resumes_to_recover, runs_to_recover
 from audit.store import SqlRunStore
 from converge.jobs import Job
 from converge.service.queues import RunQueue
@@ -37,11 +39,18 @@ def submit_run(job: Job, store: SqlRunStore, queue: RunQueue, run_id: str | None
 
 def recover_runs(store: SqlRunStore, queue: RunQueue) -> list[str]:
     """Send again every run that no process is executing: ``queued`` ones and
-    ``crashed`` ones (their writer on this host is gone); the run ids sent. A run
-    sent twice is still executed once (the take and the claim are compare-and-sets)."""
+    ``crashed`` ones (their writer on this host is gone), then the resumes of the
+    paused runs whose gates are decided (their message lost, or still on its way);
+    the run ids sent. A run sent twice is still executed once (the take and the
+    claim are compare-and-sets). Raises ``StoreError``, or what ``queue.send``
+    raises (the runs not sent yet stay as recorded)."""
     sent: list[str] = []
     for run_id, status in runs_to_recover(store):
         log.warning("recovering run %s (%s): sent again", run_id, status)
         queue.send(run_id, "run")
+        sent.append(run_id)
+    for run_id in resumes_to_recover(store):
+        log.warning("recovering run %s (paused, its gate decided): its resume sent again", run_id)
+        queue.send(run_id, "resume")
         sent.append(run_id)
     return sent

@@ -29,6 +29,16 @@ class CeleryRunQueue:
         except Exception as exc:  # kombu raises OperationalError and socket errors
             raise ConvergeError(f"cannot send run {run_id} to queue {self.queue!r}: {exc}") from exc
 
+    def connect(self) -> None:
+        """Make the broker connection the next :meth:`send` uses now (a server's
+        first answer then does not make it). Raises ``ConvergeError`` when the
+        broker cannot be reached."""
+        try:
+            with self._app.producer_or_acquire() as producer:
+                producer.connection.ensure_connection(max_retries=1)
+        except Exception as exc:  # kombu raises OperationalError and socket errors
+            raise ConvergeError(f"cannot reach the broker of queue {self.queue!r}: {exc}") from exc
+
     def close(self) -> None:
         """Release the broker connections."""
         self._app.close()

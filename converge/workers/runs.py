@@ -23,6 +23,7 @@ import signal
 import threading
 from typing import Any
 
+from audit.run_queue import warm_store
 from audit.store import SqlRunStore, open_store
 from converge.interrupts import Shutdown
 from converge.run_queue import Action
@@ -88,13 +89,14 @@ def _catch_sigterm() -> None:
 
 
 def warm_up(**_: Any) -> None:
-    """Open this worker process's store as it starts (Celery's ``worker_process_init``),
-    so that its first run does not pay for the connection, the schema check and the
+    """Open this worker process's store as it starts (Celery's ``worker_process_init``)
+    and ready it (:func:`audit.run_queue.warm_store`), so that its first run does not
+    pay for the connections, the schema and table checks and the
     imports (a burst of CPU that, on a host shared with ``converge serve``, delays
     the server's answers). A store that cannot be opened yet is opened, and its
     error reported, by the first run."""
     try:
-        _worker_store()
+        warm_store(_worker_store())
     except ConvergeError as exc:
         log.warning("worker store not opened at start: %s", exc)
 
