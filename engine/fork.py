@@ -96,11 +96,17 @@ def load_fork(
             run = state_at(history, new_run_id(), budget or settings.budget)
     except ResumeError as exc:
         raise ForkError(str(exc)) from None
+    if queued:
+        load.give_back()
     run.recovery.loaded(load.froze)
     if not queued:
         run.spend.start_leg(settings.clock(), time.time())
         settings.runs.enter(run.run_id, clear_cancel=True)
-    _record_start(settings, run, history, queued)
+    try:
+        _record_start(settings, run, history, queued)
+    except BaseException:
+        load.give_back()  # the run is never driven: nothing releases the freeze else
+        raise
     return run
 
 

@@ -78,6 +78,15 @@ class BulkLoad:
 
     froze: bool = False
 
+    def give_back(self) -> None:
+        """The loaded run will not be driven here (a fork queued for a worker): its
+        objects go back to the collector (a freeze left behind kept them, and every
+        object frozen with them, out of collection for the process's life, and
+        turned the freeze off for every later run of it)."""
+        if self.froze:
+            self.froze = False
+            gc.unfreeze()
+
 
 @contextmanager
 def bulk_load() -> Iterator[BulkLoad]:
