@@ -122,17 +122,25 @@ class StoreCore:
         self.chunk_folds.pop(run_id, None)
 
     @contextmanager
-    def transaction(self, *, write: bool = True, settle: bool = True) -> Iterator[Connection]:
+    def transaction(
+        self, *, write: bool = True, settle: bool = True, single: bool = False
+    ) -> Iterator[Connection]:
         """A context manager yielding the ``Connection`` of one transaction, committed
         on exit, begun after the batch in flight (unless ``settle`` is false: the
         writer thread's own). ``write=False`` is a read (on PostgreSQL one REPEATABLE
-        READ snapshot). Database failures become ``StoreError``."""
+        READ snapshot). ``single`` (with ``write=False``): a read of one statement,
+        which is its own snapshot: on PostgreSQL it runs in autocommit, one round
+        trip instead of three (no ``BEGIN``, no ``COMMIT``). Database failures become
+        ``StoreError``."""
         if settle:
             self.writer.settle()
         try:
             with self.sql_engine.connect() as conn:
                 if write:
                     conn.execution_options(**{WRITE: True})
+                elif self.is_postgres and single:
+                    # one statement sees one snapshot: nothing to begin or commit
+                    conn.execution_options(isolation_level="AUTOCOMMIT")
                 elif self.is_postgres:
                     # a consistent snapshot across the statements of a read
                     conn.execution_options(isolation_level="REPEATABLE READ")
@@ -181,7 +189,7 @@ class StoreCore:
         """Whether the feature table ``name`` exists (asked once it does)."""
         if name in self._ready_tables:
             return True
-        with self.transaction(write=False) as conn:
+        with self.transaction(write=False, single=True) as conn:
             found = inspect(conn).has_table(name)
         if found:
             self._ready_tables.add(name)

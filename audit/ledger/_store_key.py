@@ -40,7 +40,7 @@ WRONG_KEY = "wrong key"
 def stored_fingerprint(store: StoreCore) -> str | None:
     """The key fingerprint the store records now (read from the database), or None."""
     # one row of converge_meta: no need to wait for the writer thread's batches
-    with store.transaction(write=False, settle=False) as conn:
+    with store.transaction(write=False, settle=False, single=True) as conn:
         value = conn.execute(select(meta.c.value).where(meta.c.key == KEY_FINGERPRINT)).scalar()
     return None if value is None else str(value)
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         Comment,
         add_comment,
         run_comments,
+        run_with_comments,
     )
     from audit.people._deciding import (
         Decider,
@@ -78,6 +79,7 @@ __all__ = [
     "record_decision",
     "revoke_tokens",
     "run_comments",
+    "run_with_comments",
     "token_hash",
     "votes",
     "votes_on",

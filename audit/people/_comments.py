@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 
 from audit.ledger._store_key import require_key
-from audit.queries._queries import StoredEvent
+from audit.queries._queries import RunRow, StoredEvent, events_in, run_in
 from audit.store import SqlRunStore
 from audit.tables import gates
 from audit.trail._events import append
@@ -59,6 +59,16 @@ def add_comment(store: SqlRunStore, gate_id: str, by: str, text: str) -> Comment
         payload = {"gate_id": gate_id, "by": by, "text": body}
         append(store, conn, gate.run_id, [AuditEvent(KIND, gate.cycle, payload, at)])
     return Comment(gate_id, by, at, body)
+
+
+def run_with_comments(store: SqlRunStore, run_id: str) -> tuple[RunRow, list[Comment]]:
+    """Run ``run_id`` and the comments on its gates (as :func:`run_comments`), read in
+    one transaction: what the answer to a decision shows besides what it recorded.
+    Raises ``RunNotFound``, ``CorruptRow`` (an event's cell)."""
+    with store.transaction(write=False) as conn:
+        run = run_in(store, conn, run_id)
+        found = [_comment(e) for e in events_in(conn, run_id, [KIND])]
+    return run, found
 
 
 def comments(store: SqlRunStore, gate: str, run_id: str) -> list[Comment]:

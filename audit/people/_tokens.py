@@ -104,7 +104,7 @@ def authenticate(store: SqlRunStore, token: str, now: float | None = None) -> Pr
         return None
     ensure_inbox_tables(store)
     digest = token_hash(token)
-    with store.transaction(write=False) as conn:
+    with store.transaction(write=False, single=True) as conn:
         row = conn.execute(
             select(
                 api_tokens.c.token_hash,

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Row, Select, select
+from sqlalchemy import Connection, Row, Select, select
 
 from audit.cells import bad_cell, json_cell
 from audit.core import StoreCore
@@ -287,8 +287,13 @@ def list_runs(
 
 def get_run(store: StoreCore, run_id: str) -> RunRow:
     """One recorded run (raises ``RunNotFound``)."""
-    with store.transaction(write=False) as conn:
-        row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one_or_none()
+    with store.transaction(write=False, single=True) as conn:
+        return run_in(store, conn, run_id)
+
+
+def run_in(store: StoreCore, conn: Connection, run_id: str) -> RunRow:
+    """:func:`get_run` read on ``conn`` (a transaction the caller holds)."""
+    row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one_or_none()
     if row is None:
         raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
     return run_row(row)
@@ -342,6 +347,19 @@ def read_events(
 ) -> list[StoredEvent]:
     """The run's events in ``seq`` order (only ``kinds`` when given; only those after
     seq ``after``, at most ``limit``)."""
+    with store.transaction(write=False, single=True) as conn:
+        return events_in(conn, run_id, kinds, after=after, limit=limit)
+
+
+def events_in(
+    conn: Connection,
+    run_id: str,
+    kinds: Sequence[str] | None = None,
+    *,
+    after: int = 0,
+    limit: int | None = None,
+) -> list[StoredEvent]:
+    """:func:`read_events` read on ``conn`` (a transaction the caller holds)."""
     q = select(audit_events).where(audit_events.c.run_id == run_id)
     if after:
         q = q.where(audit_events.c.seq > after)
@@ -350,8 +368,7 @@ def read_events(
     q = q.order_by(audit_events.c.seq)
     if limit is not None:
         q = q.limit(limit)
-    with store.transaction(write=False) as conn:
-        return [_stored_event(r) for r in conn.execute(q)]
+    return [_stored_event(r) for r in conn.execute(q)]
 
 
 def _stored_event(r: Row[Any]) -> StoredEvent:

@@ -26,6 +26,7 @@ from audit.store import SqlRunStore
 from converge.decisions._checks import check
 from converge.decisions._expiry import Clock, apply_expiry
 from converge.decisions._resume import Execute, hand_over
+from converge.jobs import Job
 from converge.run_queue import RunQueue
 from engine import ConvergeError, GateDecision, GateExpired, GateRecord, RunResult
 
@@ -36,7 +37,8 @@ class DecisionReport:
 
     ``gate``: the gate as stored afterwards; ``votes``: who voted (quorum gates);
     ``required``: approvals the gate needs; ``still_needed``: approvals missing
-    (0 once decided); ``result``: the run's next stop when the decision resumed it.
+    (0 once decided); ``result``: the run's next stop when the decision resumed it;
+    ``job``: the job its run recorded (what the decision was checked against).
     """
 
     gate: GateRecord
@@ -44,6 +46,7 @@ class DecisionReport:
     required: int
     still_needed: int
     result: RunResult | None
+    job: Job | None = None
 
 
 def decide(
@@ -102,7 +105,9 @@ def decide(
         raise
     result = hand_over(store, recorded, checked.job, execute=execute, queue=queue)
     gate = recorded.gate if result is None else store.get_gate(gate_id)
-    return DecisionReport(gate, recorded.votes, recorded.required, recorded.still_needed, result)
+    return DecisionReport(
+        gate, recorded.votes, recorded.required, recorded.still_needed, result, checked.job
+    )
 
 
 def gate_votes(store: SqlRunStore, gate_id: str) -> list[Vote]:

@@ -10,12 +10,18 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from starlette.concurrency import run_in_threadpool
 
-from audit.people import MAX_COMMENT_CHARS, MAX_REASON_CHARS, Principal, add_comment
+from audit.people import (
+    MAX_COMMENT_CHARS,
+    MAX_REASON_CHARS,
+    Principal,
+    add_comment,
+    run_with_comments,
+)
 from converge.decisions import DecisionReport, decide
 from converge.governance import gate_history
 from converge.web.auth import api_decider, api_principal, check_csrf, page_principal, store_of
 from converge.web.errors import answers, http_error
-from converge.web.views import UNREADABLE, gate_dict, gate_page_data, gates_list
+from converge.web.views import UNREADABLE, GateLookups, gate_dict, gate_page_data, gates_list
 from engine import ConvergeError, GateDecision
 from engine.status import GateStatus
 
@@ -42,9 +48,13 @@ class DecisionIn(BaseModel):
 
 
 def _report(request: Request, report: DecisionReport) -> dict[str, Any]:
+    """The answer to a decision: the gate, votes and job as the decision recorded and
+    checked them (not read again), its run and comments read in one transaction."""
     store = store_of(request)
-    out = gate_dict(store, report.gate, clock=request.app.state.clock)
-    run = store.run(report.gate.run_id)
+    gate = report.gate
+    run, comments = run_with_comments(store, gate.run_id)
+    known = GateLookups.known(store, gate, list(report.votes), report.job, comments)
+    out = gate_dict(store, gate, clock=request.app.state.clock, lookups=known)
     out["run"] = {
         "run_id": run.run_id,
         "status": run.status,

@@ -37,12 +37,41 @@ class GateLookups:
     """What :func:`gate_dict` reads for a page of gates, each read once: the votes
     on all of them (one query), and per run its job and its comments."""
 
-    def __init__(self, store: SqlRunStore, gates: list[GateRecord]) -> None:
+    def __init__(
+        self,
+        store: SqlRunStore,
+        gates: list[GateRecord],
+        votes: dict[str, list[Vote]] | None = None,
+        *,
+        jobs: dict[str, Job | None] | None = None,
+        comments: dict[str, list[Comment] | CorruptRow] | None = None,
+    ) -> None:
         self.store = store
         self.corrupt_votes: dict[str, CorruptRow] = {}
-        self.votes = votes_on(store, [g.gate_id for g in gates], self.corrupt_votes)
-        self._jobs: dict[str, Job | None] = {}
-        self._comments: dict[str, list[Comment] | CorruptRow] = {}
+        if votes is None:
+            votes = votes_on(store, [g.gate_id for g in gates], self.corrupt_votes)
+        self.votes = votes
+        self._jobs: dict[str, Job | None] = dict(jobs or {})
+        self._comments: dict[str, list[Comment] | CorruptRow] = dict(comments or {})
+
+    @classmethod
+    def known(
+        cls,
+        store: SqlRunStore,
+        gate: GateRecord,
+        votes: list[Vote],
+        job: Job | None,
+        comments: list[Comment],
+    ) -> GateLookups:
+        """The lookups of one gate whose votes, job and run's comments are known
+        already (a decision's answer: what it recorded and was checked against)."""
+        return cls(
+            store,
+            [gate],
+            {gate.gate_id: votes},
+            jobs={gate.run_id: job},
+            comments={gate.run_id: comments},
+        )
 
     def job(self, run_id: str) -> Job | None:
         """The job the run recorded (None when it recorded none that loads)."""
