@@ -1,5 +1,6 @@
 """Runs as a service, on the store's side: queued runs, their taking,
-cancel requests (``_queue``; docs/service.md).
+cancel requests, the lease length of the runs this process holds (``_queue``;
+docs/service.md, docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ from audit.lazy import face
 
 if TYPE_CHECKING:
     from audit.run_queue._queue import (
+        DEFAULT_LEASE_S,
+        LEASE_ENV,
         cancel_requested,
         clear_cancel,
+        lease_seconds,
         queue_run,
         request_cancel,
         runs_to_recover,
@@ -19,8 +23,11 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "DEFAULT_LEASE_S",
+    "LEASE_ENV",
     "cancel_requested",
     "clear_cancel",
+    "lease_seconds",
     "queue_run",
     "request_cancel",
     "runs_to_recover",

@@ -163,6 +163,7 @@ def _print_runs(rows: list[RunRow], links: dict[str, ForkLink]) -> None:
             str(r.facts_count),
             local_time(r.started_at)[5:16],  # MM-DD HH:MM: kept at 80 columns
             "" if r.duration_ms is None else str(r.duration_ms),
+            lease_text(r),
         )
         for r in rows
     ]
@@ -180,11 +181,25 @@ RUN_COLUMNS = (
     Column("facts", priority=5, justify="right", whole=True),
     Column("started", whole=True),
     Column("ms", priority=6, justify="right", whole=True),
+    Column("holder, lease", priority=3, optional=True),
 )
 """The columns of ``converge runs``: at 80 columns the run, its status, stop,
 cycles and start (``MM-DD HH:MM``, local) are kept whole; the others are dropped
 from the last (``ms``) up, the job last; ``forked from`` (``PARENT@CYCLE``) is
-shown when a listed run is a fork."""
+shown when a listed run is a fork; ``holder, lease`` (``host/pid/start``, the time
+its lease has left by the database's clock) when a listed run is running."""
+
+
+def lease_text(r: RunRow) -> str:
+    """``host/pid/start 12.0s`` (lease left) or ``... expired 3.0s ago``; empty without a lease."""
+    if r.lease_holder is None or r.lease_left_s is None:
+        return ""
+    left = r.lease_left_s
+    return (
+        f"{r.lease_holder} {left:.1f}s"
+        if left > 0
+        else f"{r.lease_holder} expired {-left:.1f}s ago"
+    )
 
 
 @app.command("show")

@@ -12,10 +12,11 @@ delivered twice never runs a run twice. See docs/service.md.
 from converge.service.deadlines import DeadlineKeeper
 from converge.service.execution import execute_run, watching_cancel
 from converge.service.queues import LocalRunPool, RunQueue
-from converge.service.submission import recover_runs, submit_run
+from converge.service.submission import ExpiredLeases, recover_runs, submit_run
 
 __all__ = [
     "DeadlineKeeper",
+    "ExpiredLeases",
     "LocalRunPool",
     "RunQueue",
     "execute_run",
