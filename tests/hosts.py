@@ -5,7 +5,9 @@ A :class:`Host` is a separate PID and UTS namespace (``unshare --pid --uts --for
 test's shared store (a PostgreSQL schema, or one SQLite file) and RabbitMQ. It can
 be killed whole (SIGKILL of the namespace's init: the kernel kills every process
 in it), frozen (SIGSTOP of every process in it) and thawed (SIGCONT), or started
-with its clock an hour off (Debian's ``faketime``, libfaketime). A
+with its wall clock an hour off (``time.time`` shifted in each of its Python
+processes: Debian's libfaketime 0.9.10 makes Python 3.11's timed waits fail with
+EINVAL, see :data:`SKEW`). A
 :class:`BrokerProxy` stands between the hosts and RabbitMQ: the test drops every
 connection through it and brings it back, a broker restart that the machine's
 RabbitMQ, shared with other suites, never sees.
@@ -29,7 +31,7 @@ from pathlib import Path
 
 from tests.workerfixtures import BACKEND, BROKER, REPO
 
-__all__ = ["BrokerProxy", "Host", "hosts_unavailable"]
+__all__ = ["SKEW", "BrokerProxy", "Host", "hosts_unavailable", "wait_ready"]
 
 UNSHARE = ["unshare", "--pid", "--uts", "--fork", "--mount-proc", "--kill-child"]
 
@@ -46,9 +48,18 @@ def hosts_unavailable() -> str | None:
     return None
 
 
-def faketime_unavailable() -> str | None:
-    """None when Debian's ``faketime`` is installed, else why not."""
-    return None if shutil.which("faketime") else "no faketime (apt-get install faketime)"
+SKEW = """import os, time
+_off = float(os.environ.get("CONVERGE_TEST_SKEW_S") or 0)
+_time, _time_ns = time.time, time.time_ns
+time.time = lambda: _time() + _off
+time.time_ns = lambda: _time_ns() + int(_off * 1e9)
+"""
+"""The ``sitecustomize`` of a skewed host: its processes' ``time.time`` is
+``$CONVERGE_TEST_SKEW_S`` seconds off. (Under Debian's libfaketime 0.9.10,
+``LD_PRELOAD`` or ``faketime(1)``, Python 3.11's ``time.sleep`` and
+``threading.Event.wait`` fail with EINVAL, or sleep an hour without
+``FAKETIME_DONT_FAKE_MONOTONIC``; and ``faketime(1)`` names its semaphore by its
+pid, the same in every PID namespace.)"""
 
 
 def _ns(pid: int) -> str | None:
@@ -61,11 +72,11 @@ def _ns(pid: int) -> str | None:
 class Host:
     """One simulated host: ``converge worker`` in its own PID and UTS namespaces,
     hostname ``name``, consuming ``queue`` through ``broker`` over store ``db``, with
-    leases of ``lease_s`` seconds; ``skew`` (``"+1h"``, ``"-1h"``) runs it under
-    ``faketime`` with its clock that far off."""
+    leases of ``lease_s`` seconds; ``skew`` (seconds) puts its processes' wall clock
+    that far off (:data:`SKEW`)."""
 
     def __init__(
-        self, name: str, *, db: str, queue: str, broker: str, lease_s: float, skew: str = ""
+        self, name: str, *, db: str, queue: str, broker: str, lease_s: float, skew: float = 0.0
     ) -> None:
         self.name, self.db, self.queue, self.broker = name, db, queue, broker
         self.lease_s, self.skew = lease_s, skew
@@ -78,10 +89,12 @@ class Host:
         worker = [sys.executable, "-m", "converge.cli", "worker", "--broker", self.broker]
         worker += ["--backend", BACKEND, "--queue", self.queue, "--hostname", self.node]
         worker += ["--db", self.db, "--lease-seconds", str(self.lease_s)]
-        if self.skew:
-            worker = ["faketime", "-f", f"{self.skew} x1", *worker]
         env = dict(os.environ, PYTHONPATH=REPO, CONVERGE_LEASE_S=str(self.lease_s))
-        env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"  # the wall clock is off, not the timers
+        if self.skew:
+            site = self.log.with_suffix(".site")
+            site.mkdir(exist_ok=True)
+            (site / "sitecustomize.py").write_text(SKEW)
+            env.update(PYTHONPATH=f"{site}:{REPO}", CONVERGE_TEST_SKEW_S=str(self.skew))
         script = 'hostname "$0" && exec "$@"'
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(

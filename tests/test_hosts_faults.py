@@ -5,14 +5,15 @@
 Each fault, ``CONVERGE_HOST_TRIALS`` trials (10), mid-run: the host holding the run
 killed whole (every process of its namespace SIGKILLed); frozen past its lease
 (SIGSTOP) then thawed once the run finished elsewhere (its late writes refused,
-nothing recorded, its lease not renewed); both hosts' clocks an hour off
-(faketime) and the holder killed; the broker's connections dropped and brought
-back (a proxy: the machine's RabbitMQ is shared). Each trial: the run finishes
-within lease + 10 s of the fault (on another host, but for the broker fault),
+nothing recorded, its lease not renewed); one host's clock an hour ahead and the
+other's an hour behind (tests/hosts.py SKEW), the holder killed; the broker's
+connections dropped and brought back (a proxy: the machine's RabbitMQ is shared).
+Each trial: the run finishes within lease + 10 s of the fault (on another host,
+but for the broker fault),
 with the facts, facts root and stop of an uninterrupted run, no fact twice;
 ``verify --all`` ok at the end. PostgreSQL runs every fault; one shared SQLite
 file the kill (a frozen process can hold SQLite's file lock, which has no lease,
-and SQLite's clock is the faked one). With ``CONVERGE_RECOVERY_LOG`` each trial's
+and SQLite's clock is its host's). With ``CONVERGE_RECOVERY_LOG`` each trial's
 times are appended there (one JSON line: docs/performance.md, R2).
 """
 
@@ -36,7 +37,7 @@ from audit.testing import pg_schema, pg_unreachable_reason
 from converge.jobs import load_job
 from converge.service import submit_run
 from tests.faultfixtures import RunSnapshot, differences, snapshot
-from tests.hosts import BrokerProxy, Host, faketime_unavailable, hosts_unavailable, wait_ready
+from tests.hosts import BrokerProxy, Host, hosts_unavailable, wait_ready
 from tests.servicefixtures import beat_job, reference, until
 from tests.workerfixtures import BROKER, services_unreachable
 
@@ -60,7 +61,7 @@ def _require(*reasons: str | None) -> None:
 class Cluster:
     """Two hosts (``a``, ``b``) over ``db``, behind a broker proxy, on a queue of their own."""
 
-    def __init__(self, db: str, skew: tuple[str, str] = ("", "")) -> None:
+    def __init__(self, db: str, skew: tuple[float, float] = (0.0, 0.0)) -> None:
         self.db, self.skew = db, skew
         self.queue = f"converge-hosts-{uuid.uuid4().hex[:10]}"
         self.proxy = BrokerProxy()
@@ -109,7 +110,7 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def _cluster(stack: ExitStack, kind: str, tmp_path: Path, skew: tuple[str, str]) -> Cluster:
+def _cluster(stack: ExitStack, kind: str, tmp_path: Path, skew: tuple[float, float]) -> Cluster:
     _require(hosts_unavailable(), services_unreachable())
     if kind == "pg":
         _require(pg_unreachable_reason())
@@ -231,27 +232,26 @@ def stack() -> Iterator[ExitStack]:
 def test_a_host_killed_whole_mid_run(
     backend: str, tmp_path: Path, want: tuple[RunSnapshot, Path], stack: ExitStack
 ) -> None:
-    cluster = _cluster(stack, backend, tmp_path, ("", ""))
+    cluster = _cluster(stack, backend, tmp_path, (0.0, 0.0))
     _check_all(cluster, _trials(cluster, _kill, "kill", want))
 
 
 def test_a_host_frozen_past_its_lease_then_thawed(
     tmp_path: Path, want: tuple[RunSnapshot, Path], stack: ExitStack
 ) -> None:
-    cluster = _cluster(stack, "pg", tmp_path, ("", ""))
+    cluster = _cluster(stack, "pg", tmp_path, (0.0, 0.0))
     _check_all(cluster, _trials(cluster, _freeze, "freeze", want))
 
 
 def test_hosts_an_hour_ahead_and_behind(
     tmp_path: Path, want: tuple[RunSnapshot, Path], stack: ExitStack
 ) -> None:
-    _require(faketime_unavailable())
-    cluster = _cluster(stack, "pg", tmp_path, ("+1h", "-1h"))
+    cluster = _cluster(stack, "pg", tmp_path, (3600.0, -3600.0))
     _check_all(cluster, _trials(cluster, _kill, "skew", want))
 
 
 def test_the_broker_restarted_mid_run(
     tmp_path: Path, want: tuple[RunSnapshot, Path], stack: ExitStack
 ) -> None:
-    cluster = _cluster(stack, "pg", tmp_path, ("", ""))
+    cluster = _cluster(stack, "pg", tmp_path, (0.0, 0.0))
     _check_all(cluster, _trials(cluster, _broker, "broker", want))
