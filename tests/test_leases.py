@@ -10,6 +10,7 @@ database (``expires_at`` set in the past with SQL), never by sleeping.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -247,3 +248,50 @@ def test_a_store_of_version_6_gains_the_lease_table(tmp_path: Path) -> None:
         assert version == "7"
     finally:
         store.close()
+
+
+def test_converge_runs_shows_the_holder_and_the_lease_left(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from converge.cli import app
+
+    db = str(tmp_path / "runs.db")
+    store = open_store(db)
+    try:
+        _start(store, "held")
+        _start(store, "lost")
+        store.leases.close()
+        _set_lease(store, "lost", holder=ELSEWHERE)
+        _expire(store, "lost")
+    finally:
+        store.close()
+    listed = CliRunner().invoke(app, ["runs", "--db", db, "--json"])
+    assert listed.exit_code == 0, listed.output
+    rows = {r["run_id"]: r for r in json.loads(listed.output)}
+    assert rows["held"]["status"] == "running" and rows["held"]["lease_holder"] == holder_id()
+    assert rows["held"]["lease_left_s"] > 0
+    assert rows["lost"]["status"] == "crashed" and rows["lost"]["lease_holder"] == ELSEWHERE
+    assert rows["lost"]["lease_left_s"] < 0
+    table = CliRunner().invoke(app, ["runs", "--db", db], env={"COLUMNS": "160"})
+    assert "holder, lease" in table.output and "expired" in table.output, table.output
+
+
+def test_converge_worker_lease_seconds_reaches_the_worker_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--lease-seconds`` is put in the environment the worker's processes open
+    their stores with (here ``--run`` of a run that does not exist: exit 2)."""
+    from typer.testing import CliRunner
+
+    from converge.cli import app
+
+    db = str(tmp_path / "w.db")
+    open_store(db).close()
+    monkeypatch.setenv("CONVERGE_LEASE_S", "30")  # restored (or removed) after the test
+    monkeypatch.delenv("CONVERGE_LEASE_S")
+    done = CliRunner().invoke(app, ["worker", "--db", db, "--run", "nope", "--lease-seconds", "7"])
+    assert done.exit_code != 0
+    assert os.environ["CONVERGE_LEASE_S"] == "7.0"
+    assert lease_seconds() == 7.0
