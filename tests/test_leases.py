@@ -147,7 +147,7 @@ def test_a_claim_loses_to_a_renewal_between_its_read_and_its_write(store: SqlRun
     assert seen is not None and not seen.held
     assert store.leases.renew() == []  # the holder renews first
     with pytest.raises(RunBusy, match="renewed"), store.transaction() as conn:
-        grant(store, conn, "r1", 1, seen)
+        grant(conn, "r1", 1, store.leases.seconds, seen)
     with store.transaction() as conn:
         assert conn.execute(select(run_leases.c.epoch)).scalar() == 0
 

@@ -120,7 +120,7 @@ def take_queued(store: SqlRunStore, run_id: str) -> None:
         )
         if done.rowcount != 1:
             raise RunBusy(f"run {run_id} was taken by another process first")
-        grant(store, conn, run_id, row.epoch, lease if orphan else None)
+        grant(conn, run_id, row.epoch, store.leases.seconds, lease if orphan else None)
     store.taken_runs.add(run_id)
     store.leases.hold(run_id, row.epoch)
 

@@ -45,8 +45,9 @@ def pause_run(
     checkpoint: dict[str, Any],
 ) -> None:
     """Write the events, the pending gate, the checkpoint and the ``paused``
-    outcome, in one transaction."""
+    outcome, in one transaction; the run's lease goes with it."""
     store.wait_written(run_id)
+    store.leases.drop(run_id)
     with store.transaction() as conn:
         blob = append_checkpointed(store, conn, run_id, events, checkpoint)
         conn.execute(
@@ -201,7 +202,9 @@ def claim_resume(
             raise RunBusy(f"run {run_id} was claimed by another process first")
         epoch = row.epoch + 1
         # the lease first: a compare-and-set against the expired lease read above
-        grant(store, conn, run_id, epoch, lease if was == RunStatus.CRASHED else None)
+        grant(
+            conn, run_id, epoch, store.leases.seconds, lease if was == RunStatus.CRASHED else None
+        )
         done = conn.execute(
             update(runs)
             .where(

@@ -28,9 +28,11 @@ import logging
 import math
 import os
 import threading
+import weakref
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sqlalchemy import Connection, Double, Select, delete, insert, literal_column, select, update
 from sqlalchemy.sql.elements import ColumnElement
@@ -39,8 +41,16 @@ from audit.tables import run_leases, runs
 from audit.trail._liveness import holder_alive, holder_id, writer_alive
 from engine.errors import RunBusy, StoreError
 
-if TYPE_CHECKING:
-    from audit.core import StoreCore
+
+class Holding(Protocol):
+    """What a :class:`LeaseKeeper` needs of its store (:class:`audit.core.StoreCore`)."""
+
+    claim_epochs: dict[str, int]
+
+    def transaction(
+        self, *, write: bool = True, settle: bool = True
+    ) -> AbstractContextManager[Connection]: ...
+
 
 __all__ = [
     "DEFAULT_LEASE_S",
@@ -145,17 +155,18 @@ def read_lease(conn: Connection, run_id: str) -> Lease | None:
 
 
 def grant(
-    store: StoreCore, conn: Connection, run_id: str, epoch: int, before: Lease | None = None
+    conn: Connection, run_id: str, epoch: int, seconds: float, before: Lease | None = None
 ) -> None:
-    """Take the run's lease for this process at ``epoch``, in ``conn``'s transaction
-    (the caller then calls ``store.leases.hold`` once it committed). With
+    """Take the run's lease for this process at ``epoch`` for ``seconds``, in
+    ``conn``'s transaction (the caller then calls ``store.leases.hold`` once it
+    committed). With
     ``before``, the lease read in this transaction, a compare-and-set: ``RunBusy``
     when it changed since (its holder renewed it), and nothing is taken."""
     now = db_now(conn.dialect.name == "postgresql")
     values = {
         "holder": holder_id(),
         "epoch": epoch,
-        "expires_at": now + store.leases.seconds,
+        "expires_at": now + seconds,
         "renewed_at": now,
     }
     if before is None:
@@ -191,11 +202,12 @@ class LeaseKeeper:
     """Renews the leases this process holds, every third of ``seconds``, in a daemon
     thread started with the first lease; a lease found taken over is dropped and its
     run marked :data:`LOST` (its writes refused). A store that cannot be reached is
-    tried again at the next renewal (the lease may expire meanwhile)."""
+    tried again at the next renewal (the lease may expire meanwhile). The keeper
+    refers to its store weakly: a store dropped without ``close`` ends the thread."""
 
-    def __init__(self, store: StoreCore, seconds: float) -> None:
+    def __init__(self, store: Holding, seconds: float) -> None:
         self.seconds = seconds
-        self._store = store
+        self._store = weakref.ref(store)
         self._held: dict[str, int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -228,9 +240,12 @@ class LeaseKeeper:
         """Renew every lease held now; the run ids whose lease was lost (taken over)."""
         lost: list[str] = []
         me = holder_id()
+        store = self._store()
+        if store is None:
+            return lost
         for run_id, epoch in self.held().items():
             try:
-                with self._store.transaction(settle=False) as conn:
+                with store.transaction(settle=False) as conn:
                     now = db_now(conn.dialect.name == "postgresql")
                     done = conn.execute(
                         update(run_leases)
@@ -250,14 +265,14 @@ class LeaseKeeper:
                 if self._held.get(run_id) != epoch:
                     continue  # dropped meanwhile (stopped here)
                 del self._held[run_id]
-            self._store.claim_epochs[run_id] = LOST
+            store.claim_epochs[run_id] = LOST
             lost.append(run_id)
             log.warning("run %s: its lease was taken over; this process gives it up", run_id)
         return lost
 
     def _loop(self) -> None:
         stop = self._stop
-        while not stop.wait(self.seconds / 3):
+        while not stop.wait(self.seconds / 3) and self._store() is not None:
             self.renew()
 
     def close(self) -> None:

@@ -82,7 +82,7 @@ def start_run(
                     )
                 )
                 if not header.queued:
-                    grant(store, conn, header.run_id, 0)
+                    grant(conn, header.run_id, 0, store.leases.seconds)
             if len(batch):
                 store.inserter.insert(conn, batch, 0)
             store.heads.record(store, conn, header.run_id, seq, head)

@@ -25,6 +25,17 @@ from engine import ConvergeError
 
 app = CommandGroup()
 
+LeaseOption = Annotated[
+    float | None,
+    typer.Option(
+        "--lease-seconds",
+        min=0.1,
+        help=f"Lease of the runs it holds, renewed every third of it; a run whose lease "
+        f"expired is taken over by another worker (${LEASE_ENV}, default {DEFAULT_LEASE_S:g}).",
+    ),
+]
+"""``--lease-seconds`` (docs/scale-out.md)."""
+
 PARENT_POLL_S = 0.2
 """How often (seconds) ``worker --run --parent PID`` checks that its parent lives."""
 
@@ -66,16 +77,7 @@ def worker(
         int | None,
         typer.Option("--parent", hidden=True, help="With --run: stop when this process is gone."),
     ] = None,
-    lease_seconds: Annotated[
-        float | None,
-        typer.Option(
-            "--lease-seconds",
-            min=0.1,
-            help=f"Lease of the runs it holds, renewed every third of it; a run whose "
-            f"lease expired is taken over by another worker (${LEASE_ENV}, "
-            f"default {DEFAULT_LEASE_S:g}).",
-        ),
-    ] = None,
+    lease_seconds: LeaseOption = None,
 ) -> None:
     """Run suggestors and whole runs sent to a queue, until stopped.
 
