@@ -73,16 +73,25 @@ class Host:
     """One simulated host: ``converge worker`` in its own PID and UTS namespaces,
     hostname ``name``, consuming ``queue`` through ``broker`` over store ``db``, with
     leases of ``lease_s`` seconds; ``skew`` (seconds) puts its processes' wall clock
-    that far off (:data:`SKEW`)."""
+    that far off (:data:`SKEW`); its output goes to a file in ``logs``."""
 
     def __init__(
-        self, name: str, *, db: str, queue: str, broker: str, lease_s: float, skew: float = 0.0
+        self,
+        name: str,
+        *,
+        db: str,
+        queue: str,
+        broker: str,
+        lease_s: float,
+        skew: float = 0.0,
+        logs: Path | None = None,
     ) -> None:
         self.name, self.db, self.queue, self.broker = name, db, queue, broker
         self.lease_s, self.skew = lease_s, skew
         self.node = f"{name}@{queue}"
         self.proc: subprocess.Popen[bytes] | None = None
-        self.log = Path(os.environ.get("TMPDIR", "/tmp")) / f"converge-{queue}-{name}.log"
+        folder = logs or Path(os.environ.get("TMPDIR", "/tmp"))
+        self.log = folder / f"converge-{queue}-{name}.log"
 
     def start(self) -> Host:
         """Start the host's worker (returns at once: :meth:`wait_ready`)."""

@@ -61,8 +61,8 @@ def _require(*reasons: str | None) -> None:
 class Cluster:
     """Two hosts (``a``, ``b``) over ``db``, behind a broker proxy, on a queue of their own."""
 
-    def __init__(self, db: str, skew: tuple[float, float] = (0.0, 0.0)) -> None:
-        self.db, self.skew = db, skew
+    def __init__(self, db: str, logs: Path, skew: tuple[float, float] = (0.0, 0.0)) -> None:
+        self.db, self.skew, self.logs = db, skew, logs
         self.queue = f"converge-hosts-{uuid.uuid4().hex[:10]}"
         self.proxy = BrokerProxy()
         self.hosts = {n: self._host(n) for n in ("a", "b")}
@@ -77,6 +77,7 @@ class Cluster:
             broker=self.proxy.url,
             lease_s=LEASE_S,
             skew=skew,
+            logs=self.logs,
         ).start()
 
     def ready(self) -> None:
@@ -117,7 +118,7 @@ def _cluster(stack: ExitStack, kind: str, tmp_path: Path, skew: tuple[float, flo
         db = stack.enter_context(pg_schema("converge_hosts"))
     else:
         db = str(tmp_path / "shared.db")
-    cluster = Cluster(db, skew)
+    cluster = Cluster(db, tmp_path, skew)
     stack.callback(cluster.close)
     cluster.ready()
     return cluster
