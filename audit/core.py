@@ -20,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from audit.ledger._timing import ledger_timing
 from audit.testing import after_write_commit
 from audit.trail._background import BackgroundWriter
+from audit.trail._lease import LeaseKeeper, lease_seconds
 from audit.trail._writer import BulkInserter, Prediction, QueuedBatch
 from audit.url import WRITE, display_url, make_engine
 from engine.errors import ConvergeError, StoreError
@@ -113,6 +114,8 @@ class StoreCore:
         0); a write finding another epoch in the run's row is refused (RunSuperseded)."""
         self.taken_runs: set[str] = set()
         """Queued run ids this process took (audit.run_queue._queue): start_run fills their row."""
+        self.leases = LeaseKeeper(self, lease_seconds())
+        """The leases of the runs this process holds, renewed (audit.trail._lease)."""
 
     def forget_run(self, run_id: str) -> None:
         """Drop what this process kept of the run's writes (its last head, its chunk

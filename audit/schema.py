@@ -66,6 +66,8 @@ def _check_and_create(conn: Connection, shown: str) -> None:
             version = _upgrade_from_4(conn)
         if version == "5":
             version = _upgrade_from_5(conn)
+        if version == "6":
+            version = _upgrade_from_6(conn)
         if version is not None and version != str(SCHEMA_VERSION):
             raise SchemaVersionError(
                 f"audit store {shown} has schema version {version}; "
@@ -158,6 +160,14 @@ def _upgrade_from_4(conn: Connection) -> str:
 def _upgrade_from_5(conn: Connection) -> str:
     """Version 6 adds ``ledger_pending`` (created with the missing tables): run heads
     committed and not yet integrated into the ledger (:mod:`audit.ledger._sequencer`)."""
+    conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="6"))
+    return "6"
+
+
+def _upgrade_from_6(conn: Connection) -> str:
+    """Version 7 adds ``run_leases`` (created with the missing tables): the lease of
+    each running run (:mod:`audit.trail._lease`). A run left ``running`` by an older
+    converge has none: its writer is judged by its pid, as that converge did."""
     conn.execute(
         update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION))
     )

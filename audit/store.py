@@ -107,6 +107,7 @@ class SqlRunStore(StoreCore):
     def close(self) -> None:
         """Finish the batch in flight, integrate this process's pending run heads into
         the ledger, and release the database connections."""
+        self.leases.close()
         self.writer.close()
         _sequencer.stop_sequencing(self, self.signer)
         self.sql_engine.dispose()

@@ -16,11 +16,11 @@ from __future__ import annotations
 from sqlalchemy import Column, Double, Index, Table, Text
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The version of these tables; a database with another version is refused
 (version 1, before the ledger, 2, before the fact chunks, 3, before fencing epochs
-and fact ids, 4, with a unique index on the fact ids, and 5, before the pending
-ledger heads, are upgraded in place)."""
+and fact ids, 4, with a unique index on the fact ids, 5, before the pending
+ledger heads, and 6, before the runs' leases, are upgraded in place)."""
 
 
 class RunTable(SQLModel, table=True):
@@ -199,6 +199,21 @@ def _table(model: type[SQLModel]) -> Table:
     return table
 
 
+class RunLeaseTable(SQLModel, table=True):
+    """The lease of a ``running`` run (audit.trail._lease): who holds it (``holder``:
+    host/pid/process start), at which fencing ``epoch``, until when by the
+    database's clock (``expires_at``, unix seconds); renewed by its holder, taken
+    over by another process once expired, deleted when the run stops or pauses."""
+
+    __tablename__ = "run_leases"
+
+    run_id: str = Field(primary_key=True, max_length=200)
+    holder: str = Field(max_length=300)
+    epoch: int = 0
+    expires_at: float = Field(sa_column=Column(Double, nullable=False))
+    renewed_at: float = Field(sa_column=Column(Double, nullable=False))
+
+
 runs: Table = _table(RunTable)
 audit_events: Table = _table(AuditEventTable)
 gates: Table = _table(GateTable)
@@ -208,6 +223,7 @@ ledger: Table = _table(LedgerTable)
 checkpoint_parts: Table = _table(CheckpointPartTable)
 fact_chunks: Table = _table(FactChunkTable)
 ledger_pending: Table = _table(LedgerPendingTable)
+run_leases: Table = _table(RunLeaseTable)
 
 TABLES: tuple[Table, ...] = (
     runs,
@@ -219,6 +235,7 @@ TABLES: tuple[Table, ...] = (
     checkpoint_parts,
     fact_chunks,
     ledger_pending,
+    run_leases,
 )
 
 CHECKPOINT_PART_CHARS = 16 * 1024 * 1024

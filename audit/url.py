@@ -26,6 +26,10 @@ DEFAULT_DB = "converge.db"
 BUSY_TIMEOUT_S = 30.0
 """How long (seconds) a SQLite writer waits for another writer's lock."""
 
+IDLE_TX_FLOOR_S = 10.0
+"""The shortest ``idle_in_transaction_session_timeout`` (seconds) of a PostgreSQL store's
+sessions: twice the lease (``CONVERGE_LEASE_S``), at least this."""
+
 WRITE = "converge_write"
 """Execution option marking a connection whose transaction writes (``BEGIN IMMEDIATE``)."""
 
@@ -90,6 +94,20 @@ def read_only_sqlite(url: str) -> str | None:
     return f"sqlite:///file:{p.as_posix()}?{flags}&uri=true"
 
 
+def idle_tx_ms(env: dict[str, str] | None = None) -> int:
+    """Milliseconds a PostgreSQL session may stay idle in a transaction: twice the
+    lease of ``CONVERGE_LEASE_S`` (30 s when unset or unreadable), at least
+    :data:`IDLE_TX_FLOOR_S`."""
+    raw = (os.environ if env is None else env).get("CONVERGE_LEASE_S", "")
+    try:
+        lease = float(raw) if raw.strip() else 30.0
+    except ValueError:
+        lease = 30.0
+    if not lease > 0 or lease == float("inf"):
+        lease = 30.0
+    return int(max(2 * lease, IDLE_TX_FLOOR_S) * 1000)
+
+
 def make_engine(url: str) -> Engine:
     """A SQLAlchemy engine for ``url``; raises ``StoreError`` for a bad URL or path."""
     shown = display_url(url)
@@ -100,6 +118,14 @@ def make_engine(url: str) -> Engine:
     backend = parsed.get_backend_name()
     kwargs: dict[str, Any] = {}
     read_only = backend == "sqlite" and parsed.query.get("mode") == "ro"
+    if backend == "postgresql":
+        # a session idle in a transaction (its host frozen, cut off) ends, its row
+        # locks with it: the lease of the run it held can be claimed
+        given = parsed.query.get("options", "")
+        given = " ".join(given) if isinstance(given, tuple) else given
+        if "idle_in_transaction_session_timeout" not in given:
+            idle = f"-c idle_in_transaction_session_timeout={idle_tx_ms()}"
+            kwargs["connect_args"] = {"options": f"{given} {idle}".strip()}
     if backend == "sqlite":
         if not read_only:
             _check_sqlite_path(parsed, shown)

@@ -290,7 +290,7 @@ def test_a_version_5_store_is_upgraded_in_place(tmp_path: Path) -> None:
     store = open_store(db)
     with store.transaction(write=False) as conn:
         version = "SELECT value FROM converge_meta WHERE key = 'schema_version'"
-        assert conn.execute(text(version)).scalar() == str(SCHEMA_VERSION) == "6"
+        assert conn.execute(text(version)).scalar() == str(SCHEMA_VERSION) == "7"
     assert pending_count(store) == 0
     run(store, "new")
     assert all(r.ok for r in store.verify_all())

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -101,7 +102,13 @@ def test_a_queued_run_taken_by_a_process_that_died_before_writing_is_taken_again
             text("UPDATE runs SET pid = :pid WHERE run_id = :run"),
             {"pid": int(dead.stdout), "run": run_id},
         )
+        # its lease too: held by the dead process, on this host (audit.trail._lease)
+        conn.execute(
+            text("UPDATE run_leases SET holder = :holder WHERE run_id = :run"),
+            {"holder": f"{socket.gethostname()}/{int(dead.stdout)}/0", "run": run_id},
+        )
     store.taken_runs.clear()
+    store.leases.drop(run_id)  # this process does not renew it: it "died"
 
     _permits(livejobs.LAST)
     result = execute_run(store, run_id)

@@ -24,7 +24,7 @@ from sqlalchemy import Connection, Row, Select, select
 from audit.cells import bad_cell, json_cell
 from audit.core import StoreCore
 from audit.tables import audit_events, runs
-from audit.trail._liveness import writer_alive
+from audit.trail._lease import running_held, with_leases
 from engine.effect import Usage
 from engine.errors import AmbiguousRunId, CorruptRow, RunNotFound
 from engine.facts import Fact, fact_from_dict
@@ -39,8 +39,11 @@ class RunRow:
     """One recorded run, as ``store.runs()`` and ``store.run()`` return it.
 
     ``status`` is ``running``, ``paused``, ``stopped`` or ``crashed`` (a ``running``
-    run whose writer pid on this host is gone); times are unix seconds; the stop
-    fields are None while the run has not stopped or paused yet.
+    run whose lease expired by the database's clock, or whose writer on this host
+    is gone); times are unix seconds; the stop fields are None while the run has
+    not stopped or paused yet. ``lease_holder`` (``host/pid/start``) and
+    ``lease_left_s`` (seconds left, negative once expired, by the database's clock)
+    are those of a running run's lease (None without one).
     """
 
     run_id: str
@@ -63,6 +66,8 @@ class RunRow:
     pid: int | None
     hostname: str | None
     parent_run_id: str | None
+    lease_holder: str | None = None
+    lease_left_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready dict of the row (``stop_reason`` as its JSON)."""
@@ -93,6 +98,8 @@ class RunRow:
             "pid": self.pid,
             "hostname": self.hostname,
             "parent_run_id": self.parent_run_id,
+            "lease_holder": self.lease_holder,
+            "lease_left_s": self.lease_left_s,
         }
 
 
@@ -134,8 +141,14 @@ def run_row(r: Row[Any]) -> RunRow:
     if bad is not None:
         raise CorruptRow("runs", where, *bad)
     status = m["status"]
-    if status == RunStatus.RUNNING and not writer_alive(m["pid"], m["hostname"]):
+    holder, expires, now = m.get("lease_holder"), m.get("lease_expires"), m.get("db_now")
+    if status == RunStatus.RUNNING and not running_held(
+        m["pid"], m["hostname"], holder, expires, now
+    ):
         status = RunStatus.CRASHED
+    left = None if expires is None or now is None else round(float(expires) - float(now), 3)
+    if left is None or status not in (RunStatus.RUNNING, RunStatus.CRASHED):
+        holder = left = None
     reason = None
     if m["reason"]:
         data, why = json_cell(m["reason"], dict)
@@ -180,6 +193,8 @@ def run_row(r: Row[Any]) -> RunRow:
         pid=m["pid"],
         hostname=m["hostname"],
         parent_run_id=m["parent_run_id"],
+        lease_holder=holder,
+        lease_left_s=left if holder is not None else None,
     )
 
 
@@ -191,12 +206,15 @@ def runs_query(
     job: str | None = None,
     status: str | None = None,
     limit: int | None = DEFAULT_LIMIT,
+    postgres: bool | None = None,
 ) -> Select[Any]:
     """The ``SELECT`` over ``runs``, newest first; each filter is served by an index.
+    With ``postgres`` (the dialect, True or False), each run's lease too
+    (:func:`audit.trail._lease.with_leases`).
 
     ``status="crashed"`` selects ``running`` rows (the caller keeps the dead ones).
     """
-    q = select(runs)
+    q = select(runs) if postgres is None else with_leases(select(runs), postgres)
     if category is not None:
         q = q.where(runs.c.category == category)
     if kind is not None:
@@ -247,6 +265,7 @@ def read_runs(
         job=job,
         status=status,
         limit=None if live else limit,
+        postgres=store.is_postgres,
     )
     out: list[RunRow | UnreadableRun] = []
     with store.transaction(write=False) as conn:
@@ -293,7 +312,9 @@ def get_run(store: StoreCore, run_id: str) -> RunRow:
 
 def run_in(store: StoreCore, conn: Connection, run_id: str) -> RunRow:
     """:func:`get_run` read on ``conn`` (a transaction the caller holds)."""
-    row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one_or_none()
+    row = conn.execute(
+        with_leases(select(runs), store.is_postgres).where(runs.c.run_id == run_id)
+    ).one_or_none()
     if row is None:
         raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
     return run_row(row)

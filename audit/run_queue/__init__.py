@@ -1,7 +1,8 @@
 """Runs as a service, on the store's side: queued runs, their taking,
-cancel requests (``_queue``; docs/service.md); the decided runs whose resume is due
-and the jobs of the runs waiting (``_waiting``); a worker's store made ready
-before its first run (``_warming``).
+cancel requests, the lease length of the runs this process holds (``_queue``;
+docs/service.md, docs/scale-out.md); the decided runs whose resume is due and the
+jobs of the runs waiting (``_waiting``); a worker's store made ready before its
+first run (``_warming``).
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from audit.lazy import face
 
 if TYPE_CHECKING:
     from audit.run_queue._queue import (
+        DEFAULT_LEASE_S,
+        LEASE_ENV,
         cancel_requested,
         clear_cancel,
+        lease_seconds,
         queue_run,
         request_cancel,
         runs_to_recover,
@@ -23,8 +27,11 @@ if TYPE_CHECKING:
     from audit.run_queue._warming import warm_store
 
 __all__ = [
+    "DEFAULT_LEASE_S",
+    "LEASE_ENV",
     "cancel_requested",
     "clear_cancel",
+    "lease_seconds",
     "queue_run",
     "request_cancel",
     "resumes_to_recover",

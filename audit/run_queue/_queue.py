@@ -23,10 +23,31 @@ from audit.ledger._ledger import key_fingerprint
 from audit.store import SqlRunStore
 from audit.tables import SERVICE_TABLES, run_cancels, runs
 from audit.trail._chain import GENESIS
+from audit.trail._lease import (
+    DEFAULT_LEASE_S,
+    LEASE_ENV,
+    grant,
+    lease_seconds,
+    read_lease,
+    running_held,
+    with_leases,
+)
 from audit.trail._liveness import this_writer, writer_alive
 from engine.errors import RunBusy, RunNotFound, StoreError
 from engine.status import RunStatus
 from engine.store import RunHeader
+
+__all__ = [
+    "DEFAULT_LEASE_S",
+    "LEASE_ENV",
+    "cancel_requested",
+    "clear_cancel",
+    "lease_seconds",
+    "queue_run",
+    "request_cancel",
+    "runs_to_recover",
+    "take_queued",
+]
 
 
 def ensure_service_tables(store: SqlRunStore) -> None:
@@ -73,23 +94,24 @@ def queue_run(store: SqlRunStore, header: RunHeader) -> None:
 def take_queued(store: SqlRunStore, run_id: str) -> None:
     """Take a queued run for this process (``queued`` → ``running``, this pid).
 
-    A run left ``running`` with no event by a taker that died (between the take and
-    its first write) is taken again. Raises ``RunBusy`` when another process took
+    A run left ``running`` with no event by a taker that died or whose lease expired
+    (between the take and its first write) is taken again. The run's lease is this
+    process's (:mod:`audit.trail._lease`). Raises ``RunBusy`` when another process took
     it, ``RunNotFound``.
     """
     pid, host = this_writer()
     with store.transaction() as conn:
         row = conn.execute(
-            select(runs.c.status, runs.c.pid, runs.c.hostname, runs.c.last_seq)
+            select(runs.c.status, runs.c.pid, runs.c.hostname, runs.c.last_seq, runs.c.epoch)
             .where(runs.c.run_id == run_id)
             .with_for_update()
         ).one_or_none()
         if row is None:
             raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+        lease = read_lease(conn, run_id)
         orphan = row.status == RunStatus.RUNNING and row.last_seq == 0
-        if row.status != RunStatus.QUEUED and not (
-            orphan and not writer_alive(row.pid, row.hostname)
-        ):
+        held = lease.held if lease is not None else writer_alive(row.pid, row.hostname)
+        if row.status != RunStatus.QUEUED and not (orphan and not held):
             raise RunBusy(f"run {run_id} is {row.status}: another process took it")
         done = conn.execute(
             update(runs)
@@ -98,7 +120,9 @@ def take_queued(store: SqlRunStore, run_id: str) -> None:
         )
         if done.rowcount != 1:
             raise RunBusy(f"run {run_id} was taken by another process first")
+        grant(conn, run_id, row.epoch, store.leases.seconds, lease if orphan else None)
     store.taken_runs.add(run_id)
+    store.leases.hold(run_id, row.epoch)
 
 
 def request_cancel(store: SqlRunStore, run_id: str, by: str) -> str:
@@ -137,19 +161,23 @@ def clear_cancel(store: SqlRunStore, run_id: str) -> None:
         conn.execute(delete(run_cancels).where(run_cancels.c.run_id == run_id))
 
 
-def runs_to_recover(store: SqlRunStore) -> list[tuple[str, str]]:
-    """``(run_id, status)`` of the runs no process is executing: ``queued`` ones, and
-    ``running`` ones whose writer on this host is gone (``crashed``), oldest first."""
+def runs_to_recover(store: SqlRunStore, *, queued: bool = True) -> list[tuple[str, str]]:
+    """``(run_id, status)`` of the runs no process is executing, oldest first:
+    ``queued`` ones (unless ``queued`` is false), and ``running`` ones whose lease
+    expired by the database's clock or whose writer on this host is gone
+    (``crashed``)."""
     found: list[tuple[str, str]] = []
+    wanted = (RunStatus.QUEUED, RunStatus.RUNNING) if queued else (RunStatus.RUNNING,)
+    q = select(runs.c.run_id, runs.c.status, runs.c.pid, runs.c.hostname)
     with store.transaction(write=False) as conn:
         rows = conn.execute(
-            select(runs.c.run_id, runs.c.status, runs.c.pid, runs.c.hostname)
-            .where(runs.c.status.in_((RunStatus.QUEUED, RunStatus.RUNNING)))
+            with_leases(q, store.is_postgres)
+            .where(runs.c.status.in_(wanted))
             .order_by(runs.c.started_at)
         ).all()
     for r in rows:
         if r.status == RunStatus.QUEUED:
             found.append((r.run_id, RunStatus.QUEUED))
-        elif not writer_alive(r.pid, r.hostname):
+        elif not running_held(r.pid, r.hostname, r.lease_holder, r.lease_expires, r.db_now):
             found.append((r.run_id, RunStatus.CRASHED))
     return found

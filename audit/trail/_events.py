@@ -34,6 +34,7 @@ from audit.trail._checkpoints import (
 )
 from audit.trail._head_cas import append_known
 from audit.trail._kinds import TERMINAL
+from audit.trail._lease import LOST
 from audit.trail._writer import ChainedBatch, Prediction, QueuedBatch, chain_batch
 from engine.errors import RunNotFound, RunSuperseded, StoreError
 from engine.hashing.checkpoint import fold_digest
@@ -60,6 +61,11 @@ def lock_run(store: StoreCore, conn: Connection, run_id: str) -> tuple[str, int,
         raise RunSuperseded(
             f"run {run_id!r} already exists in audit store {store.shown} (another run "
             "holds this id): this run's writes to it are refused"
+        )
+    if held == LOST:
+        raise RunSuperseded(
+            f"run {run_id}: this process lost its lease (another process claimed the run): "
+            "its writes to it are refused"
         )
     if held is not None and row[4] != held:
         raise RunSuperseded(

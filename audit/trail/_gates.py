@@ -15,6 +15,7 @@ from audit.core import StoreCore, json_compact
 from audit.tables import gates, runs
 from audit.trail._checkpoints import put_checkpoint
 from audit.trail._events import append, append_checkpointed
+from audit.trail._lease import grant, read_lease, release
 from audit.trail._liveness import this_writer, writer_alive
 from audit.trail._runs import outcome_values
 from engine.errors import (
@@ -44,8 +45,9 @@ def pause_run(
     checkpoint: dict[str, Any],
 ) -> None:
     """Write the events, the pending gate, the checkpoint and the ``paused``
-    outcome, in one transaction."""
+    outcome, in one transaction; the run's lease goes with it."""
     store.wait_written(run_id)
+    store.leases.drop(run_id)
     with store.transaction() as conn:
         blob = append_checkpointed(store, conn, run_id, events, checkpoint)
         conn.execute(
@@ -70,6 +72,7 @@ def pause_run(
         )
         put_checkpoint(store, conn, run_id, checkpoint, blob)
         conn.execute(update(runs).where(runs.c.run_id == run_id).values(**outcome_values(outcome)))
+        release(conn, run_id)
     store.forget_run(run_id)  # a resume, here or elsewhere, locks the row again
 
 
@@ -152,7 +155,9 @@ def claim_resume(
     """Claim the run for this process: one compare-and-set of its row from
     ``paused`` / ``stopped`` (resumably) / ``running`` with a dead writer (crashed)
     / ``queued`` with events (a fork recorded for a worker: ``Engine.record_fork``)
-    to ``running`` by this process, bumping its fencing epoch.
+    to ``running`` by this process, bumping its fencing epoch and taking its lease
+    (:mod:`audit.trail._lease`): a running run is claimed only once its lease
+    expired by the database's clock (or, on this host, its holder died).
 
     Idempotent by design: the update matches only the epoch and status just read,
     so of racing claimers exactly one changes the row and the others (rowcount 0)
@@ -180,8 +185,9 @@ def claim_resume(
         if row is None:
             raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
         was = row.status
+        lease = read_lease(conn, run_id)
         if was == RunStatus.RUNNING:
-            if writer_alive(row.pid, row.hostname):
+            if lease.held if lease is not None else writer_alive(row.pid, row.hostname):
                 raise RunBusy(f"run {run_id} is running: another process is resuming it")
             was = RunStatus.CRASHED  # its writer died (kill -9): take the run over
         elif was == RunStatus.STOPPED and row.category is not None and row.category not in _GOES_ON:
@@ -195,6 +201,10 @@ def claim_resume(
         ):
             raise RunBusy(f"run {run_id} was claimed by another process first")
         epoch = row.epoch + 1
+        # the lease first: a compare-and-set against the expired lease read above
+        grant(
+            conn, run_id, epoch, store.leases.seconds, lease if was == RunStatus.CRASHED else None
+        )
         done = conn.execute(
             update(runs)
             .where(
@@ -214,20 +224,25 @@ def claim_resume(
             append(store, conn, run_id, events)
     store.claim_epochs[run_id] = epoch
     store.predicted_heads.pop(run_id, None)  # the next write reads the chain head after the claim
+    store.leases.hold(run_id, epoch)
     return Claim(run_id, epoch, was, row.pid, row.hostname)
 
 
 def release_claim(store: StoreCore, claim: Claim) -> None:
     """Give the run back as the claim found it (status, writer and epoch) when the
     resume cannot start: it wrote nothing, so a process that read the run before
-    this claim may still claim it; a superseded claim changes nothing."""
+    this claim may still claim it; a superseded claim changes nothing. The lease is
+    given up (left expired, for a crashed run)."""
     status = RunStatus.RUNNING if claim.was == RunStatus.CRASHED else claim.was
+    store.leases.drop(claim.run_id)
     with store.transaction() as conn:
         conn.execute(
             update(runs)
             .where(runs.c.run_id == claim.run_id, runs.c.epoch == claim.epoch)
             .values(status=status, pid=claim.pid, hostname=claim.hostname, epoch=claim.epoch - 1)
         )
+        crashed = claim.was == RunStatus.CRASHED
+        release(conn, claim.run_id, expire_at=claim.epoch - 1 if crashed else None)
     store.claim_epochs.pop(claim.run_id, None)
 
 

@@ -13,6 +13,7 @@ from audit.core import StoreCore, json_compact
 from audit.tables import fact_chunks, runs
 from audit.trail._checkpoints import inherited_count, put_checkpoint, saved_event
 from audit.trail._events import append, append_checkpointed
+from audit.trail._lease import grant, release
 from audit.trail._liveness import this_writer
 from audit.trail._run_header import read_header, with_header
 from audit.trail._writer import chain_batch
@@ -81,6 +82,8 @@ def start_run(
                         run_id=header.run_id, started_at=header.started_at, **values
                     )
                 )
+                if not header.queued:
+                    grant(conn, header.run_id, 0, store.leases.seconds)
             if len(batch):
                 store.inserter.insert(conn, batch, facts - len(batch.chunk))
             store.heads.record(store, conn, header.run_id, seq, head)
@@ -91,6 +94,8 @@ def start_run(
         if checkpoint is None:
             store.predicted_heads[header.run_id] = (head, seq, facts, chunks)
         store.claim_epochs[header.run_id] = 0
+        if not header.queued:
+            store.leases.hold(header.run_id, 0)
     except StoreError as exc:
         if isinstance(exc.__cause__, IntegrityError):
             # another run holds this id: refuse every later write of this one to it
@@ -161,11 +166,13 @@ def finish_run(
 ) -> None:
     """Write the last events (the checkpoint's sha256 on the terminal one), the
     outcome and ``checkpoint``, in one transaction; without a checkpoint, drop the
-    stale one and the run's fact chunks."""
+    stale one and the run's fact chunks. The run's lease goes with it."""
     store.wait_written(run_id)
+    store.leases.drop(run_id)  # not renewed while it goes: a failed stop leaves it to expire
     with store.transaction() as conn:
         blob = append_checkpointed(store, conn, run_id, events, checkpoint)
         conn.execute(update(runs).where(runs.c.run_id == run_id).values(**outcome_values(outcome)))
+        release(conn, run_id)
         put_checkpoint(store, conn, run_id, checkpoint, blob)
         if checkpoint is None:  # nothing will resume from the chunks
             conn.execute(delete(fact_chunks).where(fact_chunks.c.run_id == run_id))

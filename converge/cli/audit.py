@@ -47,6 +47,7 @@ from converge.cli.render import (
     print_next_commands,
     resolve_run,
 )
+from converge.cli.runs_table import print_runs
 from converge.cli.tables import Column
 from converge.reports import readable
 from engine import ConvergeError, Fact, StopCategory, fact_to_dict
@@ -132,7 +133,7 @@ def runs_cmd(
     if as_json:
         print_json([_run_json(r, links) for r in found])
     else:
-        _print_runs(rows, links)
+        print_runs(rows, links)
     for bad in unreadable:
         err.print(f"[bold red]error:[/] {escape(str(bad.error))}", highlight=False, soft_wrap=True)
     if unreadable:
@@ -146,45 +147,6 @@ def _run_json(r: RunRow | UnreadableRun, links: dict[str, ForkLink]) -> dict[str
         link = links.get(r.run_id)
         data["forked_from"] = None if link is None else link.to_dict()
     return data
-
-
-def _print_runs(rows: list[RunRow], links: dict[str, ForkLink]) -> None:
-    """``converge runs``' table; a fork names its parent and cycle (``forked from``)."""
-    rows_text = [
-        (
-            r.run_id,
-            r.job or "",
-            r.status,
-            # a run not stopped yet (running, crashed) shows its status there
-            r.kind or f"({r.status})",
-            links[r.run_id].short() if r.run_id in links else "",
-            r.category or "",
-            str(r.cycles),
-            str(r.facts_count),
-            local_time(r.started_at)[5:16],  # MM-DD HH:MM: kept at 80 columns
-            "" if r.duration_ms is None else str(r.duration_ms),
-        )
-        for r in rows
-    ]
-    print_fitted(f"runs ({len(rows)})", RUN_COLUMNS, rows_text)
-
-
-RUN_COLUMNS = (
-    Column("run", whole=True),
-    Column("job", priority=1, whole=True),
-    Column("status", whole=True),
-    Column("stop", whole=True),
-    Column("forked from", priority=2, whole=True, optional=True),
-    Column("category", priority=4, whole=True),
-    Column("cycles", justify="right", whole=True),
-    Column("facts", priority=5, justify="right", whole=True),
-    Column("started", whole=True),
-    Column("ms", priority=6, justify="right", whole=True),
-)
-"""The columns of ``converge runs``: at 80 columns the run, its status, stop,
-cycles and start (``MM-DD HH:MM``, local) are kept whole; the others are dropped
-from the last (``ms``) up, the job last; ``forked from`` (``PARENT@CYCLE``) is
-shown when a listed run is a fork."""
 
 
 @app.command("show")

@@ -18,7 +18,13 @@ from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store
 from converge.cli.service import BrokerOption, QueueOption
 from converge.interrupts import SIGNALS
-from converge.service import BackgroundQueue, DeadlineKeeper, LocalRunPool, RunQueue
+from converge.service import (
+    BackgroundQueue,
+    DeadlineKeeper,
+    ExpiredLeases,
+    LocalRunPool,
+    RunQueue,
+)
 from engine import ConvergeError
 
 app = CommandGroup()
@@ -96,7 +102,8 @@ def serve_cmd(
         local = LocalRunPool(store, pool)
         runs = local
         closing.append(local.close)
-    keeper = DeadlineKeeper(store, runs).start()
+    # and sends again the runs whose lease expired (their host died: docs/scale-out.md)
+    keeper = DeadlineKeeper(store, runs, expired=ExpiredLeases(store, runs)).start()
     # run heads committed by any process reach the ledger within the store's delay
     sequencer = start_sequencing(store, store.signer)
     # uvicorn raises the signal it caught again once it shut down: this handler

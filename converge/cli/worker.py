@@ -13,16 +13,34 @@ from typing import Annotated
 import typer
 
 from audit.ledger import require_key, start_sequencing
+from audit.run_queue import DEFAULT_LEASE_S, LEASE_ENV
 from audit.store import SqlRunStore
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, missing_sqlite_file, open_run_store, out
 from converge.interrupts import SIGNALS, Shutdown
 from converge.run_queue import Action
-from converge.service import DeadlineKeeper, execute_run, preload_jobs, recover_runs
+from converge.service import (
+    DeadlineKeeper,
+    ExpiredLeases,
+    execute_run,
+    preload_jobs,
+    recover_runs,
+)
 from converge.service.deadlines import KEEP_EVERY_S
 from engine import ConvergeError
 
 app = CommandGroup()
+
+LeaseOption = Annotated[
+    float | None,
+    typer.Option(
+        "--lease-seconds",
+        min=0.1,
+        help=f"Lease of the runs it holds, renewed every third of it; a run whose lease "
+        f"expired is taken over by another worker (${LEASE_ENV}, default {DEFAULT_LEASE_S:g}).",
+    ),
+]
+"""``--lease-seconds`` (docs/scale-out.md)."""
 
 PARENT_POLL_S = 0.2
 """How often (seconds) ``worker --run --parent PID`` checks that its parent lives."""
@@ -65,6 +83,7 @@ def worker(
         int | None,
         typer.Option("--parent", hidden=True, help="With --run: stop when this process is gone."),
     ] = None,
+    lease_seconds: LeaseOption = None,
 ) -> None:
     """Run suggestors and whole runs sent to a queue, until stopped.
 
@@ -78,8 +97,14 @@ def worker(
     cycle boundary (checkpointed, resumable; with a broker their resumes go back to
     the queue for another worker), or left as a crash leaves them when a cycle does
     not end in time (the next worker recovers them).
+
+    Each run it holds has a lease in the store, renewed every third of
+    --lease-seconds; a run whose lease expired (its host died, hung or was cut
+    off: docs/scale-out.md) is sent again and claimed by another worker.
     """
     _check_key(db)  # refused: this process's environment is left as it was
+    if lease_seconds is not None:  # the worker processes open their stores with it
+        os.environ[LEASE_ENV] = repr(lease_seconds)
     if db:
         os.environ["CONVERGE_DB"] = db  # the worker processes open the store themselves
     if run_id is not None:
@@ -142,13 +167,15 @@ def _check_key(db: str | None) -> None:
 def keep_deadlines(db: str, broker: str, queue: str, parent: str) -> None:
     """The deadline keeper and ledger sequencer of ``converge worker``, in its own
     process: applies the store's gate deadlines, sending the resumes to ``queue``,
+    sends again the runs whose lease expired (:class:`converge.service.ExpiredLeases`),
     and integrates pending run heads into the ledger, until process ``parent`` (the
     worker) is gone."""
     store = open_run_store(db or None)
     assert isinstance(store, SqlRunStore)
     from converge.workers import CeleryRunQueue
 
-    keeper = DeadlineKeeper(store, CeleryRunQueue(broker, queue)).start()
+    runs = CeleryRunQueue(broker, queue)
+    keeper = DeadlineKeeper(store, runs, expired=ExpiredLeases(store, runs)).start()
     # and integrates the run heads the worker's processes commit into the ledger
     sequencer = start_sequencing(store, store.signer)
     while os.getppid() == int(parent):

@@ -14,12 +14,13 @@ from converge.service.deadlines import DeadlineKeeper
 from converge.service.execution import execute_run, watching_cancel
 from converge.service.handing import BackgroundQueue
 from converge.service.queues import LocalRunPool, RunQueue
-from converge.service.submission import recover_runs, submit_run
+from converge.service.submission import ExpiredLeases, recover_runs, submit_run
 from converge.service.warming import preload_jobs
 
 __all__ = [
     "BackgroundQueue",
     "DeadlineKeeper",
+    "ExpiredLeases",
     "LocalRunPool",
     "RunQueue",
     "execute_run",

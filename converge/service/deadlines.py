@@ -1,4 +1,6 @@
-"""Gate deadlines applied on time: :class:`DeadlineKeeper`.
+"""Gate deadlines applied on time: :class:`DeadlineKeeper` (and, with
+``expired``, the runs whose lease expired sent again: :class:`converge.service.
+submission.ExpiredLeases`).
 
 A pending gate past its deadline is decided by its ``on_timeout`` (a
 compare-and-set: of several keepers exactly one decides it) and its run's resume
@@ -17,6 +19,7 @@ from audit.store import SqlRunStore
 from converge.decisions import Clock, expire_due
 from converge.notifications import notify_due
 from converge.service.queues import RunQueue
+from converge.service.submission import ExpiredLeases
 from engine import ConvergeError
 
 log = logging.getLogger("converge.service")
@@ -27,7 +30,8 @@ KEEP_EVERY_S = 1.0
 
 class DeadlineKeeper:
     """A daemon thread applying ``store``'s gate deadlines every ``every_s`` seconds,
-    sending the resumes to ``queue``. ``tick()`` does one pass (tests call it with
+    sending the resumes to ``queue``; with ``expired``, each pass also sends again
+    the runs whose lease expired. ``tick()`` does one pass (tests call it with
     an injected ``clock``); ``start()``/``stop()`` run the thread."""
 
     def __init__(
@@ -37,8 +41,10 @@ class DeadlineKeeper:
         *,
         every_s: float = KEEP_EVERY_S,
         clock: Clock = time.time,
+        expired: ExpiredLeases | None = None,
     ) -> None:
         self.store = store
+        self.expired = expired
         self.queue = queue
         self.every_s = every_s
         self.clock = clock
@@ -60,6 +66,11 @@ class DeadlineKeeper:
                 self.tick()
             except ConvergeError as exc:  # a store hiccup: try again next time
                 log.warning("cannot apply gate deadlines: %s", exc)
+            if self.expired is not None:
+                try:
+                    self.expired.tick()
+                except ConvergeError as exc:  # the store or the broker away: next time
+                    log.warning("cannot send the runs whose lease expired: %s", exc)
 
     def start(self) -> DeadlineKeeper:
         """Start the thread (once); returns the keeper."""

@@ -5,13 +5,16 @@ only then sends its message: a crash or a broker outage between the two leaves a
 queued run that :func:`recover_runs` (``converge worker --recover``, and every
 worker at start) sends again. So does a decision: the gate is decided in the store
 before its run's resume is sent, and a paused run with no pending gate is a resume
-that :func:`recover_runs` sends again.
+that :func:`recover_runs` sends again. :class:`ExpiredLeases` sends again, while
+workers run, the runs whose holder's lease expired (docs/scale-out.md).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
+from collections.abc import Callable
 
 from audit.run_queue import queue_run, resumes_to_recover, runs_to_recover
 from audit.store import SqlRunStore
@@ -54,3 +57,47 @@ def recover_runs(store: SqlRunStore, queue: RunQueue) -> list[str]:
         queue.send(run_id, "resume")
         sent.append(run_id)
     return sent
+
+
+RESEND_S = 60.0
+"""How long (seconds) :class:`ExpiredLeases` waits before sending a run again that it
+already sent and that is still unclaimed (every worker busy, a message lost)."""
+
+
+class ExpiredLeases:
+    """The runs whose lease expired (their host died, hung or was cut off: docs/
+    scale-out.md), sent again to ``queue`` so that another worker claims them.
+
+    ``tick()`` (every second in ``converge worker``'s keeper process) reads the
+    running runs not held any more, by the database's clock, and sends each one
+    once, then again only if it is still unclaimed ``resend_s`` seconds later
+    (``clock``: monotonic seconds). A run sent twice is still executed once."""
+
+    def __init__(
+        self,
+        store: SqlRunStore,
+        queue: RunQueue,
+        *,
+        resend_s: float = RESEND_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.queue = queue
+        self.resend_s = resend_s
+        self.clock = clock
+        self._sent: dict[str, float] = {}
+
+    def tick(self) -> list[str]:
+        """One pass: the run ids sent now. Raises ``StoreError`` (the store failed)."""
+        now = self.clock()
+        expired = [run_id for run_id, _ in runs_to_recover(self.store, queued=False)]
+        self._sent = {r: at for r, at in self._sent.items() if r in expired}
+        sent: list[str] = []
+        for run_id in expired:
+            if now - self._sent.get(run_id, -math.inf) < self.resend_s:
+                continue
+            log.warning("run %s: its lease expired, sent again for another worker", run_id)
+            self.queue.send(run_id, "run")
+            self._sent[run_id] = now
+            sent.append(run_id)
+        return sent
