@@ -12,6 +12,10 @@ STAMP := $(VENV)/.installed
 STAMP_DEMO := $(VENV)/.installed-demo
 STAMP_LLM := $(VENV)/.installed-llm
 
+# The tests mostly wait (converge commands, servers, Celery workers, Chromium): more
+# processes than cores pay. Those marked serial (claims about time) run alone after.
+TEST_PROCS ?= 4
+
 .PHONY: demo demo-llm test lint bench setup browser go-sumdb clean docs
 
 EXTRAS := dev,bench,agents,otel,local,phoenix,web,workers,examples,docs
@@ -97,7 +101,8 @@ test: $(STAMP) browser go-sumdb
 	$(BIN)/mypy --strict engine criteria gates audit converge
 	$(BIN)/lint-imports
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_PROCS) --dist loadgroup -m "not serial"
+	$(BIN)/pytest -q -m serial
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

@@ -257,6 +257,8 @@ GETS = 240
 P99_S = 0.1
 
 
+# alone: a p99 of 100 ms is a latency of this machine's CPU, not of other tests' load
+@pytest.mark.serial
 def test_the_api_answers_reads_within_100_ms_p99_while_its_pool_executes_an_unbounded_run(
     tmp_path: Path,
 ) -> None:

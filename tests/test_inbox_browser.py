@@ -53,11 +53,18 @@ def store(tmp_path: Path) -> Iterator[SqlRunStore]:
         s.close()
 
 
+EXPECT_TIMEOUT_MS = 30_000
+"""How long an ``expect()`` without a timeout of its own waits for its condition
+(playwright's default, 5 s, is short for a page redrawn by a run that resumes in a
+loaded process; a claim of time says its timeout itself)."""
+
+
 @pytest.fixture
 def browser_page(tmp_path: Path) -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     executable = _chromium()
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     with sync_playwright() as pw:
         browser = pw.chromium.launch_persistent_context(
             str(tmp_path / "profile"),

@@ -254,6 +254,8 @@ def test_twenty_streams_of_a_run_share_one_reader_and_get_each_event_soon_after_
     assert all([e[0] for e in got.events] == sorted(stored) for got in streams)
 
 
+# alone: "at once" is under 3 s from SIGTERM to exit, a time of the CPU it is given
+@pytest.mark.serial
 def test_sigterm_stops_converge_serve_at_once_with_streams_open(
     store: SqlRunStore, tmp_path: Path
 ) -> None:
@@ -293,6 +295,8 @@ def test_sigterm_stops_converge_serve_at_once_with_streams_open(
     assert "graceful shutdown exceeded" not in rest
 
 
+# alone: "within a second" is a redraw by Chromium, a time of the CPU it is given
+@pytest.mark.serial
 def test_a_decision_made_through_the_api_shows_on_an_open_run_page_within_a_second(
     store: SqlRunStore,
     browser_page: object,  # noqa: F811
