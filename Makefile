@@ -14,7 +14,7 @@ STAMP_LLM := $(VENV)/.installed-llm
 
 # The tests mostly wait (converge commands, servers, Celery workers, Chromium): more
 # processes than cores pay. Those marked serial (claims about time) run alone after.
-TEST_PROCS ?= 4
+TEST_PROCS ?= 3
 
 .PHONY: demo demo-llm test lint bench setup browser go-sumdb clean docs
 

@@ -84,9 +84,15 @@ def test_a_superseded_process_writes_nothing_more_to_the_run(store: SqlRunStore)
     second = open_store(store.url)
     try:
         assert first.claim_resume(run_id).epoch == 1
-        # its writer looks gone (a pid no process has): the second takes the run over
+        # its writer looks gone (a pid no process has, its lease expired by the
+        # database's clock): the second takes the run over
+        now = "extract(epoch from clock_timestamp())" if store.is_postgres else "unixepoch()"
         with second.transaction() as conn:
             conn.execute(text("UPDATE runs SET pid = 2147483646 WHERE run_id = :r"), {"r": run_id})
+            conn.execute(
+                text(f"UPDATE run_leases SET expires_at = {now} - 10 WHERE run_id = :r"),
+                {"r": run_id},
+            )
         taken = second.claim_resume(run_id)
         assert (taken.epoch, taken.was) == (2, "crashed")
         before = len(store.events(run_id))

@@ -19,7 +19,7 @@ from sqlalchemy import Connection, func, select
 from audit.core import StoreCore
 from audit.ledger import _ledger as ledger_log
 from audit.tables import ledger, ledger_pending, runs
-from audit.trail._chain import ChainRow, VerifyReport
+from audit.trail._chain import GENESIS, ChainRow, VerifyReport
 
 __all__ = ["NOT_YET_INTEGRATED", "deleted_pending", "run_in_ledger"]
 
@@ -64,7 +64,10 @@ def run_in_ledger(
     ).one_or_none()
     if latest is not None:
         at = latest[0]
-        kept = rows[at - 1].hash if 0 < at <= len(rows) and rows[at - 1].seq == at else None
+        if at == 0:  # the run's start with no event: the empty chain's head
+            kept: str | None = GENESIS
+        else:
+            kept = rows[at - 1].hash if at <= len(rows) and rows[at - 1].seq == at else None
         if at > last_seq or kept != latest[1]:
             return f"run cut short or rewritten below its ledger entry (seq {at})", None
     timing = store.ledger_timing

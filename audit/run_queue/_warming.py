@@ -3,7 +3,8 @@
 The first run a worker process executes would otherwise pay for what its store
 does once: the run service's tables checked (created on first use), and on
 PostgreSQL each new backend loading the catalog entries of every table and index
-its statements touch. Measured on the S1 benchmark (docs/performance.md): a
+its statements touch. Measured with approvals answered beside busy workers
+(docs/performance.md): a
 worker process's first resume took 270-780 ms against ~100 ms for the next ones
 on a busy 2-core machine, and that burst, ten processes at once, is what the
 approvals answered beside them waited for.

@@ -2,7 +2,8 @@
 
 ``converge worker`` imports the modules of the jobs its store's queued and paused
 runs recorded before it starts its pool's processes, which inherit them: the
-first resume of each process then imports nothing (on the S1 benchmark the job's
+first resume of each process then imports nothing (with approvals answered beside
+workers, the job's
 modules were most of a cold resume, ten processes at once on the two cores the
 server answered from). Each process then opens its store and readies it
 (:func:`audit.run_queue.warm_store`, from ``converge.workers.runs.warm_up``).
