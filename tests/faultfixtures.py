@@ -42,6 +42,7 @@ from sqlalchemy import text
 import converge.cli
 import tests.exactlyoncejobs  # noqa: F401 - imported once here, not in every child
 from audit import open_store, testing
+from audit.store import SqlRunStore
 from audit.testing import KILL_AFTER_WRITES_ENV
 from tests.storecopies import PgStores, SqliteStores, Stores, sql_engine
 
@@ -432,3 +433,13 @@ def differences(got: RunSnapshot, want: RunSnapshot) -> list[str]:
     if got.kind != want.kind:
         found.append(f"stop {got.kind} instead of {want.kind}")
     return found
+
+
+@contextmanager
+def opened(url: str) -> Iterator[SqlRunStore]:
+    """The store at ``url``, closed after."""
+    store = open_store(url)
+    try:
+        yield store
+    finally:
+        store.close()

@@ -15,21 +15,18 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from audit import open_store
 from audit.run_queue import queue_run, resumes_to_recover, warm_store
-from audit.store import SqlRunStore
 from converge.decisions import decide
 from converge.jobs import load_job
 from converge.run_queue import Action
 from converge.service import BackgroundQueue, execute_run, preload_jobs, recover_runs
 from engine import ConvergeError, GateDecision, RunHeader
 from engine.status import GateStatus, RunStatus
-from tests.faultfixtures import Stores, make_stores, paused_run
+from tests.faultfixtures import Stores, make_stores, opened, paused_run
 
 WAIT_S = 10.0
 
@@ -39,15 +36,6 @@ def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
     """Stores of one kind for this test, removed afterwards."""
     with make_stores(request.param, tmp_path) as made:
         yield made
-
-
-@contextmanager
-def opened(url: str) -> Iterator[SqlRunStore]:
-    store = open_store(url)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 class Blocked:

@@ -25,7 +25,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from audit import open_store
 from audit.people import add_token
 from audit.run_queue import queue_run, request_cancel
 from audit.store import SqlRunStore
@@ -41,6 +40,7 @@ from tests.faultfixtures import (
     differences,
     gated_job,
     make_stores,
+    opened,
     run_cli,
     snapshot,
     ticking_job,
@@ -78,15 +78,6 @@ def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
     """Stores of one kind for this test, removed afterwards."""
     with make_stores(request.param, tmp_path) as made:
         yield made
-
-
-@contextmanager
-def opened(url: str) -> Iterator[SqlRunStore]:
-    store = open_store(url)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 @contextmanager
