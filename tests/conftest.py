@@ -4,6 +4,7 @@ tests independent of the process that runs them (one pytest or ``pytest -n N``).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -27,3 +28,36 @@ def no_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(models, "ALLOW_MODEL_REQUESTS", False)
     monkeypatch.delenv("CONVERGE_MODEL", raising=False)
+
+
+# Test files whose tests share a fixture built once per module (a docs site, Celery
+# workers, a template store): each is sent whole to one test process, the largest
+# first, so that no other process builds the fixture again. pytest-xdist's own
+# ``--dist loadgroup`` cannot do it under pytest 9 (it renames ``item._nodeid``, which
+# pytest 9 no longer reads), so the scheduler is chosen here.
+WHOLE_FILES = frozenset(
+    {
+        "tests/test_bundle_bad_files.py",
+        "tests/test_docs_site.py",
+        "tests/test_go_sumdb.py",
+        "tests/test_hostile_cells.py",
+        "tests/test_trust_fuzz.py",
+        "tests/test_workers.py",
+        "tests/test_workers_chaos.py",
+    }
+)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``-n N --dist loadgroup``: the files of :data:`WHOLE_FILES` each to one
+    process (largest first), every other test to whichever process is free."""
+    if config.getoption("dist", None) != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WholeFiles(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path in WHOLE_FILES else nodeid
+
+    return WholeFiles(config, log)

@@ -127,9 +127,9 @@ def snapshot(url: str) -> dict[str, list[Any]]:
     return found
 
 
-def rechain(url: str, run_id: str, key: str | None) -> None:
+def rechain(url: str, run_id: str, key: str | None, *, ledger: bool = True) -> None:
     """Recompute ``run_id``'s chain with ``key`` (None: plain sha256, marking the run
-    plain), then the whole ledger, its entries following the runs' heads."""
+    plain), then (``ledger``) the whole ledger, its entries following the runs' heads."""
     h = hasher(None if key is None else key.encode())
 
     def go(conn: Connection) -> None:
@@ -155,6 +155,8 @@ def rechain(url: str, run_id: str, key: str | None) -> None:
             text("UPDATE runs SET head_hash = :h, chain = :c WHERE run_id = :r"),
             {"h": prev, "c": chain, "r": run_id},
         )
+        if not ledger:
+            return
         entries = conn.execute(
             text("SELECT seq, run_id, last_seq, head FROM ledger ORDER BY seq")
         ).all()

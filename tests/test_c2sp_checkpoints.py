@@ -128,6 +128,21 @@ def test_checkpoint_refuses_from_without_proof_and_an_origin_with_a_space(tmp_pa
         assert cli("checkpoint", "--db", url).exit_code == 2  # no signing key
 
 
+def test_checkpoint_signs_with_the_key_named_by_converge_signing_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = keys_at(tmp_path / "log")
+    with store_at("sqlite", tmp_path) as (url, store):
+        record(store, 2)
+        given = checkpoint(url, log, tmp_path / "given.note")
+        monkeypatch.setenv("CONVERGE_SIGNING_KEY", str(log.key))
+        res = cli("checkpoint", "--db", url)
+    assert res.exit_code == 0, res.output
+    assert res.stdout == given  # the same key from the environment: the same note
+    vkey = verifier_key(load_public_key(log.pub))
+    assert signed_by(parse_note(res.stdout), vkey) is None
+
+
 def test_a_witness_cosigns_only_a_checkpoint_that_extends_the_last_it_cosigned(
     tmp_path: Path,
 ) -> None:

@@ -10,6 +10,7 @@ item 7)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
@@ -287,7 +288,7 @@ def test_the_api_answers_reads_within_100_ms_p99_while_its_pool_executes_an_unbo
         assert running.status == "running" and running.pid != serve.pid
         assert running.cycles > 50  # it went on while the server answered
         took.sort()
-        p99 = took[int(len(took) * 0.99) - 1]
+        p99 = took[math.ceil(len(took) * 0.99) - 1]  # nearest rank
         assert p99 < P99_S, f"p99 {p99 * 1000:.0f} ms, max {took[-1] * 1000:.0f} ms"
     finally:
         store.close()

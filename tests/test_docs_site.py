@@ -28,10 +28,6 @@ from converge.jobs import JobSpec, load_job, parse_job
 
 pytest.importorskip("mkdocs", reason="needs the docs extra")
 
-pytestmark = pytest.mark.xdist_group("docs_site")
-"""Under ``pytest -n N --dist loadgroup`` this module's tests run in one process: the
-site (``site``) is built once for them all."""
-
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "job-files.md"

@@ -161,6 +161,20 @@ def test_a_fork_of_a_fork_whose_parent_was_rechained_is_refused_naming_the_link(
     assert len(store.runs()) == 2
 
 
+def test_a_parent_rechained_before_the_fork_is_refused_at_the_ledger_head_it_contradicts(
+    store: SqlRunStore,
+) -> None:
+    parent = _parent(store)
+    seq = _forge(store, parent)
+    rechain(store.url, parent, None, ledger=False)  # the chain hashes again, the ledger not
+    assert not store.verify(parent).ok
+    before = _counts(store)
+    with pytest.raises(UnverifiedParent, match="ledger head mismatch") as refused:
+        fork_run(store, parent, 5)
+    assert refused.value.first_bad_seq is not None and refused.value.first_bad_seq >= seq
+    assert _counts(store) == before
+
+
 def test_a_fork_whose_parent_was_deleted_verifies_on_its_own_chain_with_a_note(
     store: SqlRunStore,
 ) -> None:

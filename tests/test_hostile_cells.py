@@ -39,6 +39,7 @@ from audit.tables import (
     notification_deliveries,
     run_actors,
     run_cancels,
+    run_leases,
     runs,
 )
 from audit.testing import pg_schema
@@ -63,6 +64,7 @@ VICTIMS: dict[str, tuple[Table, str]] = {
     "notification_deliveries": (notification_deliveries, "gate_id = :gate6"),
     "run_actors": (run_actors, "run_id = :run7"),
     "run_cancels": (run_cancels, "run_id = :run7"),
+    "run_leases": (run_leases, "run_id = :run6"),
     "people": (people_table, "name = 'bob'"),
     "group_members": (group_members, "name = 'bob'"),
 }
@@ -181,7 +183,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
 
 
 def _side_rows(path: Path, ids: dict[str, str]) -> None:
-    """A cancel request and a notification of each run, as their rooms write them."""
+    """A cancel request, a notification and a lease of each run, as their rooms write them."""
     engine = create_engine(f"sqlite:///{path}")
     try:
         run_cancels.create(engine, checkfirst=True)
@@ -206,6 +208,15 @@ def _side_rows(path: Path, ids: dict[str, str]) -> None:
                         claimed_at=1.0,
                         first_at=1.0,
                         last_at=2.0,
+                    )
+                )
+                conn.execute(  # an expired lease: the runs listings read every lease
+                    insert(run_leases).values(
+                        run_id=ids[f"run{n}"],
+                        holder="gone-host/1/1",
+                        epoch=1,
+                        expires_at=1.0,
+                        renewed_at=1.0,
                     )
                 )
     finally:

@@ -162,6 +162,28 @@ def test_a_stream_asks_for_a_token_or_a_session_and_a_known_run(store: SqlRunSto
     assert doc["security"] == [{"token": []}]
 
 
+def test_an_idle_stream_sends_a_keep_alive_comment_every_interval(
+    store: SqlRunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import converge.web.live
+
+    # 15 s in service; a fifth of a second here, the same code path
+    monkeypatch.setattr(converge.web.live, "KEEP_ALIVE_S", 0.2)
+    paused = run_job(quorum_job(1), store)
+    bearer = {"Authorization": f"Bearer {add_token(store, 'alice')}"}
+    got = Received()
+    with served(store) as base:
+        listen(f"{base}/api/runs/{paused.run_id}/events", bearer, got)
+        got.wait_for("run_paused")
+        deadline = time.monotonic() + DEADLINE_S
+        while len(got.comments) < 2 and time.monotonic() < deadline:
+            got.ended.wait(0.05)
+        still_open = not got.ended.is_set()
+    assert len(got.comments) >= 2, "no keep-alive comments on an idle stream"
+    assert all(c.startswith(":") for c in got.comments)
+    assert still_open  # the paused run's stream stays open between its comments
+
+
 def test_events_another_process_commits_reach_an_open_stream(
     store: SqlRunStore, tmp_path: Path
 ) -> None:
@@ -314,6 +336,7 @@ def test_a_decision_made_through_the_api_shows_on_an_open_run_page_within_a_seco
         expect(page.locator("#run-status")).to_have_text("paused")
         expect(page.locator("#run-gates")).to_contain_text("pending")
         facts_before = int(page.locator("#run-facts").inner_text())
+        budget_before = page.locator("#budget").inner_text()
         reloads: list[str] = []
         page.on("framenavigated", lambda frame: reloads.append(frame.url))
         decided = httpx.post(
@@ -325,11 +348,13 @@ def test_a_decision_made_through_the_api_shows_on_an_open_run_page_within_a_seco
         # within 1 s of the decision: the gate, the run's stop, its facts, budget, timeline
         expect(page.locator("#run-gates")).to_contain_text("approved", timeout=1_000)
         expect(page.locator("#run-gates")).to_contain_text("alice", timeout=1_000)
+        expect(page.locator("#timeline")).to_contain_text("approved", timeout=1_000)
         expect(page.locator("#run-status")).to_have_text("stopped", timeout=5_000)
         expect(page.locator("#stop-kind")).to_have_text("converged", timeout=5_000)
         assert int(page.locator("#run-facts").inner_text()) > facts_before
         expect(page.locator("#budget svg g.bar")).not_to_have_count(0)
-        expect(page.locator("#timeline")).to_contain_text("approved")
+        # the resumed leg's cycles moved the bars (redrawn, not reloaded)
+        expect(page.locator("#budget")).not_to_have_text(budget_before, timeout=5_000)
         expect(page.locator("#live")).to_have_count(0)
         assert reloads == []  # never reloaded: the page redrew its parts
 
@@ -386,3 +411,19 @@ def test_converge_watch_json_prints_every_event_as_a_json_line(store: SqlRunStor
     assert [json.loads(line) for line in out.splitlines()] == [
         e.to_dict() for e in store.events(done.run_id)
     ]
+
+
+def test_converge_watch_exits_with_the_code_of_a_run_that_stopped_short(
+    store: SqlRunStore,
+) -> None:
+    from engine import Budget, Engine
+    from tests.hitlfixtures import SUGGESTORS
+
+    short = Engine(budget=Budget(max_cycles=1), store=store).register(*SUGGESTORS).run(INITIAL)
+    assert short.stop_reason.exit_code != 0  # the budget ran out: not exit 0
+    proc = _watch(str(store.sql_engine.url), short.run_id)
+    out, err = proc.communicate(timeout=DEADLINE_S)
+    assert proc.returncode == short.stop_reason.exit_code, err
+    # a line per event (facts of a batch share one), none empty
+    assert len(out.splitlines()) >= 3 and all(line.strip() for line in out.splitlines())
+    assert f"stopped: {short.stop_reason.kind_code()}" in out.splitlines()[-1]

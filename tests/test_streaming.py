@@ -166,3 +166,47 @@ def test_leaving_a_stream_early_cancels_its_run_and_records_the_stop(store: SqlR
     stream.close()
     row = store.run("left-early")
     assert row.status == "stopped" and row.stop_reason == UserCancelled()
+
+
+def test_astream_hands_each_event_to_the_caller_before_the_next_cycle_runs() -> None:
+    seen: list[RunEvent | RunResult] = []
+    promoted_seen_by_cycle: dict[int, int] = {}
+
+    @suggestor(name="alook", dependencies=["n"])
+    async def alook(ctx: Context) -> list[Proposal]:
+        await asyncio.sleep(0)  # a real await: the async path, not the sync fast path
+        promoted_seen_by_cycle[ctx.cycle] = sum(isinstance(e, FactPromoted) for e in seen)
+        top = max(f.content for f in ctx.get("n"))
+        return [Proposal("n", top + 1)] if top < 4 else []
+
+    engine = Engine(budget=Budget(max_cycles=10)).register(alook)
+
+    async def follow() -> None:
+        async for item in engine.astream({"n": [1]}):
+            seen.append(item)
+
+    asyncio.run(follow())
+    assert isinstance(seen[-1], RunResult)
+    assert promoted_seen_by_cycle == {1: 0, 2: 1, 3: 2, 4: 3}
+
+
+def test_astream_resume_streams_the_leg_after_a_decision(store: SqlRunStore) -> None:
+    engine = make_engine(store)
+    _, paused = split(list(engine.stream(INITIAL)))
+    assert isinstance(paused.stop_reason, HitlGatePending)
+    gate_id = paused.stop_reason.gate_id
+
+    async def collect() -> list[RunEvent | RunResult]:
+        decision = GateDecision.approve(by="alice")
+        return [item async for item in engine.astream_resume(gate_id, decision)]
+
+    leg, final = split(asyncio.run(collect()))
+    assert isinstance(leg[0], RunResumed) and leg[0].gate_id == gate_id
+    assert isinstance(leg[-1], RunStopped) and leg[-1].reason == final.stop_reason
+    assert {e.run_id for e in leg} == {paused.run_id}
+    stored = [(s.seq, s.kind) for s in store.events(final.run_id)]
+    assert [(e.seq, e.kind) for e in leg] == [
+        (seq, kind)
+        for seq, kind in stored
+        if seq >= (leg[0].seq or 0) and kind != "checkpoint_saved"
+    ]

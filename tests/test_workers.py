@@ -50,11 +50,6 @@ from engine import (
 )
 from tests import workerfixtures as wf
 
-pytestmark = pytest.mark.xdist_group("workers")
-"""Under ``pytest -n N --dist loadgroup`` this module's tests run in one process: its two
-Celery workers (``workers``) start once for them all."""
-
-
 DEP_AUDIT = Path(__file__).resolve().parent.parent / "examples" / "dependency_audit" / "job.yaml"
 
 

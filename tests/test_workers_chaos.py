@@ -33,10 +33,6 @@ from engine import (
 )
 from tests import workerfixtures as wf
 
-pytestmark = pytest.mark.xdist_group("workers_chaos")
-"""Under ``pytest -n N --dist loadgroup`` this module's tests run in one process: its two
-Celery workers (``workers``) start once for them all."""
-
 
 @pytest.fixture(scope="module")
 def workers() -> Iterator[wf.Workers]:

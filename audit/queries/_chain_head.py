@@ -4,7 +4,10 @@ A fork copies its parent's facts and counters up to the fork point, so the paren
 chain is recomputed up to there before anything is taken (:func:`verified_head`):
 its events ``1..S`` (``S`` the last event of cycles up to the fork point) and the
 link of event ``S + 1`` onto ``S`` (or, when ``S`` is the last, the ``runs`` row's
-head), so that an event rewritten with a recomputed hash shows too. The fork
+head), so that an event rewritten with a recomputed hash shows too; and, in a
+store without a key, where the whole chain could be recomputed, against the
+ledger: every head the ledger integrated for the run up to the first one at or
+past the fork point must be the chain's hash at that seq. The fork
 records the head it read, ``parent_head: {seq, chain_hash}`` in its
 ``forked_from``; :func:`parent_problem` checks it again when the fork is verified:
 a parent altered after the fork then fails the fork's verify, naming the parent
@@ -19,7 +22,7 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from audit.core import StoreCore
-from audit.tables import audit_events, runs
+from audit.tables import audit_events, ledger, runs
 from audit.trail._chain import CHAIN_COLUMNS, ChainRow, VerifyReport, verify_chain
 from engine.errors import RunNotFound
 from engine.hashing.ledger import key_fingerprint
@@ -52,21 +55,28 @@ def chain_prefix(
     store: StoreCore, conn: Connection, run_id: str, last: int
 ) -> tuple[VerifyReport, list[ChainRow]]:
     """The report of the run's chain over events ``1..last`` and the link of event
-    ``last + 1`` onto them (the ``runs`` row's head when ``last`` is the last), with
-    the rows read (``1..last + 1``). Raises ``RunNotFound``; never raises for a bad
-    chain or an unreadable cell (the report says where)."""
+    ``last + 1`` onto them (the ``runs`` row's head when ``last`` is the last) and
+    through the first head the ledger holds at or past ``last``, with the rows read
+    (``1..`` that seq), each head the ledger holds for the run among them checked.
+    Raises ``RunNotFound``; never raises for a bad chain or an unreadable cell (the
+    report says where)."""
     row = conn.execute(
         select(runs.c.head_hash, runs.c.last_seq, runs.c.chain).where(runs.c.run_id == run_id)
     ).one_or_none()
     if row is None:
         raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+    lg = ledger.c
+    sealed = conn.execute(
+        select(func.min(lg.last_seq)).where(lg.run_id == run_id, lg.last_seq >= last + 1)
+    ).scalar()
+    through = max(last + 1, int(sealed or 0))
     ev = audit_events.c
     rows = list(
         map(
             ChainRow._make,
             conn.execute(
                 select(*CHAIN_COLUMNS)
-                .where(ev.run_id == run_id, ev.seq <= last + 1)
+                .where(ev.run_id == run_id, ev.seq <= through)
                 .order_by(ev.seq)
             ).all(),
         )
@@ -74,16 +84,39 @@ def chain_prefix(
     problem = key_problem(store)
     if problem is not None:
         return VerifyReport(run_id, False, len(rows), 1, problem), rows
-    following = rows[-1] if rows and rows[-1].seq == last + 1 else None
-    # the next event's hash seals the prefix: check the chain through it
-    head, end = (following.hash, last + 1) if following else (row.head_hash, row.last_seq)
+    following = rows[-1] if rows and rows[-1].seq > last else None
+    # the later events' hashes seal the prefix: check the chain through them
+    head, end = (following.hash, following.seq) if following else (row.head_hash, row.last_seq)
     try:
         report = verify_chain(
             run_id, rows, head_hash=head, last_seq=end, chain=row.chain, key=store.key
         )
     except (TypeError, ValueError, AttributeError) as exc:  # a cell of another type
         report = VerifyReport(run_id, False, len(rows), 1, f"unreadable chain ({exc})")
+    if report.ok:
+        report = _against_ledger(conn, run_id, rows, report)
     return report, rows
+
+
+def _against_ledger(
+    conn: Connection, run_id: str, rows: list[ChainRow], report: VerifyReport
+) -> VerifyReport:
+    """``report``, or a failing one at the first head the ledger integrated for
+    the run (within ``rows``) that is not the chain's hash at its seq: a chain
+    recomputed after an edit (docs/audit.md, "The ledger")."""
+    if not rows:
+        return report
+    hashes = {r.seq: r.hash for r in rows}
+    lg = ledger.c
+    entries = conn.execute(
+        select(lg.last_seq, lg.head)
+        .where(lg.run_id == run_id, lg.last_seq <= rows[-1].seq)
+        .order_by(lg.last_seq)
+    ).all()
+    for seq, head in entries:
+        if seq in hashes and hashes[seq] != head:
+            return VerifyReport(run_id, False, len(rows), seq, "ledger head mismatch")
+    return report
 
 
 def verified_head(

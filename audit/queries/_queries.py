@@ -142,6 +142,10 @@ def run_row(r: Row[Any]) -> RunRow:
         raise CorruptRow("runs", where, *bad)
     status = m["status"]
     holder, expires, now = m.get("lease_holder"), m.get("lease_expires"), m.get("db_now")
+    if holder is not None and not isinstance(holder, str):
+        raise CorruptRow("run_leases", where, "holder", "not a text")
+    if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int | float)):
+        raise CorruptRow("run_leases", where, "expires_at", "not a number")
     if status == RunStatus.RUNNING and not running_held(
         m["pid"], m["hostname"], holder, expires, now
     ):

@@ -126,7 +126,8 @@ def running_held(
     """Whether the writer of a ``running`` run still holds it: by its lease when it
     has one (unexpired at ``now``, the database's clock, and its holder not a dead
     process of this host), else by its pid (a run of a converge before leases)."""
-    if holder is None or expires_at is None or now is None:
+    # no lease (or a lease cell no one can read, an edited row): by its pid
+    if not isinstance(holder, str) or not isinstance(expires_at, int | float) or now is None:
         return writer_alive(pid, hostname)
     return expires_at > now and holder_alive(holder)
 
