@@ -19,9 +19,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 from sqlalchemy import Connection, Engine, insert, select
 
 from audit import schema as _schema
@@ -47,6 +46,9 @@ from engine.errors import StoreError
 from engine.facts import Fact
 from engine.hitl import GateDecision
 from engine.store import BatchItem, Claim, GateRecord, RunHeader, RunHistory, RunOutcome
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = [
     "CHECKPOINT_PART_CHARS",

@@ -4,9 +4,13 @@ tests independent of the process that runs them (one pytest or ``pytest -n N``).
 from __future__ import annotations
 
 import os
+import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from sqlalchemy import Connection, Engine, event
+from sqlalchemy.pool import QueuePool
 
 # ``import readline`` (pytest imports it) sets COLUMNS=80 and LINES=24 in the C
 # environment of the process: the processes it starts (pytest-xdist's workers, the
@@ -61,3 +65,52 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return path if path in WHOLE_FILES else nodeid
 
     return WholeFiles(config, log)
+
+
+SLOW_FIRST = (
+    "tests/test_hosts_faults.py",
+    "tests/test_exactly_once_races.py",
+    "tests/test_service_workers.py",
+    "tests/test_local_model.py",
+    "tests/test_first_day_api.py::test_schemathesis",
+    "tests/test_phoenix.py",
+    "tests/test_getting_started.py",
+    "tests/test_readme.py",
+    "tests/test_exactly_once_sweep.py",
+    "tests/test_cli_signals.py",
+    "tests/test_hitl_race.py",
+    "tests/test_second_day_pages.py",
+    "tests/test_ledger_sequencer_kills.py",
+    "tests/test_audit_chaos.py",
+)
+"""Tests of a minute or more on two cores (fault trials, real models, whole guides):
+collected first, so that the test processes start them first and none is left
+running one alone at the end."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of :data:`SLOW_FIRST` first, each group in its own order."""
+    items.sort(key=lambda item: not item.nodeid.startswith(SLOW_FIRST))
+
+
+# PostgreSQL engines that connected during the tests: after each test their idle
+# pooled connections are closed, so that a test that leaves a store open does not
+# keep its connections while the test processes run other tests (several processes
+# ran the server, max_connections=100, out of connections once).
+_PG_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+@event.listens_for(Engine, "engine_connect")
+def _note_pg_engine(conn: Connection) -> None:
+    if conn.engine.dialect.name == "postgresql":
+        _PG_ENGINES.add(conn.engine)
+
+
+@pytest.fixture(autouse=True)
+def _idle_pg_connections_closed() -> Iterator[None]:
+    yield
+    for engine in list(_PG_ENGINES):
+        pool = engine.pool
+        # an engine with a connection out may hold a lock on it: left alone
+        if isinstance(pool, QueuePool) and pool.checkedout() == 0:
+            pool.dispose()

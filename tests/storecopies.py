@@ -97,6 +97,8 @@ class PgStores:
         self._base = pg_url()
         self._admin = create_engine(self._base, poolclass=NullPool, isolation_level="AUTOCOMMIT")
         self._schemas: dict[str, str] = {}
+        self._made: frozenset[str] | None = None
+        self._columns: dict[tuple[str, str], str] = {}  # (schema, table): quoted columns
 
     def _url(self, schema: str) -> str:
         sep = "&" if "?" in self._base else "?"
@@ -116,23 +118,25 @@ class PgStores:
         dst = self._schemas[dst_url]
         open_store(dst_url).close()  # the store's own DDL: tables, indexes and their names
         with self._admin.connect() as conn:
-            have = set(_tables(conn, dst))
+            if self._made is None:  # what the store's DDL makes: the same every time
+                self._made = frozenset(_tables(conn, dst))
+            statements = []
             for table in _tables(conn, src):
-                columns = ", ".join(f'"{c}"' for c in _columns(conn, src, table))
-                if table in have:
-                    conn.execute(text(f'DELETE FROM "{dst}"."{table}"'))
+                key = (src, table)
+                if key not in self._columns:  # a template is copied many times
+                    self._columns[key] = ", ".join(f'"{c}"' for c in _columns(conn, src, table))
+                columns, made = self._columns[key], table in self._made
+                if made:
+                    statements.append(f'DELETE FROM "{dst}"."{table}"')
                 else:  # made on first use (the inbox's tables)
-                    conn.execute(
-                        text(
-                            f'CREATE TABLE "{dst}"."{table}" (LIKE "{src}"."{table}" INCLUDING ALL)'
-                        )
+                    statements.append(
+                        f'CREATE TABLE "{dst}"."{table}" (LIKE "{src}"."{table}" INCLUDING ALL)'
                     )
-                conn.execute(
-                    text(
-                        f'INSERT INTO "{dst}"."{table}" ({columns}) '
-                        f'SELECT {columns} FROM "{src}"."{table}"'
-                    )
+                statements.append(
+                    f'INSERT INTO "{dst}"."{table}" ({columns}) '
+                    f'SELECT {columns} FROM "{src}"."{table}"'
                 )
+            conn.exec_driver_sql("; ".join(statements))  # one round trip
         return dst_url
 
     def discard(self, url: str) -> None:

@@ -43,7 +43,7 @@ from tests.workerfixtures import BROKER, services_unreachable
 
 TRIALS = int(os.environ.get("CONVERGE_HOST_TRIALS", "10"))
 LEASE_S = 2.0
-STEPS, SLEEP_MS = 12, 300
+STEPS, SLEEP_MS = 12, 200
 BOUND_S = LEASE_S + 10.0
 """The longest a run may take, after the fault, to finish elsewhere."""
 
@@ -65,11 +65,12 @@ class Cluster:
         self.db, self.skew, self.logs = db, skew, logs
         self.queue = f"converge-hosts-{uuid.uuid4().hex[:10]}"
         self.proxy = BrokerProxy()
+        self.spawned = 1
         self.hosts = {n: self._host(n) for n in ("a", "b")}
         self.store: SqlRunStore = open_store(db)
 
     def _host(self, name: str) -> Host:
-        skew = self.skew[0 if name == "a" else 1]
+        skew = self.skew[0 if name.startswith("a") else 1]
         return Host(
             f"host-{name}",
             db=self.db,
@@ -84,8 +85,11 @@ class Cluster:
         wait_ready([h.node for h in self.hosts.values()])
 
     def respawn(self, host: Host) -> None:
-        name = host.name.removeprefix("host-")
-        self.hosts[name] = self._host(name)
+        """A new host in place of ``host``, under a name of its own (``host-a2``...):
+        where a run finished is told apart from the host that failed."""
+        self.spawned += 1
+        place = host.name.removeprefix("host-")[0]
+        self.hosts[place] = self._host(f"{place}{self.spawned}")
 
     def holder(self, run_id: str) -> Host | None:
         row = self.store.run(run_id)
@@ -130,7 +134,9 @@ Fault = Callable[[Cluster, Host], Callable[[], None]]
 
 def _kill(cluster: Cluster, host: Host) -> Callable[[], None]:
     host.kill()
-    return lambda: cluster.respawn(host)
+    # its successor starts now, beside the run's recovery, not after it
+    cluster.respawn(host)
+    return lambda: None
 
 
 def _freeze(cluster: Cluster, host: Host) -> Callable[[], None]:

@@ -16,14 +16,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 from sqlalchemy import func, select
 
 from audit.cells import loads
 from audit.core import StoreCore
 from audit.tables import audit_events, runs
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = ["ForkLink", "fork_link", "fork_links", "forks_of", "mark_inherited"]
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import networkx as nx
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -53,6 +52,9 @@ from converge.reports import readable
 from engine import ConvergeError, Fact, StopCategory, fact_to_dict
 from engine.status import RunStatus
 from engine.stop import ALL_VARIANTS
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 app = CommandGroup()
 
