@@ -26,10 +26,9 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
-from tests.workerfixtures import BACKEND, BROKER, REPO
+from tests.workerfixtures import BACKEND, BROKER, REPO, pinged
 
 __all__ = ["SKEW", "BrokerProxy", "Host", "hosts_unavailable", "wait_ready"]
 
@@ -165,27 +164,8 @@ class Host:
 
 def wait_ready(nodes: list[str], timeout: float = 60.0) -> None:
     """Return once every Celery node of ``nodes`` answers a ping (through the real broker)."""
-    from kombu.exceptions import OperationalError
-
-    from converge.workers import celery_app
-
-    app = celery_app(BROKER, BACKEND)
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            try:
-                replies = app.control.ping(destination=nodes, timeout=0.5)
-            except (OSError, OperationalError):
-                # the broker reset this connection (it is shared by the whole suite):
-                # ask again on a new one
-                app.close()
-                app = celery_app(BROKER, BACKEND)
-                continue
-            if {name for r in replies for name in r} >= set(nodes):
-                return
+    if not pinged(nodes, timeout):
         raise RuntimeError(f"hosts {nodes} did not start")
-    finally:
-        app.close()
 
 
 class BrokerProxy:

@@ -190,18 +190,8 @@ class Workers:
 
     def wait_ready(self, tries: int = 60) -> None:
         """Return once every worker answers a ping (each ping waits up to 0.5 s)."""
-        from converge.workers import celery_app
-
-        app = celery_app(BROKER, BACKEND)
-        try:
-            for _ in range(tries):
-                replies = app.control.ping(destination=self.names, timeout=0.5)
-                answered = {name for r in replies for name in r}
-                if answered >= set(self.names):
-                    return
+        if not pinged(self.names, timeout=tries * 0.5):
             raise RuntimeError(f"workers {self.names} did not start")
-        finally:
-            app.close()
 
     def executor(self, **kwargs: Any) -> Any:
         """A :class:`CeleryExecutor` sending to these workers' queue."""
@@ -256,3 +246,29 @@ def started_workers(count: int = 2, **options: Any) -> Iterator[Workers]:
         yield pool.start()
     finally:
         pool.stop()
+
+
+def pinged(nodes: list[str], timeout: float) -> bool:
+    """Whether every Celery node of ``nodes`` answered a ping (through the real broker)
+    within ``timeout`` seconds (each ping waits up to 0.5 s)."""
+    from kombu.exceptions import OperationalError
+
+    from converge.workers import celery_app
+
+    app = celery_app(BROKER, BACKEND)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            try:
+                replies = app.control.ping(destination=nodes, timeout=0.5)
+            except (OSError, OperationalError):
+                # the broker reset this connection (the whole suite shares it, and a
+                # connection idle past its heartbeat under load is closed): a new one
+                app.close()
+                app = celery_app(BROKER, BACKEND)
+                continue
+            if {name for r in replies for name in r} >= set(nodes):
+                return True
+        return False
+    finally:
+        app.close()
