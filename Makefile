@@ -13,11 +13,12 @@ STAMP_DEMO := $(VENV)/.installed-demo
 STAMP_LLM := $(VENV)/.installed-llm
 
 # The tests mostly wait (converge commands, servers, Celery workers, Chromium): more
-# processes than cores pay (on 2 cores the parallel part took 18.1 min with 3, 14.5 with
-# 4; tests/conftest.py closes idle PostgreSQL connections after each test, so that 4
-# processes peaked at 43 connections of 100). Those marked serial (claims about time)
-# run alone after. The docs site is built --strict by tests/test_docs_site.py.
-TEST_PROCS ?= 5
+# processes than cores pay, up to a point (on 2 cores the parallel part took 18.1 min
+# with 3, 14.5 with 4, 17.2 with 5; tests/conftest.py closes idle PostgreSQL
+# connections after each test: 4 processes peaked at 43 connections of 100). Those
+# marked serial (claims about time) run alone after. The docs site is built --strict
+# by tests/test_docs_site.py.
+TEST_PROCS ?= 4
 
 .PHONY: demo demo-llm test lint bench setup browser go-sumdb clean docs
 
