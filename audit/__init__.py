@@ -1,4 +1,4 @@
-"""The audit store: SQLModel tables, a hash-chained trail, queries and lineage.
+"""The audit store: SQLAlchemy tables, a hash-chained trail, queries and lineage.
 
 ``open_store(url)`` gives a :class:`SqlRunStore` (SQLite WAL file by default, any
 SQLAlchemy URL) implementing :class:`engine.RunStore`; ``verify`` finds the first

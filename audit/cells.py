@@ -34,7 +34,7 @@ TIME_COLUMNS = frozenset({"started_at", "ended_at", "opened_at", "expires_at", "
 
 def _expected(column_type: Any) -> tuple[type, ...] | None:
     """The Python types a cell of ``column_type`` holds (None: not checked)."""
-    if isinstance(column_type, TypeDecorator):  # SQLModel's AutoString: a String
+    if isinstance(column_type, TypeDecorator):  # a custom type: what it stores
         column_type = column_type.impl
     if isinstance(column_type, Integer):
         return (int,)

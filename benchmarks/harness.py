@@ -209,7 +209,7 @@ def _version(dist: str) -> str:
 
 def environment(argv: Sequence[str]) -> dict[str, str]:
     """The exact command, Python, platform and library versions of this run."""
-    libs = ("langgraph", "pydantic", "sqlalchemy", "sqlmodel", "psycopg")
+    libs = ("langgraph", "pydantic", "sqlalchemy", "psycopg")
     return {
         "command": " ".join([os.path.basename(sys.executable), "-m", "benchmarks", *argv]),
         "python": f"{platform.python_implementation()} {platform.python_version()}",

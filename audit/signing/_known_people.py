@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from sqlalchemy import Column, Connection, Double, Table, Text, insert, select, update
-from sqlmodel import Field, SQLModel
+from sqlalchemy import Column, Connection, Double, String, Table, Text, insert, select, update
 
 from audit.core import StoreCore
 from audit.signing._statements import SigningKeyError, key_id
+from audit.tables import METADATA
 from engine.errors import ConfigurationError
 
 __all__ = [
@@ -40,20 +40,17 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
 """A person's name: the same as a token's (``audit.people._tokens``)."""
 
 
-class PersonTable(SQLModel, table=True):
-    """A person the store knows; ``public_key`` (PEM, None: none registered) and its
-    ``key_id`` (:func:`audit.signing._statements.key_id`) check the decisions they sign."""
-
-    __tablename__ = "people"
-
-    name: str = Field(primary_key=True, max_length=200)
-    public_key: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
-    key_id: str | None = Field(default=None, max_length=64)
-    added_at: float = Field(sa_column=Column(Double, nullable=False))
-    key_added_at: float | None = Field(default=None, sa_column=Column(Double, nullable=True))
-
-
-people_table: Table = PersonTable.__table__  # type: ignore[attr-defined]
+people_table = Table(
+    "people",
+    METADATA,
+    Column("name", String(200), primary_key=True),
+    Column("public_key", Text, nullable=True),
+    Column("key_id", String(64), nullable=True),
+    Column("added_at", Double, nullable=False),
+    Column("key_added_at", Double, nullable=True),
+)
+"""A person the store knows; ``public_key`` (PEM, None: none registered) and its
+``key_id`` (:func:`audit.signing._statements.key_id`) check the decisions they sign."""
 
 
 @dataclass(frozen=True, slots=True)
