@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "## converge benchmarks" + (" (--quick)" if args.quick else ""),
             "",
             render_environment(env),
-            f"- langgraph comparison: {'yes' if lg is not None else 'no (not importable)'}",
+            f"- langgraph comparison: {_lg_said(lg, args.no_langgraph)}",
             f"- method: 1 warm-up, median of {sizes.runs} runs (min-max); a series whose "
             "spread exceeds 30% is repeated (up to "
             f"{sizes.max_series} series, the tightest kept)",
@@ -151,3 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=2, ensure_ascii=False)
     return 0
+
+
+def _lg_said(lg: ModuleType | None, skipped: bool) -> str:
+    """Whether the LangGraph columns are filled, and why not."""
+    if lg is not None:
+        return "yes"
+    return "no (--no-langgraph)" if skipped else "no (not importable)"
