@@ -1,7 +1,8 @@
 """A run's chain verified up to one of its cycles: what a fork takes from its parent.
 
-A fork copies its parent's facts and counters up to the fork point, so the parent's
-chain is recomputed up to there before anything is taken (:func:`verified_head`):
+A fork starts from its parent's facts and counters up to the fork point (it refers
+to the facts by their root and frontier), so the parent's chain is recomputed up
+to there before anything is taken (:func:`verified_head`):
 its events ``1..S`` (``S`` the last event of cycles up to the fork point) and the
 link of event ``S + 1`` onto ``S`` (or, when ``S`` is the last, the ``runs`` row's
 head), so that an event rewritten with a recomputed hash shows too; and, in a
@@ -11,8 +12,8 @@ past the fork point must be the chain's hash at that seq. The fork
 records the head it read, ``parent_head: {seq, chain_hash}`` in its
 ``forked_from``; :func:`parent_problem` checks it again when the fork is verified:
 a parent altered after the fork then fails the fork's verify, naming the parent
-and the seq. A parent no longer in the store is not checked (the fork carries
-the facts it took, chained in its own ``run_started``).
+and the seq. A parent no longer in the store is not checked (the fork's own
+``run_started`` chains the root and frontier of the facts it took).
 """
 
 from __future__ import annotations
