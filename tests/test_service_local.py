@@ -1,7 +1,8 @@
 """Runs as a service without a broker: submitted runs recorded ``queued`` first and
 executed once whatever the duplicates, cancel from another thread or the inbox,
 deadlines kept by a keeper while listing only lists, the live run page, and the
-server's pool running each run in a worker process of its own, never its own."""
+server's pool running each run in a worker process (kept for the next runs),
+never its own."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from audit.run_queue import cancel_requested, queue_run, request_cancel, take_qu
 from audit.store import SqlRunStore
 from converge.cli import app
 from converge.run_queue import Action
-from converge.service import LocalRunPool, execute_run, submit_run
+from converge.service import POOL_DONE, LocalRunPool, execute_run, submit_run
 from converge.web import create_app
 from engine import RunBusy, RunHeader, StoreError
 from tests import livejobs
@@ -258,7 +259,7 @@ def test_a_header_of_a_queued_run_is_refused_twice(store: SqlRunStore) -> None:
         queue_run(store, header)
 
 
-def test_the_pool_runs_each_run_in_a_worker_process_and_queues_those_beyond_its_size(
+def test_the_pool_runs_each_run_in_a_reused_worker_process_and_queues_those_beyond_its_size(
     tmp_path: Path,
 ) -> None:
     from audit import open_store
@@ -281,9 +282,33 @@ def test_the_pool_runs_each_run_in_a_worker_process_and_queues_those_beyond_its_
         pool.close()
     rows = [s.run(first), s.run(second)]
     assert [(r.status, r.kind) for r in rows] == [("stopped", "converged")] * 2
-    assert rows[0].pid != rows[1].pid != os.getpid()
+    # one worker process, started for the first run and kept: the second waited for
+    # no process start of its own
+    assert rows[0].pid == rows[1].pid != os.getpid()
     assert all(s.verify(r.run_id).ok for r in rows)
     s.close()
+
+
+def test_a_pool_process_answers_each_message_and_a_bad_one_does_not_end_it(
+    tmp_path: Path,
+) -> None:
+    from audit import open_store
+
+    db = str(tmp_path / "pool.db")
+    open_store(db).close()
+    done = subprocess.run(
+        [sys.executable, "-m", "converge.cli", "worker", "--runs-from-stdin", "--db", db],
+        input="bogus x\nrun no-such-run\nresume no-such-run\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    # each message answered with its exit code, the process alive for the next one,
+    # and gone at the end of its input
+    assert done.stdout.splitlines() == [f"{POOL_DONE} 2"] * 3
+    assert done.returncode == 0, done.stderr
+    assert "not a run message: bogus x" in done.stderr
+    assert done.stderr.count("no-such-run") == 2
 
 
 def test_a_store_in_memory_cannot_go_to_worker_processes_and_the_app_keeps_it_in_threads() -> None:

@@ -16,10 +16,19 @@ from audit.ledger import require_key, start_sequencing
 from audit.run_queue import DEFAULT_LEASE_S, LEASE_ENV
 from audit.store import SqlRunStore
 from converge.cli.commands import CommandGroup
-from converge.cli.render import DbOption, fail, missing_sqlite_file, open_run_store, out
+from converge.cli.render import (
+    BAD_INPUT,
+    DbOption,
+    err,
+    fail,
+    missing_sqlite_file,
+    open_run_store,
+    out,
+)
 from converge.interrupts import SIGNALS, Shutdown
 from converge.run_queue import Action
 from converge.service import (
+    POOL_DONE,
     DeadlineKeeper,
     ExpiredLeases,
     execute_run,
@@ -81,8 +90,18 @@ def worker(
     ] = False,
     parent: Annotated[
         int | None,
-        typer.Option("--parent", hidden=True, help="With --run: stop when this process is gone."),
+        typer.Option(
+            "--parent", hidden=True, help="With --run or --runs-from-stdin: stop when it is gone."
+        ),
     ] = None,
+    runs_from_stdin: Annotated[
+        bool,
+        typer.Option(
+            "--runs-from-stdin",
+            hidden=True,
+            help="Execute the runs named on stdin one after the other (converge serve's pool).",
+        ),
+    ] = False,
     lease_seconds: LeaseOption = None,
 ) -> None:
     """Run suggestors and whole runs sent to a queue, until stopped.
@@ -109,6 +128,9 @@ def worker(
         os.environ["CONVERGE_DB"] = db  # the worker processes open the store themselves
     if run_id is not None:
         _run_here(db, run_id, resume, parent)
+        return
+    if runs_from_stdin:
+        _serve_pool(db, parent)
         return
     url = broker or os.environ.get("CONVERGE_BROKER")
     if not url:
@@ -204,6 +226,47 @@ def _run_here(db: str | None, run_id: str, resume: bool, parent: int | None) -> 
             store.close()
     if result is not None:
         raise typer.Exit(result.stop_reason.exit_code)
+
+
+def _serve_pool(db: str | None, parent: int | None) -> None:
+    """``--runs-from-stdin``: a process of ``converge serve``'s pool
+    (:class:`converge.service.LocalRunPool`), started once and reused. It executes
+    the messages read from stdin, ``run RUN`` or ``resume RUN``, one after the
+    other over one store opened once, and answers each with a line
+    ``POOL_DONE CODE`` on stdout (CODE as ``--run``'s exit code; 2 for a message it
+    could not execute, said on stderr), until stdin ends. SIGTERM, SIGINT or the
+    end of process ``parent`` end it at once when idle, else once its run stopped
+    at a cycle boundary (as ``--run``)."""
+    shutdown = Shutdown(exit_when_idle=True)
+    for signum in SIGNALS:
+        signal.signal(signum, shutdown.on_signal)
+    if parent is not None:
+        threading.Thread(target=_orphaned, args=(parent, shutdown), daemon=True).start()
+    store = open_run_store(db, must_exist=True)
+    assert isinstance(store, SqlRunStore)
+    try:
+        for line in sys.stdin:
+            action, _, run_id = line.strip().partition(" ")
+            code = _pool_message(store, shutdown, action, run_id)
+            print(f"{POOL_DONE} {code}", flush=True)
+    finally:
+        store.close()
+
+
+def _pool_message(store: SqlRunStore, shutdown: Shutdown, action: str, run_id: str) -> int:
+    """Execute one message of the pool: the exit code of the run's next stop (0 when
+    nothing was left to do, 2 when it could not be executed)."""
+    if action not in ("run", "resume") or not run_id:
+        err.print(f"error: not a run message: {action} {run_id}", highlight=False)
+        return BAD_INPUT
+    try:
+        with shutdown.executing():
+            kind: Action = "resume" if action == "resume" else "run"
+            result = execute_run(store, run_id, kind, prepare=shutdown.track)
+    except ConvergeError as exc:
+        err.print(f"error: {exc}", highlight=False, markup=False)
+        return BAD_INPUT
+    return 0 if result is None else result.stop_reason.exit_code
 
 
 def _orphaned(parent: int, shutdown: Shutdown) -> None:

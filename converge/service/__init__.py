@@ -13,11 +13,12 @@ messages of a server's answers off their path. See docs/service.md.
 from converge.service.deadlines import DeadlineKeeper
 from converge.service.execution import execute_run, watching_cancel
 from converge.service.handing import BackgroundQueue
-from converge.service.queues import LocalRunPool, RunQueue
+from converge.service.queues import POOL_DONE, LocalRunPool, RunQueue
 from converge.service.submission import ExpiredLeases, recover_runs, submit_run
 from converge.service.warming import preload_jobs
 
 __all__ = [
+    "POOL_DONE",
     "BackgroundQueue",
     "DeadlineKeeper",
     "ExpiredLeases",

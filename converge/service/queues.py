@@ -2,14 +2,17 @@
 :class:`converge.run_queue.RunQueue`).
 
 ``converge.workers.CeleryRunQueue`` sends them to Celery workers; without a
-broker, :class:`LocalRunPool` executes each one in a worker process of its own
-(``python -m converge.cli worker --run RUN``), at most ``max_workers`` at a time,
-the others queued: what ``converge serve`` uses, so that a run, bounded or not,
-never runs in the server's process nor in an HTTP request.
+broker, :class:`LocalRunPool` executes each one in a worker process
+(``python -m converge.cli worker --runs-from-stdin``), at most ``max_workers`` at
+a time, the others queued: what ``converge serve`` uses, so that a run, bounded
+or not, never runs in the server's process nor in an HTTP request. The processes
+are started when first needed and reused: a resume does not wait for a new
+process's imports (about 0.6 s of CPU each, beside the server's answers).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
@@ -25,9 +28,13 @@ from converge.run_queue import Action, RunQueue
 from converge.service.execution import execute_run
 from engine import ConvergeError, StoreError
 
-__all__ = ["LocalRunPool", "RunQueue", "reachable_by_processes"]
+__all__ = ["POOL_DONE", "LocalRunPool", "RunQueue", "reachable_by_processes"]
 
 log = logging.getLogger("converge.service")
+
+POOL_DONE = "converge-pool done"
+"""The line a pool process writes on its stdout after each message, followed by the
+message's exit code (``converge worker --runs-from-stdin``)."""
 
 STOP_WAIT_S = GRACE_S + 1.0
 """How long (seconds) :meth:`LocalRunPool.close` waits for its workers after SIGTERM
@@ -44,10 +51,11 @@ class LocalRunPool:
     """Executes run messages over ``store`` in worker processes, ``max_workers`` at a
     time; messages beyond that wait in order.
 
-    Each message starts ``python -m converge.cli worker --run RUN [--resume]`` over
-    the same store (its URL and key in the child's environment, not on its command
-    line), which stops when this process is gone. A failure is logged, never raised
-    to the sender (the run itself stops with a typed reason in the store).
+    Each message goes to an idle ``python -m converge.cli worker --runs-from-stdin``
+    process over the same store (its URL and key in the child's environment, not on
+    its command line), started when none is idle and kept for the next messages;
+    it stops when this process is gone. A failure is logged, never raised to the
+    sender (the run itself stops with a typed reason in the store).
     ``in_process=True`` runs them in threads of this process instead (an in-memory
     store, which no other process can open). ``wait()`` blocks until every message
     sent so far is done (tests); ``close()`` stops the pool: the workers' runs are
@@ -63,7 +71,8 @@ class LocalRunPool:
         self.in_process = in_process
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="converge-run")
         self._futures: set[Future[int | None]] = set()
-        self._children: set[subprocess.Popen[bytes]] = set()
+        self._children: set[subprocess.Popen[str]] = set()
+        self._idle: list[subprocess.Popen[str]] = []
         self._lock = threading.Lock()
         self._closing = False
 
@@ -88,25 +97,56 @@ class LocalRunPool:
 
     def _in_child(self, run_id: str, action: Action) -> int | None:
         """Run the message in a worker process; its exit code (None: not started)."""
-        cmd = [sys.executable, "-m", "converge.cli", "worker", "--run", run_id]
-        cmd += ["--parent", str(os.getpid())] + (["--resume"] if action == "resume" else [])
-        env = {**os.environ, "CONVERGE_DB": self.store.url}
-        if self.store.key is not None:
-            env[KEY_ENV] = self.store.key.decode()
+        child = self._take_child()
+        if child is None:
+            log.warning("run %s (%s): not started, the pool is stopping", run_id, action)
+            return None
+        assert child.stdin is not None and child.stdout is not None
+        code: int | None = None
+        try:
+            child.stdin.write(f"{action} {run_id}\n")
+            child.stdin.flush()
+            for line in child.stdout:
+                if line.startswith(POOL_DONE):
+                    code = int(line[len(POOL_DONE) :])
+                    break
+                sys.stdout.write(line)  # the run's own output, as a worker's
+        except (OSError, ValueError):  # the process died or said something else
+            code = None
+        with self._lock:
+            if code is not None and not self._closing and child.poll() is None:
+                self._idle.append(child)
+                gone = False
+            else:
+                self._children.discard(child)
+                gone = True
+        if gone:  # reaped: its stdin closed, an idle process exits
+            ended = _ended(child)
+            code = ended if code is None else code
+        if code in (2, 1) or (code is not None and code < 0):
+            log.error("run %s (%s): its worker process ended with %s", run_id, action, code)
+        return code
+
+    def _take_child(self) -> subprocess.Popen[str] | None:
+        """An idle worker process, or a new one (None once the pool is closing)."""
         with self._lock:
             if self._closing:
-                log.warning("run %s (%s): not started, the pool is stopping", run_id, action)
                 return None
-            child = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)
-            self._children.add(child)
-        try:
-            code = child.wait()
-        finally:
-            with self._lock:
+            while self._idle:
+                child = self._idle.pop()
+                if child.poll() is None:
+                    return child
                 self._children.discard(child)
-        if code in (2, 1) or code < 0:
-            log.error("run %s (%s): its worker process ended with %d", run_id, action, code)
-        return code
+            cmd = [sys.executable, "-m", "converge.cli", "worker", "--runs-from-stdin"]
+            cmd += ["--parent", str(os.getpid())]
+            env = {**os.environ, "CONVERGE_DB": self.store.url}
+            if self.store.key is not None:
+                env[KEY_ENV] = self.store.key.decode()
+            child = subprocess.Popen(
+                cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+            )
+            self._children.add(child)
+            return child
 
     def _forget(self, future: Future[int | None]) -> None:
         with self._lock:
@@ -126,11 +166,21 @@ class LocalRunPool:
         with self._lock:
             self._closing = True
             children = list(self._children)
+            self._idle.clear()
         for child in children:
-            child.terminate()
+            child.terminate()  # an idle one exits at once, a busy one at its cycle's end
         for child in children:
             try:
                 child.wait(STOP_WAIT_S)
             except subprocess.TimeoutExpired:
                 child.kill()
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ended(child: subprocess.Popen[str]) -> int:
+    """The exit code of a worker process that stopped answering (its pipes closed)."""
+    for pipe in (child.stdin, child.stdout):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
+    return child.wait()
