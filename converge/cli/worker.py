@@ -135,6 +135,21 @@ def worker(
     url = broker or os.environ.get("CONVERGE_BROKER")
     if not url:
         fail("converge worker needs --broker (or $CONVERGE_BROKER), or --run RUN")
+    _consume(url, backend, queue, concurrency, hostname, loglevel, db, recover)
+
+
+def _consume(
+    url: str,
+    backend: str | None,
+    queue: str,
+    concurrency: int,
+    hostname: str | None,
+    loglevel: str,
+    db: str | None,
+    recover: bool,
+) -> None:
+    """The Celery worker on ``url``'s ``queue``, after the runs no worker executes
+    were sent again (only that with ``recover``), beside its deadline keeper."""
     try:
         from converge.workers import CeleryRunQueue, run_worker
     except ImportError as exc:
