@@ -224,11 +224,7 @@ def keep_deadlines(db: str, broker: str, queue: str, parent: str) -> None:
 def _run_here(db: str | None, run_id: str, resume: bool, parent: int | None) -> None:
     """``--run``: the run's next stop decides the exit code (0 when nothing was left to
     do; 130 when SIGTERM, SIGINT or the end of process ``parent`` cancelled it)."""
-    shutdown = Shutdown()
-    for signum in SIGNALS:
-        signal.signal(signum, shutdown.on_signal)
-    if parent is not None:
-        threading.Thread(target=_orphaned, args=(parent, shutdown), daemon=True).start()
+    shutdown = _stopping(Shutdown(), parent)
     with shutdown.executing():
         store = open_run_store(db, must_exist=True)
         assert isinstance(store, SqlRunStore)
@@ -252,11 +248,7 @@ def _serve_pool(db: str | None, parent: int | None) -> None:
     could not execute, said on stderr), until stdin ends. SIGTERM, SIGINT or the
     end of process ``parent`` end it at once when idle, else once its run stopped
     at a cycle boundary (as ``--run``)."""
-    shutdown = Shutdown(exit_when_idle=True)
-    for signum in SIGNALS:
-        signal.signal(signum, shutdown.on_signal)
-    if parent is not None:
-        threading.Thread(target=_orphaned, args=(parent, shutdown), daemon=True).start()
+    shutdown = _stopping(Shutdown(exit_when_idle=True), parent)
     store = open_run_store(db, must_exist=True)
     assert isinstance(store, SqlRunStore)
     try:
@@ -282,6 +274,15 @@ def _pool_message(store: SqlRunStore, shutdown: Shutdown, action: str, run_id: s
         err.print(f"error: {exc}", highlight=False, markup=False)
         return BAD_INPUT
     return 0 if result is None else result.stop_reason.exit_code
+
+
+def _stopping(shutdown: Shutdown, parent: int | None) -> Shutdown:
+    """``shutdown``, asked by SIGTERM and SIGINT, and by the end of process ``parent``."""
+    for signum in SIGNALS:
+        signal.signal(signum, shutdown.on_signal)
+    if parent is not None:
+        threading.Thread(target=_orphaned, args=(parent, shutdown), daemon=True).start()
+    return shutdown
 
 
 def _orphaned(parent: int, shutdown: Shutdown) -> None:
