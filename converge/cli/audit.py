@@ -45,6 +45,7 @@ from converge.cli.render import (
     print_fitted,
     print_next_commands,
     resolve_run,
+    say_error,
 )
 from converge.cli.runs_table import print_runs
 from converge.cli.tables import Column
@@ -137,7 +138,7 @@ def runs_cmd(
     else:
         print_runs(rows, links)
     for bad in unreadable:
-        err.print(f"[bold red]error:[/] {escape(str(bad.error))}", highlight=False, soft_wrap=True)
+        say_error(str(bad.error))
     if unreadable:
         raise typer.Exit(1)
 

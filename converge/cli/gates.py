@@ -54,6 +54,7 @@ from converge.cli.render import (
     print_fitted,
     render_result,
     resolve_run,
+    say_error,
 )
 from converge.cli.service import BrokerOption, DetachedProcess, QueueOption, run_queue_for
 from converge.cli.tables import Column
@@ -182,7 +183,7 @@ def gates_cmd(
     else:
         _print_gates(records)
     for bad in unreadable:
-        err.print(f"[bold red]error:[/] {escape(str(bad.error))}", highlight=False, soft_wrap=True)
+        say_error(str(bad.error))
     if unreadable:
         raise typer.Exit(1)
 

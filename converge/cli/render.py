@@ -123,9 +123,14 @@ def readable_budget(budget: Any) -> str:
     return ", ".join(limits) if limits else "no limit"
 
 
+def say_error(message: str) -> None:
+    """Print a one-line error on stderr (``error: MESSAGE``, the message as text)."""
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
 def fail(message: str, code: int = BAD_INPUT) -> NoReturn:
     """Print a one-line error on stderr and exit with ``code``."""
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    say_error(message)
     raise typer.Exit(code)
 
 

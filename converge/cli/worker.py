@@ -19,11 +19,11 @@ from converge.cli.commands import CommandGroup
 from converge.cli.render import (
     BAD_INPUT,
     DbOption,
-    err,
     fail,
     missing_sqlite_file,
     open_run_store,
     out,
+    say_error,
 )
 from converge.interrupts import SIGNALS, Shutdown
 from converge.run_queue import Action
@@ -225,18 +225,15 @@ def _run_here(db: str | None, run_id: str, resume: bool, parent: int | None) -> 
     """``--run``: the run's next stop decides the exit code (0 when nothing was left to
     do; 130 when SIGTERM, SIGINT or the end of process ``parent`` cancelled it)."""
     shutdown = _stopping(Shutdown(), parent)
-    with shutdown.executing():
+    with shutdown.executing():  # a stop asked while the store opens waits for the run
         store = open_run_store(db, must_exist=True)
         assert isinstance(store, SqlRunStore)
         try:
-            action: Action = "resume" if resume else "run"
-            result = execute_run(store, run_id, action, prepare=shutdown.track)
-        except ConvergeError as exc:
-            fail(str(exc))
+            code = _execute_message(store, shutdown, "resume" if resume else "run", run_id)
         finally:
             store.close()
-    if result is not None:
-        raise typer.Exit(result.stop_reason.exit_code)
+    if code:
+        raise typer.Exit(code)
 
 
 def _serve_pool(db: str | None, parent: int | None) -> None:
@@ -254,24 +251,25 @@ def _serve_pool(db: str | None, parent: int | None) -> None:
     try:
         for line in sys.stdin:
             action, _, run_id = line.strip().partition(" ")
-            code = _pool_message(store, shutdown, action, run_id)
+            code = _execute_message(store, shutdown, action, run_id)
             print(f"{POOL_DONE} {code}", flush=True)
     finally:
         store.close()
 
 
-def _pool_message(store: SqlRunStore, shutdown: Shutdown, action: str, run_id: str) -> int:
-    """Execute one message of the pool: the exit code of the run's next stop (0 when
-    nothing was left to do, 2 when it could not be executed)."""
+def _execute_message(store: SqlRunStore, shutdown: Shutdown, action: str, run_id: str) -> int:
+    """Execute ``action`` (``run`` or ``resume``) on ``run_id`` here (``--run``, or a
+    message of the pool): the exit code of the run's next stop (0 when nothing was
+    left to do, 2, said on stderr, when it could not be executed)."""
     if action not in ("run", "resume") or not run_id:
-        err.print(f"error: not a run message: {action} {run_id}", highlight=False)
+        say_error(f"not a run message: {action} {run_id}")
         return BAD_INPUT
     try:
         with shutdown.executing():
             kind: Action = "resume" if action == "resume" else "run"
             result = execute_run(store, run_id, kind, prepare=shutdown.track)
     except ConvergeError as exc:
-        err.print(f"error: {exc}", highlight=False, markup=False)
+        say_error(str(exc))
         return BAD_INPUT
     return 0 if result is None else result.stop_reason.exit_code
 

@@ -124,7 +124,7 @@ class LocalRunPool:
             ended = _ended(child)
             code = ended if code is None else code
         if code in (2, 1) or (code is not None and code < 0):
-            log.error("run %s (%s): its worker process ended with %s", run_id, action, code)
+            log.error("run %s (%s): its worker process ended it with %s", run_id, action, code)
         return code
 
     def _take_child(self) -> subprocess.Popen[str] | None:
