@@ -3,7 +3,8 @@ place, refuse a newer one or tables of another application (docs/audit.md)."""
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, insert, inspect, select, text, update
+from sqlalchemy import Connection, Table, insert, inspect, select, text, update
+from sqlalchemy.exc import DBAPIError
 
 from audit.core import StoreCore
 from audit.ledger._ledger import LEDGER_HEAD, LEDGER_SINCE
@@ -12,6 +13,8 @@ from audit.tables import (
     TABLES,
     audit_events,
     checkpoint_parts,
+    checkpoints,
+    fact_chunks,
     ledger,
     meta,
     runs,
@@ -89,9 +92,28 @@ def _check_and_create(conn: Connection, shown: str) -> None:
     for table in TABLES:
         if table.name not in existing:
             table.create(conn)
+            if conn.dialect.name == "postgresql" and table in LZ4_TABLES:
+                _prefer_lz4(conn, table)
     if version is None:
         conn.execute(insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
         conn.execute(insert(meta).values(key=LEDGER_HEAD, value=f"0:{GENESIS}"))
+
+
+LZ4_TABLES = (fact_chunks, checkpoints, checkpoint_parts)
+"""The PostgreSQL tables whose ``data`` texts (a commit's fact chunk, a checkpoint:
+hundreds of KB) are compressed with lz4 rather than the default pglz: measured on
+the 100k-fact W2 run (10 chunks of about 0.5 MB), pglz cost PostgreSQL 170-200 ms
+of CPU and lz4 47 ms, for 4.9 and 5.3 MB on disk."""
+
+
+def _prefer_lz4(conn: Connection, table: Table) -> None:
+    """Compress ``table.data`` with lz4 on a PostgreSQL built with it (14 and later);
+    else, in a savepoint, leave pglz."""
+    try:
+        with conn.begin_nested():
+            conn.execute(text(f"ALTER TABLE {table.name} ALTER COLUMN data SET COMPRESSION lz4"))
+    except DBAPIError:
+        pass  # no lz4 in this server: pglz stays, at a cost in CPU only
 
 
 def _upgrade_from_1(conn: Connection, existing: set[str]) -> str:

@@ -15,7 +15,6 @@ import gc
 import json
 import time
 from collections.abc import Callable
-from hashlib import sha256
 from math import isfinite
 from typing import Any
 
@@ -25,7 +24,7 @@ from engine._cycle.judgement import JUDGE, Judge, pause
 from engine._cycle.run import PendingGate, Run
 from engine.errors import ResumeError
 from engine.facts import MAX_INT, Fact, Proposal, Provenance, canonical_json, content_key
-from engine.hashing.merkle import LEAF_PREFIX
+from engine.hashing.merkle import LEAF_SEEDED
 from engine.hitl import HitlPolicy
 from engine.settings import EngineSettings
 from engine.stop import Error, ErrorCategory, HitlGatePending, PromotionRejected, StopReason
@@ -150,9 +149,9 @@ class FactRecorder:
         self.run = run
         self.cycle = cycle
         quoted: dict[str, tuple[str, str]] = {}  # keys as JSON, quoted once per merge
-        # RFC 6962's 0x00 (b"" for a LEGACY run)
-        leaf_prefix = LEAF_PREFIX[integrity.scheme]
-        self.constants = (quoted, str(cycle), integrity.leaf_adder(), leaf_prefix)
+        # a sha256 seeded with RFC 6962's 0x00 (nothing for a LEGACY run)
+        leaf_seeded = LEAF_SEEDED[integrity.scheme]
+        self.constants = (quoted, str(cycle), integrity.leaf_adder(), leaf_seeded)
         if not integrity.covers(len(facts)):
             integrity.root(facts)  # the leaves of input or checkpointed facts
         self.open()
@@ -190,7 +189,7 @@ def promote_effect(
     if rec is not None:
         # the constant parts of this effect's facts' canonical JSON (fact_json)
         qname, qprefix = _quote(name), _quote(prefix)[:-1]
-        quoted, cyc, leaf_add, leaf_prefix = rec.constants
+        quoted, cyc, leaf_add, leaf_seeded = rec.constants
         batch_fact, batch_text, batch_row = rec.appenders
     for pj in range(j0, len(proposals)):
         p = proposals[pj]
@@ -268,7 +267,9 @@ def promote_effect(
                 f'"provenance":{{"cycle":{cyc},"parents":{ps},"proposal_id":{qpid},'
                 f'"suggestor":{qname}}}}}'
             )
-            leaf_add(sha256(leaf_prefix + text.encode()).digest())
+            leaf = leaf_seeded()
+            leaf.update(text.encode())
+            leaf_add(leaf.digest())
             batch_fact(fact)
             batch_text(text)
             # its checkpoint row (engine.facts.fact_row), for the store's fact chunks

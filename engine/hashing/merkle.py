@@ -27,8 +27,10 @@ __all__ = [
     "EMPTY",
     "EMPTY_ROOT",
     "LEAF_PREFIX",
+    "LEAF_SEEDED",
     "LEGACY",
     "NODE_PREFIX",
+    "NODE_SEEDED",
     "RFC6962",
     "MerkleFrontier",
     "fact_leaf",
@@ -57,6 +59,14 @@ LEAF_PREFIX = {RFC6962: b"\x00", LEGACY: b""}
 
 NODE_PREFIX = {RFC6962: b"\x01", LEGACY: b""}
 """The bytes hashed before two children, per scheme."""
+
+LEAF_SEEDED = {scheme: hashlib.sha256(prefix).copy for scheme, prefix in LEAF_PREFIX.items()}
+"""Per scheme, a new sha256 that has hashed the leaf prefix: the copy of a seeded
+hash is cheaper than a new hash of the prefix joined to the data (a quarter less a
+leaf under OpenSSL 3, on a write path of a leaf per fact)."""
+
+NODE_SEEDED = {scheme: hashlib.sha256(prefix).copy for scheme, prefix in NODE_PREFIX.items()}
+"""Per scheme, a new sha256 that has hashed the node prefix (as :data:`LEAF_SEEDED`)."""
 
 
 def merkle_scheme(name: object) -> str:
@@ -141,10 +151,9 @@ class MerkleFrontier:
 
         Level by level: at size ``s`` the frontier's block of size ``s`` (if any)
         comes first, then the new blocks; pairs make the next level, and an odd
-        last block joins the frontier. One hash per leaf, in list comprehensions.
+        last block joins the frontier. One hash per leaf.
         """
-        sha = hashlib.sha256
-        prefix = NODE_PREFIX[self.scheme]
+        seeded = NODE_SEEDED[self.scheme]
         nodes = self.nodes
         level = list(leaves)
         added = len(level)
@@ -155,9 +164,13 @@ class MerkleFrontier:
                 level.insert(0, nodes.pop()[1])
             if len(level) % 2:
                 carried.append((size, level.pop()))
-            level = [
-                sha(prefix + level[i] + level[i + 1]).digest() for i in range(0, len(level), 2)
-            ]
+            pairs = iter(level)
+            level = []
+            up = level.append
+            for left in pairs:
+                h = seeded()
+                h.update(left + next(pairs))
+                up(h.digest())
             size *= 2
         nodes.extend(reversed(carried))
         self.count += added
