@@ -102,8 +102,8 @@ def _check_and_create(conn: Connection, shown: str) -> None:
 LZ4_TABLES = (fact_chunks, checkpoints, checkpoint_parts)
 """The PostgreSQL tables whose ``data`` texts (a commit's fact chunk, a checkpoint:
 hundreds of KB) are compressed with lz4 rather than the default pglz: measured on
-the 100k-fact W2 run (10 chunks of about 0.5 MB), pglz cost PostgreSQL 170-200 ms
-of CPU and lz4 47 ms, for 4.9 and 5.3 MB on disk."""
+the ten chunks of a 100k-fact run (about 0.5 MB each), pglz cost PostgreSQL
+170-200 ms of CPU and lz4 47 ms, for 4.9 and 5.3 MB on disk."""
 
 
 def _prefer_lz4(conn: Connection, table: Table) -> None:

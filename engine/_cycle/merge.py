@@ -254,11 +254,9 @@ def promote_effect(
                 cs = repr(content)
             else:
                 cs = canonical_json(content)
-            confs = (
-                ("1.0" if confidence == 1.0 else repr(confidence))
-                if type(confidence) is float
-                else canonical_json(confidence)
-            )
+            confs = "1.0" if confidence == 1.0 else repr(confidence)
+            if type(confidence) is not float:
+                confs = canonical_json(confidence)
             ps = "[" + ",".join([_quote(x) for x in parents]) + "]" if parents else "[]"
             qpid = _quote(given_id) if given_id else f'{qprefix}{pj}"'
             qid = f'{qopen}{n}"'
