@@ -13,12 +13,9 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -33,6 +30,7 @@ from converge.jobs import Job, load_job
 from engine import RunHeader, UserCancelled, new_run_id
 from tests.faultfixtures import differences, snapshot
 from tests.hitlfixtures import STORES, store_url_for
+from tests.realserve import STOP_WITHIN_S, converge_process, served_cli, stop_within
 from tests.servicefixtures import (
     WAIT_S,
     beat_job,
@@ -105,38 +103,14 @@ def test_a_signalled_run_is_cancelled_recorded_and_resumable(
 
 
 # -- converge worker --run and converge serve: stopped within 10 s, finished elsewhere ---------
-STOP_WITHIN_S = 10.0
 STOPS = {"SIGTERM": signal.SIGTERM, "kill -9": signal.SIGKILL}
-
-
-def _converge(*args: str, log: Path) -> subprocess.Popen[bytes]:
-    """``converge ARGS`` in a new interpreter from the repository root, its output to ``log``."""
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "converge.cli", *args],
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-
-
-def _stopped_within(proc: subprocess.Popen[bytes], signum: int, log: Path) -> int:
-    """Send ``signum`` to ``proc``; its exit code, which it must give within 10 s."""
-    proc.send_signal(signum)
-    try:
-        return proc.wait(timeout=STOP_WITHIN_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        said = log.read_text()
-        raise AssertionError(f"still running {STOP_WITHIN_S} s after {signum}:\n{said}") from None
 
 
 def _finished_elsewhere(url: str, run_id: str, tmp_path: Path) -> None:
     """Another worker finishes the run (``worker --run RUN --resume``)."""
-    again = _converge("worker", "--run", run_id, "--resume", "--db", url, log=tmp_path / "w2.log")
+    again = converge_process(
+        "worker", "--run", run_id, "--resume", "--db", url, log=tmp_path / "w2.log"
+    )
     assert again.wait(timeout=WAIT_S) == 0, (tmp_path / "w2.log").read_text()
 
 
@@ -152,10 +126,10 @@ def test_a_worker_stopped_mid_run_exits_within_10_s_and_another_finishes_it_with
         store = open_store(url)
         try:
             run_id = queued_run(load_job(job_file), store)
-            worker = _converge("worker", "--run", run_id, "--db", url, log=log)
+            worker = converge_process("worker", "--run", run_id, "--db", url, log=log)
             until(lambda: store.run(run_id).cycles >= 3, what=state(store, run_id))
 
-            code = _stopped_within(worker, STOPS[stop], log)
+            code = stop_within(worker, STOPS[stop], log)
 
             row = store.run(run_id)
             if stop == "SIGTERM":  # cancelled at its cycle boundary, checkpointed
@@ -184,14 +158,15 @@ def test_serve_stopped_while_its_pool_resumes_a_run_exits_in_10_s_and_another_wo
         store = open_store(url)
         try:
             run_id, auth = _paused(job_file, store)
-            with served_cli(url, log) as (serve, base):
+            with served_cli(url, log) as served:
+                serve, base = served.proc, served.base
                 approved = _approve(base, store, auth)
                 assert approved.status_code == 202, approved.text
                 until(lambda: store.run(run_id).cycles >= 4, what=state(store, run_id))
                 pid = store.run(run_id).pid
                 assert pid not in (None, serve.pid, os.getpid())  # a worker process's
 
-                _stopped_within(serve, STOPS[stop], log)
+                stop_within(serve, STOPS[stop], log)
 
             # its worker process stops the run too: the server stopped it, or it saw
             # the server gone (kill -9), within the same 10 s
@@ -229,23 +204,6 @@ def _approve(
     )
 
 
-@contextmanager
-def served_cli(url: str, log: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """``converge serve --db URL`` on a free port; yields the process and its base URL
-    once it listens. Killed afterwards if it is still there."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    serve = _converge("serve", "--db", url, "--port", str(port), log=log)
-    try:
-        until(lambda: "Uvicorn running on" in log.read_text(), what=log.read_text)
-        yield serve, f"http://127.0.0.1:{port}"
-    finally:
-        if serve.poll() is None:
-            serve.kill()
-            serve.wait()
-
-
 def queued_run(job: Job, store: SqlRunStore) -> str:
     """Record ``job``'s run ``queued`` (as ``converge submit`` does); its run id."""
     run_id = new_run_id()
@@ -274,7 +232,8 @@ def test_the_api_answers_reads_within_100_ms_p99_while_its_pool_executes_an_unbo
         other, auth = _paused(forever, store)  # stays paused: a run to read
         run_id, _ = _paused(forever, store)
         paths = ["/api/gates", "/api/runs", f"/api/runs/{other}"]
-        with served_cli(url, log) as (serve, base), httpx.Client(headers=auth) as client:
+        with served_cli(url, log) as served, httpx.Client(headers=auth) as client:
+            serve, base = served.proc, served.base
             assert _approve(base, store, auth, run_id).status_code == 202
             until(lambda: store.run(run_id).cycles >= 50, what=state(store, run_id))
             took: list[float] = []
@@ -284,7 +243,7 @@ def test_the_api_answers_reads_within_100_ms_p99_while_its_pool_executes_an_unbo
                 took.append(time.perf_counter() - started)
                 assert answer.status_code == 200, answer.text
             running = store.run(run_id)
-            _stopped_within(serve, signal.SIGTERM, log)
+            stop_within(serve, signal.SIGTERM, log)
         assert running.status == "running" and running.pid != serve.pid
         assert running.cycles > 50  # it went on while the server answered
         took.sort()
