@@ -286,6 +286,8 @@ access_log = Table(
     _name("outcome", 16),
     _text("detail", null=True),
     Index("ix_access_log_target", "target", "ts"),
+    # the failed sign-ins of a client, counted by every server (converge.web.limits)
+    Index("ix_access_log_client", "client", "ts"),
 )
 """A refused request (403, 429) or failed sign-in, by whom and from where."""
 

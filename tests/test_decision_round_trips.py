@@ -17,7 +17,10 @@ gate re-read after its update; the answer's report in 4 more transactions
 re-reading the run, its job and its votes. Now a read of one statement (the token,
 the key, the catalog) runs in autocommit, one round trip; the answer is built from
 what the decision recorded and was checked against, with the run and its comments
-read in one transaction: 25 round trips on PostgreSQL, 35 on SQLite.
+read in one transaction: 25 round trips on PostgreSQL, 35 on SQLite. The
+failed-sign-in limit counted in the store, so that every server of one store limits
+a client as one (issue 54), adds one statement before the token's (26 and 38; the
+person's groups come with the token in its one statement).
 :data:`MAX_ROUND_TRIPS` pins the counts so that they cannot grow back.
 """
 
@@ -39,7 +42,7 @@ from audit.store import SqlRunStore
 from converge.web import create_app
 from tests.webfixtures import quorum_job, run_job
 
-MAX_ROUND_TRIPS = {"postgresql": 25, "sqlite": 35}
+MAX_ROUND_TRIPS = {"postgresql": 26, "sqlite": 38}
 """Round trips of one approval, decision and answer (see the module's docstring)."""
 
 

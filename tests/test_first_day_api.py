@@ -276,7 +276,7 @@ def test_schemathesis_stateful_sequences_follow_the_documents_links_without_a_fa
             client.app.state.store = store  # type: ignore[attr-defined]
             # and no memory of the last scenario's failed sign-ins: the same steps
             # get the same answers (hypothesis replays them and compares)
-            client.app.state.limiter = FailureLimiter()  # type: ignore[attr-defined]
+            client.app.state.limiter = FailureLimiter(store)  # type: ignore[attr-defined]
 
         def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:
             return {"headers": auth}

@@ -214,7 +214,7 @@ def test_failed_tokens_are_limited_per_client_then_the_right_one_works_again(
 ) -> None:
     now = [1000.0]
     app = create_app(store)
-    app.state.limiter = FailureLimiter(clock=lambda: now[0])
+    app.state.limiter = FailureLimiter(store, clock=lambda: now[0])
     api = TestClient(app)
     right = add_token(store, "alice")
 

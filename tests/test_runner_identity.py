@@ -105,7 +105,7 @@ def test_four_eyes_holds_against_the_authenticated_runner_whatever_name_she_type
     as_bob = cli("run", str(job), "--by", "bob", "--db", url, token=tokens["alice"])
     as_user = cli("run", str(job), "--db", url, token=tokens["alice"], user="nobody-real")
 
-    _refused(nobody, "requires the runner's token")
+    _refused(nobody, "requires a token to")
     _refused(as_bob, "the token is alice's, and --by (or $CONVERGE_USER) says bob")
     _refused(as_user, "the token is alice's, and --by (or $CONVERGE_USER) says nobody-real")
     assert _recorded(url) == before
@@ -144,7 +144,7 @@ def test_a_store_with_people_requires_tokens_by_default_and_false_still_needs_a_
 
     assert json.loads(shown.stdout) == {"require-token": "auto"}
     _refused(no_token, "require-token auto, and people are registered")
-    assert viewer.exit_code == 2 and "viewer token of victor" in viewer.stderr
+    assert viewer.exit_code == 2 and "victor has a viewer token" in viewer.stderr
     assert _recorded(url) == before
     proven = cli("run", str(job), "--db", url, "--json", token=tokens["alice"])
     assert proven.exit_code == 10, proven.output
@@ -204,8 +204,8 @@ def test_resume_fork_and_submit_refuse_a_runner_the_token_does_not_prove(
 
     for what in ("resume", "fork", "submit"):
         _refused(refusals[what], "the token is alice's, and --by (or $CONVERGE_USER) says bob")
-    _refused(refusals["resume without token"], "requires the runner's token")
-    _refused(refusals["fork by nobody"], "requires the runner's token")
+    _refused(refusals["resume without token"], "requires a token to")
+    _refused(refusals["fork by nobody"], "requires a token to")
     bad = refusals["submit with a bad token"]
     assert bad.exit_code == 2 and "unknown, expired or revoked" in bad.stderr
     assert _recorded(url) == before and sent == []
@@ -294,7 +294,7 @@ def test_cancel_checks_who_cancels_as_run_does_and_records_them(
     assert snapshot(sqlite_url) == before
     done = cli("cancel", queued, "--db", sqlite_url, token=tokens["alice"])
 
-    _refused(nobody, "requires the runner's token")
+    _refused(nobody, "requires a token to")
     _refused(as_bob, "the token is alice's, and --by (or $CONVERGE_USER) says bob")
     assert done.exit_code == 0, done.output
     assert sql(sqlite_url, "SELECT requested_by FROM run_cancels") == [("alice",)]

@@ -36,7 +36,7 @@ def test_token_add_prints_the_token_last_and_stores_only_its_hash(tmp_path: Path
         assert rows[0].token_hash == hashlib.sha256(token.encode()).hexdigest()
         assert token not in Path(db).read_bytes().decode("latin-1")
         who = authenticate(store, token)
-        assert who is not None and (who.name, who.may_decide) == ("alice", False)
+        assert who is not None and (who.name, who.role) == ("alice", "viewer")
         assert authenticate(store, token + "x") is None
     finally:
         store.close()
@@ -45,10 +45,13 @@ def test_token_add_prints_the_token_last_and_stores_only_its_hash(tmp_path: Path
 def test_token_add_refuses_a_bad_role_or_name(tmp_path: Path) -> None:
     db = str(tmp_path / "tokens.db")
 
-    role = runner.invoke(app, ["token", "add", "alice", "--role", "admin", "--db", db])
+    role = runner.invoke(app, ["token", "add", "alice", "--role", "root", "--db", db])
     name = runner.invoke(app, ["token", "add", "al ice; drop", "--db", db])
 
-    assert role.exit_code == 2 and "--role must be one of approver, viewer" in role.output
+    assert (
+        role.exit_code == 2
+        and "--role must be one of admin, runner, approver, viewer" in role.output
+    )
     assert name.exit_code == 2 and "token name 'al ice; drop'" in name.output
 
 

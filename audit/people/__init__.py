@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     )
     from audit.people._people import (
         access_entries,
+        actors_of,
         add_to_groups,
+        failures_since,
         groups_of,
         knows,
         log_access,
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
         authenticate,
         list_tokens,
         revoke_tokens,
+        still_valid,
         token_hash,
     )
 
@@ -64,6 +67,7 @@ __all__ = [
     "TokenInfo",
     "Vote",
     "access_entries",
+    "actors_of",
     "add_comment",
     "add_to_groups",
     "add_token",
@@ -71,6 +75,7 @@ __all__ = [
     "cast_vote",
     "deciding_vote",
     "decision_case",
+    "failures_since",
     "groups_of",
     "knows",
     "list_tokens",
@@ -80,6 +85,7 @@ __all__ = [
     "revoke_tokens",
     "run_comments",
     "run_with_comments",
+    "still_valid",
     "token_hash",
     "votes",
     "votes_on",

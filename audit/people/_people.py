@@ -151,13 +151,15 @@ def log_access(
     name: str | None = None,
     target: str | None = None,
     detail: str | None = None,
+    ts: float | None = None,
 ) -> None:
-    """Add a row to the access log (never a token or secret in ``detail``)."""
+    """Add a row to the access log (never a token or secret in ``detail``); ``ts``:
+    unix seconds, default now."""
     ensure_inbox_tables(store)
     with store.transaction() as conn:
         conn.execute(
             insert(access_log).values(
-                ts=time.time(),
+                ts=time.time() if ts is None else ts,
                 client=client,
                 name=name,
                 action=action,
@@ -166,6 +168,28 @@ def log_access(
                 detail=None if detail is None else detail[:MAX_DETAIL_CHARS],
             )
         )
+
+
+FAILED_SIGN_IN = "401"
+"""The access log's outcome of a failed sign-in or unknown token."""
+
+
+def failures_since(store: SqlRunStore, client: str, since: float, limit: int) -> list[float]:
+    """The times (unix seconds, oldest first) of the last ``limit`` failed sign-ins
+    from ``client`` after ``since``, whichever server logged them."""
+    ensure_inbox_tables(store)
+    q = (
+        select(access_log.c.ts)
+        .where(
+            access_log.c.client == client,
+            access_log.c.outcome == FAILED_SIGN_IN,
+            access_log.c.ts > since,
+        )
+        .order_by(access_log.c.ts.desc())
+        .limit(limit)
+    )
+    with store.transaction(write=False, single=True) as conn:
+        return sorted(float(r[0]) for r in conn.execute(q))
 
 
 def access_entries(

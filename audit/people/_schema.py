@@ -25,9 +25,12 @@ def ensure_inbox_tables(store: SqlRunStore) -> None:
 
 
 def _token_columns(conn: Connection) -> None:
-    """Tokens made before they could expire or be revoked gain the columns."""
+    """Tokens made before they could expire or be revoked gain the columns; an
+    access log made before failed sign-ins were counted across servers gains the
+    index they are counted with."""
     have = {c["name"] for c in inspect(conn).get_columns(api_tokens.name)}
     for column in ("expires_at", "revoked_at"):
         if column not in have:
             kind = "DOUBLE PRECISION" if conn.dialect.name == "postgresql" else "REAL"
             conn.execute(text(f"ALTER TABLE api_tokens ADD COLUMN {column} {kind}"))
+    conn.execute(text("CREATE INDEX IF NOT EXISTS ix_access_log_client ON access_log (client, ts)"))

@@ -1,8 +1,9 @@
 """API tokens of the people who decide gates (``converge token add``, ``converge serve``).
 
 A token is 32 random bytes (URL-safe base64); the store keeps only its sha256,
-so a copy of the database lets nobody sign in. Roles: ``approver`` (may decide
-gates) and ``viewer`` (may only read).
+so a copy of the database lets nobody sign in. Roles (what each may do is the
+access policy's, ``converge.access``; docs/access.md): ``admin``, ``runner``,
+``approver`` and ``viewer``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import hmac
 import re
 import secrets
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
@@ -20,26 +22,23 @@ from sqlalchemy import insert, select, update
 from audit.cells import bad_cell
 from audit.people._schema import ensure_inbox_tables
 from audit.store import SqlRunStore
-from audit.tables import api_tokens
+from audit.tables import api_tokens, group_members
 from engine.errors import ConfigurationError
 
-Role = Literal["approver", "viewer"]
-ROLES: tuple[Role, ...] = ("approver", "viewer")
+Role = Literal["admin", "runner", "approver", "viewer"]
+ROLES: tuple[Role, ...] = ("admin", "runner", "approver", "viewer")
 TOKEN_PREFIX = "cvg_"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
 
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who a token authenticates: the person's ``name`` and ``role``."""
+    """Who a token authenticates: the person's ``name``, ``role`` and the ``groups``
+    they are in (read with the token, in one statement)."""
 
     name: str
     role: Role
-
-    @property
-    def may_decide(self) -> bool:
-        """True for approvers: they may approve or reject gates."""
-        return self.role == "approver"
+    groups: frozenset[str] = frozenset()
 
 
 def token_hash(token: str) -> str:
@@ -105,15 +104,21 @@ def authenticate(store: SqlRunStore, token: str, now: float | None = None) -> Pr
     ensure_inbox_tables(store)
     digest = token_hash(token)
     with store.transaction(write=False, single=True) as conn:
-        row = conn.execute(
+        rows = conn.execute(
             select(
                 api_tokens.c.token_hash,
                 api_tokens.c.name,
                 api_tokens.c.role,
                 api_tokens.c.expires_at,
                 api_tokens.c.revoked_at,
-            ).where(api_tokens.c.token_hash == digest)
-        ).one_or_none()
+                group_members.c.group_name,
+            )
+            .select_from(
+                api_tokens.outerjoin(group_members, group_members.c.name == api_tokens.c.name)
+            )
+            .where(api_tokens.c.token_hash == digest)
+        ).all()
+    row = rows[0] if rows else None
     # a row edited outside converge (a text in expires_at...) authenticates no one
     if row is None or bad_cell(api_tokens, row._mapping) is not None:
         return None
@@ -122,8 +127,29 @@ def authenticate(store: SqlRunStore, token: str, now: float | None = None) -> Pr
     at = time.time() if now is None else now
     if row.revoked_at is not None or (row.expires_at is not None and at >= row.expires_at):
         return None
-    role: Role = "approver" if row.role == "approver" else "viewer"
-    return Principal(row.name, role)
+    groups = frozenset(str(r.group_name) for r in rows if r.group_name is not None)
+    for role in ROLES:  # an unknown role (an edited row) authenticates no one
+        if row.role == role:
+            return Principal(row.name, role, groups)
+    return None
+
+
+def still_valid(store: SqlRunStore, digests: Collection[str], now: float | None = None) -> set[str]:
+    """Which of the token hashes ``digests`` still authenticate at ``now`` (unix
+    seconds; not revoked, not expired), in one query: open streams and sessions
+    end when theirs is missing (a revocation ends them within a second or two)."""
+    if not digests:
+        return set()
+    ensure_inbox_tables(store)
+    at = time.time() if now is None else now
+    t = api_tokens.c
+    q = select(t.token_hash).where(
+        t.token_hash.in_(list(digests)),
+        t.revoked_at.is_(None),
+        (t.expires_at.is_(None)) | (t.expires_at > at),
+    )
+    with store.transaction(write=False, single=True) as conn:
+        return {str(r[0]) for r in conn.execute(q)}
 
 
 @dataclass(frozen=True, slots=True)

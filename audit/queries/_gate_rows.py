@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,13 +45,18 @@ def unreadable(m: Any, error: CorruptRow) -> UnreadableGate:
     return UnreadableGate(str(m["gate_id"]), run_id if isinstance(run_id, str) else None, error)
 
 
-def read_gates(store: StoreCore, pending: bool = False) -> list[GateRecord | UnreadableGate]:
-    """HITL gates, newest first (only ``pending`` ones when asked); a row that
-    cannot be read is an :class:`UnreadableGate` in its place. Raises
-    ``StoreError`` when the database fails."""
+def read_gates(
+    store: StoreCore, pending: bool = False, run_ids: Collection[str] | None = None
+) -> list[GateRecord | UnreadableGate]:
+    """HITL gates, newest first (only ``pending`` ones when asked; only those of
+    ``run_ids`` when given); a row that cannot be read is an
+    :class:`UnreadableGate` in its place. Raises ``StoreError`` when the database
+    fails."""
     q = select(gates)
     if pending:
         q = q.where(gates.c.status == GateStatus.PENDING)
+    if run_ids is not None:
+        q = q.where(gates.c.run_id.in_(list(run_ids)))
     q = q.order_by(gates.c.opened_at.desc(), gates.c.gate_id.desc())
     out: list[GateRecord | UnreadableGate] = []
     with store.transaction(write=False) as conn:

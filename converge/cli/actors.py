@@ -1,8 +1,14 @@
-"""Who runs a command that starts or continues a run (``--by``, ``--token``): checked
-before anything is written (:func:`converge.governance.cli_runner`: a known person
-once anyone is registered; the token's own person when tokens are required), then
-recorded with the run (``audit.people.record_actor``), so that a four-eyes gate
-refuses them as its decider."""
+"""Who acts from the command line (``--by``, ``--token``) and whether they may: the
+person is checked before anything is written (:func:`converge.governance.cli_runner`:
+a known person once anyone is registered; the token's own person when tokens are
+required), asked of the access policy (:func:`asked`: exit 2 with one line and a row
+in the access log when refused), then recorded with the run
+(``audit.people.record_actor``), so that a four-eyes gate refuses them as its
+decider.
+
+A read command takes ``--token`` too (:func:`reader`): without one it reads as
+whoever holds the database (who could read the file itself); with one, as that
+person, by the same policy as the inbox."""
 
 from __future__ import annotations
 
@@ -13,13 +19,27 @@ from typing import Annotated
 
 import typer
 
-from audit.people import record_actor
+from audit.people import Principal, record_actor
 from audit.store import SqlRunStore
+from converge.access import STORE, Action, Person, Resource, ask, person_of, run_view
 from converge.cli.render import fail
-from converge.governance import cli_runner
+from converge.governance import cli_runner, token_person
 from engine import ConvergeError, RunStore
 
-__all__ = ["ActorOption", "RunnerTokenOption", "actor", "named", "record", "runner"]
+__all__ = [
+    "ActorOption",
+    "ManagerTokenOption",
+    "ReaderTokenOption",
+    "RunnerTokenOption",
+    "actor",
+    "ask_read",
+    "asked",
+    "manager",
+    "named",
+    "reader",
+    "record",
+    "runner",
+]
 
 ActorOption = Annotated[
     str | None,
@@ -37,6 +57,18 @@ RunnerTokenOption = Annotated[
         show_envvar=True,
         help="Your API token (converge token add NAME): proves who runs (--by must be "
         "its person); required when the store requires tokens (converge config show).",
+    ),
+]
+
+
+ReaderTokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar="CONVERGE_TOKEN",
+        show_envvar=True,
+        help="Read as this token's person, by the inbox's access policy (docs/access.md); "
+        "without it, as whoever holds the database.",
     ),
 ]
 
@@ -60,16 +92,84 @@ def actor(name: str | None) -> str:
     return named(name) or _login()
 
 
-def runner(store: RunStore | None, by: str | None, token: str | None) -> str:
-    """Who runs, as recorded for four eyes: ``--by`` / ``$CONVERGE_USER`` / the token's
+def runner(
+    store: RunStore | None,
+    by: str | None,
+    token: str | None,
+    *,
+    doing: str = "run, submit, resume or fork a run",
+) -> Principal:
+    """Who acts, as recorded for four eyes: ``--by`` / ``$CONVERGE_USER`` / the token's
     person / the login, checked against the store (:func:`cli_runner`) before
     anything is written. Exits 2 with one line when refused (an unknown person, a
-    missing, bad or viewer token, a token of someone else); unchecked without a
-    store (``--no-audit``: nothing is recorded)."""
+    missing or bad token, a token of someone else); unchecked without a store
+    (``--no-audit``: nothing is recorded)."""
     if not isinstance(store, SqlRunStore):
-        return actor(by)
+        return Principal(actor(by), "admin")
     try:
-        return cli_runner(store, named(by), token, _login())
+        return cli_runner(store, named(by), token, _login(), doing=doing)
+    except ConvergeError as exc:
+        fail(str(exc))
+
+
+def asked(
+    store: RunStore | None, who: Principal, action: Action, resource: Resource
+) -> Person | None:
+    """Ask the access policy whether ``who`` may do ``action`` to ``resource``: their
+    person when allowed; exits 2 with the policy's sentence when refused (written
+    to the access log, nothing else). Without a store, nothing to ask (None)."""
+    if not isinstance(store, SqlRunStore):
+        return None
+    try:
+        person = person_of(who)
+        ask(store, person, action, resource, client="cli")
+    except ConvergeError as exc:
+        fail(str(exc))
+    return person
+
+
+def ask_read(store: SqlRunStore, person: Person | None, action: Action, run_id: str) -> None:
+    """Refuse (exit 2, one line, in the access log) unless ``person`` may do
+    ``action`` (see, follow, export) to run ``run_id``; None (no token) may."""
+    if person is None:
+        return
+    try:
+        ask(store, person, action, run_view(store, run_id), client="cli")
+    except ConvergeError as exc:
+        fail(str(exc))
+
+
+ManagerTokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        help="Act as this token's person, who must be an admin (docs/access.md); without "
+        "it, as whoever holds the database.",
+    ),
+]
+
+
+def manager(store: SqlRunStore, token: str | None) -> None:
+    """Refuse (exit 2, one line, in the access log) a change to the store's people,
+    tokens or settings unless ``token``'s person may make it; without a token, the
+    database's holder may."""
+    person = reader(store, token)
+    if person is None:
+        return
+    try:
+        ask(store, person, Action.MANAGE_PEOPLE, STORE, client="cli")
+    except ConvergeError as exc:
+        fail(str(exc))
+
+
+def reader(store: SqlRunStore, token: str | None) -> Person | None:
+    """Who reads: the person of ``token`` (exit 2 for a bad one), or None without a
+    token (the database's holder, who sees everything)."""
+    if not token:
+        return None
+    try:
+        who = token_person(store, token)
+        return person_of(who)
     except ConvergeError as exc:
         fail(str(exc))
 

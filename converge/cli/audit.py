@@ -32,7 +32,9 @@ from audit.queries import (
     read_runs,
     timeline,
 )
+from converge.access import Action, check, run_views, sight
 from converge.cli import proofs
+from converge.cli.actors import ReaderTokenOption, ask_read, reader
 from converge.cli.commands import CommandGroup
 from converge.cli.render import (
     DbOption,
@@ -112,8 +114,9 @@ def runs_cmd(
     limit: Annotated[int, typer.Option("--limit", help="At most N runs (0 = all).")] = 100,
     db: DbOption = None,
     as_json: JsonOption = False,
+    token: ReaderTokenOption = None,
 ) -> None:
-    """List recorded runs, newest first."""
+    """List recorded runs, newest first (with --token: those its person may see)."""
     one_of("--category", category, CATEGORIES)
     one_of("--kind", kind, KINDS)
     one_of("--status", status, STATUSES)
@@ -122,10 +125,18 @@ def runs_cmd(
     except ValueError as exc:
         fail(str(exc))
     store = read_store(db)
+    person = reader(store, token)
     try:
         found = read_runs(
             store, category=category, kind=kind, since=since_ts, job=job, status=status, limit=limit
         )
+        if person is not None:
+            views = run_views(store, [r.run_id for r in found if isinstance(r, RunRow)])
+            found = [
+                r
+                for r in found
+                if not isinstance(r, RunRow) or check(person, Action.SEE_RUN, views[r.run_id])
+            ]
     except ConvergeError as exc:
         fail(str(exc))
     # a row that cannot be read: one error line each, the others listed, exit 1
@@ -160,11 +171,15 @@ def show_cmd(
     verbose: Annotated[
         bool, typer.Option("-v", "--verbose", help="Also the traceback of each failed suggestor.")
     ] = False,
+    token: ReaderTokenOption = None,
 ) -> None:
     """A run: header, timeline of cycles, stop reason with explain and budget status."""
     store = read_store(db)
     run_id = resolve_run(store, run_id)
+    person = reader(store, token)
+    ask_read(store, person, Action.SEE_RUN, run_id)
     try:
+        seen = sight(store, person, [run_id])
         row = store.run(run_id)
         events = store.events(run_id)
         cycles = timeline(events)
@@ -177,16 +192,18 @@ def show_cmd(
     link = started if isinstance(started, dict) else None  # a fork's, as chained
     if as_json:
         print_json(
-            {
-                "run": row.to_dict(),
-                "forked_from": link,
-                "forks": [{"run_id": f.fork, "cycle": f.cycle} for f in forks],
-                "explain": None if reason is None else reason.explain(),
-                "budget_status": None if budget is None else budget.model_dump(mode="json"),
-                "timeline": [c.to_dict() for c in cycles],
-                "events": len(events),
-                "failures": _failures(events),
-            }
+            seen(
+                {
+                    "run": row.to_dict(),
+                    "forked_from": link,
+                    "forks": [{"run_id": f.fork, "cycle": f.cycle} for f in forks],
+                    "explain": None if reason is None else reason.explain(),
+                    "budget_status": None if budget is None else budget.model_dump(mode="json"),
+                    "timeline": [c.to_dict() for c in cycles],
+                    "events": len(events),
+                    "failures": _failures(events),
+                }
+            )
         )
         return
     head = Table(title=f"run {row.run_id}", show_header=False, title_justify="left")
@@ -220,15 +237,15 @@ def show_cmd(
                 ran,
                 f"{c.promoted}" + (f" ({keys})" if keys else ""),
                 "\n".join(c.rejected),
-                "\n".join(c.gates),
+                seen("\n".join(c.gates)),
                 "\n".join([*c.signals, *c.notes]),
             )
         )
     print_fitted("timeline", TIMELINE_COLUMNS, timeline_rows)
     if reason is not None:
         colour = "green" if reason.is_success() else "yellow" if reason.is_hitl_pending() else "red"
-        out.print(f"[bold]stop:[/] [{colour}]{escape(str(reason))}[/]")
-        out.print(f"[bold]explain:[/] {escape(reason.explain())}")
+        out.print(f"[bold]stop:[/] [{colour}]{escape(seen(str(reason)))}[/]")
+        out.print(f"[bold]explain:[/] {escape(seen(reason.explain()))}")
         if row.status == RunStatus.PAUSED:
             print_next_commands(reason)
     if budget is not None:
@@ -273,22 +290,26 @@ def facts_cmd(
     key: Annotated[str | None, typer.Option("--key", help="Only facts of this key.")] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
+    token: ReaderTokenOption = None,
 ) -> None:
     """The facts of a run, in promotion order, with provenance."""
     store = read_store(db)
     run_id = resolve_run(store, run_id)
+    person = reader(store, token)
+    ask_read(store, person, Action.SEE_RUN, run_id)
     try:
         facts = store.facts(run_id, key=key)
+        seen = sight(store, person, [run_id])
     except ConvergeError as exc:
         fail(str(exc))
     if as_json:
-        print_json([fact_to_dict(f) for f in facts])
+        print_json(seen([fact_to_dict(f) for f in facts]))
         return
     rows = [
         (
             f.id,
             f.key,
-            _content(f.content),
+            _content(seen(f.content)),
             f"{f.confidence:g}",
             f.provenance.suggestor,
             str(f.provenance.cycle),
@@ -318,11 +339,13 @@ def lineage_cmd(
     fact_id: Annotated[str, typer.Argument(help="The fact (e.g. license#3).")],
     db: DbOption = None,
     as_json: JsonOption = False,
+    token: ReaderTokenOption = None,
 ) -> None:
     """The facts a fact was derived from, as a tree (its parents, their parents...);
     in a fork, the facts taken from its parent name the parent run."""
     store = read_store(db)
     run_id = resolve_run(store, run_id)
+    ask_read(store, reader(store, token), Action.SEE_RUN, run_id)
     try:
         link = fork_link(store, run_id)
         graph = mark_inherited(store.lineage(run_id, fact_id), link)

@@ -10,6 +10,7 @@ import typer
 
 from audit.settings import SETTINGS, set_setting, settings
 from audit.store import SqlRunStore
+from converge.cli.actors import ManagerTokenOption, manager
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, JsonOption, fail, open_run_store, out
 from engine import ConvergeError
@@ -24,6 +25,7 @@ def set_cmd(
     name: Annotated[str, typer.Argument(help=f"The setting: {', '.join(sorted(SETTINGS))}.")],
     value: Annotated[str, typer.Argument(help="Its value (require-token: true, false or auto).")],
     db: DbOption = None,
+    token: ManagerTokenOption = None,
 ) -> None:
     """Set a store setting. require-token true: approve / reject / run / submit /
     resume / fork need the API token of who acts (--token or $CONVERGE_TOKEN);
@@ -33,6 +35,7 @@ def set_cmd(
     """
     store = open_run_store(db, must_exist=True)
     assert isinstance(store, SqlRunStore)
+    manager(store, token)
     try:
         stored = set_setting(store, name, value)
     except ConvergeError as exc:

@@ -12,6 +12,8 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from converge.access import Action, sight
+from converge.cli.actors import ReaderTokenOption, ask_read, reader
 from converge.cli.audit import one_of, print_json, read_store
 from converge.cli.commands import CommandGroup
 from converge.cli.render import (
@@ -43,27 +45,32 @@ def events_cmd(
     ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
+    token: ReaderTokenOption = None,
 ) -> None:
     """A run's audit events in order: seq, cycle, kind, time (ISO, UTC) and a short summary
-    of each payload (--json: every event whole, with its hash)."""
+    of each payload (--json: every event whole, with its hash). With --token, as its
+    person may see them (a gate they may not read: its existence and status)."""
     for kind in kinds or ():
         one_of("--kind", kind, EVENT_KINDS)
     store = read_store(db)
     run_id = resolve_run(store, run_id)
+    person = reader(store, token)
+    ask_read(store, person, Action.SEE_RUN, run_id)
     try:
-        events = store.events(run_id, kinds or None)
+        seen = sight(store, person, [run_id])
+        events = [seen.event(e.to_dict()) for e in store.events(run_id, kinds or None)]
     except ConvergeError as exc:
         fail(str(exc))
     if as_json:
-        print_json([e.to_dict() for e in events])
+        print_json(events)
         return
     rows = [
         (
-            str(e.seq),
-            str(e.cycle),
-            e.kind,
-            iso_utc(e.ts),
-            payload_summary(e.payload),
+            str(e["seq"]),
+            str(e["cycle"]),
+            e["kind"],
+            iso_utc(e["ts"]),
+            payload_summary(e["payload"]),
         )
         for e in events
     ]

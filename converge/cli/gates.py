@@ -20,7 +20,17 @@ from rich.markup import escape
 from audit.ledger import require_key
 from audit.queries import UnreadableGate, read_gates, resolve_gate_id
 from audit.store import SqlRunStore
-from converge.cli.actors import ActorOption, RunnerTokenOption, actor, named, runner
+from converge.access import Action, ask, check, gate_view, run_view, run_views
+from converge.cli.actors import (
+    ActorOption,
+    ReaderTokenOption,
+    RunnerTokenOption,
+    actor,
+    asked,
+    named,
+    reader,
+    runner,
+)
 from converge.cli.budgets import (
     AddCyclesOption,
     BudgetFlags,
@@ -157,14 +167,25 @@ def gates_cmd(
     ] = False,
     db: DbOption = None,
     as_json: JsonOption = False,
+    token: ReaderTokenOption = None,
 ) -> None:
     """List HITL gates (newest first); only lists, unless --expire. A gate that
-    cannot be read is one error line naming its cell (exit 1), the others listed."""
+    cannot be read is one error line naming its cell (exit 1), the others listed.
+    With --token: the gates its person may read (docs/access.md)."""
     store = _store(db)
+    person = reader(store, token)
     if history or gate is not None:
         if gate is None or not history:
             fail("give a gate and --history: converge gates GATE --history")
-        print_history(store, resolve_gate(store, gate), as_json)
+        gate_id = resolve_gate(store, gate)
+        if person is not None:
+            try:
+                record = store.get_gate(gate_id)
+                view = gate_view(record, run_view(store, record.run_id))
+                ask(store, person, Action.READ_GATE, view, client="cli")
+            except ConvergeError as exc:
+                fail(str(exc))
+        print_history(store, gate_id, as_json)
         return
     try:
         if expire:
@@ -172,6 +193,17 @@ def gates_cmd(
                 err.print(escape(f"gate {gate_id} expired: decided by its on_timeout"))
             notify_after_command(store)
         found = read_gates(store, pending=pending)
+        if person is not None:
+            views = run_views(store, {g.run_id for g in found if g.run_id})
+            found = [
+                g
+                for g in found
+                if (
+                    check(person, Action.READ_GATE, gate_view(g, views[g.run_id]))
+                    if isinstance(g, GateRecord)
+                    else g.run_id is None or check(person, Action.SEE_RUN, views[g.run_id])
+                )
+            ]
     except ConvergeError as exc:
         fail(str(exc))
     # a row that cannot be read: one error line each, the others listed, exit 1
@@ -274,7 +306,7 @@ def _decide(
         who = cli_decider(
             store, named(by), proof.token, signed=signer is not None, login=actor(None)
         )
-        decision = make(who)
+        decision = make(who.name)
     except ConvergeError as exc:
         fail(str(exc))
     queue = None if detach is None else run_queue_for(detach[0], detach[1], db)
@@ -286,6 +318,7 @@ def _decide(
             execute=_cli_execute(store, as_json),
             queue=queue,
             signer=signer,
+            role=who.role,
         )
     except (DuplicateVote, ConvergeError) as exc:
         fail(str(exc))
@@ -432,6 +465,7 @@ def resume_cmd(
     except ConvergeError as exc:
         fail(str(exc))
     who = runner(store, by, token)  # four eyes relies on it: checked before any write
+    asked(store, who, Action.START_RUN, run_view(store, run_id))
     try:
         # a pending gate of this run past its deadline: decided by on_timeout first,
         # then this command resumes the run (with its budget); others' runs go on
@@ -454,4 +488,4 @@ def resume_cmd(
         job, store, as_json=as_json, resume=lambda engine: engine.resume_run(run_id, given)
     )
     # after the leg: a kill before its claim leaves nothing of this command behind
-    finish_leg(store, job, result, by=who, action="resumed", as_json=as_json)
+    finish_leg(store, job, result, by=who.name, action="resumed", as_json=as_json)

@@ -11,7 +11,8 @@ import typer
 
 from audit.people import add_comment
 from audit.store import SqlRunStore
-from converge.cli.actors import ActorOption, actor
+from converge.access import Action, gate_view, run_view
+from converge.cli.actors import ActorOption, RunnerTokenOption, asked, runner
 from converge.cli.commands import CommandGroup
 from converge.cli.render import (
     DbOption,
@@ -78,13 +79,26 @@ def comment_cmd(
     gate_id: Annotated[str, typer.Argument(help="The gate to comment on.")],
     text: Annotated[str, typer.Argument(help="The comment.")],
     by: ActorOption = None,
+    token: RunnerTokenOption = None,
     db: DbOption = None,
 ) -> None:
-    """Comment on a gate; the comment goes into its run's hash chain (who, when, text)."""
+    """Comment on a gate; the comment goes into its run's hash chain (who, when, text).
+
+    Who comments is checked as for `converge run` (a known person once anyone is
+    registered; with tokens required, the token's own person) and must be allowed
+    to read the gate (docs/access.md); a refusal exits 2 and records nothing but a
+    row of the access log.
+    """
     store = open_run_store(db, must_exist=True)
     assert isinstance(store, SqlRunStore)
+    who = runner(store, by, token, doing="comment on a gate")
     try:
-        c = add_comment(store, gate_id, actor(by), text)
+        gate = store.get_gate(gate_id)
+    except ConvergeError as exc:
+        fail(str(exc))
+    asked(store, who, Action.COMMENT, gate_view(gate, run_view(store, gate.run_id)))
+    try:
+        c = add_comment(store, gate.gate_id, who.name, text)
     except ConvergeError as exc:
         fail(str(exc))
     out.print(f"commented on gate {c.gate_id} as {c.by}", highlight=False)

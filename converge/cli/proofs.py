@@ -29,6 +29,8 @@ from audit.signing import (
     signer_from_env,
     write_vkey,
 )
+from converge.access import Action
+from converge.cli.actors import ReaderTokenOption, ask_read, reader
 from converge.cli.checkpoints import read_text, read_vkey
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store, out, resolve_run
@@ -116,6 +118,7 @@ def export_cmd(
     ] = None,
     signing_key: SigningKeyOption = None,
     db: DbOption = None,
+    token: ReaderTokenOption = None,
 ) -> None:
     """Write a run's proof bundle (events, facts, checkpoint, the run statement and the
     ledger's head, signed, with the inclusion proof and the ledger's checkpoint note),
@@ -125,6 +128,7 @@ def export_cmd(
     note = None if checkpoint is None else read_text(checkpoint, "--checkpoint")
     store = _write_store(db)
     run_id = resolve_run(store, run_id)
+    ask_read(store, reader(store, token), Action.EXPORT_RUN, run_id)
     try:
         integrate_pending(store)  # the run's last commit in the ledger the bundle proves
         if fact is None:

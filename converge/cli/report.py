@@ -16,6 +16,8 @@ from typing import Annotated
 import typer
 
 from audit import SqlRunStore
+from converge.access import Action
+from converge.cli.actors import ReaderTokenOption, ask_read, reader
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store, print_reports, resolve_run
 from converge.jobs import job_from_record
@@ -64,6 +66,7 @@ def report_cmd(
         ),
     ] = "table",
     db: DbOption = None,
+    token: ReaderTokenOption = None,
 ) -> None:
     """The report tables of a recorded run (its job file's report: entries)."""
     if fmt not in FORMATS:
@@ -71,6 +74,7 @@ def report_cmd(
     store = open_run_store(db, read_only=True)
     assert isinstance(store, SqlRunStore)
     run_id = resolve_run(store, run_id)  # a unique prefix of the id will do
+    ask_read(store, reader(store, token), Action.SEE_RUN, run_id)
     try:
         specs = run_reports(store, run_id, key)
         facts: list[Fact] = store.facts(run_id)

@@ -9,7 +9,8 @@ import typer
 
 from audit.ledger import require_key
 from audit.store import SqlRunStore
-from converge.cli.actors import ActorOption, RunnerTokenOption, runner
+from converge.access import Action, job_view
+from converge.cli.actors import ActorOption, RunnerTokenOption, asked, runner
 from converge.cli.budgets import (
     BudgetFlags,
     MaxCostOption,
@@ -102,13 +103,14 @@ def run(
             fail(str(exc))
     # who runs, checked before anything is written: four eyes relies on the name
     who = runner(store, by, token)
+    asked(store, who, Action.START_RUN, job_view(job.spec.name, job.raw))
     if otel or any(os.environ.get(v) for v in OTLP_ENDPOINTS):
         result = _run_traced(job, store, as_json=as_json)
     else:
         result = execute_with_progress(job, store, as_json=as_json)
     if no_audit:
         _warn_unrecorded_gates(job)
-    finish_leg(store, job, result, by=who, action="ran", as_json=as_json, all_facts=all_facts)
+    finish_leg(store, job, result, by=who.name, action="ran", as_json=as_json, all_facts=all_facts)
 
 
 def _run_traced(job: Job, store: RunStore | None, *, as_json: bool) -> RunResult:

@@ -21,7 +21,18 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from audit.queries import RunRow
 from audit.run_queue import request_cancel
 from audit.store import SqlRunStore
-from converge.cli.actors import ActorOption, RunnerTokenOption, record, runner
+from converge.access import Action as Access
+from converge.access import job_view, run_view
+from converge.cli.actors import (
+    ActorOption,
+    ReaderTokenOption,
+    RunnerTokenOption,
+    ask_read,
+    asked,
+    reader,
+    record,
+    runner,
+)
 from converge.cli.commands import CommandGroup
 from converge.cli.render import (
     DbOption,
@@ -113,11 +124,12 @@ def submit(
     store = open_run_store(db)
     assert isinstance(store, SqlRunStore)
     who = runner(store, by, token)  # before the run is queued: four eyes relies on it
+    asked(store, who, Access.START_RUN, job_view(job.spec.name, job.raw))
     try:
         run_id = submit_run(job, store, run_queue_for(broker, queue, db))
     except ConvergeError as exc:
         fail(str(exc))
-    record(store, run_id, who, "submitted")
+    record(store, run_id, who.name, "submitted")
     if as_json:
         out.print_json(data={"run_id": run_id, "status": RunStatus.QUEUED})
     else:
@@ -141,8 +153,9 @@ def cancel(
     assert isinstance(store, SqlRunStore)
     try:
         rid = store.resolve_run_id(run_id)
-        who = runner(store, by, token)  # before the request is written
-        status = request_cancel(store, rid, who)
+        who = runner(store, by, token, doing="cancel a run")  # before the request is written
+        asked(store, who, Access.CANCEL_RUN, run_view(store, rid))
+        status = request_cancel(store, rid, who.name)
     except ConvergeError as exc:
         fail(str(exc))
     out.print(f"cancel requested: run {rid} ({status}) stops at its next cycle boundary")
@@ -162,6 +175,7 @@ def watch(
         bool,
         typer.Option("--until-pause", help="Stop at a pause waiting on a person (exit 10)."),
     ] = False,
+    token: ReaderTokenOption = None,
 ) -> None:
     """Follow a run to its stop, one line per event as it is committed, and exit
     with its exit code.
@@ -179,10 +193,18 @@ def watch(
         if stdout_closed():  # nobody reads on: stop following (a paused run may wait days)
             raise BrokenPipeError("the reader of stdout closed the pipe")
 
+    person = reader(store, token)
     try:
         rid = store.resolve_run_id(run_id)
+        ask_read(store, person, Access.FOLLOW_RUN, rid)
         row = watch_events(
-            store, rid, write, as_json=as_json, until_pause=until_pause, timeout=timeout
+            store,
+            rid,
+            write,
+            as_json=as_json,
+            until_pause=until_pause,
+            timeout=timeout,
+            person=person,
         )
     except ConvergeError as exc:
         fail(str(exc))

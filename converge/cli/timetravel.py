@@ -29,7 +29,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from audit.store import SqlRunStore
-from converge.cli.actors import ActorOption, RunnerTokenOption, runner
+from converge.access import Action, run_view
+from converge.cli.actors import (
+    ActorOption,
+    ReaderTokenOption,
+    RunnerTokenOption,
+    ask_read,
+    asked,
+    reader,
+    runner,
+)
 from converge.cli.audit import print_json, read_store
 from converge.cli.budgets import (
     BudgetFlags,
@@ -92,12 +101,13 @@ def fork_cmd(
     )
     budget = flags.over(job.spec.budget)
     who = runner(store, by, token)  # before the fork writes anything
+    asked(store, who, Action.FORK_RUN, run_view(store, run_id))
     result = execute_with_progress(
         job, store, as_json=as_json, resume=lambda engine: engine.fork(run_id, at_cycle, budget)
     )
     if not as_json:
         out.print(f"forked {escape(run_id)} at cycle {at_cycle}: new run {escape(result.run_id)}")
-    finish_leg(store, job, result, by=who, action="forked", as_json=as_json)
+    finish_leg(store, job, result, by=who.name, action="forked", as_json=as_json)
 
 
 @app.command("diff")
@@ -109,15 +119,19 @@ def diff_cmd(
         str | None, typer.Option("--db-b", help="The store of run B, when not --db's.")
     ] = None,
     as_json: JsonOption = False,
+    token: ReaderTokenOption = None,
 ) -> None:
     """Two runs side by side: their stops and why they differ, the facts only in A,
     only in B and changed, the budget each used. Exits 0 when they are the same
     (stop and facts), 1 when they differ."""
     store_a = read_store(db)
     store_b = read_store(db_b) if db_b is not None else store_a
+    id_a, id_b = resolve_run(store_a, run_a), resolve_run(store_b, run_b)
+    ask_read(store_a, reader(store_a, token), Action.SEE_RUN, id_a)
+    ask_read(store_b, reader(store_b, token), Action.SEE_RUN, id_b)
     try:
-        a = snapshot(store_a, resolve_run(store_a, run_a))
-        b = snapshot(store_b, resolve_run(store_b, run_b))
+        a = snapshot(store_a, id_a)
+        b = snapshot(store_b, id_b)
     except ConvergeError as exc:
         fail(str(exc))
     diff = diff_runs(a, b)
@@ -216,6 +230,7 @@ def replay_cmd(
     ] = False,
     db: DbOption = None,
     as_json: JsonOption = False,
+    token: ReaderTokenOption = None,
 ) -> None:
     """Re-execute a recorded run with its recorded model responses (no model is
     called) and check that every cycle promotes the same facts and that it stops
@@ -226,6 +241,7 @@ def replay_cmd(
     """
     store = read_store(db)
     run_id = resolve_run(store, run_id)
+    ask_read(store, reader(store, token), Action.SEE_RUN, run_id)
     try:
         report = replay_run(store, run_id, job_file, live=live)
     except ConvergeError as exc:

@@ -17,6 +17,7 @@ import typer
 from audit.people import ROLES, add_to_groups, add_token, groups_of, list_tokens, revoke_tokens
 from audit.signing import SigningKeyError, add_person
 from audit.store import SqlRunStore
+from converge.cli.actors import ManagerTokenOption, manager
 from converge.cli.commands import CommandGroup
 from converge.cli.render import (
     DbOption,
@@ -52,13 +53,19 @@ def parse_duration(text: str) -> float:
 def add_cmd(
     name: Annotated[str, typer.Argument(help="Who the token authenticates (recorded as decider).")],
     role: Annotated[
-        str, typer.Option("--role", help="approver (may decide gates) or viewer (read only).")
+        str,
+        typer.Option(
+            "--role",
+            help="admin (all, and people and tokens), runner (runs, forks, cancels), "
+            "approver (and decides gates) or viewer (reads and comments): docs/access.md.",
+        ),
     ] = "approver",
     expires: Annotated[
         str | None,
         typer.Option("--expires", help="Refused after this long: 30d, 12h, 15m, 90s."),
     ] = None,
     db: DbOption = None,
+    token: ManagerTokenOption = None,
 ) -> None:
     """Create an API token for NAME and print it (only its hash is stored)."""
     if role not in ROLES:
@@ -69,23 +76,27 @@ def add_cmd(
         fail(f"--expires: {exc}")
     store = open_run_store(db)
     assert isinstance(store, SqlRunStore)
+    manager(store, token)
     try:
-        token = add_token(store, name, role, lifetime)
+        made = add_token(store, name, role, lifetime)
     except ConvergeError as exc:
         fail(str(exc))
     # the token is the last word: scripts take it with `| awk '{print $NF}'`
     out.print(
-        f"{role} token for {name} (shown once, only its hash is stored): {token}",
+        f"{role} token for {name} (shown once, only its hash is stored): {made}",
         highlight=False,
         soft_wrap=True,
     )
 
 
 @token_app.command("list")
-def list_cmd(db: DbOption = None, as_json: JsonOption = False) -> None:
+def list_cmd(
+    db: DbOption = None, as_json: JsonOption = False, token: ManagerTokenOption = None
+) -> None:
     """List the tokens: person, role, created, expires, revoked (never the token)."""
     store = open_run_store(db, must_exist=True)  # the inbox tables may be created
     assert isinstance(store, SqlRunStore)
+    manager(store, token)
     try:
         tokens = list_tokens(store)
     except ConvergeError as exc:
@@ -133,10 +144,13 @@ TOKEN_COLUMNS = (
 def revoke_cmd(
     name: Annotated[str, typer.Argument(help="Whose tokens to revoke.")],
     db: DbOption = None,
+    token: ManagerTokenOption = None,
 ) -> None:
-    """Revoke every token of NAME at once: the API and open sessions refuse them."""
+    """Revoke every token of NAME at once: the API refuses them, and their open
+    streams and sessions end within a second or two."""
     store = open_run_store(db, must_exist=True)
     assert isinstance(store, SqlRunStore)
+    manager(store, token)
     try:
         count = revoke_tokens(store, name)
     except ConvergeError as exc:
@@ -159,6 +173,7 @@ def user_add_cmd(
         ),
     ] = None,
     db: DbOption = None,
+    token: ManagerTokenOption = None,
 ) -> None:
     """Register NAME as a person of the store, in groups (a gate's approvers name people
     or groups), with the public key their signed decisions are checked against.
@@ -171,6 +186,7 @@ def user_add_cmd(
             fail(f"--public-key: cannot read {public_key}: {exc}")
     store = open_run_store(db)
     assert isinstance(store, SqlRunStore)
+    manager(store, token)
     try:
         who = add_person(store, name, pem)
         add_to_groups(store, name, list(group or []))

@@ -15,10 +15,12 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from itertools import groupby
 
 from audit.queries import RunRow, StoredEvent
 from audit.store import SqlRunStore
+from converge.access import Person, Sight, sight
 from converge.cli.events import payload_summary
 from engine.events import (
     CycleStarted,
@@ -108,6 +110,13 @@ def _waits(store: SqlRunStore, run_id: str) -> bool:
     return any(g.run_id == run_id and g.status == GateStatus.PENDING for g in store.gates(True))
 
 
+def _as_seen(event: StoredEvent, seen: Sight) -> StoredEvent:
+    """``event`` as a person sees it: its payload cut where it names a gate they may
+    not read, and then no hash (docs/access.md)."""
+    payload = seen(event.payload)
+    return event if payload is event.payload else replace(event, payload=payload, hash="")
+
+
 def watch_events(
     store: SqlRunStore,
     run_id: str,
@@ -118,14 +127,21 @@ def watch_events(
     timeout: float | None = None,
     clock: Callable[[], float] = time.monotonic,
     wait: Callable[[float], None] = time.sleep,
+    person: Person | None = None,
 ) -> RunRow | None:
     """Print the run's events from the first (``write`` each line) until it stops
     (or, with ``until_pause``, waits on a person); its row then, or None when
-    ``timeout`` seconds passed first. Raises ``RunNotFound`` or ``StoreError``."""
+    ``timeout`` seconds passed first; given ``person``, each event as they may see
+    it (docs/access.md). Raises ``RunNotFound`` or ``StoreError``."""
     started = clock()
     last = 0
+    seen = sight(store, person, [run_id])
     while True:
         events = store.events(run_id, after=last, limit=BATCH)
+        if person is not None:
+            if any(e.kind == "gate_opened" for e in events):
+                seen = sight(store, person, [run_id])  # the gates opened since, known now
+            events = [_as_seen(e, seen) for e in events]
         if events:
             last = events[-1].seq
             if as_json:

@@ -44,8 +44,10 @@ def check(
     *,
     signer: Signer | None = None,
     signed: dict[str, Any] | None = None,
+    role: str = "admin",
 ) -> Checked:
-    """``decision`` on ``case`` at ``now`` (unix seconds), checked and completed.
+    """``decision`` on ``case`` at ``now`` (unix seconds), checked and completed;
+    ``role``: the decider's (a token's; ``admin`` for a caller holding the store).
 
     Raises, in this order: ``GateExpired`` (past its deadline: the caller applies
     its ``on_timeout``), ``GateAlreadyDecided``, ``UnknownPerson``, ``NotAllowed``
@@ -60,7 +62,7 @@ def check(
             gate.gate_id, gate.status, gate.decided_by, iso_utc(gate.decided_at)
         )
     try:
-        check_decision(store, gate, decision, case.decider, now)
+        check_decision(store, gate, decision, case.decider, now, role=role, header=case.header)
     except (NotAllowed, MissingReason) as exc:
         _refused(store, decision, gate.gate_id, exc)
         raise

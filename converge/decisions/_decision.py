@@ -59,6 +59,7 @@ def decide(
     queue: RunQueue | None = None,
     signer: Signer | None = None,
     signed: dict[str, Any] | None = None,
+    role: str = "admin",
 ) -> DecisionReport:
     """Record ``decision`` on a gate and, when it decides the gate, resume the run:
     here (``execute`` builds the job's engine and runs it), or with ``queue`` on a
@@ -69,6 +70,9 @@ def decide(
     ``signer`` signs the decision as recorded, or ``signed`` is the decider's
     statement signed elsewhere (``decision.value`` then the answer it signed):
     the signed statement goes into the chained decision (:mod:`converge.governance`).
+    ``role``: the decider's (a token's), asked of the access policy
+    (:mod:`converge.access`); ``admin``, the default, for a caller that holds the
+    store itself (the gate's approvers and four eyes still apply).
 
     Raises ``GateNotFound``, ``NotAllowed`` (not among the gate's approvers, or four
     eyes) or ``MissingReason``, ``GateAlreadyDecided`` (decided, or its quorum
@@ -85,7 +89,7 @@ def decide(
     now = clock()
     case = decision_case(store, gate_id, decision.by)
     try:
-        checked = check(store, case, decision, now, signer=signer, signed=signed)
+        checked = check(store, case, decision, now, signer=signer, signed=signed, role=role)
         if checked.required == 1 and queue is None:
             # nothing to record first: Engine.resume records the decision (the
             # compare-and-set of racing deciders) in its claim's own transaction

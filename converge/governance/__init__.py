@@ -1,9 +1,9 @@
 """Governance: who may decide and see a gate, who the decider is, signed decisions,
 and a gate's history.
 
-- ``_rules``: a gate's rules (approvers and groups, escalation, four eyes, required
-  reasons): :class:`DecisionRules`, :func:`may_decide`, :func:`may_see`,
-  :func:`check_decision`;
+- ``_rules``: whether a decision may be recorded (:func:`check_decision`: a known
+  decider, the access policy of :mod:`converge.access` — approvers, escalation,
+  four eyes — and required reasons);
 - ``_deciders``: deciders and runners are people the store knows; on the command
   line, proven by their token (:func:`cli_decider`, :func:`cli_runner`);
 - ``_signatures``: a decision signed here or elsewhere, checked against the
@@ -21,23 +21,22 @@ from __future__ import annotations
 from converge.governance._deciders import (
     cli_decider,
     cli_runner,
+    token_person,
     tokens_required,
     unknown_person,
 )
 from converge.governance._history import CHAINED, gate_history
-from converge.governance._rules import DecisionRules, check_decision, may_decide, may_see
+from converge.governance._rules import check_decision
 from converge.governance._signatures import statement_for, with_signature
 
 __all__ = [
     "CHAINED",
-    "DecisionRules",
     "check_decision",
     "cli_decider",
     "cli_runner",
     "gate_history",
-    "may_decide",
-    "may_see",
     "statement_for",
+    "token_person",
     "tokens_required",
     "unknown_person",
     "with_signature",

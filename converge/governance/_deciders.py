@@ -25,13 +25,19 @@ Every refusal is a :class:`converge.errors.NotAllowed` (HTTP 403).
 
 from __future__ import annotations
 
-from audit.people import Principal, authenticate, knows
+from audit.people import Principal, authenticate, groups_of, knows
 from audit.settings import REQUIRE_TOKEN, get_setting
 from audit.signing import anyone_registered
 from audit.store import SqlRunStore
 from converge.errors import BadToken, TokenRequired, UnknownPerson
 
-__all__ = ["cli_decider", "cli_runner", "tokens_required", "unknown_person"]
+__all__ = [
+    "cli_decider",
+    "cli_runner",
+    "token_person",
+    "tokens_required",
+    "unknown_person",
+]
 
 
 def unknown_person(store: SqlRunStore, name: str) -> UnknownPerson:
@@ -59,13 +65,12 @@ def _requiring(store: SqlRunStore) -> str | None:
     return None
 
 
-def _principal(store: SqlRunStore, token: str, may: str) -> Principal:
-    """The approver ``token`` authenticates (``may``: what a viewer may not do)."""
+def token_person(store: SqlRunStore, token: str) -> Principal:
+    """The person (name and role) ``token`` authenticates; what the role allows is
+    the access policy's (:mod:`converge.access`). Raises :class:`BadToken`."""
     who = authenticate(store, token.strip())
     if who is None:
         raise BadToken("the token is unknown, expired or revoked: nothing was recorded")
-    if not who.may_decide:
-        raise BadToken(f"the token is a viewer token of {who.name}: it may not {may}")
     return who
 
 
@@ -76,22 +81,24 @@ def cli_decider(
     *,
     signed: bool = False,
     login: str = "unknown",
-) -> str:
+) -> Principal:
     """The person a command-line decision is made by: ``by`` (``--by`` or
     ``$CONVERGE_USER``), proven by ``token`` when given (its person must be ``by``,
-    when named, and an approver); neither named: the token's person, else ``login``
-    (as ``run`` and ``resume`` default it, :func:`cli_runner`). Without a token, when
+    when named; its role is asked of the access policy by the decision); neither
+    named: the token's person, else ``login`` (as ``run`` and ``resume`` default
+    it, :func:`cli_runner`). Without a token the person holds the store itself
+    (role ``admin``: the gate's approvers and four eyes still apply), and when
     :func:`tokens_required`, only a decision ``signed`` with ``--sign-with`` is
     taken (the signature is checked against ``by``'s registered key before
     anything is recorded). Raises :class:`BadToken` or :class:`TokenRequired`."""
     if token:
-        who = _principal(store, token, "decide gates")
+        who = token_person(store, token)
         if by is not None and who.name != by:
             raise BadToken(
                 f"the token is {who.name}'s, and --by says {by}: a token decides as its "
                 "own person only"
             )
-        return who.name
+        return who
     why = None if signed else _requiring(store)
     if why is not None:
         raise TokenRequired(
@@ -100,40 +107,49 @@ def cli_decider(
             "$CONVERGE_TOKEN (converge token add NAME makes one), or sign with "
             "--sign-with KEY"
         )
-    return by or login
+    name = by or login
+    return Principal(name, "admin", frozenset(groups_of(store, name)))
 
 
-def cli_runner(store: SqlRunStore, named: str | None, token: str | None, login: str) -> str:
-    """The person who runs, submits, resumes or forks a run from the command line, as
+def cli_runner(
+    store: SqlRunStore,
+    named: str | None,
+    token: str | None,
+    login: str,
+    *,
+    doing: str = "run, submit, resume or fork a run",
+) -> Principal:
+    """The person who acts on a run from the command line (``doing``: what, for the
+    refusals: runs, submits, resumes, forks, cancels it or comments on its gate), as
     it is recorded for four eyes (``audit.people.record_actor``).
 
-    ``named``: ``--by`` or ``$CONVERGE_USER`` (None: neither given); ``token``: the
-    runner's API token (``--token``, ``$CONVERGE_TOKEN``); ``login``: the name used
-    when neither names anyone. With a token: its person (an approver's token, and
-    ``named`` must be them). Without: refused when :func:`tokens_required`; else
-    ``named`` or ``login``, who must be a known person once anyone is registered.
+    ``named``: ``--by`` or ``$CONVERGE_USER`` (None: neither given); ``token``: their
+    API token (``--token``, ``$CONVERGE_TOKEN``); ``login``: the name used when
+    neither names anyone. With a token: its person and role (``named`` must be
+    them; what the role allows is the access policy's). Without: refused when
+    :func:`tokens_required`; else ``named`` or ``login`` holding the store itself
+    (role ``admin``), who must be a known person once anyone is registered.
     Raises :class:`BadToken`, :class:`TokenRequired` or :class:`UnknownPerson`."""
     if token:
-        who = _principal(store, token, "run, resume or fork runs")
+        who = token_person(store, token)
         if named is not None and named != who.name:
             raise BadToken(
                 f"the token is {who.name}'s, and --by (or $CONVERGE_USER) says {named}: "
-                "a token runs as its own person only; nothing was recorded"
+                "a token acts as its own person only; nothing was recorded"
             )
-        return who.name
+        return who
     why = _requiring(store)
     if why is not None:
         raise TokenRequired(
-            f"audit store {store.shown} requires the runner's token to run, submit, "
-            f"resume or fork a run on the command line ({why}): give "
-            "--token TOKEN or set $CONVERGE_TOKEN (converge token add NAME makes one); "
-            "nothing was recorded"
+            f"audit store {store.shown} requires a token to {doing} on the command "
+            f"line ({why}): give --token TOKEN or set $CONVERGE_TOKEN (converge token "
+            "add NAME makes one); nothing was recorded"
         )
     name = named or login
     if anyone_registered(store) and not knows(store, name):
         raise UnknownPerson(
             f"{name!r} is not a person audit store {store.shown} knows, and only its "
-            f"people may run there: register them with `converge user add {name}` "
+            f"people may {doing} there: register them with `converge user add {name}` "
             "(or give --by / $CONVERGE_USER a known name); nothing was recorded"
         )
-    return name
+    return Principal(name, "admin", frozenset(groups_of(store, name)))

@@ -7,6 +7,7 @@ every key is generated from these models (``docs/job-files.md``).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import (
@@ -325,6 +326,10 @@ class ExecutorSpec(BaseModel):
     )
 
 
+VISIBLE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
+"""A person's or group's name in ``visible_to`` (as tokens and groups name them)."""
+
+
 class JobSpec(BaseModel):
     """The parsed job file (see the module docstring for the format)."""
 
@@ -400,6 +405,15 @@ class JobSpec(BaseModel):
             "workers (the `executor.celery` table below, docs/scale-out.md)."
         ),
     )
+    visible_to: list[str] | None = Field(
+        default=None,
+        description=(
+            "People and groups who may see this job's runs (their facts, events, gates and "
+            "streams) in the inbox and with `--token` on the command line; absent: everyone "
+            "with access. Admins see every run; a gate's approvers must be among them "
+            "(docs/access.md)."
+        ),
+    )
     report: list[ReportSpec] = Field(
         default_factory=list,
         description=(
@@ -407,6 +421,18 @@ class JobSpec(BaseModel):
             "`report[]` table)."
         ),
     )
+
+    @field_validator("visible_to")
+    @classmethod
+    def _visible_to_names(cls, value: list[str] | None) -> list[str] | None:
+        # people and groups, as `converge user add NAME --group GROUP` names them
+        for i, name in enumerate(value or []):
+            if not VISIBLE_NAME.match(name):
+                raise ValueError(
+                    f"visible_to[{i}] {name!r} is not a person or group name (letters, digits "
+                    "and . _ @ -, starting with a letter or digit, at most 100)"
+                )
+        return value
 
     @field_validator("initial")
     @classmethod

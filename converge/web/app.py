@@ -24,6 +24,7 @@ from converge.service.queues import reachable_by_processes
 from converge.web import gates, live, runs, session, signed
 from converge.web.auth import csrf_token
 from converge.web.limits import FailureLimiter
+from converge.web.sessions import SessionWatch
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_BODY_BYTES = 64 * 1024
@@ -151,9 +152,10 @@ def create_app(
         run_queue = LocalRunPool(store, in_process=not reachable_by_processes(store))
     app.state.run_queue = run_queue
     app.state.secret = secret or secrets.token_bytes(32)
-    app.state.limiter = FailureLimiter()
+    app.state.limiter = FailureLimiter(store)
     app.state.clock = clock
     app.state.live = live.LiveRuns(store)  # the feeds of GET /api/runs/{id}/events
+    app.state.sessions = SessionWatch(store, clock)  # streams end with their token
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.filters["age"] = _age
     templates.env.filters["when"] = _when

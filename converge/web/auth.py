@@ -3,14 +3,15 @@
 The API takes a bearer token; the pages take the same token once on ``/login``
 and keep it in an HttpOnly, SameSite=Strict cookie. Every form carries a CSRF
 token: an HMAC, under a secret of this app, of the session token's hash, so a
-page of another site cannot post a decision. ``approver`` tokens may decide
-gates; ``viewer`` tokens may only read (403 otherwise).
+page of another site cannot post a decision. What each person may do is the
+access policy's (:mod:`converge.access`, asked by :mod:`converge.web.asking`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+from functools import partial
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
@@ -63,10 +64,18 @@ async def checked_token(request: Request, token: str, action: str) -> Principal:
     store = store_of(request)
     client = request.client.host if request.client else "unknown"
     limiter: FailureLimiter = request.app.state.limiter
-    wait = limiter.retry_after(f"client:{client}")
+    wait = await run_in_threadpool(limiter.retry_after, client)
     if wait is not None:
         await run_in_threadpool(
-            log_access, store, action, "429", client=client, detail="over the failure limit"
+            partial(
+                log_access,
+                store,
+                action,
+                "429",
+                client=client,
+                detail="over the failure limit",
+                ts=limiter.clock(),
+            )
         )
         raise HTTPException(
             429,
@@ -74,21 +83,21 @@ async def checked_token(request: Request, token: str, action: str) -> Principal:
             headers={"Retry-After": str(wait)},
         )
     who = await run_in_threadpool(authenticate, store, token, request.app.state.clock())
-    if who is None:
-        limiter.failed(f"client:{client}")
+    if who is None:  # the row is the failure every server counts (FailureLimiter)
         await run_in_threadpool(
-            log_access, store, action, "401", client=client, detail="unknown, expired or revoked"
+            partial(
+                log_access,
+                store,
+                action,
+                "401",
+                client=client,
+                detail="unknown, expired or revoked",
+                ts=limiter.clock(),
+            )
         )
         raise HTTPException(
             401, "unknown, expired or revoked API token", headers={"WWW-Authenticate": "Bearer"}
         )
-    return who
-
-
-async def api_decider(who: Annotated[Principal, Depends(api_principal)]) -> Principal:
-    """The person of the bearer token, who must be an approver; 403 for a viewer."""
-    if not who.may_decide:
-        raise HTTPException(403, f"{who.name} has a viewer token: it may not decide gates")
     return who
 
 

@@ -13,13 +13,14 @@ from starlette.concurrency import run_in_threadpool
 from audit.people import (
     MAX_COMMENT_CHARS,
     MAX_REASON_CHARS,
-    Principal,
     add_comment,
     run_with_comments,
 )
+from converge.access import Action, Person
 from converge.decisions import DecisionReport, decide
 from converge.governance import gate_history
-from converge.web.auth import api_decider, api_principal, check_csrf, page_principal, store_of
+from converge.web.asking import api_person, ask_gate, client_of, page_person
+from converge.web.auth import check_csrf, store_of
 from converge.web.errors import answers, http_error
 from converge.web.views import UNREADABLE, GateLookups, gate_dict, gate_page_data, gates_list
 from engine import ConvergeError, GateDecision
@@ -65,9 +66,12 @@ def _report(request: Request, report: DecisionReport) -> dict[str, Any]:
     return out
 
 
-async def _decide(request: Request, gate_id: str, decision: GateDecision) -> DecisionReport:
-    """Record the decision; a resume it starts is sent to the app's run queue (a
-    worker, or the server's own pool), never run in this request."""
+async def _decide(
+    request: Request, gate_id: str, decision: GateDecision, who: Person
+) -> DecisionReport:
+    """Record the decision as ``who`` (the access policy asked in ``decide``); a resume
+    it starts is sent to the app's run queue (a worker, or the server's own pool),
+    never run in this request."""
     try:
         return await run_in_threadpool(
             lambda: decide(
@@ -76,6 +80,7 @@ async def _decide(request: Request, gate_id: str, decision: GateDecision) -> Dec
                 decision,
                 clock=request.app.state.clock,
                 queue=request.app.state.run_queue,
+                role=who.role,
             )
         )
     except ConvergeError as exc:
@@ -86,26 +91,24 @@ async def _decide(request: Request, gate_id: str, decision: GateDecision) -> Dec
 @router.get("/api/gates", responses=answers(401, 422))
 async def api_gates(
     request: Request,
-    who: Annotated[Principal, Depends(api_principal)],
+    who: Annotated[Person, Depends(api_person)],
     status: Annotated[GateFilter, Query()] = GateStatus.PENDING,
 ) -> list[dict[str, Any]]:
-    """The gates this person may see with ``status`` (default pending; ``all``), newest
+    """The gates this person may read with ``status`` (default pending; ``all``), newest
     first; ``may_decide`` says which they may decide."""
     wanted = None if status == "all" else GateStatus(status)
     return await run_in_threadpool(
-        gates_list, store_of(request), wanted, request.app.state.clock, who.name
+        gates_list, store_of(request), wanted, request.app.state.clock, who
     )
 
 
 @router.get("/api/gates/{gate_id}", responses=answers(401, 403, 404))
 async def api_gate(
-    request: Request, gate_id: str, who: Annotated[Principal, Depends(api_principal)]
+    request: Request, gate_id: str, who: Annotated[Person, Depends(api_person)]
 ) -> dict[str, Any]:
-    """One gate with its votes and comments (404 unknown; 403 not among its people)."""
+    """One gate with its votes and comments (404 unknown; 403 not among its readers)."""
     try:
-        data = await run_in_threadpool(
-            gate_page_data, store_of(request), gate_id, request.app.state.clock, who.name
-        )
+        data = await run_in_threadpool(_gate_data, request, gate_id, who)
     except ConvergeError as exc:
         raise http_error(exc) from exc
     data.pop("lineage_svg", None)
@@ -124,7 +127,7 @@ async def api_decision(
     request: Request,
     gate_id: str,
     body: DecisionIn,
-    who: Annotated[Principal, Depends(api_decider)],
+    who: Annotated[Person, Depends(api_person)],
 ) -> Any:
     """Approve or reject as the token's person: 202 with the gate and its run (its
     ``url``) when the decision decided the gate and its run's resume was sent to a
@@ -132,7 +135,7 @@ async def api_decision(
     decision = GateDecision(
         approved=body.approved, by=who.name, reason=body.reason, value=body.value
     )
-    report = await _decide(request, gate_id, decision)
+    report = await _decide(request, gate_id, decision, who)
     out = await run_in_threadpool(_report, request, report)
     if report.still_needed:
         return JSONResponse(out, status_code=200)
@@ -141,13 +144,11 @@ async def api_decision(
 
 # -- the pages --------------------------------------------------------------------------
 @router.get("/", response_class=HTMLResponse)
-async def inbox_page(
-    request: Request, who: Annotated[Principal, Depends(page_principal)]
-) -> Response:
+async def inbox_page(request: Request, who: Annotated[Person, Depends(page_person)]) -> Response:
     """The pending gates: age, deadline, run, job, summary; then those that cannot
     be read (a corrupt cell, named), and the recently decided."""
     rows = await run_in_threadpool(
-        gates_list, store_of(request), None, request.app.state.clock, who.name
+        gates_list, store_of(request), None, request.app.state.clock, who
     )
     pending = [g for g in rows if g["status"] == GateStatus.PENDING and g["may_decide"]]
     watching = [g for g in rows if g["status"] == GateStatus.PENDING and not g["may_decide"]]
@@ -167,13 +168,11 @@ async def inbox_page(
 
 @router.get("/gates/{gate_id}", response_class=HTMLResponse)
 async def gate_page(
-    request: Request, gate_id: str, who: Annotated[Principal, Depends(page_principal)]
+    request: Request, gate_id: str, who: Annotated[Person, Depends(page_person)]
 ) -> Response:
     """A gate: the proposal, the facts it derives from, its lineage, the decision form."""
     try:
-        data = await run_in_threadpool(
-            gate_page_data, store_of(request), gate_id, request.app.state.clock, who.name
-        )
+        data = await run_in_threadpool(_gate_data, request, gate_id, who)
     except ConvergeError as exc:
         raise http_error(exc) from exc
     voted = any(v["by"] == who.name for v in data["approvals"])
@@ -183,7 +182,7 @@ async def gate_page(
 
 @router.post("/gates/{gate_id}/decision")
 async def gate_form(
-    request: Request, gate_id: str, who: Annotated[Principal, Depends(page_principal)]
+    request: Request, gate_id: str, who: Annotated[Person, Depends(page_person)]
 ) -> Response:
     """The gate page's form: approve or reject with a reason, as the signed-in person."""
     form = await request.form()
@@ -194,8 +193,6 @@ async def gate_form(
     if any(v is not None and not isinstance(v, str) for v in values.values()):
         raise HTTPException(400, "form fields must be text, not files")
     check_csrf(request, values["csrf"] if isinstance(values["csrf"], str) else None)
-    if not who.may_decide:
-        raise HTTPException(403, f"{who.name} has a viewer token: it may not decide gates")
     action = values["decision"]
     if action not in ("approve", "reject"):
         raise HTTPException(400, "decision must be 'approve' or 'reject'")
@@ -208,7 +205,7 @@ async def gate_form(
     if action == "reject":
         value = None  # the form's value field goes with an approval only
     decision = GateDecision(approved=action == "approve", by=who.name, reason=reason, value=value)
-    report = await _decide(request, gate_id, decision)
+    report = await _decide(request, gate_id, decision, who)
     # decided: the run's live page follows its resume; a vote short of the quorum stays
     target = f"/runs/{report.gate.run_id}" if not report.still_needed else f"/gates/{gate_id}"
     return RedirectResponse(target, status_code=303)
@@ -222,10 +219,15 @@ class CommentIn(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_COMMENT_CHARS)
 
 
-def _comment(request: Request, gate_id: str, who: Principal, text: str) -> dict[str, Any]:
+def _gate_data(request: Request, gate_id: str, who: Person) -> dict[str, Any]:
+    """The gate as ``who`` may read it (403 otherwise, in the access log)."""
+    clock = request.app.state.clock
+    return gate_page_data(store_of(request), gate_id, clock, who, client=client_of(request))
+
+
+def _comment(request: Request, gate_id: str, who: Person, text: str) -> dict[str, Any]:
     store = store_of(request)
-    # who may see the gate may comment on it (gate_page_data refuses the others)
-    gate_page_data(store, gate_id, request.app.state.clock, who.name)
+    ask_gate(request, who, Action.COMMENT, store.get_gate(gate_id))
     c = add_comment(store, gate_id, who.name, text)
     return {"gate_id": c.gate_id, "by": c.by, "at": c.ts, "text": c.text}
 
@@ -239,7 +241,7 @@ async def api_comment(
     request: Request,
     gate_id: str,
     body: CommentIn,
-    who: Annotated[Principal, Depends(api_principal)],
+    who: Annotated[Person, Depends(api_person)],
 ) -> dict[str, Any]:
     """Comment on a gate as the token's person (anyone who may see it): 201; the
     comment is in the run's hash chain."""
@@ -251,13 +253,13 @@ async def api_comment(
 
 @router.get("/api/gates/{gate_id}/history", responses=answers(401, 403, 404))
 async def api_history(
-    request: Request, gate_id: str, who: Annotated[Principal, Depends(api_principal)]
+    request: Request, gate_id: str, who: Annotated[Person, Depends(api_person)]
 ) -> list[dict[str, Any]]:
     """Everything that happened to a gate, oldest first: opened, votes, comments,
     escalation, the decision, refused decisions (403) and notification outcomes."""
 
     def history() -> list[dict[str, Any]]:
-        gate_page_data(store_of(request), gate_id, request.app.state.clock, who.name)
+        ask_gate(request, who, Action.READ_GATE, store_of(request).get_gate(gate_id))
         return gate_history(store_of(request), gate_id)
 
     try:
@@ -268,7 +270,7 @@ async def api_history(
 
 @router.post("/gates/{gate_id}/comments")
 async def comment_form(
-    request: Request, gate_id: str, who: Annotated[Principal, Depends(page_principal)]
+    request: Request, gate_id: str, who: Annotated[Person, Depends(page_person)]
 ) -> Response:
     """The gate page's comment form."""
     form = await request.form()

@@ -27,11 +27,14 @@ from fastapi.security import HTTPAuthorizationCredentials
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
-from audit.people import Principal
+from audit.people import Principal, token_hash
 from audit.queries import StoredEvent
 from audit.store import SqlRunStore
+from converge.access import Action, Person, check, event_as_seen, gate_view, person_of, run_view
+from converge.web.asking import ask_run
 from converge.web.auth import BEARER, SESSION_COOKIE, api_principal, checked_token, store_of
 from converge.web.errors import answers, http_error
+from converge.web.sessions import SessionWatch
 from engine import ConvergeError
 from engine.status import RunStatus
 from engine.store import EVENT_KINDS
@@ -148,39 +151,100 @@ class LiveRuns:
             del self.feeds[run_id]
 
 
-async def stream_principal(
+@dataclass(frozen=True)
+class Viewer:
+    """Who follows a stream: the person (role, groups) and the hash of the token or
+    session that authenticated them (the stream ends with it)."""
+
+    person: Person
+    digest: str
+
+
+async def stream_viewer(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
-) -> Principal:
+) -> Viewer:
     """The bearer token's person, or the page's session (an ``EventSource`` sends
     the cookie, never a header); 401 with neither."""
     cookie = request.cookies.get(SESSION_COOKIE)
+    who: Principal
     if (credentials is None or not credentials.credentials.strip()) and cookie:
-        return await checked_token(request, cookie, "api")
-    return await api_principal(request, credentials)
+        token = cookie
+        who = await checked_token(request, cookie, "api")
+    else:
+        token = "" if credentials is None else credentials.credentials.strip()
+        who = await api_principal(request, credentials)
+    return Viewer(person_of(who), token_hash(token))
 
 
-def _sse(event: StoredEvent) -> ServerSentEvent:
+class GateReading:
+    """Which gates of one run a person may not read, learnt as their events come
+    (a gate's rules are recorded when it opens; looked up once per gate)."""
+
+    def __init__(self, store: SqlRunStore, run_id: str, person: Person) -> None:
+        self.store = store
+        self.run = run_view(store, run_id)
+        self.person = person
+        self.known: dict[str, bool] = {}
+
+    def hidden(self, batch: list[StoredEvent]) -> set[str]:
+        """The gates named in ``batch`` (and before) this person may not read."""
+        for event in batch:
+            gate_id = _named_gate(event.payload)
+            if gate_id is not None and gate_id not in self.known:
+                try:
+                    view = gate_view(self.store.get_gate(gate_id), self.run)
+                    self.known[gate_id] = check(self.person, Action.READ_GATE, view).allowed
+                except ConvergeError:  # not recorded (yet): nothing of it is shown
+                    self.known[gate_id] = False
+        return {g for g, readable in self.known.items() if not readable}
+
+
+def _named_gate(payload: Any) -> str | None:
+    """The gate an event's payload is about (its own ``gate_id``, or its stop
+    reason's), None when it names none."""
+    if not isinstance(payload, dict):
+        return None
+    for place in (payload, payload.get("reason")):
+        if isinstance(place, dict) and isinstance(place.get("gate_id"), str):
+            return str(place["gate_id"])
+    return None
+
+
+def _sse(event: dict[str, Any]) -> ServerSentEvent:
     return ServerSentEvent(
-        data=json.dumps(event.to_dict(), separators=(",", ":")),
-        event=event.kind,
-        id=str(event.seq),
+        data=json.dumps(event, separators=(",", ":")),
+        event=str(event["kind"]),
+        id=str(event["seq"]),
     )
 
 
-async def _events(live: LiveRuns, run_id: str, after: int) -> AsyncIterator[ServerSentEvent]:
+async def _events(
+    live: LiveRuns, sessions: SessionWatch, run_id: str, after: int, viewer: Viewer
+) -> AsyncIterator[ServerSentEvent]:
     sub = live.subscribe(run_id, after)  # here: a response never sent subscribes nothing
+    ended = sessions.watch(viewer.digest)
+    gates = GateReading(live.store, run_id, viewer.person)
     try:
-        while True:
-            batch = await sub.queue.get()
+        while not ended.is_set():
+            got = asyncio.ensure_future(sub.queue.get())
+            gone = asyncio.ensure_future(ended.wait())
+            await asyncio.wait((got, gone), return_when=asyncio.FIRST_COMPLETED)
+            gone.cancel()
+            if not got.done():
+                got.cancel()
+                return  # the token was revoked or expired: the stream ends now
+            batch = got.result()
             if batch is None:
                 return
             if isinstance(batch, str):
                 yield ServerSentEvent(data=json.dumps({"detail": batch}), event="stream_error")
                 continue
+            hidden = await run_in_threadpool(gates.hidden, batch)
             for event in batch:
-                yield _sse(event)
+                yield _sse(event_as_seen(event.to_dict(), hidden))
     finally:
+        sessions.unwatch(viewer.digest, ended)
         live.unsubscribe(run_id, sub)
 
 
@@ -198,7 +262,7 @@ STREAM_DOC: dict[int | str, dict[str, Any]] = {
         ),
         "content": {"text/event-stream": {"schema": {"type": "string"}}},
     },
-    **answers(401, 404, 422),
+    **answers(401, 403, 404, 422),
 }
 
 
@@ -206,7 +270,7 @@ STREAM_DOC: dict[int | str, dict[str, Any]] = {
 async def api_run_events(
     request: Request,
     run_id: str,
-    _who: Annotated[Principal, Depends(stream_principal)],
+    viewer: Annotated[Viewer, Depends(stream_viewer)],
     after: Annotated[
         int | None, Query(ge=0, le=MAX_SEQ, description="Only the events after this seq.")
     ] = None,
@@ -220,15 +284,24 @@ async def api_run_events(
         ),
     ] = None,
 ) -> EventSourceResponse:
-    """The run's events as they are committed (404 unknown run), as Server-Sent
-    Events; the bearer token, or the page's session cookie."""
+    """The run's events as they are committed (404 unknown run; 403 a run its job
+    hides from this person), as Server-Sent Events, each as this person may see it
+    (a gate they may not read: its events cut to its existence and status); the
+    bearer token, or the page's session cookie. The stream ends within a second or
+    two of its token's revocation or expiry."""
     store = store_of(request)
     start = last_event_id if last_event_id is not None else (after or 0)
+
+    def allowed() -> Any:
+        ask_run(request, viewer.person, Action.FOLLOW_RUN, run_id)
+        return store.run(run_id)
+
     try:
-        row = await run_in_threadpool(store.run, run_id)
+        row = await run_in_threadpool(allowed)
     except ConvergeError as exc:
         raise http_error(exc) from exc
     live: LiveRuns = request.app.state.live
     if row.status == RunStatus.STOPPED and start >= row.last_seq:
         return EventSourceResponse(_ended(), ping=KEEP_ALIVE_S)
-    return EventSourceResponse(_events(live, run_id, start), ping=KEEP_ALIVE_S)
+    sessions: SessionWatch = request.app.state.sessions
+    return EventSourceResponse(_events(live, sessions, run_id, start, viewer), ping=KEEP_ALIVE_S)

@@ -11,9 +11,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import BeforeValidator, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from audit.people import Principal
 from audit.run_queue import request_cancel
-from converge.web.auth import api_principal, check_csrf, page_principal, store_of
+from converge.access import Action, Person, seen_by
+from converge.web.asking import api_person, ask_run, client_of, page_person
+from converge.web.auth import check_csrf, store_of
 from converge.web.errors import answers, http_error
 from converge.web.live import LIVE_KINDS
 from converge.web.time_travel import (
@@ -60,20 +61,23 @@ KindFilter = Annotated[
 @router.get("/api/runs", responses=answers(401, 422))
 async def api_runs(
     request: Request,
-    _who: Annotated[Principal, Depends(api_principal)],
+    who: Annotated[Person, Depends(api_person)],
     category: CategoryFilter = None,
     kind: KindFilter = None,
     job: Filter = None,
 ) -> list[dict[str, Any]]:
-    """Recorded runs, newest first, filtered by stop category, kind and job; a fork
-    has ``forked_from: {run, cycle, facts_root}`` (None for other runs)."""
+    """Recorded runs this person may see, newest first, filtered by stop category,
+    kind and job; a fork has ``forked_from: {run, cycle, facts_root}`` (None for
+    other runs)."""
     filters = _filters(category, kind, job)
-    return await run_in_threadpool(_runs_with_links, request, filters)
+    return await run_in_threadpool(_runs_with_links, request, filters, who)
 
 
-def _runs_with_links(request: Request, filters: dict[str, str | None]) -> list[dict[str, Any]]:
+def _runs_with_links(
+    request: Request, filters: dict[str, str | None], who: Person
+) -> list[dict[str, Any]]:
     store = store_of(request)
-    return with_fork_links(store, runs_list(store, **filters))
+    return with_fork_links(store, runs_list(store, **filters, who=who))
 
 
 def _filters(
@@ -88,12 +92,13 @@ def _filters(
 
 @router.get("/api/runs/{run_id}", responses=answers(401, 404))
 async def api_run(
-    request: Request, run_id: str, _who: Annotated[Principal, Depends(api_principal)]
+    request: Request, run_id: str, who: Annotated[Person, Depends(api_person)]
 ) -> dict[str, Any]:
-    """One run: row, stop reason and explain, timeline, budget status, gates, its
-    fork link (``forked_from``) and its forks (404 unknown)."""
+    """One run as this person may see it: row, stop reason and explain, timeline,
+    budget status, gates (a gate they may not read: its stub), its fork link
+    (``forked_from``) and its forks (404 unknown; 403 a run its job hides from them)."""
     try:
-        data = await run_in_threadpool(_run_data, request, run_id)
+        data = await run_in_threadpool(_run_data, request, run_id, who)
     except ConvergeError as exc:
         raise http_error(exc) from exc
     data.pop("budget_svg")
@@ -104,14 +109,14 @@ async def api_run(
 @router.get("/runs", response_class=HTMLResponse)
 async def runs_page(
     request: Request,
-    who: Annotated[Principal, Depends(page_principal)],
+    who: Annotated[Person, Depends(page_person)],
     category: Annotated[CategoryFilter, BeforeValidator(_blank_is_none)] = None,
     kind: Annotated[KindFilter, BeforeValidator(_blank_is_none)] = None,
     job: Filter = None,
 ) -> Response:
     """The runs, filtered by stop category, kind and job (an empty field: no filter)."""
     filters = _filters(category, kind, job)
-    rows = await run_in_threadpool(_runs_with_links, request, filters)
+    rows = await run_in_threadpool(_runs_with_links, request, filters, who)
     page: Response = request.app.state.render(
         request, "runs.html", who=who, runs=rows, filters=filters
     )
@@ -120,12 +125,13 @@ async def runs_page(
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 async def run_page(
-    request: Request, run_id: str, who: Annotated[Principal, Depends(page_principal)]
+    request: Request, run_id: str, who: Annotated[Person, Depends(page_person)]
 ) -> Response:
     """A run: timeline, stop reason and explain, budget bars, lineage by key, its
-    gates, its parent (a fork) and forks; an approver's form to fork it at a cycle."""
+    gates, its parent (a fork) and forks; a form to fork it at a cycle for those
+    who may."""
     try:
-        data = await run_in_threadpool(_run_data, request, run_id)
+        data = await run_in_threadpool(_run_data, request, run_id, who)
     except ConvergeError as exc:
         raise http_error(exc) from exc
     page: Response = request.app.state.render(
@@ -134,25 +140,25 @@ async def run_page(
     return page
 
 
-def _run_data(request: Request, run_id: str) -> dict[str, Any]:
+def _run_data(request: Request, run_id: str, who: Person) -> dict[str, Any]:
     store = store_of(request)
-    data = run_page_data(store, run_id, request.app.state.clock)
+    clock = request.app.state.clock
+    data = run_page_data(store, run_id, clock, who, client=client_of(request))
     data.update(fork_data(store, run_id))
     return data
 
 
-def _cancel(request: Request, run_id: str, who: Principal) -> str:
+def _cancel(request: Request, run_id: str, who: Person) -> str:
     """Ask for the run's cancel as ``who``; its status (``RunBusy`` → 409)."""
-    if not who.may_decide:
-        raise HTTPException(403, f"{who.name} has a viewer token: it may not cancel runs")
+    ask_run(request, who, Action.CANCEL_RUN, run_id)
     return request_cancel(store_of(request), run_id, who.name)
 
 
 @router.post("/api/runs/{run_id}/cancel", status_code=202, responses=answers(401, 403, 404, 409))
 async def api_cancel(
-    request: Request, run_id: str, who: Annotated[Principal, Depends(api_principal)]
+    request: Request, run_id: str, who: Annotated[Person, Depends(api_person)]
 ) -> dict[str, Any]:
-    """Cancel a queued or running run as the token's person (an approver): 202; it
+    """Cancel a queued or running run as the token's person (who may): 202; it
     ends ``UserCancelled`` at its next cycle boundary, on whichever worker holds it."""
     try:
         status = await run_in_threadpool(_cancel, request, run_id, who)
@@ -163,7 +169,7 @@ async def api_cancel(
 
 @router.post("/runs/{run_id}/cancel")
 async def cancel_form(
-    request: Request, run_id: str, who: Annotated[Principal, Depends(page_principal)]
+    request: Request, run_id: str, who: Annotated[Person, Depends(page_person)]
 ) -> Response:
     """The run page's cancel button."""
     form = await request.form()
@@ -184,9 +190,9 @@ async def api_fork(
     request: Request,
     run_id: str,
     body: ForkRequest,
-    who: Annotated[Principal, Depends(api_principal)],
+    who: Annotated[Person, Depends(api_person)],
 ) -> dict[str, Any]:
-    """Fork the run at ``cycle`` as the token's person (an approver), with the job it
+    """Fork the run at ``cycle`` as the token's person (who may), with the job it
     recorded and the budget limits given over that job's: the fork is recorded
     (its parent's chain verified up to the cycle) and handed to the workers, as
     ``converge submit`` does; 202 with the new run's id, its link and where to
@@ -199,7 +205,7 @@ async def api_fork(
 
 @router.post("/runs/{run_id}/fork")
 async def fork_form(
-    request: Request, run_id: str, who: Annotated[Principal, Depends(page_principal)]
+    request: Request, run_id: str, who: Annotated[Person, Depends(page_person)]
 ) -> Response:
     """The run page's fork form (``cycle``, optional ``max_cycles``): records the
     fork and hands it to the workers, then shows the new run's page."""
@@ -218,13 +224,19 @@ async def fork_form(
     return RedirectResponse(f"/runs/{fork}", status_code=303)
 
 
-async def _fork(request: Request, run_id: str, body: ForkRequest, who: Principal) -> str:
-    """Record the fork asked for and hand it to the app's run queue: the new run's id
-    (the library's refusals answered as HTTP errors)."""
+async def _fork(request: Request, run_id: str, body: ForkRequest, who: Person) -> str:
+    """Record the fork asked for (403 unless ``who`` may fork the run) and hand it to
+    the app's run queue: the new run's id (the library's refusals answered as HTTP
+    errors)."""
     queue = request.app.state.run_queue
     store, changes = store_of(request), body.changes()
+
+    def forked() -> str:
+        ask_run(request, who, Action.FORK_RUN, run_id)
+        return fork_as(store, run_id, body.cycle, changes, who.name, queue)
+
     try:
-        return await run_in_threadpool(fork_as, store, run_id, body.cycle, changes, who, queue)
+        return await run_in_threadpool(forked)
     except ConvergeError as exc:
         raise http_error(exc) from exc
 
@@ -234,13 +246,14 @@ async def api_diff(
     request: Request,
     run_id: str,
     other: str,
-    _who: Annotated[Principal, Depends(api_principal)],
+    who: Annotated[Person, Depends(api_person)],
 ) -> dict[str, Any]:
     """Run ``run_id`` (A) against run ``other`` (B), as ``converge diff A B --json``:
     each run's head, ``same``, ``why``, the first cycle whose facts differ, the facts
-    only in A, only in B and changed, the budget used side by side."""
+    only in A, only in B and changed, the budget used side by side (403 unless this
+    person may see both)."""
     try:
-        return await run_in_threadpool(diff_data, store_of(request), run_id, other, limit=None)
+        return await run_in_threadpool(_diff, request, run_id, other, who, None)
     except ConvergeError as exc:
         raise http_error(exc) from exc
 
@@ -250,15 +263,23 @@ async def diff_page(
     request: Request,
     run_id: str,
     other: str,
-    who: Annotated[Principal, Depends(page_principal)],
+    who: Annotated[Person, Depends(page_person)],
 ) -> Response:
     """Two runs side by side (read-only: viewers too): stops and why they differ,
     facts only in A, only in B and changed (the first 200 of each), budget use."""
     try:
-        data = await run_in_threadpool(
-            diff_data, store_of(request), run_id, other, limit=PAGE_FACTS
-        )
+        data = await run_in_threadpool(_diff, request, run_id, other, who, PAGE_FACTS)
     except ConvergeError as exc:
         raise http_error(exc) from exc
     page: Response = request.app.state.render(request, "diff.html", who=who, diff=data)
     return page
+
+
+def _diff(request: Request, a: str, b: str, who: Person, limit: int | None) -> dict[str, Any]:
+    """The diff of runs ``a`` and ``b`` as ``who`` may see them (403 unless both)."""
+    ask_run(request, who, Action.SEE_RUN, a)
+    ask_run(request, who, Action.SEE_RUN, b)
+    store = store_of(request)
+    data = diff_data(store, a, b, limit=limit)
+    seen: dict[str, Any] = seen_by(store, who, data, [a, b], request.app.state.clock())
+    return seen

@@ -20,10 +20,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
-from audit.people import Principal
+from converge.access import Action, Person
 from converge.decisions import DecisionReport, checked_value, decide, job_of_run
 from converge.governance import statement_for
-from converge.web.auth import api_decider, store_of
+from converge.web.asking import api_person, ask_gate
+from converge.web.auth import store_of
 from converge.web.errors import Unprocessable, answers, http_error
 from converge.web.gates import DecisionIn
 from converge.web.views import gate_dict
@@ -49,9 +50,10 @@ class SignedDecisionIn(BaseModel):
     statement: dict[str, Any]
 
 
-def _statement(request: Request, gate_id: str, who: Principal, body: DecisionIn) -> dict[str, Any]:
+def _statement(request: Request, gate_id: str, who: Person, body: DecisionIn) -> dict[str, Any]:
     store = store_of(request)
     gate = store.get_gate(gate_id)
+    ask_gate(request, who, Action.DECIDE, gate)
     if gate.status != GateStatus.PENDING:
         raise GateAlreadyDecided(gate_id, gate.status, gate.decided_by, None)
     decision = GateDecision(
@@ -71,7 +73,7 @@ async def api_statement(
     request: Request,
     gate_id: str,
     body: DecisionIn,
-    who: Annotated[Principal, Depends(api_decider)],
+    who: Annotated[Person, Depends(api_person)],
 ) -> StatementOut:
     """The statement of this decision by the token's person, to sign with their
     private key and upload to ``/api/gates/{gate_id}/signed-decision``: the gate,
@@ -111,7 +113,7 @@ async def api_signed_decision(
     request: Request,
     gate_id: str,
     body: SignedDecisionIn,
-    who: Annotated[Principal, Depends(api_decider)],
+    who: Annotated[Person, Depends(api_person)],
 ) -> Any:
     """Record a decision signed by the token's person (403 when it is not theirs,
     not signed with their registered public key, or not this decision): 202 when it
@@ -132,6 +134,7 @@ async def api_signed_decision(
             clock=request.app.state.clock,
             queue=request.app.state.run_queue,
             signed=statement,
+            role=who.role,
         )
         return report, _report(request, report)
 

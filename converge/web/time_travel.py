@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import HTTPException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from audit.people import Principal
 from audit.queries import fork_link, fork_links, forks_of
 from audit.store import SqlRunStore
 from converge.run_queue import RunQueue
@@ -67,19 +65,18 @@ def fork_as(
     run_id: str,
     cycle: int,
     changes: dict[str, Any],
-    who: Principal,
+    by: str,
     queue: RunQueue,
 ) -> str:
-    """Record a fork of ``run_id`` at ``cycle`` as ``who`` (an approver: 403 for a
-    viewer) and hand it to ``queue`` (the workers, or the server's pool of worker
-    processes): the new run's id, at once; the fork runs elsewhere, however long its
-    budget lets it. A budget value the job refuses is a 422 naming it. Raises the
-    library's errors (``RunNotFound``, ``ForkError``, ``UnverifiedParent``...) for
-    the caller to answer (:func:`converge.web.errors.http_error`)."""
-    if not who.may_decide:
-        raise HTTPException(403, f"{who.name} has a viewer token: it may not fork runs")
+    """Record a fork of ``run_id`` at ``cycle`` by ``by`` (whom the access policy
+    allowed to: :mod:`converge.web.runs`) and hand it to ``queue`` (the workers, or
+    the server's pool of worker processes): the new run's id, at once; the fork runs
+    elsewhere, however long its budget lets it. A budget value the job refuses is a
+    422 naming it. Raises the library's errors (``RunNotFound``, ``ForkError``,
+    ``UnverifiedParent``...) for the caller to answer
+    (:func:`converge.web.errors.http_error`)."""
     try:
-        new_id = record_fork(store, run_id, cycle, changes=changes, by=who.name)
+        new_id = record_fork(store, run_id, cycle, changes=changes, by=by)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "budget"

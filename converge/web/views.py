@@ -12,7 +12,7 @@ from typing import Any
 import networkx as nx
 from markupsafe import Markup
 
-from audit.people import Comment, Vote, deciding_vote, log_access, run_comments, votes_on
+from audit.people import Comment, Vote, deciding_vote, run_comments, votes_on
 from audit.queries import (
     UnreadableGate,
     last_budget_status,
@@ -22,9 +22,20 @@ from audit.queries import (
     timeline,
 )
 from audit.store import SqlRunStore
+from converge.access import (
+    RESTRICTED,
+    Action,
+    DecisionRules,
+    Person,
+    ask,
+    check,
+    gate_stub,
+    gate_view,
+    run_view,
+    run_views,
+    seen_by,
+)
 from converge.decisions import Clock, approvals_required, is_expired, job_of_run
-from converge.errors import NotAllowed
-from converge.governance import DecisionRules, may_decide, may_see
 from converge.jobs import Job
 from converge.reports import build_reports, readable
 from converge.web.pictures import budget_svg, graph_svg
@@ -180,37 +191,46 @@ UNREADABLE = "unreadable"
 
 
 def gates_list(
-    store: SqlRunStore, status: str | None, clock: Clock = time.time, who: str | None = None
+    store: SqlRunStore, status: str | None, clock: Clock = time.time, who: Person | None = None
 ) -> list[dict[str, Any]]:
     """Gates newest first, filtered by ``status`` (None = all) and, given ``who``, to
-    those that person may see (``may_decide`` says which they may decide); a gate
-    past its deadline shows ``expired`` (the process keeping the deadlines decides it).
-    A gate that cannot be read (a corrupt cell of it, of its votes or of its run's
-    comments) is :func:`unreadable_dict` in its place, whatever ``status`` asks."""
+    those that person may read (the access policy; ``may_decide`` says which they may
+    decide); a gate past its deadline shows ``expired`` (the process keeping the
+    deadlines decides it). A gate that cannot be read (a corrupt cell of it, of its
+    votes or of its run's comments) is :func:`unreadable_dict` in its place, whatever
+    ``status`` asks, when ``who`` may see its run."""
     now = clock()
     found = read_gates(store, pending=status == GateStatus.PENDING)
-    shown = [
-        g
-        for g in found
-        if isinstance(g, GateRecord)
-        and (status is None or g.status == status)
-        and (who is None or may_see(store, g, who, now))
-    ]
+    runs = {} if who is None else run_views(store, {g.run_id for g in found if g.run_id})
+    deciding: dict[str, bool] = {}
+    shown: list[GateRecord] = []
+    for g in found:
+        if not isinstance(g, GateRecord) or (status is not None and g.status != status):
+            continue
+        if who is None:
+            deciding[g.gate_id] = True
+            shown.append(g)
+            continue
+        view = gate_view(g, runs[g.run_id], now)
+        if check(who, Action.READ_GATE, view):
+            deciding[g.gate_id] = check(who, Action.DECIDE, view).allowed
+            shown.append(g)
     lookups = GateLookups(store, shown)
-    ids = {g.gate_id for g in shown}
     out: list[dict[str, Any]] = []
     for g in found:
         if isinstance(g, UnreadableGate):
-            out.append(unreadable_dict(g))
+            # its error names a cell, never its content: shown to whoever sees its run
+            if who is None or g.run_id is None or check(who, Action.SEE_RUN, runs[g.run_id]):
+                out.append(unreadable_dict(g))
             continue
-        if g.gate_id not in ids:
+        if g.gate_id not in deciding:
             continue
         try:
             row = gate_dict(store, g, clock=clock, lookups=lookups)
         except CorruptRow as exc:
             out.append(unreadable_dict(UnreadableGate(g.gate_id, g.run_id, exc)))
             continue
-        row["may_decide"] = who is None or may_decide(store, g, who, now)
+        row["may_decide"] = deciding[g.gate_id]
         out.append(row)
     return out
 
@@ -220,19 +240,28 @@ def _fact_node(graph: nx.DiGraph[str], f: Fact) -> None:
 
 
 def gate_page_data(
-    store: SqlRunStore, gate_id: str, clock: Clock = time.time, who: str | None = None
+    store: SqlRunStore,
+    gate_id: str,
+    clock: Clock = time.time,
+    who: Person | None = None,
+    *,
+    client: str | None = None,
 ) -> dict[str, Any]:
     """The gate page: the gate, the facts its proposal derives from, its lineage picture.
 
     A gate past its deadline shows ``expired``. Raises ``GateNotFound``, and
-    ``NotAllowed`` when ``who`` may not see it (recorded in the access log).
+    ``NotAllowed`` when ``who`` may not read it (recorded in the access log with
+    ``client``).
     """
     g = store.get_gate(gate_id)
-    if who is not None and not may_see(store, g, who, clock()):
-        log_access(store, "see", "403", name=who, target=gate_id, detail="not an approver")
-        raise NotAllowed(f"{who} may not see gate {gate_id}: it is not among their gates")
+    deciding = None
+    if who is not None:
+        view = gate_view(g, run_view(store, g.run_id), clock())
+        ask(store, who, Action.READ_GATE, view, client=client)
+        deciding = check(who, Action.DECIDE, view)
     data = gate_dict(store, g, clock=clock)
-    data["may_decide"] = who is None or may_decide(store, g, who, clock())
+    data["may_decide"] = deciding is None or deciding.allowed
+    data["why_not"] = None if deciding is None or deciding.allowed else deciding.reason
     facts = store.facts(g.run_id)
     by_id = {f.id: f for f in facts}
     parent_ids = [str(p) for p in g.proposal.get("parents", [])]
@@ -298,11 +327,21 @@ def report_tables(job: Job | None, facts: list[Fact]) -> list[dict[str, Any]]:
 
 
 def runs_list(
-    store: SqlRunStore, *, category: str | None, kind: str | None, job: str | None
+    store: SqlRunStore,
+    *,
+    category: str | None,
+    kind: str | None,
+    job: str | None,
+    who: Person | None = None,
 ) -> list[dict[str, Any]]:
-    """Recorded runs, newest first, filtered by stop ``category``, ``kind`` and ``job``;
-    a row that cannot be read is ``{"run_id", "error", "column"}`` in its place."""
-    return [r.to_dict() for r in read_runs(store, category=category, kind=kind, job=job)]
+    """Recorded runs, newest first, filtered by stop ``category``, ``kind`` and ``job``
+    and, given ``who``, to the runs that person may see (the access policy); a row
+    that cannot be read is ``{"run_id", "error", "column"}`` in its place."""
+    rows = [r.to_dict() for r in read_runs(store, category=category, kind=kind, job=job)]
+    if who is None:
+        return rows
+    views = run_views(store, (r["run_id"] for r in rows))
+    return [r for r in rows if check(who, Action.SEE_RUN, views[r["run_id"]])]
 
 
 def _budget(store: SqlRunStore, run_id: str, events: list[Any]) -> BudgetStatus | None:
@@ -342,18 +381,41 @@ def key_graph(facts: list[Fact]) -> nx.DiGraph[str]:
     return graph if nx.is_directed_acyclic_graph(graph) else nx.DiGraph(graph.subgraph([]))
 
 
-def run_page_data(store: SqlRunStore, run_id: str, clock: Clock = time.time) -> dict[str, Any]:
+def run_page_data(
+    store: SqlRunStore,
+    run_id: str,
+    clock: Clock = time.time,
+    who: Person | None = None,
+    *,
+    client: str | None = None,
+) -> dict[str, Any]:
     """The run page: the run, its timeline, stop reason and explain, budget, lineage,
-    its gates (with each decision's ``value``) and its job's report tables.
+    its gates (with each decision's ``value``) and its job's report tables; given
+    ``who``, as that person may see it (the access policy: a gate they may not read
+    is its stub, and nothing else of it is shown).
 
-    Raises ``RunNotFound``.
+    Raises ``RunNotFound``, and ``NotAllowed`` when ``who`` may not see the run
+    (recorded in the access log with ``client``).
     """
+    if who is None:
+        return {**_run_page(store, run_id, clock), "may_fork": True, "may_cancel": True}
+    run = run_view(store, run_id)
+    ask(store, who, Action.SEE_RUN, run, client=client)
+    data = _run_page(store, run_id, clock)
+    data["may_fork"] = check(who, Action.FORK_RUN, run).allowed
+    data["may_cancel"] = check(who, Action.CANCEL_RUN, run).allowed
+    seen: dict[str, Any] = seen_by(store, who, data, [run_id], clock())
+    seen["gates"] = [gate_stub(g) if g.get(RESTRICTED) else g for g in seen["gates"]]
+    return seen
+
+
+def _run_page(store: SqlRunStore, run_id: str, clock: Clock) -> dict[str, Any]:
     row = store.run(run_id)
     events = store.events(run_id)
     status = _budget(store, run_id, events)
     reason = row.stop_reason
     facts = store.facts(run_id)
-    found = [g for g in read_gates(store) if g.run_id == run_id]
+    found = read_gates(store, run_ids=[run_id])
     run_gates = [g for g in found if isinstance(g, GateRecord)]
     lookups = GateLookups(store, run_gates)
     values = decision_values(events)
