@@ -3,7 +3,7 @@
 #   make demo      converge + examples                    (seconds to ~1 min the first time)
 #   make demo-llm  + agents, local: builds llama-cpp-python for any AVX2 CPU (~11 min on 2
 #                  cores, once per machine)
-#   make test      every extra (and, as root, Debian's chromium, Go and golang.org/x/mod);
+#   make test      every extra (and, as root, Debian's chromium, nginx, Go and golang.org/x/mod);
 #                  so do setup, docs, bench
 PYTHON ?= python3
 VENV := .venv
@@ -27,7 +27,7 @@ TEST_PROCS ?= 4
 unexport PYTHONDONTWRITEBYTECODE
 PACKAGES := engine criteria gates audit converge
 
-.PHONY: demo demo-llm test lint bench setup browser go-sumdb clean docs
+.PHONY: demo demo-llm test lint bench setup browser go-sumdb proxy clean docs
 
 EXTRAS := dev,bench,agents,otel,local,phoenix,web,workers,examples,docs
 DEMO_EXTRAS := examples
@@ -79,6 +79,16 @@ browser:
 	  else echo "browser tests need chromium and chromium-driver (apt-get install as root)"; fi; \
 	fi
 
+## Debian's nginx for the tests that put several servers behind a real reverse proxy
+## (as root, when missing; the tests start it on 127.0.0.1 with a configuration of their own).
+proxy:
+	@if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      nginx-light >/dev/null; \
+	  else echo "the proxy tests need nginx (apt-get install nginx-light as root)"; fi; \
+	fi
+
 ## Debian's Go and golang.org/x/mod for the test that checks our checkpoints with Go's
 ## sumdb packages, built offline (as root, when missing).
 go-sumdb:
@@ -106,7 +116,7 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 ## Set up, then run lint, type checks, the import contracts, the docs build and the whole test suite.
-test: $(STAMP) browser go-sumdb
+test: $(STAMP) browser go-sumdb proxy
 	$(BIN)/ruff check engine criteria gates audit converge examples benchmarks tests docs/hooks
 	$(BIN)/ruff format --check engine criteria gates audit converge examples benchmarks tests docs/hooks
 	$(BIN)/mypy --strict $(PACKAGES)

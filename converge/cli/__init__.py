@@ -10,7 +10,9 @@ reachable from Python. One module per command group, each with its own
 - :mod:`converge.cli.gates`: ``gates``, ``approve``, ``reject``, ``resume``;
 - :mod:`converge.cli.history`: ``comment`` and ``gates GATE --history``;
 - :mod:`converge.cli.service`: ``submit``, ``cancel``, ``watch`` (runs as a service);
-- :mod:`converge.cli.tokens`: ``token add``;
+- :mod:`converge.cli.tokens`: ``token add``, ``token list``, ``token revoke``,
+  ``user add``, ``access-log`` (people, their tokens and groups, the refusals);
+- :mod:`converge.cli.config`: ``config set``, ``config show`` (the store's settings);
 - :mod:`converge.cli.serve`: ``serve`` (the approval inbox);
 - :mod:`converge.cli.report`: ``report``;
 - :mod:`converge.cli.schema`: ``schema``;
@@ -19,6 +21,8 @@ reachable from Python. One module per command group, each with its own
 - :mod:`converge.cli.proofs`: ``keys generate``, ``export``, ``verify-bundle``;
 - :mod:`converge.cli.checkpoints`: ``checkpoint``, ``witness cosign`` (C2SP formats);
 - :mod:`converge.cli.timetravel`: ``fork``, ``diff``, ``replay``;
+- :mod:`converge.cli.actors`: who acts (``--by``, ``--token``) and the access
+  policy's questions (:mod:`converge.access`);
 - :mod:`converge.cli.render`: the shared options, errors and rendering;
   :mod:`converge.cli.tables`: tables that fit the terminal;
   :mod:`converge.cli.budgets`: the ``--max-*`` budget options.

@@ -62,12 +62,13 @@ if TYPE_CHECKING:
 app = CommandGroup()
 
 
-def read_store(db: str | None) -> SqlRunStore:
+def read_store(db: str | None, token: str | None = None) -> SqlRunStore:
     """The store of ``--db`` opened to read; exits 2 when it cannot be opened or is
-    a SQLite file that does not exist."""
+    a SQLite file that does not exist. With a person's ``token``, opened to write
+    as well: a refusal of theirs goes to the access log (docs/access.md)."""
     # reading commands open SQLite read-only: an archived, write-protected copy works;
     # a SQLite file that does not exist is refused, not created
-    store = open_run_store(db, read_only=True)
+    store = open_run_store(db, read_only=not token, must_exist=True)
     assert isinstance(store, SqlRunStore)
     return store
 
@@ -124,7 +125,7 @@ def runs_cmd(
         since_ts = None if since is None else parse_since(since)
     except ValueError as exc:
         fail(str(exc))
-    store = read_store(db)
+    store = read_store(db, token)
     person = reader(store, token)
     try:
         found = read_runs(
@@ -174,7 +175,7 @@ def show_cmd(
     token: ReaderTokenOption = None,
 ) -> None:
     """A run: header, timeline of cycles, stop reason with explain and budget status."""
-    store = read_store(db)
+    store = read_store(db, token)
     run_id = resolve_run(store, run_id)
     person = reader(store, token)
     ask_read(store, person, Action.SEE_RUN, run_id)
@@ -293,7 +294,7 @@ def facts_cmd(
     token: ReaderTokenOption = None,
 ) -> None:
     """The facts of a run, in promotion order, with provenance."""
-    store = read_store(db)
+    store = read_store(db, token)
     run_id = resolve_run(store, run_id)
     person = reader(store, token)
     ask_read(store, person, Action.SEE_RUN, run_id)
@@ -343,7 +344,7 @@ def lineage_cmd(
 ) -> None:
     """The facts a fact was derived from, as a tree (its parents, their parents...);
     in a fork, the facts taken from its parent name the parent run."""
-    store = read_store(db)
+    store = read_store(db, token)
     run_id = resolve_run(store, run_id)
     ask_read(store, reader(store, token), Action.SEE_RUN, run_id)
     try:

@@ -52,7 +52,7 @@ def events_cmd(
     person may see them (a gate they may not read: its existence and status)."""
     for kind in kinds or ():
         one_of("--kind", kind, EVENT_KINDS)
-    store = read_store(db)
+    store = read_store(db, token)
     run_id = resolve_run(store, run_id)
     person = reader(store, token)
     ask_read(store, person, Action.SEE_RUN, run_id)

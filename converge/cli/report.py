@@ -71,7 +71,7 @@ def report_cmd(
     """The report tables of a recorded run (its job file's report: entries)."""
     if fmt not in FORMATS:
         fail(f"--format {fmt!r} is not one of: {', '.join(FORMATS)}")
-    store = open_run_store(db, read_only=True)
+    store = open_run_store(db, read_only=not token, must_exist=True)
     assert isinstance(store, SqlRunStore)
     run_id = resolve_run(store, run_id)  # a unique prefix of the id will do
     ask_read(store, reader(store, token), Action.SEE_RUN, run_id)

@@ -185,7 +185,7 @@ def watch(
     stop (--until-pause: exit 10 at the pause instead). --json prints the events
     as JSON lines. Exits 2 for an unknown run, and 124 when --timeout passes first.
     """
-    store = open_run_store(db, read_only=True)
+    store = open_run_store(db, read_only=not token, must_exist=True)
     assert isinstance(store, SqlRunStore)
 
     def write(line: str) -> None:

@@ -124,8 +124,8 @@ def diff_cmd(
     """Two runs side by side: their stops and why they differ, the facts only in A,
     only in B and changed, the budget each used. Exits 0 when they are the same
     (stop and facts), 1 when they differ."""
-    store_a = read_store(db)
-    store_b = read_store(db_b) if db_b is not None else store_a
+    store_a = read_store(db, token)
+    store_b = read_store(db_b, token) if db_b is not None else store_a
     id_a, id_b = resolve_run(store_a, run_a), resolve_run(store_b, run_b)
     ask_read(store_a, reader(store_a, token), Action.SEE_RUN, id_a)
     ask_read(store_b, reader(store_b, token), Action.SEE_RUN, id_b)
@@ -239,7 +239,7 @@ def replay_cmd(
 
     Example: converge replay 3b83f89c --job examples/dependency_audit/reviewed.yaml
     """
-    store = read_store(db)
+    store = read_store(db, token)
     run_id = resolve_run(store, run_id)
     ask_read(store, reader(store, token), Action.SEE_RUN, run_id)
     try:

@@ -9,12 +9,21 @@ quorum); groups are what a gate's ``approvers`` name.
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from audit.people import ROLES, add_to_groups, add_token, groups_of, list_tokens, revoke_tokens
+from audit.people import (
+    ROLES,
+    access_entries,
+    add_to_groups,
+    add_token,
+    groups_of,
+    list_tokens,
+    revoke_tokens,
+)
 from audit.signing import SigningKeyError, add_person
 from audit.store import SqlRunStore
 from converge.cli.actors import ManagerTokenOption, manager
@@ -197,3 +206,52 @@ def user_add_cmd(
         fail(str(exc))
     key = f"; public key {who.key_id}" if who.key_id else ""
     out.print(f"{name}: groups {', '.join(now) or '(none)'}{key}", highlight=False)
+
+
+@app.command("access-log")
+def access_log_cmd(
+    target: Annotated[
+        str | None, typer.Option("--target", help="Only the entries of this run or gate.")
+    ] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+    token: ManagerTokenOption = None,
+) -> None:
+    """The access log, oldest first: every refused request or command (403, exit 2),
+    failed sign-in (401) and client over the sign-in limit (429): when, from where, as
+    whom, the action, its run or gate, and why (docs/access.md)."""
+    store = open_run_store(db, must_exist=True)
+    assert isinstance(store, SqlRunStore)
+    manager(store, token)
+    try:
+        entries = access_entries(store, target)
+    except ConvergeError as exc:
+        fail(str(exc))
+    if as_json:
+        out.print_json(data=[asdict(e) for e in entries])
+        return
+    rows = [
+        (
+            local_time(e.ts),
+            e.outcome,
+            e.name or "?",
+            e.client or "?",
+            e.action,
+            e.target or "",
+            e.detail or "",
+        )
+        for e in entries
+    ]
+    print_fitted("access log", ACCESS_COLUMNS, rows)
+
+
+ACCESS_COLUMNS = (
+    Column("time", whole=True),
+    Column("outcome", whole=True),
+    Column("who", whole=True, priority=1),
+    Column("client", whole=True, priority=3),
+    Column("action", whole=True, priority=2),
+    Column("target", whole=True, priority=4, optional=True),
+    Column("why", floor=24),
+)
+"""The columns of ``converge access-log``."""

@@ -120,6 +120,14 @@ async def api_signed_decision(
     decided the gate (its run's resume sent to a worker), 200 for a vote of a
     quorum still short. The signed statement is kept in the chained event."""
     statement = body.statement
+
+    def allowed() -> None:  # who may not decide it learns nothing of the statement's checks
+        ask_gate(request, who, Action.DECIDE, store_of(request).get_gate(gate_id))
+
+    try:
+        await run_in_threadpool(allowed)
+    except ConvergeError as exc:
+        raise http_error(exc) from exc
     approved = _field(statement, "approved", (bool,))
     reason = _field(statement, "reason", (str, type(None)))
     decision = GateDecision(
