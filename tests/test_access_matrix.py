@@ -14,7 +14,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,7 +31,7 @@ from fastapi.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from audit import open_store
-from audit.people import list_tokens
+from audit.people import access_entries, list_tokens
 from converge.access import ASKED, Action, Role
 from converge.cli import app as cli_app
 from converge.web import create_app
@@ -180,6 +182,39 @@ def test_every_command_asks_the_policy_or_acts_for_nobody() -> None:
     unlisted = every - set(COMMANDS) - set(FOR_NOBODY)
     assert unlisted == set(), f"commands neither in COMMANDS nor in FOR_NOBODY: {unlisted}"
     assert set(COMMANDS) | set(FOR_NOBODY) <= every  # no stale entry
+
+
+SURFACES = ("converge/web", "converge/cli", "converge/decisions", "converge/timetravel")
+"""The code that answers people: no role or group is compared there."""
+
+
+def _compares_who(tree: ast.AST) -> list[int]:
+    """The lines of ``tree`` comparing a ``.role``, ``.groups`` or ``.approvers`` (or a
+    membership test against them): the policy's business, not a surface's."""
+    watched = {"role", "groups", "approvers", "may_decide"}
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "may_decide":
+            lines.append(node.lineno)  # a role's power asked of the person, not the policy
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(isinstance(x, ast.Attribute) and x.attr in watched for x in sides):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_surface_compares_roles_or_groups_itself() -> None:
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for folder in SURFACES:
+        for path in sorted((root / folder).rglob("*.py")):
+            for line in _compares_who(ast.parse(path.read_text())):
+                found.append(f"{path.relative_to(root)}:{line}")
+        for page in sorted((root / folder).rglob("*.html")):
+            for n, text in enumerate(page.read_text().splitlines(), 1):
+                if re.search(r"\.(role|groups|approvers)\s*(==|!=|\bin\b)", text):
+                    found.append(f"{page.relative_to(root)}:{n}")
+    assert found == [], f"surfaces deciding access themselves: {found}"
 
 
 # -- the matrix through the real server and commands ----------------------------------
@@ -526,3 +561,32 @@ def test_a_revoked_or_expired_token_ends_the_stream_it_opened_within_two_seconds
             [expiry] = [t.expires_at for t in list_tokens(store) if t.name == "temp"]
             assert expiry is not None and 0 <= expiring.ended_at[0] - expiry < 2.0
             assert not kept.ended.is_set()  # another person's stream goes on
+
+
+# -- comments: a known person, proven where tokens are required, who may read the gate --
+@pytest.mark.parametrize("kind", STORES)
+def test_a_comment_is_made_by_a_known_person_with_a_token_where_required(
+    kind: str, tmp_path: Path
+) -> None:
+    with store_url_for(kind, tmp_path) as url, opened(url) as store:
+        scene = build_scene(url, tmp_path)
+        gate = scene.gates["restricted"]
+
+        def comment(*args: str) -> CliOutcome:
+            return run_cli(["comment", gate, "a note", "--db", url, *args])
+
+        assert run_cli(["user", "add", "lena", "--group", "legal", "--db", url]).returncode == 0
+        unknown = comment("--by", "nobody-real")  # people are registered: auto needs tokens
+        assert run_cli(["config", "set", "require-token", "true", "--db", url]).returncode == 0
+        untokened = comment("--by", "lena")
+        outsider = comment("--token", scene.tokens["oscar"])  # may not read the gate
+        before = counts(store)
+        lena = comment("--token", scene.tokens["lena"])
+
+        assert unknown.returncode == 2 and "requires a token" in unknown.message, unknown
+        assert untokened.returncode == 2 and "requires a token" in untokened.message
+        assert outsider.returncode == 2 and "restricted to its approvers" in outsider.message
+        assert lena.returncode == 0 and "as lena" in lena.stdout, lena
+        assert counts(store)["audit_events"] == before["audit_events"] + 1  # the comment
+        refused = [e for e in access_entries(store, gate) if e.outcome == "403"]
+        assert [(e.name, e.action) for e in refused] == [("oscar", "comment")]

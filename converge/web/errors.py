@@ -49,8 +49,9 @@ WHEN: dict[int, str] = {
     400: "The request cannot be carried out (the message says why); nothing was recorded.",
     401: "No bearer token, or an unknown one.",
     403: (
-        "A viewer token deciding a gate or cancelling a run, or a person who is not "
-        "among the gate's approvers (or its run's own submitter under four eyes)."
+        "The access policy refuses this person this action (docs/access.md): a role that "
+        "may not (a viewer deciding, forking or cancelling), a run its job hides from "
+        "them, a gate restricted to its approvers, or four eyes."
     ),
     404: "Unknown gate or run.",
     409: (
