@@ -17,8 +17,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +29,11 @@ from fastapi.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from audit import open_store
-from audit.people import access_entries, list_tokens
 from converge.access import ASKED, Action, Role
 from converge.cli import app as cli_app
 from converge.web import create_app
 from tests.accessfixtures import ROLES, SECRET, PageClient, Scene, build_scene, counts
-from tests.faultfixtures import CliOutcome, opened, run_cli
+from tests.faultfixtures import CliOutcome, run_cli
 from tests.hitlfixtures import STORES, store_url_for
 from tests.realserve import Served, served_cli
 from tests.test_access_policy import doc_table
@@ -492,101 +489,3 @@ def test_a_restricted_gate_shows_only_that_it_exists_and_its_status_on_every_sur
     assert SECRET in lena.text and SECRET in _stream(matrix, "lena", run)[1]
     assert SECRET in matrix.cli("lena", "show", run).stdout
     assert matrix.api("lena", "GET", f"/api/gates/{gate}").status_code == 200
-
-
-# -- a revoked or expired token ends the streams it opened ----------------------------
-@dataclass
-class Following:
-    """A stream read in a thread: the events' kinds as they come, and when it ended."""
-
-    kinds: list[str]
-    ended: threading.Event
-    ended_at: list[float]
-
-
-def _follow(base: str, token: str, run_id: str) -> Following:
-    got = Following([], threading.Event(), [])
-
-    def read() -> None:
-        headers = {"Authorization": f"Bearer {token}"}
-        try:
-            with httpx.stream(
-                "GET", f"{base}/api/runs/{run_id}/events", headers=headers, timeout=60
-            ) as answer:
-                for line in answer.iter_lines():
-                    if line.startswith("event: "):
-                        got.kinds.append(line.removeprefix("event: "))
-        except httpx.HTTPError:
-            pass
-        got.ended_at.append(time.time())
-        got.ended.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    return got
-
-
-def _until(condition: Callable[[], bool], *, what: object, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out: {what}"
-        time.sleep(0.02)
-
-
-# alone: "within two seconds" is a time of the CPU the server is given
-@pytest.mark.serial
-@pytest.mark.parametrize("kind", STORES)
-def test_a_revoked_or_expired_token_ends_the_stream_it_opened_within_two_seconds(
-    kind: str, tmp_path: Path
-) -> None:
-    with store_url_for(kind, tmp_path) as url, opened(url) as store:
-        scene = build_scene(url, tmp_path)
-        with served_cli(url, tmp_path / "serve.log") as served:
-            add = ["token", "add", "temp", "--role", "viewer", "--expires", "20s", "--db", url]
-            short = run_cli(add)
-            assert short.returncode == 0, short
-            paused = scene.runs["open"]  # its stream stays open: the run waits on its gate
-            revoked = _follow(served.base, scene.tokens["victor"], paused)
-            expiring = _follow(served.base, short.stdout.split()[-1], paused)
-            kept = _follow(served.base, scene.tokens["alice"], paused)
-            streams = (revoked, expiring, kept)
-            _until(lambda: all("run_paused" in f.kinds for f in streams), what=streams)
-
-            done = run_cli(["token", "revoke", "victor", "--db", url])
-            at = time.time()
-
-            assert done.returncode == 0, done
-            assert revoked.ended.wait(10), "the revoked token's stream is still open"
-            assert revoked.ended_at[0] - at < 2.0
-            assert expiring.ended.wait(40), "the expired token's stream is still open"
-            [expiry] = [t.expires_at for t in list_tokens(store) if t.name == "temp"]
-            assert expiry is not None and 0 <= expiring.ended_at[0] - expiry < 2.0
-            assert not kept.ended.is_set()  # another person's stream goes on
-
-
-# -- comments: a known person, proven where tokens are required, who may read the gate --
-@pytest.mark.parametrize("kind", STORES)
-def test_a_comment_is_made_by_a_known_person_with_a_token_where_required(
-    kind: str, tmp_path: Path
-) -> None:
-    with store_url_for(kind, tmp_path) as url, opened(url) as store:
-        scene = build_scene(url, tmp_path)
-        gate = scene.gates["restricted"]
-
-        def comment(*args: str) -> CliOutcome:
-            return run_cli(["comment", gate, "a note", "--db", url, *args])
-
-        assert run_cli(["user", "add", "lena", "--group", "legal", "--db", url]).returncode == 0
-        unknown = comment("--by", "nobody-real")  # people are registered: auto needs tokens
-        assert run_cli(["config", "set", "require-token", "true", "--db", url]).returncode == 0
-        untokened = comment("--by", "lena")
-        outsider = comment("--token", scene.tokens["oscar"])  # may not read the gate
-        before = counts(store)
-        lena = comment("--token", scene.tokens["lena"])
-
-        assert unknown.returncode == 2 and "requires a token" in unknown.message, unknown
-        assert untokened.returncode == 2 and "requires a token" in untokened.message
-        assert outsider.returncode == 2 and "restricted to its approvers" in outsider.message
-        assert lena.returncode == 0 and "as lena" in lena.stdout, lena
-        assert counts(store)["audit_events"] == before["audit_events"] + 1  # the comment
-        refused = [e for e in access_entries(store, gate) if e.outcome == "403"]
-        assert [(e.name, e.action) for e in refused] == [("oscar", "comment")]

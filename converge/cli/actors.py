@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -113,16 +114,21 @@ def runner(
 
 
 def asked(
-    store: RunStore | None, who: Principal, action: Action, resource: Resource
+    store: RunStore | None,
+    who: Principal,
+    action: Action,
+    resource: Resource | Callable[[], Resource],
 ) -> Person | None:
-    """Ask the access policy whether ``who`` may do ``action`` to ``resource``: their
-    person when allowed; exits 2 with the policy's sentence when refused (written
-    to the access log, nothing else). Without a store, nothing to ask (None)."""
+    """Ask the access policy whether ``who`` may do ``action`` to ``resource`` (or to
+    what it gives: read from the store here, so that an unreadable row is one line);
+    their person when allowed; exits 2 with the policy's sentence when refused
+    (written to the access log, nothing else). Without a store, nothing to ask."""
     if not isinstance(store, SqlRunStore):
         return None
     try:
         person = person_of(who)
-        ask(store, person, action, resource, client="cli")
+        target = resource() if callable(resource) else resource
+        ask(store, person, action, target, client="cli")
     except ConvergeError as exc:
         fail(str(exc))
     return person

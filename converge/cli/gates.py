@@ -465,7 +465,7 @@ def resume_cmd(
     except ConvergeError as exc:
         fail(str(exc))
     who = runner(store, by, token)  # four eyes relies on it: checked before any write
-    asked(store, who, Action.START_RUN, run_view(store, run_id))
+    asked(store, who, Action.START_RUN, lambda: run_view(store, run_id))
     try:
         # a pending gate of this run past its deadline: decided by on_timeout first,
         # then this command resumes the run (with its budget); others' runs go on

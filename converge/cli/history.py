@@ -96,7 +96,7 @@ def comment_cmd(
         gate = store.get_gate(gate_id)
     except ConvergeError as exc:
         fail(str(exc))
-    asked(store, who, Action.COMMENT, gate_view(gate, run_view(store, gate.run_id)))
+    asked(store, who, Action.COMMENT, lambda: gate_view(gate, run_view(store, gate.run_id)))
     try:
         c = add_comment(store, gate.gate_id, who.name, text)
     except ConvergeError as exc:

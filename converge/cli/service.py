@@ -154,7 +154,7 @@ def cancel(
     try:
         rid = store.resolve_run_id(run_id)
         who = runner(store, by, token, doing="cancel a run")  # before the request is written
-        asked(store, who, Access.CANCEL_RUN, run_view(store, rid))
+        asked(store, who, Access.CANCEL_RUN, lambda: run_view(store, rid))
         status = request_cancel(store, rid, who.name)
     except ConvergeError as exc:
         fail(str(exc))

@@ -101,7 +101,7 @@ def fork_cmd(
     )
     budget = flags.over(job.spec.budget)
     who = runner(store, by, token)  # before the fork writes anything
-    asked(store, who, Action.FORK_RUN, run_view(store, run_id))
+    asked(store, who, Action.FORK_RUN, lambda: run_view(store, run_id))
     result = execute_with_progress(
         job, store, as_json=as_json, resume=lambda engine: engine.fork(run_id, at_cycle, budget)
     )
