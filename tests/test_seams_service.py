@@ -52,12 +52,15 @@ from tests.realserve import converge_process, served_cli, stop_within
 from tests.servicefixtures import (
     beat_job,
     gated_beat_job,
+    kill_quietly,
     reference,
     state,
     stopped,
     until,
+    workers_on,
     write_job,
 )
+from tests.workerfixtures import BROKER
 
 WAIT_S = 45.0
 """No run of these tests takes longer than this to reach its stop on a loaded machine."""
@@ -277,7 +280,9 @@ def _queued(job_file: Path, store: SqlRunStore) -> str:
     return run_id
 
 
-STOPS = {"SIGTERM": signal.SIGTERM, "kill -9": signal.SIGKILL}
+STOPS = {"SIGTERM": signal.SIGTERM, "kill -9": signal.SIGKILL, "kill -9 of all": signal.SIGKILL}
+"""How the server stops; ``kill -9 of all``: its pool's processes too (a machine lost,
+a container killed): their runs are left ``running`` by dead writers."""
 
 
 def test_runs_left_queued_by_a_serve_stopped_as_its_pool_starts_reach_their_stop_once_restarted(
@@ -323,11 +328,16 @@ def test_serve_alone_stopped_with_queued_and_running_runs_finishes_them_all_once
             timeout=30,
         )
         assert decided.status_code == 202, decided.text
-        was = {r: store.run(r).status for r in queued}
+        was = {r: store.run(r) for r in queued}
+        if stop == "kill -9 of all":
+            for row in was.values():
+                kill_quietly(row.pid if row.status == "running" else None)
         stop_within(served.proc, STOPS[stop], log)
-    assert sorted(was.values()) == ["queued", "running", "running"], was
-    # its pool's processes stop their runs at a cycle boundary and put them back
-    until(lambda: all(store.run(r).status == "queued" for r in queued), timeout=WAIT_S)
+    assert sorted(r.status for r in was.values()) == ["queued", "running", "running"], was
+    if stop == "kill -9 of all":  # left running by dead writers: crashed
+        assert sorted(store.run(r).status for r in queued) == ["crashed", "crashed", "queued"]
+    else:  # its pool's processes stop their runs at a cycle boundary and put them back
+        until(lambda: all(store.run(r).status == "queued" for r in queued), timeout=WAIT_S)
     assert store.run(paused).status == "paused"  # its gate decided, its resume due
 
     with served_cli(url, tmp_path / "again.log", "--pool", "2"):
@@ -435,3 +445,54 @@ def test_serves_pool_credits_each_exit_code_to_its_own_run_whatever_the_ids_hold
     assert ended == [(f"ghost\nresume {decided}", "run", 2)]
     assert store.run(decided).status == "paused"
     assert store.run(real).kind == "converged"
+
+
+def test_a_pool_process_killed_under_a_running_serve_has_its_run_finished_by_another(
+    store: SqlRunStore, url: str, tmp_path: Path
+) -> None:
+    job_file = beat_job(tmp_path / "beat.yaml", steps=30, sleep_ms=30)
+    want = reference(job_file, tmp_path)
+    run_id = _queued(job_file, store)
+    with served_cli(url, tmp_path / "serve.log", "--pool", "2") as served:
+        until(lambda: store.run(run_id).cycles >= 3, timeout=WAIT_S, what=state(store, run_id))
+        holder = store.run(run_id).pid
+        assert holder not in (None, served.proc.pid)
+
+        kill_quietly(holder)
+
+        # its keeper finds the run's writer gone and sends it to another process
+        row = stopped(store, run_id, timeout=WAIT_S)
+    assert row.kind == "converged" and row.pid != holder
+    assert "crash" in [e.payload.get("from") for e in store.events(run_id, kinds=["run_resumed"])]
+    assert differences(snapshot(url, run_id), want) == []
+    assert store.verify(run_id).ok
+
+
+def test_serve_on_a_broker_has_a_run_of_a_worker_killed_mid_leg_finished_by_another(
+    store: SqlRunStore, url: str, tmp_path: Path
+) -> None:
+    gated = gated_beat_job(tmp_path / "gated.yaml", steps=40, sleep_ms=30)
+    run_id, gate = _paused(gated, store)
+    auth = _bearer(store, "ada")
+    with (
+        workers_on(url, 2) as workers,
+        served_cli(url, tmp_path / "serve.log", "--broker", BROKER, "--queue", workers.queue) as s,
+    ):
+        decided = httpx.post(
+            f"{s.base}/api/gates/{gate}/decision",
+            json={"approved": True, "value": "MIT"},
+            headers=auth,
+            timeout=30,
+        )
+        assert decided.status_code == 202, decided.text
+        until(lambda: store.run(run_id).cycles >= 5, timeout=WAIT_S, what=state(store, run_id))
+        holder = store.run(run_id).pid
+        assert holder is not None
+
+        workers.kill_node_running(holder)  # the whole node: its message goes back
+
+        row = stopped(store, run_id, timeout=WAIT_S)
+    assert row.kind == "converged" and row.pid != holder
+    beats = [f.content["n"] for f in store.facts(run_id) if f.key == "beat"]
+    assert beats == list(range(40))  # each once, in order
+    assert store.verify(run_id).ok
