@@ -288,7 +288,7 @@ a container killed): their runs are left ``running`` by dead writers."""
 def test_runs_left_queued_by_a_serve_stopped_as_its_pool_starts_reach_their_stop_once_restarted(
     store: SqlRunStore, url: str, tmp_path: Path
 ) -> None:
-    job_file = beat_job(tmp_path / "beat.yaml", steps=25, sleep_ms=40)
+    job_file = beat_job(tmp_path / "beat.yaml", steps=50, sleep_ms=30)
     want = reference(job_file, tmp_path)
     runs = [_queued(job_file, store) for _ in range(3)]
     log = tmp_path / "serve.log"
@@ -311,7 +311,7 @@ def test_runs_left_queued_by_a_serve_stopped_as_its_pool_starts_reach_their_stop
 def test_serve_alone_stopped_with_queued_and_running_runs_finishes_them_all_once_restarted(
     store: SqlRunStore, url: str, tmp_path: Path, stop: str
 ) -> None:
-    beat = beat_job(tmp_path / "beat.yaml", steps=30, sleep_ms=30)
+    beat = beat_job(tmp_path / "beat.yaml", steps=40, sleep_ms=30)
     gated = gated_beat_job(tmp_path / "gated.yaml", steps=5, sleep_ms=1)
     want_beat = reference(beat, tmp_path)
     paused, gate = _paused(gated, store)
@@ -319,8 +319,6 @@ def test_serve_alone_stopped_with_queued_and_running_runs_finishes_them_all_once
     auth = _bearer(store, "ada")
     log = tmp_path / "serve.log"
     with served_cli(url, log, "--pool", "2") as served:
-        # two queued runs running in its pool, the third and the approved resume waiting
-        until(lambda: sum(store.run(r).cycles >= 3 for r in queued) >= 2, timeout=WAIT_S)
         decided = httpx.post(
             f"{served.base}/api/gates/{gate}/decision",
             json={"approved": True, "value": "MIT"},
@@ -328,14 +326,20 @@ def test_serve_alone_stopped_with_queued_and_running_runs_finishes_them_all_once
             timeout=30,
         )
         assert decided.status_code == 202, decided.text
+        # the queued runs went to its pool as it started, the resume after them: stopped
+        # as soon as one of them runs, the others are starting or waiting
+        until(lambda: any(store.run(r).cycles >= 3 for r in queued), timeout=WAIT_S)
         was = {r: store.run(r) for r in queued}
-        if stop == "kill -9 of all":
-            for row in was.values():
+        if stop == "kill -9 of all":  # the server first: nothing of it acts on what follows
+            served.proc.kill()
+            for row in was.values():  # before they see it gone (every 0.2 s)
                 kill_quietly(row.pid if row.status == "running" else None)
         stop_within(served.proc, STOPS[stop], log)
-    assert sorted(r.status for r in was.values()) == ["queued", "running", "running"], was
+    statuses = [r.status for r in was.values()]
+    assert "running" in statuses and set(statuses) <= {"running", "queued"}, was
     if stop == "kill -9 of all":  # left running by dead writers: crashed
-        assert sorted(store.run(r).status for r in queued) == ["crashed", "crashed", "queued"]
+        crashed = ["crashed" if s == "running" else "queued" for s in statuses]
+        assert [store.run(r).status for r in queued] == crashed
     else:  # its pool's processes stop their runs at a cycle boundary and put them back
         until(lambda: all(store.run(r).status == "queued" for r in queued), timeout=WAIT_S)
     assert store.run(paused).status == "paused"  # its gate decided, its resume due
