@@ -117,7 +117,9 @@ def worker(
     runs of `converge submit` and `approve --detach`, over the store of --db
     ($CONVERGE_DB). At start it sends again the runs that no worker is executing
     (queued, or crashed with their worker). Start it where the jobs' modules
-    import. Needs the 'workers' extra, except with --run.
+    import. Needs the 'workers' extra, except with --run and with --recover
+    without a broker (it then executes those runs itself, in --concurrency
+    processes, and exits once they stopped).
 
     SIGTERM stops it within 10 s: its runs in flight are cancelled at their next
     cycle boundary (checkpointed, resumable; with a broker their resumes go back to
