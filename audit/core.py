@@ -124,6 +124,14 @@ class StoreCore:
         self.run_heads.pop(run_id, None)
         self.chunk_folds.pop(run_id, None)
 
+    def leg_ended(self, run_id: str) -> None:
+        """The run stopped or paused here (or was only recorded here, for a worker):
+        :meth:`forget_run`, and this process holds no claim on it any more, so its
+        later writes to it (a decision, a comment) are not fenced as a stale leg's;
+        a resume here claims it again."""
+        self.forget_run(run_id)
+        self.claim_epochs.pop(run_id, None)
+
     @contextmanager
     def transaction(
         self, *, write: bool = True, settle: bool = True, single: bool = False

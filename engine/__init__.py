@@ -19,6 +19,7 @@ from engine.errors import (
     GateExpired,
     GateNotFound,
     ImportReferenceError,
+    InvalidRunId,
     ResumeError,
     RunBusy,
     RunFinished,
@@ -39,6 +40,7 @@ from engine.policy import Continue, RunStats, StopDecision, StopPolicy
 from engine.promotion import PromotionGate, Rejection
 from engine.references import resolve_reference
 from engine.result import ContinuationRecord, RunResult
+from engine.run_ids import check_run_id
 from engine.status import GateStatus, RunStatus
 from engine.stop import (
     AgentRefused,
@@ -127,6 +129,7 @@ __all__ = [
     "HitlPolicy",
     "HumanInterventionRequired",
     "ImportReferenceError",
+    "InvalidRunId",
     "Invariant",
     "InvariantClass",
     "InvariantViolated",
@@ -170,6 +173,7 @@ __all__ = [
     "Usage",
     "UserCancelled",
     "Violation",
+    "check_run_id",
     "content_key",
     "expand_events",
     "fact_from_dict",

@@ -66,7 +66,9 @@ class Engine(EngineSettings):
 
         Async suggestors run on a private event loop; sync ones take a fast path
         with none. Never raises for a suggestor's failure (the run stops instead);
-        raises :class:`ConfigurationError` for bad ``initial`` input.
+        raises :class:`ConfigurationError` for bad ``initial`` input, and its
+        ``InvalidRunId`` for a ``run_id`` that is no run id (``engine.run_ids``:
+        letters, digits, ``.``, ``_``, ``:``, ``-``; None: a new one).
         """
         return drive_sync(self, start(self, initial, run_id))
 

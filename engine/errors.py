@@ -36,6 +36,7 @@ __all__ = [
     "GateExpired",
     "GateNotFound",
     "ImportReferenceError",
+    "InvalidRunId",
     "LedgerForked",
     "NotFound",
     "ParentMissing",
@@ -96,6 +97,16 @@ class ConfigurationError(ConvergeError):
 
 class ImportReferenceError(ConfigurationError):
     """A ``module:attribute`` reference in a job file cannot be imported."""
+
+
+class InvalidRunId(ConfigurationError, ValueError):
+    """A run id given to converge is not one (``engine.run_ids``): ``field`` names
+    where it was given (``run_id``, ``--run``...), ``value`` is what was given."""
+
+    def __init__(self, message: str, *, field: str, value: object) -> None:
+        super().__init__(message)
+        self.field = field
+        self.value = value
 
 
 # --- runs and gates not found ---------------------------------------------------

@@ -35,11 +35,13 @@ EVENT_KINDS = (
     "run_continued",
     "checkpoint_saved",
     "run_stopped",
+    "run_requeued",
 )
 """Every audit event kind (docs/audit.md, plus ``run_continued``, and ``gate_vote``:
-one person's approval of a quorum gate, written by ``audit.approvals``, and
+one person's approval of a quorum gate, written by ``audit.approvals``,
 ``gate_escalated``: a pending gate's approvers widened, written by
-``audit.notifications``)."""
+``audit.notifications``, and ``run_requeued``: a run its worker stopped as it was
+itself stopping, put back in the queue, written by ``audit.run_queue``)."""
 
 
 class AuditEvent:

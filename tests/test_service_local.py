@@ -24,7 +24,8 @@ from audit.run_queue import cancel_requested, queue_run, request_cancel, take_qu
 from audit.store import SqlRunStore
 from converge.cli import app
 from converge.run_queue import Action
-from converge.service import POOL_DONE, LocalRunPool, execute_run, submit_run
+from converge.service import LocalRunPool, execute_run, submit_run
+from converge.service.pool_lines import answer_line, message_line
 from converge.web import create_app
 from engine import RunBusy, RunHeader, StoreError
 from tests import livejobs
@@ -296,18 +297,27 @@ def test_a_pool_process_answers_each_message_and_a_bad_one_does_not_end_it(
 
     db = str(tmp_path / "pool.db")
     open_store(db).close()
+    messages = [
+        "bogus x\n",
+        message_line("run", "no-such-run"),
+        message_line("resume", "no-such-run"),
+    ]
     done = subprocess.run(
         [sys.executable, "-m", "converge.cli", "worker", "--runs-from-stdin", "--db", db],
-        input="bogus x\nrun no-such-run\nresume no-such-run\n",
+        input="".join(messages),
         capture_output=True,
         text=True,
         timeout=60,
     )
     # each message answered with its exit code, the process alive for the next one,
     # and gone at the end of its input
-    assert done.stdout.splitlines() == [f"{POOL_DONE} 2"] * 3
+    assert done.stdout.splitlines() == [
+        answer_line(None, 2),
+        answer_line("no-such-run", 2),
+        answer_line("no-such-run", 2),
+    ]
     assert done.returncode == 0, done.stderr
-    assert "not a run message: bogus x" in done.stderr
+    assert "not a run message: 'bogus x'" in done.stderr
     assert done.stderr.count("no-such-run") == 2
 
 

@@ -148,6 +148,8 @@ def _fold(s: CycleSummary, ev: StoredEvent, decided: dict[str, str]) -> None:
                 s.notes.append(f"resumed from {p.get('from')}")
         case "run_stopped":
             s.notes.append(f"stopped: {p.get('kind')} ({p.get('category')})")
+        case "run_requeued":
+            s.notes.append("put back in the queue: its worker stopped")
         case _:
             s.notes.append(ev.kind)
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         lease_seconds,
         queue_run,
         request_cancel,
+        requeue_stopped,
         runs_to_recover,
         take_queued,
     )
@@ -34,6 +35,7 @@ __all__ = [
     "lease_seconds",
     "queue_run",
     "request_cancel",
+    "requeue_stopped",
     "resumes_to_recover",
     "runs_to_recover",
     "take_queued",

@@ -23,6 +23,8 @@ from audit.ledger._ledger import key_fingerprint
 from audit.store import SqlRunStore
 from audit.tables import SERVICE_TABLES, run_cancels, runs
 from audit.trail._chain import GENESIS
+from audit.trail._events import append
+from audit.trail._kinds import REQUEUED
 from audit.trail._lease import (
     DEFAULT_LEASE_S,
     LEASE_ENV,
@@ -34,8 +36,9 @@ from audit.trail._lease import (
 )
 from audit.trail._liveness import this_writer, writer_alive
 from engine.errors import RunBusy, RunNotFound, StoreError
+from engine.run_ids import check_run_id
 from engine.status import RunStatus
-from engine.store import RunHeader
+from engine.store import AuditEvent, RunHeader
 
 __all__ = [
     "DEFAULT_LEASE_S",
@@ -45,6 +48,7 @@ __all__ = [
     "lease_seconds",
     "queue_run",
     "request_cancel",
+    "requeue_stopped",
     "runs_to_recover",
     "take_queued",
 ]
@@ -59,9 +63,11 @@ def queue_run(store: SqlRunStore, header: RunHeader) -> None:
     """Record a submitted run as ``queued``: its header and job, no events.
 
     ``header.started_at`` is when it was submitted (unix seconds); the chain starts
-    when a worker takes the run. Raises ``StoreError`` when the run id exists or
-    the store refuses the write (wrong key included).
+    when a worker takes the run. Raises ``InvalidRunId`` (nothing written) for an
+    id that is no run id (``engine.run_ids``), ``StoreError`` when the run id exists
+    or the store refuses the write (wrong key included).
     """
+    check_run_id(header.run_id, "run_id")
     if store.key is not None and store.known_fingerprint not in (None, key_fingerprint(store.key)):
         raise StoreError(f"audit store {store.shown}: wrong key (not the key it was written with)")
     try:
@@ -123,6 +129,36 @@ def take_queued(store: SqlRunStore, run_id: str) -> None:
         grant(conn, run_id, row.epoch, store.leases.seconds, lease if orphan else None)
     store.taken_runs.add(run_id)
     store.leases.hold(run_id, row.epoch)
+
+
+def requeue_stopped(store: SqlRunStore, run_id: str) -> bool:
+    """Put back in the queue a run this process cancelled because it was itself
+    stopping (a worker of ``converge serve``'s pool told to stop: ``UserCancelled``,
+    checkpointed): ``stopped`` → ``queued`` with no writer and a chained
+    ``run_requeued`` event (who put it back), in one transaction, its events kept;
+    the next pool or ``converge worker --recover`` goes on from its checkpoint (as
+    a recorded fork is started: ``converge.service.execute_run``). False (nothing
+    changed) when the run is no longer as this process stopped it. Raises
+    ``StoreError``."""
+    pid, host = this_writer()
+    with store.transaction() as conn:
+        done = conn.execute(
+            update(runs)
+            .where(
+                runs.c.run_id == run_id,
+                runs.c.status == RunStatus.STOPPED,
+                runs.c.stop_kind == "user_cancelled",
+                runs.c.pid == pid,
+                runs.c.hostname == host,
+            )
+            .values(status=RunStatus.QUEUED, pid=None, hostname=None)
+        )
+        if done.rowcount != 1:
+            return False
+        cycle = conn.execute(select(runs.c.cycles).where(runs.c.run_id == run_id)).scalar_one()
+        why = {"reason": "its worker stopped", "worker": {"host": host, "pid": pid}}
+        append(store, conn, run_id, [AuditEvent(REQUEUED, int(cycle), why, time.time())])
+    return True
 
 
 def request_cancel(store: SqlRunStore, run_id: str, by: str) -> str:

@@ -73,7 +73,7 @@ def pause_run(
         put_checkpoint(store, conn, run_id, checkpoint, blob)
         conn.execute(update(runs).where(runs.c.run_id == run_id).values(**outcome_values(outcome)))
         release(conn, run_id)
-    store.forget_run(run_id)  # a resume, here or elsewhere, locks the row again
+    store.leg_ended(run_id)  # a resume, here or elsewhere, claims the run again
 
 
 def get_gate(store: StoreCore, gate_id: str) -> GateRecord:

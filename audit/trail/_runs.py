@@ -22,6 +22,7 @@ from engine.facts import canonical_json
 from engine.hashing.chain import GENESIS
 from engine.hashing.checkpoint import fold_digest
 from engine.hashing.ledger import key_fingerprint
+from engine.run_ids import check_run_id
 from engine.status import RunStatus
 from engine.stop import stop_reason_to_dict
 from engine.store import AuditEvent, BatchItem, RunHeader, RunOutcome
@@ -37,7 +38,8 @@ def start_run(
     for ``header.queued``) with its first events and their ledger entry, and
     ``checkpoint`` when given; the row of a queued run this process took is filled
     instead. ``StoreError`` when the run exists or the key
-    is wrong."""
+    is wrong; ``InvalidRunId`` (nothing written) for a new run whose id is no run
+    id (``engine.run_ids``; a queued run was checked when it was queued)."""
     if store.key is not None and store.known_fingerprint not in (None, key_fingerprint(store.key)):
         raise StoreError(
             f"audit store {store.shown}: wrong key (CONVERGE_AUDIT_KEY is not the key "
@@ -50,6 +52,8 @@ def start_run(
     except (TypeError, ValueError) as exc:
         raise StoreError(f"job spec of run {header.run_id} is not JSON: {exc}") from exc
     taken = header.run_id in store.taken_runs
+    if not taken:
+        check_run_id(header.run_id, "run_id")
     # the header the row gets, chained in run_started (a taken run keeps its submit time)
     started_at = _queued_at(store, header.run_id) if taken else header.started_at
     events = with_header(events, header, started_at)
@@ -90,12 +94,16 @@ def start_run(
             if checkpoint is not None:
                 _first_checkpoint(store, conn, header.run_id, checkpoint)
         store.taken_runs.discard(header.run_id)
+        if header.queued:
+            # recorded for a worker (a fork): this process holds no claim on it, and
+            # its later writes (a decision, a comment) are nobody's leg to fence
+            store.leg_ended(header.run_id)
+            return
         chunks = GENESIS if not batch.chunk else fold_digest(GENESIS, batch.chunk_row()[1])
         if checkpoint is None:
             store.predicted_heads[header.run_id] = (head, seq, facts, chunks)
         store.claim_epochs[header.run_id] = 0
-        if not header.queued:
-            store.leases.hold(header.run_id, 0)
+        store.leases.hold(header.run_id, 0)
     except StoreError as exc:
         if isinstance(exc.__cause__, IntegrityError):
             # another run holds this id: refuse every later write of this one to it
@@ -176,7 +184,7 @@ def finish_run(
         put_checkpoint(store, conn, run_id, checkpoint, blob)
         if checkpoint is None:  # nothing will resume from the chunks
             conn.execute(delete(fact_chunks).where(fact_chunks.c.run_id == run_id))
-    store.forget_run(run_id)  # no more commits of this run here
+    store.leg_ended(run_id)  # no more commits of this run's leg here
 
 
 def outcome_values(outcome: RunOutcome) -> dict[str, Any]:

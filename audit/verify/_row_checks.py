@@ -34,7 +34,7 @@ from sqlalchemy import Connection, select
 from audit.cells import bad_cell, json_cell, loads, of_type, same_cell, same_json
 from audit.tables import audit_events, gates, runs
 from audit.trail._chain import CHAIN_COLUMNS, ChainRow
-from audit.trail._kinds import TERMINAL
+from audit.trail._kinds import REQUEUED, TERMINAL
 from audit.trail._run_header import header_column
 from audit.verify._crosscheck import Problem
 from engine.hashing.chain import KEYED, PLAIN
@@ -51,7 +51,7 @@ __all__ = [
     "unreadable",
 ]
 
-_MARKERS = frozenset({"run_started", "run_resumed", *TERMINAL})
+_MARKERS = frozenset({"run_started", "run_resumed", REQUEUED, *TERMINAL})
 _GATE_OPENED = frozenset(
     {"gate_id", "proposal_id", "proposal", "suggestor", "summary", "policy"}
     | {"opened_at", "expires_at", "on_timeout"}
@@ -111,7 +111,8 @@ def check_status(run: Any, rows: Sequence[ChainRow]) -> Problem:
     start, resume, pause or stop: ``stopped`` after
     a stop, ``paused`` after a pause, ``running`` after a start or a resume (or
     after a pause whose gate was decided since: the decider claimed the run),
-    ``queued`` after a start (a fork recorded for a worker, not claimed yet)."""
+    ``queued`` after a start (a fork recorded for a worker, not claimed yet) or
+    after a ``run_requeued`` (a stopped run put back in the queue)."""
     last: str | None = None
     decided = False
     for row in rows:
@@ -124,6 +125,8 @@ def check_status(run: Any, rows: Sequence[ChainRow]) -> Problem:
         return _differs(run.last_seq or 1, "chain")
     if last == "run_stopped":
         ok = status == RunStatus.STOPPED
+    elif last == REQUEUED:  # put back in the queue after its stop, not claimed yet
+        ok = status == RunStatus.QUEUED
     elif last == "run_paused":
         ok = status == RunStatus.PAUSED or (status == RunStatus.RUNNING and decided)
     else:  # queued after its start only: a fork recorded for a worker

@@ -21,6 +21,7 @@ from audit.signing._decisions import check_run_signatures
 from audit.tables import audit_events, gates, runs
 from audit.trail._chain import ChainRow, VerifyReport, verify_chain
 from audit.trail._checkpoints import chunks_problem, read_checkpoint
+from audit.trail._kinds import REQUEUED
 from audit.verify._crosscheck import Problem, check_checkpoint, check_gates, check_outcome
 from audit.verify._exactly_once import check_exactly_once
 from audit.verify._row_checks import (
@@ -64,10 +65,12 @@ def verify_run(store: StoreCore, run_id: str) -> VerifyReport:
     if cells is not None:
         return VerifyReport(run_id, False, len(rows), cells[0], cells[1])
     if run.status == RunStatus.QUEUED and not (
-        run.parent_run_id is not None and [r.kind for r in rows[:3]] == _QUEUED_FORK
+        (run.parent_run_id is not None and [r.kind for r in rows[:3]] == _QUEUED_FORK)
+        or any(r.kind == REQUEUED for r in rows)
     ):
         # submitted, not taken yet: nothing is recorded before a worker starts it
-        # (but a fork recorded for a worker: its start, verified as any run's)
+        # (but a fork recorded for a worker, or a run put back in the queue after
+        # its stop: verified as any run's, its status against its last marker)
         if rows or gate_rows or blob is not None or run.last_seq or run.head_hash != GENESIS:
             return VerifyReport(run_id, False, len(rows), 1, "a queued run holds events")
         return VerifyReport(run_id, True, 0)

@@ -6,7 +6,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from types import FrameType
 from typing import Annotated
 
@@ -24,6 +24,7 @@ from converge.service import (
     ExpiredLeases,
     LocalRunPool,
     RunQueue,
+    recover_runs,
 )
 from engine import ConvergeError
 
@@ -66,8 +67,9 @@ def serve_cmd(
     X-Forwarded-For is believed only from the proxies of --forwarded-allow-ips.
 
     SIGTERM (or Ctrl-C) stops it within 10 s: requests in flight get 3 s, the runs
-    of its worker processes stop at their next cycle boundary (resumable:
-    `converge worker --run RUN --resume`).
+    of its worker processes stop at their next cycle boundary and go back to the
+    queue. Without a broker, it takes up at start what no process executes (queued
+    runs, runs put back or crashed, decided resumes), as `converge worker --recover`.
     """
     if (tls_cert is None) != (tls_key is None):
         fail("--tls-cert and --tls-key go together")
@@ -85,25 +87,12 @@ def serve_cmd(
     except ConvergeError as exc:
         store.close()
         fail(str(exc))
-    url = broker or os.environ.get("CONVERGE_BROKER")
-    runs: RunQueue
-    closing: list[Callable[[], object]] = []  # in this order, once the server stopped
-    if url:
-        try:
-            from converge.workers import CeleryRunQueue
-        except ImportError as exc:
-            fail(f"{exc} (a broker needs the 'workers' extra)")
-        celery = CeleryRunQueue(url, queue)
-        # published by a thread of its own, on a connection made now: an answer
-        # never waits for the broker (a resume not sent is recovered from the store)
-        runs = BackgroundQueue(celery, connect=celery.connect)
-        closing += [runs.close, celery.close]
-    else:
-        local = LocalRunPool(store, pool)
-        runs = local
-        closing.append(local.close)
-    # and sends again the runs whose lease expired (their host died: docs/scale-out.md)
-    keeper = DeadlineKeeper(store, runs, expired=ExpiredLeases(store, runs)).start()
+    runs, waiting, closing = _run_queue(store, broker, queue, pool)
+    # and sends again the runs whose lease expired (their host died: docs/scale-out.md);
+    # without a broker, the queued runs its pool has not (put back by a process that
+    # stopped after this server started, or left by another server)
+    expired = ExpiredLeases(store, runs, waiting=waiting)
+    keeper = DeadlineKeeper(store, runs, expired=expired).start()
     # run heads committed by any process reach the ledger within the store's delay
     sequencer = start_sequencing(store, store.signer)
     # uvicorn raises the signal it caught again once it shut down: this handler
@@ -127,6 +116,36 @@ def serve_cmd(
             close()
         store.close()
         _leave_handlers_behind()
+
+
+def _run_queue(
+    store: SqlRunStore, broker: str | None, queue: str, pool: int
+) -> tuple[RunQueue, Callable[[], Collection[str]] | None, list[Callable[[], object]]]:
+    """Where the server's runs go: the Celery workers of ``broker`` (``$CONVERGE_BROKER``),
+    or without one a pool of ``pool`` worker processes, which takes up at once what
+    no process executes; with the runs that pool has (None with a broker) and what
+    to close, in order, once the server stopped. Exits 2 when the store fails."""
+    url = broker or os.environ.get("CONVERGE_BROKER")
+    if url:
+        try:
+            from converge.workers import CeleryRunQueue
+        except ImportError as exc:
+            fail(f"{exc} (a broker needs the 'workers' extra)")
+        celery = CeleryRunQueue(url, queue)
+        # published by a thread of its own, on a connection made now: an answer
+        # never waits for the broker (a resume not sent is recovered from the store)
+        background = BackgroundQueue(celery, connect=celery.connect)
+        return background, None, [background.close, celery.close]
+    local = LocalRunPool(store, pool)
+    # no broker: nobody else takes up what a stopped or killed server left (queued
+    # runs, runs put back or crashed, decided resumes): its successor does, now
+    try:
+        recover_runs(store, local)
+    except ConvergeError as exc:
+        local.close()
+        store.close()
+        fail(str(exc))
+    return local, local.pending, [local.close]
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:

@@ -8,17 +8,19 @@ import subprocess
 import sys
 import threading
 import time
+from types import FrameType
 from typing import Annotated
 
 import typer
 
 from audit.ledger import require_key, start_sequencing
-from audit.run_queue import DEFAULT_LEASE_S, LEASE_ENV
+from audit.run_queue import DEFAULT_LEASE_S, LEASE_ENV, requeue_stopped
 from audit.store import SqlRunStore
 from converge.cli.commands import CommandGroup
 from converge.cli.render import (
     BAD_INPUT,
     DbOption,
+    err,
     fail,
     missing_sqlite_file,
     open_run_store,
@@ -28,15 +30,16 @@ from converge.cli.render import (
 from converge.interrupts import SIGNALS, Shutdown
 from converge.run_queue import Action
 from converge.service import (
-    POOL_DONE,
     DeadlineKeeper,
     ExpiredLeases,
+    LocalRunPool,
     execute_run,
     preload_jobs,
     recover_runs,
 )
 from converge.service.deadlines import KEEP_EVERY_S
-from engine import ConvergeError
+from converge.service.pool_lines import answer_line, read_message
+from engine import ConvergeError, StopReason, UserCancelled, check_run_id
 
 app = CommandGroup()
 
@@ -79,7 +82,11 @@ def worker(
     db: DbOption = None,
     recover: Annotated[
         bool,
-        typer.Option("--recover", help="Send again the runs no worker is executing, then exit."),
+        typer.Option(
+            "--recover",
+            help="Send again the runs no worker is executing, then exit; without a broker, "
+            "execute them here (--concurrency processes) to their next stop.",
+        ),
     ] = False,
     run_id: Annotated[
         str | None,
@@ -110,7 +117,9 @@ def worker(
     runs of `converge submit` and `approve --detach`, over the store of --db
     ($CONVERGE_DB). At start it sends again the runs that no worker is executing
     (queued, or crashed with their worker). Start it where the jobs' modules
-    import. Needs the 'workers' extra, except with --run.
+    import. Needs the 'workers' extra, except with --run and with --recover
+    without a broker (it then executes those runs itself, in --concurrency
+    processes, and exits once they stopped).
 
     SIGTERM stops it within 10 s: its runs in flight are cancelled at their next
     cycle boundary (checkpointed, resumable; with a broker their resumes go back to
@@ -121,6 +130,11 @@ def worker(
     --lease-seconds; a run whose lease expired (its host died, hung or was cut
     off: docs/scale-out.md) is sent again and claimed by another worker.
     """
+    if run_id is not None:
+        try:
+            check_run_id(run_id, "--run")
+        except ConvergeError as exc:
+            fail(str(exc))
     _check_key(db)  # refused: this process's environment is left as it was
     if lease_seconds is not None:  # the worker processes open their stores with it
         os.environ[LEASE_ENV] = repr(lease_seconds)
@@ -133,9 +147,38 @@ def worker(
         _serve_pool(db, parent)
         return
     url = broker or os.environ.get("CONVERGE_BROKER")
+    if not url and recover:
+        _recover_here(db, concurrency)
+        return
     if not url:
         fail("converge worker needs --broker (or $CONVERGE_BROKER), or --run RUN")
     _consume(url, backend, queue, concurrency, hostname, loglevel, db, recover)
+
+
+def _recover_here(db: str | None, concurrency: int) -> None:
+    """``--recover`` without a broker: the runs no process is executing (queued, put
+    back, crashed, decided resumes) executed here, in ``concurrency`` worker
+    processes (as ``converge serve``'s pool), to their next stop; returns once they
+    all stopped. SIGTERM or SIGINT stop them at their cycle boundary (put back in
+    the queue) and exit 130."""
+    store = open_run_store(db, must_exist=True)
+    assert isinstance(store, SqlRunStore)
+    pool = LocalRunPool(store, concurrency)
+    for signum in SIGNALS:
+        signal.signal(signum, _interrupted)
+    try:
+        sent = recover_runs(store, pool)
+        pool.wait()
+    except ConvergeError as exc:
+        fail(str(exc))
+    finally:
+        pool.close()
+        store.close()
+    out.print(f"recovered {len(sent)} run(s): {', '.join(sent) or 'none'}", highlight=False)
+
+
+def _interrupted(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(130)
 
 
 def _consume(
@@ -239,39 +282,53 @@ def _run_here(db: str | None, run_id: str, resume: bool, parent: int | None) -> 
 def _serve_pool(db: str | None, parent: int | None) -> None:
     """``--runs-from-stdin``: a process of ``converge serve``'s pool
     (:class:`converge.service.LocalRunPool`), started once and reused. It executes
-    the messages read from stdin, ``run RUN`` or ``resume RUN``, one after the
-    other over one store opened once, and answers each with a line
-    ``POOL_DONE CODE`` on stdout (CODE as ``--run``'s exit code; 2 for a message it
-    could not execute, said on stderr), until stdin ends. SIGTERM, SIGINT or the
-    end of process ``parent`` end it at once when idle, else once its run stopped
-    at a cycle boundary (as ``--run``)."""
+    the messages read from stdin, one JSON line each (:mod:`converge.service.pool_lines`:
+    ``{"action": "run" | "resume", "run_id": ID}``), one after the other over one
+    store opened once, and answers each with a line ``POOL_DONE {"run_id", "code"}``
+    on stdout (code as ``--run``'s exit code; 2 for a message it could not execute,
+    said on stderr), until stdin ends. SIGTERM, SIGINT or the end of process
+    ``parent`` end it at once when idle, else once its run stopped at a cycle
+    boundary (as ``--run``), the run put back in the queue for the next pool
+    (:func:`audit.run_queue.requeue_stopped`)."""
     shutdown = _stopping(Shutdown(exit_when_idle=True), parent)
     store = open_run_store(db, must_exist=True)
     assert isinstance(store, SqlRunStore)
     try:
         for line in sys.stdin:
-            action, _, run_id = line.strip().partition(" ")
-            code = _execute_message(store, shutdown, action, run_id)
-            print(f"{POOL_DONE} {code}", flush=True)
+            message = read_message(line)
+            if message is None:
+                say_error(f"not a run message: {line.strip()[:200]!r}")
+                print(answer_line(None, BAD_INPUT), flush=True)
+                continue
+            code = _execute_message(store, shutdown, message.action, message.run_id, requeue=True)
+            print(answer_line(message.run_id, code), flush=True)
     finally:
         store.close()
 
 
-def _execute_message(store: SqlRunStore, shutdown: Shutdown, action: str, run_id: str) -> int:
-    """Execute ``action`` (``run`` or ``resume``) on ``run_id`` here (``--run``, or a
-    message of the pool): the exit code of the run's next stop (0 when nothing was
-    left to do, 2, said on stderr, when it could not be executed)."""
-    if action not in ("run", "resume") or not run_id:
-        say_error(f"not a run message: {action} {run_id}")
-        return BAD_INPUT
+def _execute_message(
+    store: SqlRunStore, shutdown: Shutdown, action: Action, run_id: str, *, requeue: bool = False
+) -> int:
+    """Execute ``action`` on ``run_id`` here (``--run``, or a message of the pool):
+    the exit code of the run's next stop (0 when nothing was left to do, 2, said on
+    stderr, when it could not be executed). ``requeue``: a run this process's stop
+    cancelled goes back to the queue (``queued``) before the process may end."""
     try:
         with shutdown.executing():
-            kind: Action = "resume" if action == "resume" else "run"
-            result = execute_run(store, run_id, kind, prepare=shutdown.track)
+            result = execute_run(store, run_id, action, prepare=shutdown.track)
+            if requeue and result is not None and shutdown.requested.is_set():
+                _put_back(store, run_id, result.stop_reason)
     except ConvergeError as exc:
         say_error(str(exc))
         return BAD_INPUT
     return 0 if result is None else result.stop_reason.exit_code
+
+
+def _put_back(store: SqlRunStore, run_id: str, stop: StopReason) -> None:
+    """A run cancelled because this process is stopping goes back to the queue, for
+    the next ``converge serve`` (or ``converge worker --recover``) to go on with."""
+    if isinstance(stop, UserCancelled) and requeue_stopped(store, run_id):
+        err.print(f"run {run_id}: stopped with this worker, put back in the queue", markup=False)
 
 
 def _stopping(shutdown: Shutdown, parent: int | None) -> Shutdown:

@@ -25,7 +25,7 @@ from audit.store import SqlRunStore
 from converge.decisions import job_of_run
 from converge.jobs import Job
 from converge.run_queue import Action
-from engine import ConvergeError, Engine, RunBusy, RunFinished, RunResult
+from engine import ConvergeError, Engine, RunBusy, RunFinished, RunResult, check_run_id
 from engine.status import RunStatus
 
 CANCEL_POLL_S = 0.1
@@ -45,7 +45,7 @@ def execute_run(
     it waits for a decision); ``prepare`` gets the run's engine before it runs
     (``converge.interrupts.Shutdown.track``). Raises ``RunNotFound`` and
     ``ConvergeError`` (the run recorded no job, a reference of its job no longer
-    imports), ``AuditKeyError``
+    imports; ``InvalidRunId``: a queued run whose id is no run id), ``AuditKeyError``
     (a keyed store without its key: nothing taken or written)."""
     require_key(store, f"executing run {run_id}")
     row = store.run(run_id)
@@ -54,6 +54,7 @@ def execute_run(
     if not recorded and (
         status == RunStatus.QUEUED or (status == RunStatus.CRASHED and row.last_seq == 0)
     ):
+        check_run_id(run_id)  # a run queued before ids were checked is not taken
         try:
             take_queued(store, run_id)
         except RunBusy:

@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from sqlalchemy.engine import make_url
@@ -26,15 +27,12 @@ from audit.store import KEY_ENV, SqlRunStore
 from converge.interrupts import GRACE_S
 from converge.run_queue import Action, RunQueue
 from converge.service.execution import execute_run
+from converge.service.pool_lines import POOL_DONE, message_line, read_answer
 from engine import ConvergeError, StoreError
 
 __all__ = ["POOL_DONE", "LocalRunPool", "RunQueue", "reachable_by_processes"]
 
 log = logging.getLogger("converge.service")
-
-POOL_DONE = "converge-pool done"
-"""The line a pool process writes on its stdout after each message, followed by the
-message's exit code (``converge worker --runs-from-stdin``)."""
 
 STOP_WAIT_S = GRACE_S + 1.0
 """How long (seconds) :meth:`LocalRunPool.close` waits for its workers after SIGTERM
@@ -52,16 +50,18 @@ class LocalRunPool:
     time; messages beyond that wait in order.
 
     Each message goes to an idle ``python -m converge.cli worker --runs-from-stdin``
-    process over the same store (its URL and key in the child's environment, not on
-    its command line), started when none is idle and kept for the next messages;
-    it stops when this process is gone. A failure is logged, never raised to the
+    process (a JSON line each way: :mod:`converge.service.pool_lines`) over the
+    same store (its URL and key in the child's environment, not on its command
+    line), started when none is idle and kept for the next messages; it stops when
+    this process is gone. A failure is logged, never raised to the
     sender (the run itself stops with a typed reason in the store).
     ``in_process=True`` runs them in threads of this process instead (an in-memory
     store, which no other process can open). ``wait()`` blocks until every message
     sent so far is done (tests); ``close()`` stops the pool: the workers' runs are
-    cancelled at their cycle boundary (resumable), the messages not started are
-    dropped (logged). Raises ``StoreError`` for an in-memory store without
-    ``in_process``.
+    cancelled at their cycle boundary and put back in the queue (``queued``), the
+    messages not started are dropped (logged; their runs stay queued, or paused
+    with a decided gate, for :func:`converge.service.recover_runs` at the next
+    start). Raises ``StoreError`` for an in-memory store without ``in_process``.
     """
 
     def __init__(self, store: SqlRunStore, max_workers: int = 2, *, in_process: bool = False):
@@ -71,6 +71,7 @@ class LocalRunPool:
         self.in_process = in_process
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="converge-run")
         self._futures: set[Future[int | None]] = set()
+        self._pending: Counter[str] = Counter()  # run id → its messages not done
         self._children: set[subprocess.Popen[str]] = set()
         self._idle: list[subprocess.Popen[str]] = []
         self._lock = threading.Lock()
@@ -84,7 +85,13 @@ class LocalRunPool:
                 raise ConvergeError(f"cannot send run {run_id}: the run pool is stopping")
             future = self._pool.submit(self._execute, run_id, action)
             self._futures.add(future)
-        future.add_done_callback(self._forget)
+            self._pending[run_id] += 1
+        future.add_done_callback(lambda done: self._forget(done, run_id))
+
+    def pending(self) -> set[str]:
+        """The runs whose messages this pool has not finished (waiting or executing)."""
+        with self._lock:
+            return set(self._pending)
 
     def _execute(self, run_id: str, action: Action) -> int | None:
         if self.in_process:
@@ -104,14 +111,15 @@ class LocalRunPool:
         assert child.stdin is not None and child.stdout is not None
         code: int | None = None
         try:
-            child.stdin.write(f"{action} {run_id}\n")
+            child.stdin.write(message_line(action, run_id))
             child.stdin.flush()
             for line in child.stdout:
-                if line.startswith(POOL_DONE):
-                    code = int(line[len(POOL_DONE) :])
+                answer = read_answer(line)
+                if answer is not None and answer.run_id == run_id:
+                    code = answer.code
                     break
                 sys.stdout.write(line)  # the run's own output, as a worker's
-        except (OSError, ValueError):  # the process died or said something else
+        except (OSError, ValueError):  # the process died
             code = None
         with self._lock:
             if code is not None and not self._closing and child.poll() is None:
@@ -148,9 +156,12 @@ class LocalRunPool:
             self._children.add(child)
             return child
 
-    def _forget(self, future: Future[int | None]) -> None:
+    def _forget(self, future: Future[int | None], run_id: str) -> None:
         with self._lock:
             self._futures.discard(future)
+            self._pending[run_id] -= 1
+            if self._pending[run_id] <= 0:
+                del self._pending[run_id]
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until the messages sent so far are done (``timeout`` in seconds)."""

@@ -14,13 +14,13 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from audit.run_queue import queue_run, resumes_to_recover, runs_to_recover
 from audit.store import SqlRunStore
 from converge.jobs import Job
 from converge.service.queues import RunQueue
-from engine import RunHeader, new_run_id
+from engine import RunHeader, RunStatus, new_run_id
 
 log = logging.getLogger("converge.service")
 
@@ -71,7 +71,12 @@ class ExpiredLeases:
     ``tick()`` (every second in ``converge worker``'s keeper process) reads the
     running runs not held any more, by the database's clock, and sends each one
     once, then again only if it is still unclaimed ``resend_s`` seconds later
-    (``clock``: monotonic seconds). A run sent twice is still executed once."""
+    (``clock``: monotonic seconds). A run sent twice is still executed once.
+
+    ``waiting`` (a server without a broker: its pool's
+    :meth:`~converge.service.LocalRunPool.pending`): the ``queued`` runs too (put
+    back by a pool process that stopped, left by a server that died), except
+    those ``waiting`` returns, which the pool has already."""
 
     def __init__(
         self,
@@ -80,23 +85,30 @@ class ExpiredLeases:
         *,
         resend_s: float = RESEND_S,
         clock: Callable[[], float] = time.monotonic,
+        waiting: Callable[[], Collection[str]] | None = None,
     ) -> None:
         self.store = store
         self.queue = queue
         self.resend_s = resend_s
         self.clock = clock
+        self.waiting = waiting
         self._sent: dict[str, float] = {}
 
     def tick(self) -> list[str]:
         """One pass: the run ids sent now. Raises ``StoreError`` (the store failed)."""
         now = self.clock()
-        expired = [run_id for run_id, _ in runs_to_recover(self.store, queued=False)]
-        self._sent = {r: at for r, at in self._sent.items() if r in expired}
+        found = runs_to_recover(self.store, queued=self.waiting is not None)
+        held = self.waiting() if self.waiting is not None else ()
+        due = {run_id: status for run_id, status in found if run_id not in held}
+        self._sent = {r: at for r, at in self._sent.items() if r in due}
         sent: list[str] = []
-        for run_id in expired:
+        for run_id, status in due.items():
             if now - self._sent.get(run_id, -math.inf) < self.resend_s:
                 continue
-            log.warning("run %s: its lease expired, sent again for another worker", run_id)
+            if status == RunStatus.QUEUED:
+                log.warning("run %s: queued and no process has it, sent again", run_id)
+            else:
+                log.warning("run %s: its lease expired, sent again for another worker", run_id)
             self.queue.send(run_id, "run")
             self._sent[run_id] = now
             sent.append(run_id)

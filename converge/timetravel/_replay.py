@@ -36,7 +36,16 @@ from converge.timetravel._compare import Divergence, comparable_stop, compare
 from converge.timetravel._recorded import RecordedSuggestor
 from converge.timetravel._recording import Recording, read_recording
 from converge.timetravel._report import ReplayReport
-from engine import ConvergeError, Engine, HitlGatePending, RunResult, RunStore
+from engine import (
+    Budget,
+    ConvergeError,
+    Engine,
+    GateDecision,
+    GateStatus,
+    HitlGatePending,
+    RunResult,
+    RunStore,
+)
 from engine.registry import SuggestorRegistry
 
 __all__ = ["EngineFactory", "replay_run"]
@@ -181,7 +190,8 @@ def _drive(engine: Engine, recorded: Recording) -> RunResult:
     recorded run did (a gate decided, a resume with a budget) while the replay
     stops where it stopped."""
     result = engine.run(recorded.initial() or None, run_id=recorded.run_id)
-    for leg in recorded.legs:
+    legs = iter(recorded.legs)
+    for leg in legs:
         reason = result.stop_reason
         if leg.gate_id is not None:
             if leg.decision is None or not (
@@ -189,11 +199,30 @@ def _drive(engine: Engine, recorded: Recording) -> RunResult:
             ):
                 break
             result = engine.resume(leg.gate_id, leg.decision)
+        elif isinstance(reason, HitlGatePending):
+            # paused at a gate decided without a resume, then resumed with a budget
+            # (`converge resume RUN --max-cycles N`): the gate's leg comes next
+            gated = next(legs, None)
+            if gated is None or gated.gate_id != reason.gate_id or gated.decision is None:
+                break
+            result = _decided_then_resumed(engine, reason, gated.decision, leg.budget)
         else:
-            if isinstance(reason, HitlGatePending) or not reason.is_resumable():
+            if not reason.is_resumable():
                 break
             result = engine.resume_run(recorded.run_id, leg.budget)
     return result
+
+
+def _decided_then_resumed(
+    engine: Engine, paused: HitlGatePending, decision: GateDecision, budget: Budget | None
+) -> RunResult:
+    """The gate ``paused`` waits on decided in the scratch store, then the run resumed
+    with ``budget``, as the recorded run went on."""
+    store = engine.store
+    assert store is not None  # replays run on a scratch store
+    status = GateStatus.APPROVED if decision.approved else GateStatus.REJECTED
+    gate = store.decide_gate(paused.gate_id, decision, status)
+    return engine.resume_run(gate.run_id, budget)
 
 
 def _divergence(miss: Any) -> Divergence:

@@ -166,7 +166,7 @@ def load_stopped(
     settings.runs.enter(run_id, clear_cancel=True)
     if listener is not None:  # the run_resumed the claim chained (or none: no store)
         run.stream_to(listener)
-        emit(settings, run, [_resumed(run)])
+        emit(settings, run, _leg_started(run, budget))
     return run
 
 
@@ -178,6 +178,20 @@ def _resumed(run: Run) -> AuditEvent:
         {"budget": run.budget.model_dump(mode="json"), "from": run.recovery.resumed_from},
         time.time(),
     )
+
+
+def _leg_started(run: Run, budget: Budget | None) -> list[AuditEvent]:
+    """What a leg of :func:`load_stopped` records as it claims the run: its
+    ``run_resumed`` with the budget it goes on with; nothing for a run paused at a
+    gate decided elsewhere that goes on with its own budget (a worker's resume after
+    ``converge serve`` or ``approve --detach`` decided it): its ``run_resumed``
+    (``gate_id``) is recorded when the decision is applied, as after
+    ``Engine.resume``, so the run reads the same whoever resumed it (and replays)."""
+    pg = run.gating.pending_gate
+    gate_leg = pg is not None and pg.decision is not None
+    if gate_leg and budget is None and run.recovery.resumed_from == "stop":
+        return []
+    return [_resumed(run)]
 
 
 def _take_value(run: Run, value: Any) -> None:
@@ -274,7 +288,7 @@ def load_stopped_from_store(
             "nothing to continue (budgets are totals: give a larger one)"
         )
     expected = (checkpoint.get("run_epoch"), checkpoint.get("run_seq"))
-    run.recovery.claimed(store.claim_resume(run_id, *expected, [_resumed(run)]).epoch)
+    run.recovery.claimed(store.claim_resume(run_id, *expected, _leg_started(run, budget)).epoch)
     return run
 
 

@@ -11,6 +11,7 @@ from engine._cycle.recording import record_start
 from engine._cycle.run import Listener, Run
 from engine.errors import ConfigurationError
 from engine.facts import INPUT_SOURCE, Fact, Provenance, content_key
+from engine.run_ids import check_run_id
 from engine.settings import EngineSettings
 
 
@@ -23,9 +24,10 @@ def start(
     """A new run: initial facts (provenance ``"input"``) in, their keys dirty, recorded
     (and handed to ``listener``, who streams it, from its first event).
 
-    Raises :class:`ConfigurationError` for bad ``initial`` input.
+    Raises :class:`ConfigurationError` for bad ``initial`` input, and
+    ``InvalidRunId`` (one) for a ``run_id`` that is no run id (``engine.run_ids``).
     """
-    run = Run(run_id or new_run_id(), settings.budget)
+    run = Run(new_run_id() if run_id is None else check_run_id(run_id), settings.budget)
     run.stream_to(listener)
     run.spend.start_leg(settings.clock(), time.time())
     settings.runs.enter(run.run_id, clear_cancel=True)
