@@ -20,6 +20,7 @@ __all__ = [
     "JobFileError",
     "LoginRequired",
     "MissingReason",
+    "ModelChanged",
     "ModelServerDied",
     "NotAllowed",
     "NotRecorded",
@@ -149,6 +150,19 @@ class ReplayedSuggestorError(Exception):
 
 
 # --- the local model server ------------------------------------------------------
+
+
+class ModelChanged(ApplicationError, ConfigurationError):
+    """A run would go on with another model than it recorded when it started, and
+    the command did not ask for it (``--model NAME``, ``--allow-model-change``):
+    ``recorded`` and ``asked`` name both (:mod:`converge.jobs.models`)."""
+
+    http_status = 409
+
+    def __init__(self, message: str, *, recorded: str, asked: str) -> None:
+        self.recorded = recorded
+        self.asked = asked
+        super().__init__(message)
 
 
 class ModelServerDied(ApplicationError):

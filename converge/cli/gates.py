@@ -56,6 +56,7 @@ from converge.cli.render import (
     resolve_run,
     say_error,
 )
+from converge.cli.runmodels import AllowModelChangeOption, ModelOption, model_choice
 from converge.cli.service import BrokerOption, DetachedProcess, QueueOption, run_queue_for
 from converge.cli.tables import Column
 from converge.decisions import (
@@ -69,6 +70,7 @@ from converge.decisions import (
 )
 from converge.governance import cli_decider
 from converge.jobs import Job
+from converge.jobs.models import ModelChoice
 from converge.notifications import notify_after_command
 from converge.reports import readable
 from engine import (
@@ -256,13 +258,20 @@ def _decide(
     as_json: bool,
     detach: tuple[str | None, str] | None = None,
     proof: Proof = Proof(),  # noqa: B008 (frozen, never mutated)
+    models: ModelChoice = ModelChoice(),  # noqa: B008 (frozen, never mutated)
 ) -> None:
     """Decide as ``by`` (None: :func:`cli_decider`'s default) the decision ``make``
     makes for that name; ``detach`` = (broker, queue) sends the resume there
     instead of running it; ``proof``: the decider's token and signing key, or the
-    server to decide through (:mod:`converge.cli.deciding`)."""
+    server to decide through (:mod:`converge.cli.deciding`); ``models``: another
+    model than the run recorded, asked for (:mod:`converge.jobs.models`)."""
     if by is not None and not by.strip():
         fail("--by must name who decides (it is recorded in the audit trail)")
+    if models != ModelChoice() and (detach is not None or proof.server is not None):
+        fail(
+            "--model and --allow-model-change apply to a resume in this process: not with "
+            "--detach or --server (a worker goes on with the models the run recorded)"
+        )
     if proof.server is not None:
         decide_remotely(gate_id, make(actor(by)), proof, as_json)
     signer = proof.signer()
@@ -286,6 +295,7 @@ def _decide(
             execute=_cli_execute(store, as_json),
             queue=queue,
             signer=signer,
+            models=models,
         )
     except (DuplicateVote, ConvergeError) as exc:
         fail(str(exc))
@@ -372,14 +382,19 @@ def approve_cmd(
     token: TokenOption = None,
     sign_with: SignWithOption = None,
     server: ServerOption = None,
+    model: ModelOption = None,
+    allow_model_change: AllowModelChangeOption = False,
 ) -> None:
-    """Approve a gate (with one approval of its quorum) and resume its run to the next stop."""
+    """Approve a gate (with one approval of its quorum) and resume its run to the next
+    stop, with the models the run recorded (--model, --allow-model-change: another)."""
     proof = Proof(token, sign_with, server)
 
     def make(who: str) -> GateDecision:
         return GateDecision.approve(by=who, reason=reason, value=value)
 
-    _decide(gate_id, by, make, db, as_json, (broker, queue) if detach else None, proof)
+    detached = (broker, queue) if detach else None
+    choice = model_choice(model, allow_model_change)
+    _decide(gate_id, by, make, db, as_json, detached, proof, choice)
 
 
 @app.command("reject")
@@ -398,14 +413,19 @@ def reject_cmd(
     token: TokenOption = None,
     sign_with: SignWithOption = None,
     server: ServerOption = None,
+    model: ModelOption = None,
+    allow_model_change: AllowModelChangeOption = False,
 ) -> None:
-    """Reject a gate (its proposal is dropped and recorded) and resume the run."""
+    """Reject a gate (its proposal is dropped and recorded) and resume the run, with the
+    models it recorded (--model, --allow-model-change: another)."""
     proof = Proof(token, sign_with, server)
 
     def make(who: str) -> GateDecision:
         return GateDecision.reject(by=who, reason=reason)
 
-    _decide(gate_id, by, make, db, as_json, (broker, queue) if detach else None, proof)
+    detached = (broker, queue) if detach else None
+    choice = model_choice(model, allow_model_change)
+    _decide(gate_id, by, make, db, as_json, detached, proof, choice)
 
 
 @app.command("resume")
@@ -423,8 +443,11 @@ def resume_cmd(
     as_json: JsonOption = False,
     by: ActorOption = None,
     token: RunnerTokenOption = None,
+    model: ModelOption = None,
+    allow_model_change: AllowModelChangeOption = False,
 ) -> None:
-    """Continue a stopped, expired-gate or crashed run (more budget optional)."""
+    """Continue a stopped, expired-gate or crashed run (more budget optional), with the
+    models it recorded (--model, --allow-model-change: another)."""
     store = _store(db)
     run_id = resolve_run(store, run_id)  # a unique prefix of the id will do
     try:
@@ -439,6 +462,8 @@ def resume_cmd(
             if isinstance(gate, GateRecord) and gate.run_id == run_id and is_expired(gate):
                 apply_expiry(store, gate, resume=False)
         job = job_of_run(store, run_id)
+        job.model_choice = model_choice(model, allow_model_change)
+        job.agent_models()  # another model than recorded, not asked for: refused here
         checkpoint = store.load_checkpoint(run_id)
         current = Budget.model_validate(checkpoint["budget"])
     except (ConvergeError, KeyError, ValueError) as exc:
