@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from engine import Context, Proposal
+from engine import Context, Proposal, suggestor
 from tests.realserve import ROOT, free_port
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "ModelServer",
     "at_cycle_2",
     "clean_model_env",
+    "idle",
     "model_server",
     "ticking_job",
 ]
@@ -102,10 +103,10 @@ def model_server(
     free one by default), its output in ``log``; yielded once it answers, killed
     afterwards."""
     port = free_port() if port is None else port
+    command = [sys.executable, "-m", "tests.fake_model_server", "--model_alias", alias]
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.fake_model_server", "--port", str(port)]
-            + ["--model_alias", alias, *args],
+            [*command, "--port", str(port), *args],
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -122,6 +123,12 @@ def model_server(
         yield server
     finally:
         server.stop()
+
+
+@suggestor(name="idle", dependencies=["never"])
+def idle(ctx: Context) -> list[Proposal]:
+    """A job file names one suggestor at least: this one, which never runs."""
+    return []
 
 
 def at_cycle_2(proposal: Proposal, ctx: Context) -> bool:
@@ -153,6 +160,7 @@ def ticking_job(
         agent["base_url"] = base_url
     job: dict[str, Any] = {
         "name": "seams-ticking",
+        "suggestors": ["tests.seamsmodels:idle"],
         "agents": [agent],
         "budget": {"max_cycles": max_cycles},
         "initial": {"tick": ["start"]},

@@ -26,15 +26,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from audit import open_store
+from audit.people import add_token
 from audit.store import SqlRunStore
 from engine import Budget, Engine, Error
 from tests.faultfixtures import run_cli
 from tests.hitlfixtures import STORES, store_url_for
-from tests.realserve import ROOT
-from tests.seamsmodels import clean_model_env, model_server
+from tests.realserve import ROOT, served_cli
+from tests.seamsmodels import clean_model_env, model_server, ticking_job
+from tests.servicefixtures import stopped
 
 REVIEWED = ROOT / "examples" / "dependency_audit" / "reviewed.yaml"
 PAUSED, DONE, BAD_INPUT, BUDGET, FAILED = 10, 0, 2, 3, 5
@@ -121,3 +124,123 @@ def test_the_reviewer_asserting_a_known_license_at_confidence_1_needs_no_human(
 
 def _store(url: str) -> SqlRunStore:
     return open_store(url)
+
+
+# -- item 3: a run goes on with the model it recorded --------------------------------------
+def _header(url: str, run_id: str) -> Any:
+    store = open_store(url)
+    try:
+        return store.get_run_header(run_id)
+    finally:
+        store.close()
+
+
+def _stop(url: str, run_id: str) -> dict[str, Any]:
+    store = open_store(url)
+    try:
+        [event] = store.events(run_id, kinds=("run_stopped",))[-1:]
+        reason: dict[str, Any] = event.payload["reason"]
+        return reason
+    finally:
+        store.close()
+
+
+def _models_called(url: str, run_id: str) -> list[str]:
+    """The model each agent execution of the run names, in order."""
+    store = open_store(url)
+    try:
+        return [e.payload["model"] for e in store.events(run_id, kinds=("suggestor_executed",))]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_run_goes_on_with_the_model_and_base_url_it_recorded(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clean_model_env(monkeypatch)
+    job = ticking_job(tmp_path / "ticking.yaml", max_cycles=4, gated=True)
+    with (
+        store_url_for(kind, tmp_path) as url,
+        model_server(tmp_path / "model.log", "--digest") as server,
+    ):
+        env = {"CONVERGE_MODEL": "openai:counter", "CONVERGE_MODEL_BASE_URL": server.url}
+        ran = run_cli(["run", str(job), "--db", url], env=env)
+        assert ran.returncode == PAUSED, ran
+        [gate] = _gates(url)
+        run_id = gate.run_id
+        assert server.calls()["answered"] == 2
+        # recorded with the run, in its chained header: the model and the URL, no key
+        recorded = _header(url, run_id).job_spec
+        assert recorded["models"] == {"ticker": {"model": "openai:counter", "base_url": server.url}}
+        assert "not-needed" not in json.dumps(recorded)
+
+        # another model in the environment: refused, naming both, nothing recorded
+        refused = run_cli(
+            ["approve", gate.gate_id, "--by", "alice", "--db", url], env={"CONVERGE_MODEL": "test"}
+        )
+        assert refused.returncode == BAD_INPUT, refused
+        assert "openai:counter" in refused.message and "asks for test" in refused.message
+        assert [g.gate_id for g in _gates(url)] == [gate.gate_id]
+
+        # none in the environment: the recorded model, at the recorded URL
+        approved = run_cli(["approve", gate.gate_id, "--by", "alice", "--db", url])
+        assert approved.returncode == BUDGET, approved
+        assert server.calls()["answered"] == 4
+        # replayed with no model set: from the recorded responses, no call
+        replayed = run_cli(["replay", run_id, "--db", url])
+        assert replayed.returncode == 0, replayed
+        assert server.calls()["answered"] == 4
+
+        # resumed on another model only when asked: --model
+        more = ["resume", run_id, "--db", url, "--max-cycles", "5"]
+        refused = run_cli(more, env={"CONVERGE_MODEL": "test"})
+        assert refused.returncode == BAD_INPUT, refused
+        assert "openai:counter" in refused.message and "asks for test" in refused.message
+        assert run_cli([*more, "--model", "test"]).returncode == BUDGET
+        assert server.calls()["answered"] == 4  # the offline TestModel answered cycle 5
+        assert _models_called(url, run_id)[-2:] == ["openai:counter", "test:test"]
+
+        # the recorded server gone: the stop names the model and its URL
+        server.stop()
+        gone = run_cli(["resume", run_id, "--db", url, "--max-cycles", "6"])
+        assert gone.returncode == FAILED, gone
+        reason = _stop(url, run_id)
+        assert (reason["kind"], reason["error_category"]) == ("error", "external"), reason
+        assert "openai:counter" in reason["message"] and server.url in reason["message"]
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_the_inboxs_resume_goes_on_with_the_recorded_model(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clean_model_env(monkeypatch)
+    job = ticking_job(tmp_path / "ticking.yaml", max_cycles=3, gated=True)
+    with (
+        store_url_for(kind, tmp_path) as url,
+        model_server(tmp_path / "model.log", "--digest") as server,
+    ):
+        env = {"CONVERGE_MODEL": "openai:counter", "CONVERGE_MODEL_BASE_URL": server.url}
+        assert run_cli(["run", str(job), "--db", url], env=env).returncode == PAUSED
+        [gate] = _gates(url)
+        store = open_store(url)
+        try:
+            auth = {"Authorization": f"Bearer {add_token(store, 'alice')}"}
+            decision = f"/api/gates/{gate.gate_id}/decision"
+            body = {"approved": True, "reason": "fine"}
+            # a server whose environment names another model: refused, naming both
+            with served_cli(url, tmp_path / "serve1.log", env={"CONVERGE_MODEL": "test"}) as served:
+                refused = httpx.post(served.base + decision, json=body, headers=auth, timeout=60)
+            assert refused.status_code == 409, refused.text
+            assert "openai:counter" in refused.text and "asks for test" in refused.text
+            assert [g.gate_id for g in _gates(url)] == [gate.gate_id]
+            # one whose environment names none: its pool resumes on the recorded model
+            log = tmp_path / "serve2.log"
+            with served_cli(url, log) as served:
+                approved = httpx.post(served.base + decision, json=body, headers=auth, timeout=60)
+                assert approved.status_code == 202, approved.text
+                row = stopped(store, gate.run_id)
+            assert row.kind == "cycle_budget_exhausted", (row, log.read_text()[-3000:])
+            assert server.calls()["answered"] == 3
+        finally:
+            store.close()
