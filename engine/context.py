@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from engine.budget import RemainingBudget
@@ -124,7 +124,7 @@ class Context:
     def suggestors(self) -> tuple[str, ...]:
         """The names of the run's suggestors, in registration order (the same in
         every leg of a run: a resume refuses other suggestors); ``()`` outside a run."""
-        return self._index.suggestors
+        return tuple(self._index.suggestors)
 
     def recorded_execution(self, suggestor: str) -> Mapping[str, Any] | None:
         """While a run recovered after its process died runs again a cycle that the
@@ -205,7 +205,7 @@ class FactIndex:
         # never replaced, only cleared: the context holds this very list
         self.recorded: list[tuple[str, Usage]] = []
         self.remaining: Callable[[], RemainingBudget] | None = None
-        self.suggestors: tuple[str, ...] = ()
+        self.suggestors: Sequence[str] = ()
         self.replayed: Callable[[int, str], Mapping[str, Any] | None] | None = None
         if facts:  # loaded from a checkpoint or fact chunks, in order
             self.facts.extend(facts)

@@ -31,13 +31,15 @@ import pytest
 
 from audit import open_store
 from audit.people import add_token
+from audit.run_queue import queue_run
 from audit.store import SqlRunStore
-from engine import Budget, Engine, Error
-from tests.faultfixtures import run_cli
+from converge.jobs import load_job
+from engine import Budget, Engine, Error, RunHeader, new_run_id
+from tests.faultfixtures import differences, run_cli, snapshot
 from tests.hitlfixtures import STORES, store_url_for
-from tests.realserve import ROOT, served_cli
+from tests.realserve import ROOT, converge_process, served_cli
 from tests.seamsmodels import clean_model_env, model_server, ticking_job
-from tests.servicefixtures import stopped
+from tests.servicefixtures import state, stopped, until
 
 REVIEWED = ROOT / "examples" / "dependency_audit" / "reviewed.yaml"
 PAUSED, DONE, BAD_INPUT, BUDGET, FAILED = 10, 0, 2, 3, 5
@@ -244,3 +246,64 @@ def test_the_inboxs_resume_goes_on_with_the_recorded_model(
             assert server.calls()["answered"] == 3
         finally:
             store.close()
+
+
+# -- item 11: a recovery calls no model twice ------------------------------------------------
+CYCLES, KILLED_IN = 20, 9
+"""The agent run's cycles, and the cycle whose model call the kill cuts (8 committed)."""
+
+
+def _queued(job_file: Path, url: str) -> str:
+    """The run of ``job_file`` recorded ``queued`` (as ``converge submit`` records it)."""
+    store = open_store(url)
+    try:
+        run_id = new_run_id()
+        job = load_job(job_file)
+        queue_run(store, RunHeader(run_id, job.name, job.record(), (), 0.0))
+        return run_id
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_worker_killed_mid_run_is_recovered_without_calling_the_model_twice(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clean_model_env(monkeypatch)
+    hold = CYCLES + KILLED_IN  # the reference's calls come first
+    with (
+        store_url_for(kind, tmp_path) as url,
+        model_server(tmp_path / "model.log", "--digest", "--hold-at", str(hold)) as server,
+    ):
+        model = {"model": f"openai:{server.alias}", "base_url": server.url}
+        job = ticking_job(tmp_path / "ticking.yaml", max_cycles=CYCLES, **model)
+        # the reference: a worker runs it uninterrupted
+        reference = _queued(job, url)
+        ran = run_cli(["worker", "--run", reference, "--db", url])
+        assert ran.returncode == BUDGET, ran
+        assert server.calls() == {"received": CYCLES, "answered": CYCLES}
+        want = snapshot(url, reference)
+
+        run_id = _queued(job, url)
+        log = tmp_path / "worker.log"
+        worker = converge_process(
+            "worker", "--run", run_id, "--db", url, "--lease-seconds", "2", log=log
+        )
+        store = open_store(url)
+        try:
+            # killed -9 while its model call of cycle 9 is in flight (8 cycles committed)
+            until(lambda: server.calls()["received"] == hold, what=lambda: log.read_text())
+            until(lambda: store.run(run_id).cycles == KILLED_IN - 1, what=state(store, run_id))
+            worker.kill()
+            worker.wait()
+            until(lambda: store.run(run_id).status == "crashed", what=state(store, run_id))
+        finally:
+            store.close()
+        # another worker recovers it: the 8 recorded cycles from their recorded responses
+        recovered = run_cli(["worker", "--run", run_id, "--db", url])
+        assert recovered.returncode == BUDGET, recovered
+        calls = server.calls()
+        # one model call per cycle, as the reference's; the call the kill cut made again
+        assert calls["answered"] - CYCLES == CYCLES, calls
+        assert calls["received"] - CYCLES == CYCLES + 1, calls
+        assert differences(snapshot(url, run_id), want) == []

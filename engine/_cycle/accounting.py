@@ -7,8 +7,6 @@ budget status gives used / limit / percent per dimension (the budgets guide);
 
 from __future__ import annotations
 
-from functools import partial
-
 from engine._cycle.run import Run
 from engine.budget import BudgetStatus, RemainingBudget
 from engine.policy import HistoryView, RunStats
@@ -42,17 +40,6 @@ def remaining_budget(settings: EngineSettings, run: Run) -> RemainingBudget:
     used = run.spend.invocations_by
     per = {n: max(0, lim - used.get(n, 0)) for n, lim in b.per_suggestor.items() if lim}
     return RemainingBudget(tokens, cost, invocations, seconds, per, b)
-
-
-def bind_context(settings: EngineSettings, run: Run) -> None:
-    """What the run's context answers besides its facts, for this leg: what is left
-    of the budgets (``Context.remaining_budget``) and the run's suggestors
-    (``Context.suggestors``), what a dead process recorded of the cycles a crash
-    recovery runs again (``Context.recorded_execution``)."""
-    run.facts.remaining = partial(remaining_budget, settings, run)
-    run.facts.suggestors = settings.suggestor_names
-    recovery = run.recovery
-    run.facts.replayed = recovery.execution if recovery.recorded_executions else None
 
 
 def budget_status(run: Run, elapsed: int) -> BudgetStatus:

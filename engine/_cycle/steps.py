@@ -21,9 +21,10 @@ suggestors, :mod:`engine._cycle.plain`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from engine._cycle.accounting import bind_context
+from engine._cycle.accounting import remaining_budget
 from engine._cycle.collection import Collect
 from engine._cycle.collector import CollectorFreeze
 from engine._cycle.cycling import NEXT_CYCLE, Cycling, End
@@ -89,7 +90,12 @@ def drive_sync(settings: EngineSettings, run: Run) -> RunResult:
     private event loop): from the merge a paused run (or a cut merge) left, else
     from a cycle, the plain loop's when it can take it."""
     plain = plain_engine(settings)
-    bind_context(settings, run)
+    run.facts.remaining = partial(remaining_budget, settings, run)
+    run.facts.suggestors = settings.registry.names  # (Context.suggestors)
+    # what a dead process recorded of the cycles a recovery runs again (no call here:
+    # a leg's path through the engine stays as short, tests/test_resume_path.py)
+    recovery = run.recovery
+    run.facts.replayed = recovery.execution if recovery.recorded_executions else None
     paused = run.gating.pending_gate is not None
     step: Any = MERGE if paused or run.cursor.merge_effects else NEXT_CYCLE
     cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()), plain)
@@ -114,7 +120,10 @@ def drive_sync(settings: EngineSettings, run: Run) -> RunResult:
 async def drive_async(settings: EngineSettings, run: Run) -> RunResult:
     """Walk the steps to the run's stop inside the caller's event loop (never the
     plain loop)."""
-    bind_context(settings, run)
+    run.facts.remaining = partial(remaining_budget, settings, run)
+    run.facts.suggestors = settings.registry.names  # as drive_sync's
+    recovery = run.recovery
+    run.facts.replayed = recovery.execution if recovery.recorded_executions else None
     paused = run.gating.pending_gate is not None
     step: Any = MERGE if paused or run.cursor.merge_effects else PRELUDE
     cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()))

@@ -12,9 +12,10 @@ streams has no listener and pays nothing.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
+from functools import partial
 from typing import Any
 
-from engine._cycle.accounting import bind_context
+from engine._cycle.accounting import remaining_budget
 from engine._cycle.collector import CollectorFreeze
 from engine._cycle.cycling import NEXT_CYCLE, Cycling, End
 from engine._cycle.execution import Execute
@@ -66,7 +67,10 @@ def stream_sync(
     """Walk the run's steps on this thread, yielding its events after each step, then
     its result. Closed early (the caller stopped iterating), the run is cancelled
     and walked to its stop (``UserCancelled``, recorded) before the close returns."""
-    bind_context(settings, run)
+    run.facts.remaining = partial(remaining_budget, settings, run)
+    run.facts.suggestors = settings.registry.names  # as steps.drive_sync's
+    recovery = run.recovery
+    run.facts.replayed = recovery.execution if recovery.recorded_executions else None
     step: Any = _first_step(run)
     cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()))
     try:
@@ -96,7 +100,10 @@ async def stream_async(
     settings: EngineSettings, run: Run, buffer: EventBuffer
 ) -> AsyncIterator[RunEvent | RunResult]:
     """As :func:`stream_sync`, inside the caller's event loop (as ``drive_async``)."""
-    bind_context(settings, run)
+    run.facts.remaining = partial(remaining_budget, settings, run)
+    run.facts.suggestors = settings.registry.names  # as steps.drive_sync's
+    recovery = run.recovery
+    run.facts.replayed = recovery.execution if recovery.recorded_executions else None
     step: Any = _first_step(run)
     cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()))
     try:
