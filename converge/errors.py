@@ -168,12 +168,23 @@ class ModelChanged(ApplicationError, ConfigurationError):
 class ModelServerDied(ApplicationError):
     """The model server ``converge model serve`` supervises exited while it was
     wanted: ``why`` is ``"killed by SIGSEGV"`` or ``"exited with code N"``,
-    ``log_path`` the file its output went to, ``tail`` its last lines."""
+    ``log_path`` the file its output went to, ``tail`` its last lines;
+    ``command_code``: the exit code of the command after ``--`` when it ended by
+    itself once the server was gone (None: there was none, or it was stopped)."""
 
-    def __init__(self, why: str, log_path: str, tail: list[str], *, note: str = "") -> None:
+    def __init__(
+        self,
+        why: str,
+        log_path: str,
+        tail: list[str],
+        *,
+        note: str = "",
+        command_code: int | None = None,
+    ) -> None:
         self.why = why
         self.log_path = log_path
         self.tail = list(tail)
+        self.command_code = command_code
         text = f"model server died: {why}{note} (its log: {log_path})"
         if self.tail:
             text += "; its last lines:\n" + "\n".join(f"  {line}" for line in self.tail)

@@ -22,11 +22,19 @@ the packaged Gemma 3 270M behind llama-cpp-python's server.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
+import os
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 
 from audit import open_store
@@ -37,7 +45,7 @@ from converge.jobs import load_job
 from engine import Budget, Engine, Error, RunHeader, new_run_id
 from tests.faultfixtures import differences, run_cli, snapshot
 from tests.hitlfixtures import STORES, store_url_for
-from tests.realserve import ROOT, converge_process, served_cli
+from tests.realserve import ROOT, converge_process, free_port, served_cli
 from tests.seamsmodels import clean_model_env, model_server, ticking_job
 from tests.servicefixtures import state, stopped, until
 
@@ -307,3 +315,130 @@ def test_a_worker_killed_mid_run_is_recovered_without_calling_the_model_twice(
         assert calls["answered"] - CYCLES == CYCLES, calls
         assert calls["received"] - CYCLES == CYCLES + 1, calls
         assert differences(snapshot(url, run_id), want) == []
+
+
+# -- the real local model: make demo-llm's command -------------------------------------------
+gemma = pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None and not os.environ.get("CI"),
+    reason="needs the 'local' extra (llama-cpp-python): under CI it must be there",
+)
+CONVERGE = str(Path(sys.executable).parent / "converge")
+DEMO_LLM = ["model", "serve", "--port", "0", "--", CONVERGE, "run", str(REVIEWED)]
+"""make demo-llm's command (Makefile), the store given with --db."""
+NEXT = re.compile(r"next: converge approve (\S+) --by NAME")
+
+
+def _converge(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``converge ARGS`` from the repository's root, in this environment."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [CONVERGE, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@gemma
+def test_the_llm_demos_printed_next_step_goes_on_with_the_model_it_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from converge.agents.local import LocalModelServer
+
+    clean_model_env(monkeypatch)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # the servers' logs
+    url = str(tmp_path / "demo.db")
+    demo = _converge(*DEMO_LLM, "--db", url)
+    assert demo.returncode == PAUSED, demo.stdout + demo.stderr
+    found = NEXT.search(demo.stdout)
+    assert found is not None, demo.stdout
+    gate_id = found.group(1)
+    [gate] = _gates(url)
+    assert gate.gate_id == gate_id and gate.suggestor == "license_reviewer"
+    recorded = _header(url, gate.run_id).job_spec["models"]["license_reviewer"]
+    assert recorded["model"] == "openai:gemma3-270m"
+    base = recorded["base_url"]
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", base), recorded
+
+    approve = ["approve", gate_id, "--by", "alice", "--db", url]
+    # $CONVERGE_MODEL=test: refused, naming both models; nothing recorded
+    monkeypatch.setenv("CONVERGE_MODEL", "test")
+    refused = _converge(*approve)
+    assert refused.returncode == BAD_INPUT, refused.stderr
+    said = " ".join(refused.stderr.split())
+    assert "openai:gemma3-270m" in said and "asks for test" in said, said
+    assert [g.gate_id for g in _gates(url)] == [gate_id]
+    # ... unless asked for (on a copy of the store: the gate stays for the next step)
+    copy = str(tmp_path / "copy.db")
+    shutil.copyfile(url, copy)
+    changed = _converge(*approve[:-1], copy, "--allow-model-change")
+    assert changed.returncode in (DONE, 4), changed.stdout + changed.stderr
+    monkeypatch.delenv("CONVERGE_MODEL")
+
+    # the printed next step, in an environment naming no model, a server at the
+    # recorded URL: the run reaches its stop
+    port = int(base.rsplit(":", 1)[1].split("/")[0])
+    server = LocalModelServer(port, log_dir=tmp_path)
+    server.start()
+    try:
+        assert server.wait_ready(120)
+        approved = _converge(*approve)
+    finally:
+        server.stop()
+    assert approved.returncode in (DONE, 4), approved.stdout + approved.stderr
+    assert "resumed run" in approved.stderr
+    reason = _stop(url, gate.run_id)
+    assert reason["kind"] in ("criteria_met", "criteria_unmet"), reason
+    # and it replays with no model set
+    replayed = _converge("replay", gate.run_id, "--db", url)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
+def _server_of(supervisor: subprocess.Popen[bytes]) -> psutil.Process | None:
+    """The model server ``converge model serve`` (``supervisor``) started, once it runs."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        for child in psutil.Process(supervisor.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if "converge.agents.llama_server" in " ".join(child.cmdline()):
+                    return child
+    return None
+
+
+@gemma
+def test_the_model_server_killed_under_model_serve_stops_the_run_naming_model_and_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clean_model_env(monkeypatch)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    url, port = str(tmp_path / "demo.db"), free_port()
+    demo = [*DEMO_LLM[:3], str(port), *DEMO_LLM[4:], "--db", url]
+    out, err = tmp_path / "serve.out", tmp_path / "serve.err"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        proc = subprocess.Popen(
+            [CONVERGE, *demo],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        server = until(lambda: _server_of(proc), timeout=120)
+        log = tmp_path / "converge" / f"model-server-{port}.log"
+        # the second listing is the run's, just before its agent's chat request
+        until(lambda: log.read_text(errors="replace").count("GET /v1/models") >= 2, timeout=300)
+        server.kill()  # kill -9
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    said = " ".join(err.read_text().split())
+    assert code == FAILED, said
+    assert "model server died: killed by SIGKILL; the command ended with code 5" in said
+    store = open_store(url)
+    try:
+        [run] = store.runs(limit=2)
+        run_id = run.run_id
+    finally:
+        store.close()
+    reason = _stop(url, run_id)
+    assert (reason["kind"], reason["error_category"]) == ("error", "external"), reason
+    assert "openai:gemma3-270m" in reason["message"], reason
+    assert f"http://127.0.0.1:{port}/v1" in reason["message"], reason
