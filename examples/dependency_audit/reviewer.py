@@ -20,8 +20,8 @@ anything else classifies nothing (:class:`AllReviewed`).
 
 With no reviewer (the job file's agent left out for want of a model: the run has
 no ``license_reviewer``) or no license file to read, a ``license.unknown`` goes
-to the human gate as in ``job.yaml`` (:data:`needs_human`). Job file: ``reviewed.yaml``; from Python:
-:func:`reviewed_audit`.
+to the human gate as in ``job.yaml`` (:data:`needs_human`). Job file:
+``reviewed.yaml``; from Python: :func:`reviewed_audit`.
 
 ========================  ========================  ======================================
 suggestor                 reads                     proposes
