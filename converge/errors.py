@@ -20,6 +20,7 @@ __all__ = [
     "JobFileError",
     "LoginRequired",
     "MissingReason",
+    "ModelChanged",
     "ModelServerDied",
     "NotAllowed",
     "NotRecorded",
@@ -151,15 +152,39 @@ class ReplayedSuggestorError(Exception):
 # --- the local model server ------------------------------------------------------
 
 
+class ModelChanged(ApplicationError, ConfigurationError):
+    """A run would go on with another model than it recorded when it started, and
+    the command did not ask for it (``--model NAME``, ``--allow-model-change``):
+    ``recorded`` and ``asked`` name both (:mod:`converge.jobs.models`)."""
+
+    http_status = 409
+
+    def __init__(self, message: str, *, recorded: str, asked: str) -> None:
+        self.recorded = recorded
+        self.asked = asked
+        super().__init__(message)
+
+
 class ModelServerDied(ApplicationError):
     """The model server ``converge model serve`` supervises exited while it was
     wanted: ``why`` is ``"killed by SIGSEGV"`` or ``"exited with code N"``,
-    ``log_path`` the file its output went to, ``tail`` its last lines."""
+    ``log_path`` the file its output went to, ``tail`` its last lines;
+    ``command_code``: the exit code of the command after ``--`` when it ended by
+    itself once the server was gone (None: there was none, or it was stopped)."""
 
-    def __init__(self, why: str, log_path: str, tail: list[str], *, note: str = "") -> None:
+    def __init__(
+        self,
+        why: str,
+        log_path: str,
+        tail: list[str],
+        *,
+        note: str = "",
+        command_code: int | None = None,
+    ) -> None:
         self.why = why
         self.log_path = log_path
         self.tail = list(tail)
+        self.command_code = command_code
         text = f"model server died: {why}{note} (its log: {log_path})"
         if self.tail:
             text += "; its last lines:\n" + "\n".join(f"  {line}" for line in self.tail)

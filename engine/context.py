@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from engine.budget import RemainingBudget
@@ -18,8 +18,10 @@ class Context:
     ``ctx.get(key)`` gives the facts of a key (an empty tuple when none),
     ``ctx.has(key)``, ``ctx.keys()``, ``len(ctx)``, iteration over every fact,
     ``ctx.cycle`` (the cycle being executed; 0 before the first), ``ctx.fact(id)``,
-    ``ctx.remaining_budget()``; ``ctx.record_usage(...)`` counts what a failed or
-    cut execution spent. Only the engine adds facts (through its :class:`FactIndex`).
+    ``ctx.remaining_budget()``, ``ctx.suggestors`` (the run's suggestors),
+    ``ctx.recorded_execution(name)`` (what a dead process recorded of a cycle a
+    recovery runs again); ``ctx.record_usage(...)`` counts what a failed or cut
+    execution spent. Only the engine adds facts (through its :class:`FactIndex`).
     """
 
     __slots__ = (
@@ -118,6 +120,22 @@ class Context:
         source = self._index.remaining
         return None if source is None else source()
 
+    @property
+    def suggestors(self) -> tuple[str, ...]:
+        """The names of the run's suggestors, in registration order (the same in
+        every leg of a run: a resume refuses other suggestors); ``()`` outside a run."""
+        return tuple(self._index.suggestors)
+
+    def recorded_execution(self, suggestor: str) -> Mapping[str, Any] | None:
+        """While a run recovered after its process died runs again a cycle that the
+        dead process had recorded (those after its last checkpoint), what it recorded
+        of ``suggestor``'s execution in this cycle: its ``suggestor_executed`` event's
+        payload (an agent's model ``responses`` among its audit details), so that the
+        execution can give back what it got then rather than ask again (converge's
+        agents do: no model call of a recorded cycle is paid twice). None otherwise."""
+        source = self._index.replayed
+        return None if source is None else source(self.cycle, suggestor)
+
     def record_usage(self, suggestor: str, usage: Usage) -> None:
         """Record what an execution of ``suggestor`` spent (tokens, USD) but will not
         return in an :class:`~engine.effect.Effect`: one that raises, or that
@@ -161,10 +179,22 @@ class FactIndex:
     key) pairs, for deduplication), the lazily built ``by_id`` and the per-key
     ``tuples`` snapshots the context hands out, and the usage ``recorded`` by
     executions (``Context.record_usage``) that the engine has not collected yet;
-    ``remaining``: what ``Context.remaining_budget()`` calls (None outside a run).
+    ``remaining``: what ``Context.remaining_budget()`` calls (None outside a run);
+    ``suggestors``: the run's suggestor names; ``replayed``: what
+    ``Context.recorded_execution`` calls with the cycle (None: nothing recorded).
     A context built on an index reads these very containers."""
 
-    __slots__ = ("by_id", "by_key", "facts", "identities", "recorded", "remaining", "tuples")
+    __slots__ = (
+        "by_id",
+        "by_key",
+        "facts",
+        "identities",
+        "recorded",
+        "remaining",
+        "replayed",
+        "suggestors",
+        "tuples",
+    )
 
     def __init__(self, facts: list[Fact] | None = None) -> None:
         self.facts: list[Fact] = []
@@ -175,6 +205,8 @@ class FactIndex:
         # never replaced, only cleared: the context holds this very list
         self.recorded: list[tuple[str, Usage]] = []
         self.remaining: Callable[[], RemainingBudget] | None = None
+        self.suggestors: Sequence[str] = ()
+        self.replayed: Callable[[int, str], Mapping[str, Any] | None] | None = None
         if facts:  # loaded from a checkpoint or fact chunks, in order
             self.facts.extend(facts)
             by_key = self.by_key

@@ -7,7 +7,8 @@ People: ``ada`` (admin), ``rita`` (runner), ``alice`` (approver), ``victor``
 it). Runs (:class:`Scene`): ``open`` paused at a quorum gate nobody can fill (so
 every allowed vote is a vote and the gate stays pending), one such run per
 surface for the decisions, ``stopped`` (converged: to fork, follow and export),
-``queued`` (to cancel), ``hidden`` (its job shows its runs to ``legal`` only) and
+``queued`` (a run left to a worker, which holds it running until released: to
+cancel), ``hidden`` (its job shows its runs to ``legal`` only) and
 ``restricted`` (its gate's approvers are ``legal``, its summary names
 :data:`SECRET`).
 """
@@ -15,6 +16,7 @@ surface for the decisions, ``stopped`` (converged: to fork, follow and export),
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,18 @@ SUGGESTORS = [f"tests.hitlfixtures:{s}" for s in ("scan", "count", "finish")]
 def secret_scan(ctx: Context) -> list[Proposal]:
     """As ``tests.hitlfixtures:scan``, the package of unknown license named :data:`SECRET`."""
     return [Proposal("package", "a"), Proposal("license.unknown", {"name": SECRET})]
+
+
+@suggestor(name="blocked", dependencies=["hold"])
+def blocked(ctx: Context) -> list[Proposal]:
+    """Marks its start (the seed's ``started`` file), then waits for its ``until`` file
+    (at most 300 s): a run that stays running, to cancel as often as the test likes."""
+    seed = ctx.get("hold")[0].content
+    Path(seed["started"]).touch()
+    deadline = time.monotonic() + 300
+    while not Path(seed["until"]).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [Proposal("released", True)]
 
 
 def _job(name: str, *, approvers: list[str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -74,6 +88,14 @@ class Scene:
     jobs: dict[str, Path]
     runs: dict[str, str] = field(default_factory=dict)
     gates: dict[str, str] = field(default_factory=dict)
+
+    def started(self) -> bool:
+        """Whether the held run (``runs["queued"]``) is running, waiting for release."""
+        return (self.jobs["held"].parent / "started").exists()
+
+    def release(self) -> None:
+        """Let the held run finish."""
+        (self.jobs["held"].parent / "release").touch()
 
 
 def build_scene(url: str, workdir: Path) -> Scene:
@@ -111,9 +133,17 @@ def build_scene(url: str, workdir: Path) -> Scene:
             gate = getattr(result.stop_reason, "gate_id", None)
             if gate is not None:
                 scene.gates[name] = gate
-        queued = load_job(jobs["open"])
+        # a run left to a worker: `converge serve` takes it up and it stays running
+        # until the test releases it (Scene.release)
+        hold = {"until": str(workdir / "release"), "started": str(workdir / "started")}
+        jobs["held"] = write_job(
+            workdir / "held.yaml",
+            {"name": "access-held", "suggestors": ["tests.accessfixtures:blocked"],
+             "initial": {"hold": [hold]}},
+        )  # fmt: skip
+        held = load_job(jobs["held"])
         scene.runs["queued"] = new_run_id()
-        queue_run(store, RunHeader(scene.runs["queued"], queued.name, queued.record(), (), 0.0))
+        queue_run(store, RunHeader(scene.runs["queued"], held.name, held.record(), (), 0.0))
         return scene
     finally:
         store.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -380,8 +381,14 @@ def matrix(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Matrix]:
         with served_cli(url, tmp_path / "serve.log") as served:
             m = Matrix(scene, served, tmp_path)
             try:
+                # the held run taken up by the server's pool, running until released
+                deadline = time.monotonic() + 60
+                while not scene.started():
+                    assert time.monotonic() < deadline, served.output()[-3000:]
+                    time.sleep(0.05)
                 yield m
             finally:
+                scene.release()
                 m.close()
 
 

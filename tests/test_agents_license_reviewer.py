@@ -143,7 +143,8 @@ def test_an_ambiguous_license_text_opens_the_gate_and_a_human_decides(tmp_path: 
     reason = paused.stop_reason
     assert isinstance(reason, HitlGatePending)
     assert reason.agent_id == REVIEWER
-    assert "legacy-left-pad is NOASSERTION" in reason.summary
+    # NOASSERTION, the reviewer's "I don't know", waits for a human whatever its confidence
+    assert "answered 'NOASSERTION' for legacy-left-pad, which is no known SPDX" in reason.summary
     done = eng.resume(reason.gate_id, GateDecision.approve(by="alice"))
     assert isinstance(done.stop_reason, CriteriaMet)
     assert license_of(done, "legacy-left-pad").content["spdx"] == "NOASSERTION"
@@ -245,7 +246,7 @@ def test_an_answer_that_is_no_spdx_expression_waits_at_the_gate_whatever_its_con
     assert isinstance(reason, HitlGatePending), reason
     assert reason.agent_id == REVIEWER
     assert f"the reviewer answered {garbage!r} for legacy-left-pad" in reason.summary
-    assert "which is no SPDX expression (confidence 1.0)" in reason.summary
+    assert "which is no known SPDX license expression (confidence 1.0)" in reason.summary
     assert not [f for f in paused.context.get("license") if f.content["name"] == "legacy-left-pad"]
     gate = store.get_gate(reason.gate_id)  # what `converge gates` and the inbox show
     assert gate.policy == NOT_SPDX_GATE
@@ -293,7 +294,22 @@ def test_a_garbage_answer_approved_as_it_is_leaves_the_package_unclassified() ->
     )
 
 
-@pytest.mark.parametrize("expression", ["MIT", "Apache-2.0 OR MIT", "LicenseRef-Left-Pad"])
+@pytest.mark.parametrize("answer", ["NOASSERTION", "LicenseRef-Left-Pad", "Foo-License-9.9"])
+def test_an_answer_that_asserts_no_known_license_waits_at_the_gate_at_confidence_1(
+    answer: str,
+) -> None:
+    eng, initial = audit_engine(VENDORED_MIT, model=answering(answer, 1.0))
+    paused = eng.run(initial)
+    reason = paused.stop_reason
+    assert isinstance(reason, HitlGatePending), reason
+    assert f"answered {answer!r} for legacy-left-pad, which is no known SPDX" in reason.summary
+    done = eng.resume(reason.gate_id, GateDecision.approve(by="alice"))
+    # approved as it is: NOASSERTION and a LicenseRef classify it, another id does not
+    expected = CriteriaUnmet if answer == "Foo-License-9.9" else CriteriaMet
+    assert isinstance(done.stop_reason, expected), done.stop_reason
+
+
+@pytest.mark.parametrize("expression", ["MIT", "Apache-2.0 OR MIT", "GPL-2.0+"])
 def test_a_valid_expression_with_confidence_1_is_promoted_without_a_gate(
     expression: str,
 ) -> None:
@@ -301,7 +317,7 @@ def test_a_valid_expression_with_confidence_1_is_promoted_without_a_gate(
     result = eng.run(initial)
     assert result.stop_reason == CriteriaMet(criteria=["all_reviewed", "risks_assessed"])
     fact = license_of(result, "legacy-left-pad")
-    assert fact.content["spdx"] == expression
+    assert fact.content["spdx"] == expression  # as the reviewer wrote it
     assert fact.provenance.suggestor == REVIEWER
     assert [s for s in result.signals if isinstance(s, HitlGatePending)] == []
 
@@ -312,7 +328,10 @@ def test_not_spdx_judges_the_answer_with_license_expressions_parser() -> None:
 
     ctx = Context()
     assert not not_spdx(review("GPL-2.0-or-later WITH Classpath-exception-2.0"), ctx)
-    assert not not_spdx(review("NOASSERTION"), ctx)
+    assert not not_spdx(review("mit OR Apache-2.0"), ctx)
+    assert not_spdx(review("NOASSERTION"), ctx)
+    assert not_spdx(review("LicenseRef-Left-Pad"), ctx)
+    assert not_spdx(review("LicenseRef-scancode-public-domain"), ctx)  # known to the parser
     assert not_spdx(review("MIT OR"), ctx)
     assert not_spdx(review("NotALicense-9.9"), ctx)
     assert not_spdx(review(None), ctx)

@@ -1,6 +1,7 @@
 """``converge model serve`` supervises its server: a server that dies makes it exit
 non-zero naming how the server ended, its log file and its last lines (also with
-a command after ``--``, which is stopped); SIGTERM and SIGINT stop the server with
+a command after ``--``, which is stopped unless it ends by itself: then its exit
+code is the exit); SIGTERM and SIGINT stop the server with
 it, leaving nothing on the port. The server here is a stand-in
 (tests/fake_model_server.py, through ``$CONVERGE_MODEL_SERVER``), so that these
 run in seconds; tests/test_local_model.py runs the real one."""
@@ -120,12 +121,36 @@ def test_with_a_command_a_dying_server_stops_the_command_and_exits_naming_it(
         "    print('request failed:', exc, flush=True)\n"
         "import time; time.sleep(60)\n"
     )
-    proc = serve(tmp_path, "--", sys.executable, "-c", command, server=COMMAND + " --crash-on-chat")
+    crash = COMMAND + " --crash-on-chat"
+    # the command has 2 s to end by itself, then it is stopped
+    proc = serve(tmp_path, "--end-within", "2", "--", sys.executable, "-c", command, server=crash)
     out, err = wait_for(proc, 30)
     assert proc.returncode == SERVER_DIED, out + err
     text = " ".join(err.split())
     assert "model server died: killed by SIGSEGV; the command was stopped" in text
     assert "model-server-" in text and "fake: about to fault" in err
+
+
+def test_with_a_command_that_ends_by_itself_after_the_server_died_its_code_is_the_exit(
+    tmp_path: Path,
+) -> None:
+    """As a ``converge run`` whose model call fails on the dead server: it stops (typed)
+    and exits with its stop's code; the server's death is said too."""
+    command = (
+        "import os, sys, urllib.request\n"
+        "url = os.environ['CONVERGE_MODEL_BASE_URL'] + '/chat/completions'\n"
+        "try:\n"
+        "    urllib.request.urlopen(urllib.request.Request(url, b'{}'), timeout=30)\n"
+        "except OSError as exc:\n"
+        "    print('request failed:', exc, flush=True)\n"
+        "    sys.exit(7)\n"
+    )
+    proc = serve(tmp_path, "--", sys.executable, "-c", command, server=COMMAND + " --crash-on-chat")
+    out, err = wait_for(proc, 30)
+    assert proc.returncode == 7, out + err
+    assert "request failed" in out
+    text = " ".join(err.split())
+    assert "model server died: killed by SIGSEGV; the command ended with code 7" in text
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

@@ -37,6 +37,7 @@ from converge.agents.pricing import (
     priceable,
     reports_no_cost,
 )
+from converge.agents.recovered import recovered
 from converge.agents.served import base_url_of, check_served
 from converge.agents.spans import request_spans
 from converge.agents.tape import exchanges, replaying, taped
@@ -139,6 +140,12 @@ async def call_agent(
     propagate (the engine records them as a failed execution), as does a cut
     (``asyncio.CancelledError``), once the usage of the responses so far is
     recorded with ``ctx.record_usage``.
+
+    Under ``converge replay`` the requests are answered from the recorded
+    responses (:mod:`converge.agents.tape`); in a cycle a crash recovery runs
+    again, from what the dead process recorded while they ask the same
+    (:mod:`converge.agents.recovered`): the model is then not called, nor its
+    server's list of models asked for.
     """
     model = _model_of(agent, name)
     left = ctx.remaining_budget()
@@ -152,12 +159,16 @@ async def call_agent(
                 error_category=ErrorCategory.CONFIGURATION,
             )
         )
-    if not replaying():
+    # under converge replay: the recorded responses; in a recovered cycle: the dead
+    # process's, while the requests ask the same
+    asked = taped(model, ctx, name) if replaying() else recovered(model, ctx, name)
+    if asked is model:
         refused = await check_served(model, ctx, name)
         if refused is not None:
             return AgentCall(signal=refused, audit={"model": model_label(model)})
     with cycle_spend(ctx) as shared:
-        return await _run(agent, prompt, ctx, name, price, tools_called, model, left, shared)
+        models = (model, asked)
+        return await _run(agent, prompt, ctx, name, price, tools_called, models, left, shared)
 
 
 async def _run(
@@ -167,10 +178,11 @@ async def _run(
     name: str,
     price: Price | None,
     tools_called: Sequence[str],
-    model: Model,
+    models: tuple[Model, Model],
     left: RemainingBudget | None,
     shared: CycleSpend,
 ) -> AgentCall:
+    model, asked = models  # the agent's model, and what answers this run
     tokens_cap = None if left is None else left.tokens
     cost_cap = None if left is None else left.cost_usd
     limits = UsageLimits(
@@ -190,7 +202,6 @@ async def _run(
         name, per_tool, total_left, used_before or 0, shared, (tokens_cap, cost_cap), price
     )
     # the price only needs to reach pydantic-ai when its cost_limit must see it
-    asked = taped(model, ctx, name)  # under converge replay: the recorded responses
     run_model: Model = PricedModel(asked, price) if price and cost_cap is not None else asked
     signal: StopReason | None = None
     output: Any = None

@@ -233,11 +233,14 @@ class LocalModelServer:
         ]
         return [line if len(line) <= width else line[: width - 3] + "..." for line in text[-lines:]]
 
-    def died(self, note: str = "") -> ModelServerDied:
+    def died(self, note: str = "", command_code: int | None = None) -> ModelServerDied:
         """The :class:`ModelServerDied` of a server that exited (``note`` follows
-        the why: ``"; the command was stopped"``)."""
+        the why: ``"; the command was stopped"``; ``command_code``: the exit code of
+        the command that ended by itself after it)."""
         why = self.exit_status() or "not running"
-        return ModelServerDied(why, str(self.log_path), self.log_tail(), note=note)
+        return ModelServerDied(
+            why, str(self.log_path), self.log_tail(), note=note, command_code=command_code
+        )
 
     def ready(self) -> bool:
         """True when ``GET /v1/models`` answers 200."""

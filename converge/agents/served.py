@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 from weakref import WeakKeyDictionary
 
 from pydantic_ai.models import Model
@@ -54,14 +53,20 @@ def base_url_of(model: Model) -> str | None:
 
 
 async def list_models(model: EndpointChatModel) -> Listing:
-    """``GET {base}/models`` with ``model``'s client (its API key), at most
-    :data:`LIST_TIMEOUT_S` seconds, no retry."""
+    """``GET {base}/models`` with ``model``'s base URL and API key, at most
+    :data:`LIST_TIMEOUT_S` seconds, no retry, on a client of its own closed
+    afterwards: ``model``'s HTTP client may hold connections of an event loop
+    that is gone (an agent used by several runs, each on its loop), which
+    pydantic-ai replaces only when a run of the agent starts."""
     import openai
 
-    client: Any = model.client.with_options(timeout=LIST_TIMEOUT_S, max_retries=0)
+    sdk = model.client
     try:
-        page = await client.models.list()
-        names = tuple(str(m.id) for m in page.data)
+        async with openai.AsyncOpenAI(
+            base_url=sdk.base_url, api_key=sdk.api_key, timeout=LIST_TIMEOUT_S, max_retries=0
+        ) as client:
+            page = await client.models.list()
+            names = tuple(str(m.id) for m in page.data)
     except openai.APIConnectionError as exc:  # refused, reset, timed out
         return Listing(unreachable=f"{type(exc).__name__}: {exc}")
     except (openai.APIError, AttributeError, TypeError, ValueError):

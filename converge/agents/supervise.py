@@ -5,9 +5,14 @@ The server starts in its own process group with its output in a log file
 answers, then until it is stopped or, with a command, until the command exits
 (run with ``$CONVERGE_MODEL_BASE_URL`` and ``$CONVERGE_MODEL`` set). A server that
 exits meanwhile raises :class:`~converge.errors.ModelServerDied` (how it ended,
-its log file, its last lines), the command stopped first. SIGTERM and SIGINT stop
-the command and the server (SIGTERM, then SIGKILL after ``grace_s``) before the
-supervisor returns ``128 + the signal's number``.
+its log file, its last lines). A command still running then has ``end_s``
+seconds to end by itself: a ``converge run`` whose model call fails on the dead
+server stops with ``Error(error_category="external")`` naming the model and the
+URL, and exits 5 (stopping it at once would record the run ``user_cancelled``);
+its exit code is the error's ``command_code``. A command still running after that
+is stopped (``; the command was stopped``). SIGTERM and SIGINT stop the command
+and the server (SIGTERM, then SIGKILL after ``grace_s``) before the supervisor
+returns ``128 + the signal's number``.
 """
 
 from __future__ import annotations
@@ -23,16 +28,20 @@ from typing import Any
 
 from converge.agents.local import LocalModelServer, command_environment
 
-__all__ = ["STOP_SIGNALS", "Supervisor"]
+__all__ = ["COMMAND_END_S", "STOP_SIGNALS", "Supervisor"]
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 """The signals that stop the supervisor, its command and its server."""
+COMMAND_END_S = 20.0
+"""Seconds a command has to end by itself once its model server died (a model call
+on a dead server fails within a few: the OpenAI client's two retries)."""
 
 
 class Supervisor:
     """Runs ``server`` (and ``command`` once it answers) until one of them ends or
     a stop signal comes (see the module docstring). ``poll_s``: how often the
-    processes are looked at; ``grace_s``: how long a process has to end on SIGTERM."""
+    processes are looked at; ``grace_s``: how long a process has to end on SIGTERM;
+    ``end_s``: how long the command has to end by itself once the server died."""
 
     def __init__(
         self,
@@ -42,12 +51,14 @@ class Supervisor:
         environ: Mapping[str, str] | None = None,
         poll_s: float = 0.1,
         grace_s: float = 5.0,
+        end_s: float = COMMAND_END_S,
     ) -> None:
         self.server = server
         self.command = list(command)
         self.environ = dict(os.environ if environ is None else environ)
         self.poll_s = poll_s
         self.grace_s = grace_s
+        self.end_s = end_s
         self.signalled: int | None = None
         self.child: subprocess.Popen[bytes] | None = None
 
@@ -80,12 +91,26 @@ class Supervisor:
             if self.signalled is not None:
                 return 128 + self.signalled
             if self.server.exit_status() is not None:
-                note = "; the command was stopped" if self._child_running() else ""
-                self._stop_child()
-                raise self.server.died(note)
+                raise self._server_died()
             if self.child is not None and self.child.poll() is not None:
                 return self.child.returncode
             time.sleep(self.poll_s)
+
+    def _server_died(self) -> Exception:
+        """The server is gone: the command (if any) gets :attr:`end_s` seconds to end
+        by itself (its model calls fail, typed), then is stopped."""
+        if self.child is None:
+            return self.server.died()
+        deadline = time.monotonic() + self.end_s
+        while self.child.poll() is None and time.monotonic() < deadline:
+            if self.signalled is not None:
+                break
+            time.sleep(self.poll_s)
+        code = self.child.poll()
+        if code is None:
+            self._stop_child()
+            return self.server.died("; the command was stopped")
+        return self.server.died(f"; the command ended with code {code}", command_code=code)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> Any:
         self.signalled = signum

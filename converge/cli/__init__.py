@@ -7,7 +7,8 @@ reachable from Python. One module per command group, each with its own
 - :mod:`converge.cli.run`: ``run``;
 - :mod:`converge.cli.audit`: ``runs``, ``show``, ``facts``, ``lineage``, ``verify``;
 - :mod:`converge.cli.events`: ``events``;
-- :mod:`converge.cli.gates`: ``gates``, ``approve``, ``reject``, ``resume``;
+- :mod:`converge.cli.gates`: ``gates``, ``approve``, ``reject``;
+- :mod:`converge.cli.resuming`: ``resume``;
 - :mod:`converge.cli.history`: ``comment`` and ``gates GATE --history``;
 - :mod:`converge.cli.service`: ``submit``, ``cancel``, ``watch`` (runs as a service);
 - :mod:`converge.cli.tokens`: ``token add``, ``token list``, ``token revoke``,
@@ -50,6 +51,7 @@ from converge.cli import (
     model,
     proofs,
     report,
+    resuming,
     run,
     schema,
     serve,
@@ -99,6 +101,7 @@ app.add_typer(run.app)
 app.add_typer(audit.app)
 app.add_typer(events.app)
 app.add_typer(gates.app)
+app.add_typer(resuming.app)
 app.add_typer(history.app)
 app.add_typer(service.app)
 app.add_typer(tokens.app)

@@ -22,26 +22,10 @@ from audit.queries import UnreadableGate, read_gates, resolve_gate_id
 from audit.store import SqlRunStore
 from converge.access import Action, ask, check, gate_view, run_view, run_views
 from converge.cli.actors import (
-    ActorOption,
     ReaderTokenOption,
-    RunnerTokenOption,
     actor,
-    asked,
     named,
     reader,
-    runner,
-)
-from converge.cli.budgets import (
-    AddCyclesOption,
-    BudgetFlags,
-    MaxCostOption,
-    MaxCostUsdOption,
-    MaxCyclesOption,
-    MaxFactsOption,
-    MaxInvocationsOption,
-    MaxSecondsOption,
-    MaxTokensOption,
-    resumed_budget,
 )
 from converge.cli.commands import CommandGroup
 from converge.cli.deciding import (
@@ -52,7 +36,6 @@ from converge.cli.deciding import (
     decide_remotely,
 )
 from converge.cli.history import print_history
-from converge.cli.legs import finish_leg
 from converge.cli.render import (
     DbOption,
     JsonOption,
@@ -63,26 +46,24 @@ from converge.cli.render import (
     open_run_store,
     print_fitted,
     render_result,
-    resolve_run,
     say_error,
 )
+from converge.cli.runmodels import AllowModelChangeOption, ModelOption, model_choice
 from converge.cli.service import BrokerOption, DetachedProcess, QueueOption, run_queue_for
 from converge.cli.tables import Column
 from converge.decisions import (
     DecisionReport,
     Execute,
-    apply_expiry,
     decide,
     expire_due,
-    is_expired,
     job_of_run,
 )
 from converge.governance import cli_decider
 from converge.jobs import Job
+from converge.jobs.models import ModelChoice
 from converge.notifications import notify_after_command
 from converge.reports import readable
 from engine import (
-    Budget,
     ConvergeError,
     Engine,
     GateDecision,
@@ -288,13 +269,20 @@ def _decide(
     as_json: bool,
     detach: tuple[str | None, str] | None = None,
     proof: Proof = Proof(),  # noqa: B008 (frozen, never mutated)
+    models: ModelChoice = ModelChoice(),  # noqa: B008 (frozen, never mutated)
 ) -> None:
     """Decide as ``by`` (None: :func:`cli_decider`'s default) the decision ``make``
     makes for that name; ``detach`` = (broker, queue) sends the resume there
     instead of running it; ``proof``: the decider's token and signing key, or the
-    server to decide through (:mod:`converge.cli.deciding`)."""
+    server to decide through (:mod:`converge.cli.deciding`); ``models``: another
+    model than the run recorded, asked for (:mod:`converge.jobs.models`)."""
     if by is not None and not by.strip():
         fail("--by must name who decides (it is recorded in the audit trail)")
+    if models != ModelChoice() and (detach is not None or proof.server is not None):
+        fail(
+            "--model and --allow-model-change apply to a resume in this process: not with "
+            "--detach or --server (a worker goes on with the models the run recorded)"
+        )
     if proof.server is not None:
         decide_remotely(gate_id, make(actor(by)), proof, as_json)
     signer = proof.signer()
@@ -319,6 +307,7 @@ def _decide(
             queue=queue,
             signer=signer,
             role=who.role,
+            models=models,
         )
     except (DuplicateVote, ConvergeError) as exc:
         fail(str(exc))
@@ -405,14 +394,19 @@ def approve_cmd(
     token: TokenOption = None,
     sign_with: SignWithOption = None,
     server: ServerOption = None,
+    model: ModelOption = None,
+    allow_model_change: AllowModelChangeOption = False,
 ) -> None:
-    """Approve a gate (with one approval of its quorum) and resume its run to the next stop."""
+    """Approve a gate (with one approval of its quorum) and resume its run to the next
+    stop, with the models the run recorded (--model, --allow-model-change: another)."""
     proof = Proof(token, sign_with, server)
 
     def make(who: str) -> GateDecision:
         return GateDecision.approve(by=who, reason=reason, value=value)
 
-    _decide(gate_id, by, make, db, as_json, (broker, queue) if detach else None, proof)
+    detached = (broker, queue) if detach else None
+    choice = model_choice(model, allow_model_change)
+    _decide(gate_id, by, make, db, as_json, detached, proof, choice)
 
 
 @app.command("reject")
@@ -431,61 +425,16 @@ def reject_cmd(
     token: TokenOption = None,
     sign_with: SignWithOption = None,
     server: ServerOption = None,
+    model: ModelOption = None,
+    allow_model_change: AllowModelChangeOption = False,
 ) -> None:
-    """Reject a gate (its proposal is dropped and recorded) and resume the run."""
+    """Reject a gate (its proposal is dropped and recorded) and resume the run, with the
+    models it recorded (--model, --allow-model-change: another)."""
     proof = Proof(token, sign_with, server)
 
     def make(who: str) -> GateDecision:
         return GateDecision.reject(by=who, reason=reason)
 
-    _decide(gate_id, by, make, db, as_json, (broker, queue) if detach else None, proof)
-
-
-@app.command("resume")
-def resume_cmd(
-    run_id: Annotated[str, typer.Argument(help="A run stopped by a budget, policy or cancel.")],
-    max_cycles: MaxCyclesOption = None,
-    add_cycles: AddCyclesOption = None,
-    max_facts: MaxFactsOption = None,
-    max_tokens: MaxTokensOption = None,
-    max_seconds: MaxSecondsOption = None,
-    max_cost: MaxCostOption = None,
-    max_cost_usd: MaxCostUsdOption = None,
-    max_invocations: MaxInvocationsOption = None,
-    db: DbOption = None,
-    as_json: JsonOption = False,
-    by: ActorOption = None,
-    token: RunnerTokenOption = None,
-) -> None:
-    """Continue a stopped, expired-gate or crashed run (more budget optional)."""
-    store = _store(db)
-    run_id = resolve_run(store, run_id)  # a unique prefix of the id will do
-    try:
-        require_key(store, f"resuming run {run_id}")  # before anything is written
-    except ConvergeError as exc:
-        fail(str(exc))
-    who = runner(store, by, token)  # four eyes relies on it: checked before any write
-    asked(store, who, Action.START_RUN, lambda: run_view(store, run_id))
-    try:
-        # a pending gate of this run past its deadline: decided by on_timeout first,
-        # then this command resumes the run (with its budget); others' runs go on
-        for gate in read_gates(store, pending=True):  # another run's corrupt gate: not ours
-            if isinstance(gate, GateRecord) and gate.run_id == run_id and is_expired(gate):
-                apply_expiry(store, gate, resume=False)
-        job = job_of_run(store, run_id)
-        checkpoint = store.load_checkpoint(run_id)
-        current = Budget.model_validate(checkpoint["budget"])
-    except (ConvergeError, KeyError, ValueError) as exc:
-        fail(str(exc))
-    flags = BudgetFlags(
-        max_cycles, max_facts, max_tokens, max_seconds, max_cost, max_cost_usd, max_invocations
-    )
-    # no budget given: the run's own (a crashed leg's: the budget it was resumed with)
-    given = resumed_budget(
-        current, checkpoint, flags.changes(), add_cycles, cost_flag=flags.cost_flag
-    )
-    result = execute_with_progress(
-        job, store, as_json=as_json, resume=lambda engine: engine.resume_run(run_id, given)
-    )
-    # after the leg: a kill before its claim leaves nothing of this command behind
-    finish_leg(store, job, result, by=who.name, action="resumed", as_json=as_json)
+    detached = (broker, queue) if detach else None
+    choice = model_choice(model, allow_model_change)
+    _decide(gate_id, by, make, db, as_json, detached, proof, choice)

@@ -15,6 +15,9 @@ from engine import ConfigurationError
 SERVER_DIED = 5
 """The exit code of ``converge model serve`` when its server dies (the code of a
 run stopped by an error)."""
+COMMAND_END_S = 20.0
+"""``--end-within``'s default (as :data:`converge.agents.supervise.COMMAND_END_S`:
+that module needs the ``local`` extra's imports, this one none)."""
 
 app = CommandGroup()
 model = CommandGroup(
@@ -34,6 +37,15 @@ def serve(
     timeout: Annotated[
         float, typer.Option("--timeout", min=1, help="Seconds to wait for the server to answer.")
     ] = 120.0,
+    end_within: Annotated[
+        float,
+        typer.Option(
+            "--end-within",
+            min=0,
+            help="Seconds the command after -- has to end by itself once the server died "
+            "(then it is stopped).",
+        ),
+    ] = COMMAND_END_S,
 ) -> None:
     """Serve the packaged Gemma 3 270M on http://127.0.0.1:PORT/v1 (model name
     gemma3-270m; `python -m llama_cpp.server ... --chat_format gemma`) until stopped
@@ -45,6 +57,10 @@ def serve(
     $CONVERGE_MODEL_BASE_URL set to the server and $CONVERGE_MODEL to
     openai:gemma3-270m (unless set), stop the server, and exit with the command's
     code: `converge model serve -- converge run examples/dependency_audit/reviewed.yaml`.
+    When the server dies under the command, the command has --end-within seconds
+    (20) to end by itself (a run's model call fails: it stops with an external error
+    naming the model and URL, exit 5) and this exits with its code; a command still
+    running then is stopped (exit 5).
     """
     from converge.agents.local import LocalModelServer
     from converge.agents.supervise import Supervisor
@@ -66,9 +82,11 @@ def serve(
         """With a command, its output alone."""
 
     try:
-        code = Supervisor(server, command).run(timeout, on_ready=quiet if command else announce)
+        supervisor = Supervisor(server, command, end_s=end_within)
+        code = supervisor.run(timeout, on_ready=quiet if command else announce)
     except ModelServerDied as exc:
-        fail(str(exc), SERVER_DIED)
+        # a command that ended by itself (its run stopped on the dead server, typed): its code
+        fail(str(exc), SERVER_DIED if exc.command_code is None else exc.command_code)
     except ConfigurationError as exc:
         fail(str(exc))
     raise typer.Exit(code)

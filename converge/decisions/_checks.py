@@ -20,6 +20,7 @@ from converge.decisions._policy import checked_value, policy_spec, recorded_job
 from converge.errors import MissingReason, NotAllowed
 from converge.governance import check_decision, with_signature
 from converge.jobs import Job
+from converge.jobs.models import ModelChoice
 from engine import GateAlreadyDecided, GateDecision, GateExpired
 from engine.hitl import iso_utc
 from engine.status import GateStatus
@@ -45,6 +46,7 @@ def check(
     signer: Signer | None = None,
     signed: dict[str, Any] | None = None,
     role: str = "admin",
+    models: ModelChoice | None = None,
 ) -> Checked:
     """``decision`` on ``case`` at ``now`` (unix seconds), checked and completed;
     ``role``: the decider's (a token's; ``admin`` for a caller holding the store).
@@ -52,7 +54,9 @@ def check(
     Raises, in this order: ``GateExpired`` (past its deadline: the caller applies
     its ``on_timeout``), ``GateAlreadyDecided``, ``UnknownPerson``, ``NotAllowed``
     or ``MissingReason`` (in the access log), ``ConvergeError`` (the run recorded
-    no job), :class:`InvalidValue`, ``SignatureRefused`` (in the access log).
+    no job), ``ModelChanged`` (the run would go on with another model than it
+    recorded and ``models`` does not ask for it), :class:`InvalidValue`,
+    ``SignatureRefused`` (in the access log).
     """
     gate = case.gate
     if is_expired(gate, now):
@@ -67,6 +71,8 @@ def check(
         _refused(store, decision, gate.gate_id, exc)
         raise
     job = recorded_job(case.header)
+    job.model_choice = models or ModelChoice()
+    job.agent_models()  # the models the run goes on with: ModelChanged before any record
     spec = policy_spec(job, gate)
     answer = decision.value
     if answer is not None:

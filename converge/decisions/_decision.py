@@ -27,6 +27,7 @@ from converge.decisions._checks import check
 from converge.decisions._expiry import Clock, apply_expiry
 from converge.decisions._resume import Execute, hand_over
 from converge.jobs import Job
+from converge.jobs.models import ModelChoice
 from converge.run_queue import RunQueue
 from engine import ConvergeError, GateDecision, GateExpired, GateRecord, RunResult
 
@@ -60,6 +61,7 @@ def decide(
     signer: Signer | None = None,
     signed: dict[str, Any] | None = None,
     role: str = "admin",
+    models: ModelChoice | None = None,
 ) -> DecisionReport:
     """Record ``decision`` on a gate and, when it decides the gate, resume the run:
     here (``execute`` builds the job's engine and runs it), or with ``queue`` on a
@@ -72,7 +74,9 @@ def decide(
     the signed statement goes into the chained decision (:mod:`converge.governance`).
     ``role``: the decider's (a token's), asked of the access policy
     (:mod:`converge.access`); ``admin``, the default, for a caller that holds the
-    store itself (the gate's approvers and four eyes still apply).
+    store itself (the gate's approvers and four eyes still apply). ``models``:
+    another model than the run recorded, asked for (``--model``,
+    ``--allow-model-change``; :mod:`converge.jobs.models`).
 
     Raises ``GateNotFound``, ``NotAllowed`` (not among the gate's approvers, or four
     eyes) or ``MissingReason``, ``GateAlreadyDecided`` (decided, or its quorum
@@ -82,14 +86,17 @@ def decide(
     ``ConvergeError`` (an empty ``decision.by``; the run recorded no job),
     ``ResumeError`` or ``RunBusy``; ``AuditKeyError`` (a keyed store without its
     key), ``UnknownPerson`` (people are registered and ``decision.by`` is none of
-    them) and ``SignatureRefused``, each before anything is recorded.
+    them), ``SignatureRefused`` and ``ModelChanged`` (the run would go on with
+    another model than it recorded, not asked for), each before anything is recorded.
     """
     if not decision.by.strip():
         raise ConvergeError("a decision needs the name of who decides (empty 'by')")
     now = clock()
     case = decision_case(store, gate_id, decision.by)
     try:
-        checked = check(store, case, decision, now, signer=signer, signed=signed, role=role)
+        checked = check(
+            store, case, decision, now, signer=signer, signed=signed, role=role, models=models
+        )
         if checked.required == 1 and queue is None:
             # nothing to record first: Engine.resume records the decision (the
             # compare-and-set of racing deciders) in its claim's own transaction

@@ -8,6 +8,7 @@ them.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import re
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 
 from converge.errors import JobFileError
 from converge.jobs.errors import validation_error
+from converge.jobs.models import AgentModel, ModelChoice, agent_models, models_record
 from converge.jobs.references import resolve_job_reference
 from converge.jobs.source import line_at
 from converge.jobs.spec import MODEL_ENV, JobSpec
@@ -42,21 +44,39 @@ __all__ = ["Job"]
 
 @dataclass
 class Job:
-    """A loaded job: its spec, where it came from, and its raw data (recorded with runs)."""
+    """A loaded job: its spec, where it came from, and its raw data (recorded with
+    runs); rebuilt from a run's record, the models its agents were recorded with
+    (``recorded_models``) and what the command asks of them (``model_choice``:
+    :mod:`converge.jobs.models`)."""
 
     spec: JobSpec
     path: str
     raw: dict[str, Any]
     lines: dict[tuple[str | int, ...], int]
+    recorded_models: dict[str, AgentModel] | None = None
+    model_choice: ModelChoice = dataclasses.field(default_factory=ModelChoice)
 
     @property
     def name(self) -> str:
         """The job's name."""
         return self.spec.name
 
-    def record(self) -> dict[str, Any]:
-        """What a store keeps so another process can rebuild this job's engine."""
-        return {"path": os.path.abspath(self.path) if self.path else "", "spec": self.raw}
+    def record(self, models: dict[str, AgentModel] | None = None) -> dict[str, Any]:
+        """What a store keeps so another process can rebuild this job's engine: its
+        path, its spec and, with agents, the model of each (``models``, default
+        :meth:`agent_models`)."""
+        out: dict[str, Any] = {
+            "path": os.path.abspath(self.path) if self.path else "",
+            "spec": self.raw,
+        }
+        if self.spec.agents:
+            out["models"] = models_record(self.agent_models() if models is None else models)
+        return out
+
+    def agent_models(self) -> dict[str, AgentModel]:
+        """The model and base URL of each agent (:func:`converge.jobs.models.agent_models`
+        over this process's environment). Raises :class:`~converge.errors.ModelChanged`."""
+        return agent_models(self.spec, self.recorded_models, self.model_choice)
 
     def build_engine(
         self,
@@ -68,6 +88,7 @@ class Job:
         """An engine with the job's suggestors, budget, criteria, invariants, gates
         and stop conditions. Raises :class:`JobFileError` for a bad reference."""
         spec = self.spec
+        models = self.agent_models() if spec.agents else {}
         budget = spec.budget
         policies: list[Any] = []
         if spec.stop_conditions:
@@ -95,18 +116,18 @@ class Job:
             on_stop=on_stop,
             max_concurrency=spec.max_concurrency,
             job_name=spec.name,
-            job_spec=self.record(),
+            job_spec=self.record(models),
             progress=progress,
             executor=self._executor(references),
         )
         if spec.agents:
-            suggestors.extend(self._agents())
+            suggestors.extend(self._agents(models))
         try:
             engine.register(*suggestors)
         except ConfigurationError as exc:
             raise self._error(str(exc), ("suggestors",)) from exc
         for i, name in enumerate(spec.nondeterministic):
-            if name not in engine.registry.index and not self._skipped_agent(name):
+            if name not in engine.registry.index and not _skipped(models, name):
                 close = difflib.get_close_matches(name, engine.registry.names, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise self._error(
@@ -116,10 +137,6 @@ class Job:
             n for n in spec.nondeterministic if n in engine.registry.index
         )
         return engine
-
-    def _skipped_agent(self, name: str) -> bool:
-        """Whether ``name`` is an agent left out for want of a model (``if_no_model: skip``)."""
-        return any(a.name == name and a.if_no_model == "skip" for a in self.spec.agents)
 
     def resolve(self, ref: str, *, call: bool = True) -> Any:
         """Import one of this job's ``module:attribute`` references as its run does:
@@ -226,15 +243,16 @@ class Job:
                 out.append(self._ref(g.promotion, ("gates", i, "promotion")))
         return out
 
-    def _agents(self) -> list[Any]:
-        """The ``agents:`` entries as suggestors (imports the ``agents`` extra only now)."""
+    def _agents(self, models: dict[str, AgentModel]) -> list[Any]:
+        """The ``agents:`` entries as suggestors on ``models`` (imports the ``agents``
+        extra only now)."""
         try:
             from converge.agents import build_agent
         except ConfigurationError as exc:
             raise self._error(str(exc), ("agents",)) from exc
         out: list[Any] = []
         for i, a in enumerate(self.spec.agents):
-            model = a.model or os.environ.get(MODEL_ENV, "").strip() or None
+            model, base_url = models[a.name].model, models[a.name].base_url
             if model is None:
                 if a.if_no_model == "skip":
                     continue
@@ -256,7 +274,7 @@ class Job:
                         price=a.price,
                         prompt=a.prompt,
                         per=a.per,
-                        base_url=a.base_url,
+                        base_url=base_url,
                         model_settings=a.model_settings.settings() if a.model_settings else None,
                     )
                 )
@@ -285,3 +303,8 @@ class Job:
     def _error(self, message: str, loc: tuple[str | int, ...]) -> JobFileError:
         field = ".".join(str(p) for p in loc)
         return JobFileError(f"{field}: {message}", path=self.path, line=line_at(self.lines, loc))
+
+
+def _skipped(models: dict[str, AgentModel], name: str) -> bool:
+    """Whether ``name`` is an agent left out for want of a model (``if_no_model: skip``)."""
+    return name in models and models[name].model is None

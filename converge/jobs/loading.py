@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from converge.errors import JobFileError
 from converge.jobs.errors import validation_error
 from converge.jobs.job import Job
+from converge.jobs.models import models_from_record
 from converge.jobs.references import add_import_root
 from converge.jobs.source import read_yaml
 from converge.jobs.spec import JobSpec
@@ -57,7 +58,8 @@ def parse_job(text: str, path: str = "<job>") -> Job:
 
 
 def job_from_record(record: dict[str, Any]) -> Job:
-    """Rebuild a job from :meth:`Job.record` (as stored with a run).
+    """Rebuild a job from :meth:`Job.record` (as stored with a run), with the models
+    its agents were recorded with (:mod:`converge.jobs.models`).
 
     The recorded job file's :func:`~converge.jobs.references.import_root` goes on
     ``sys.path``, so its references (a gate's ``validate_value`` hook too) import
@@ -71,4 +73,4 @@ def job_from_record(record: dict[str, Any]) -> Job:
         spec = JobSpec.model_validate(raw)
     except ValidationError as exc:
         raise validation_error(exc, path, {}) from exc
-    return Job(spec, path, raw, {})
+    return Job(spec, path, raw, {}, models_from_record(record.get("models")))

@@ -18,6 +18,7 @@ from audit.people import record_actor
 from audit.store import SqlRunStore
 from converge.decisions import job_of_run
 from converge.jobs import Job
+from converge.jobs.models import ModelChoice
 from engine import Budget, ConvergeError, Engine, RunResult
 
 __all__ = ["BUDGET_FIELDS", "fork_budget", "fork_run", "record_fork"]
@@ -98,6 +99,9 @@ def _forking(
     """The engine of the fork's job (the parent's recorded one when None) and its budget."""
     if job is None:
         job = job_of_run(store, run_id)
+    # a fork is a new run: $CONVERGE_MODEL, when set, is its agents' model (recorded
+    # with it), else the parent's recorded one (converge.jobs.models)
+    job.model_choice = ModelChoice(job.model_choice.model, allow_change=True)
     return job.build_engine(store), fork_budget(job, changes or {})
 
 

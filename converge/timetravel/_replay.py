@@ -32,6 +32,7 @@ from typing import Any
 from audit import SqlRunStore, open_store
 from converge.errors import ReplayError
 from converge.jobs import Job, job_from_record, load_job
+from converge.jobs.models import ModelChoice, models_from_record
 from converge.timetravel._compare import Divergence, comparable_stop, compare
 from converge.timetravel._recorded import RecordedSuggestor
 from converge.timetravel._recording import Recording, read_recording
@@ -146,6 +147,11 @@ def _factory(
         job = load_job(job)
     if isinstance(job, Job):
         loaded = job
+        # the agents' models: $CONVERGE_MODEL when set (a replay under other models
+        # says so), else those the run recorded (converge.jobs.models)
+        if loaded.recorded_models is None and recorded_job:
+            loaded.recorded_models = models_from_record(recorded_job.get("models"))
+        loaded.model_choice = ModelChoice(loaded.model_choice.model, allow_change=True)
         return (lambda s: loaded.build_engine(s)), loaded.name
     return job, None
 

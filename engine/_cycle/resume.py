@@ -293,16 +293,23 @@ def load_stopped_from_store(
 
 
 def _load_replayed(store: Any, run: Run) -> None:
-    """What the dead process recorded after the checkpoint: facts, decisions, and
-    the budget its leg ran with (the last ``run_resumed``'s), which the recovery
-    goes on with unless its caller gives another: a leg resumed with more budget
-    and killed is recovered to where it would have stopped."""
+    """What the dead process recorded after the checkpoint: facts, decisions, the
+    executions of the cycles after it, and the budget its leg ran with (the last
+    ``run_resumed``'s), which the recovery goes on with unless its caller gives
+    another: a leg resumed with more budget and killed is recovered to where it
+    would have stopped."""
     events = getattr(store, "events", None)
     if events is None:
         return
     known = {f.id for f in run.context}
-    for ev in events(run.run_id, kinds=("fact_promoted", "run_resumed")):
-        if ev.kind == "fact_promoted":
+    checkpointed = run.cursor.cycle  # cycles are never run twice but in a recovery
+    kinds = ("fact_promoted", "run_resumed", "suggestor_executed")
+    for ev in events(run.run_id, kinds=kinds):
+        if ev.kind == "suggestor_executed":
+            name = ev.payload.get("suggestor")
+            if ev.cycle > checkpointed and isinstance(name, str):
+                run.recovery.replays_execution(ev.cycle, name, ev.payload)
+        elif ev.kind == "fact_promoted":
             if ev.payload["id"] not in known:
                 run.recovery.replays_fact(ev.payload["id"], ev.payload)
         elif "gate_id" in ev.payload:

@@ -219,14 +219,17 @@ class Integrity:
 class Recovery:
     """What a resume must know: what a dead process recorded after the checkpoint
     (``replayed`` facts by id, ``replayed_gates``), so that the replayed cycles do
-    not record them twice; where the resume came from (``resumed_from``: ``stop``,
-    ``crash`` or ``queued``: the first leg of a fork recorded for a worker);
+    not record them twice, and its executions of those cycles (:meth:`execution`,
+    what ``Context.recorded_execution`` gives the suggestors); where the resume
+    came from (``resumed_from``: ``stop``, ``crash`` or ``queued``: the first leg
+    of a fork recorded for a worker);
     whether the checkpoint's objects were frozen (:mod:`engine._cycle.collector`); the
     store's fencing ``epoch`` of this process's claim; and whether checkpoints carry
     every fact (``facts_inline``: after a crash replay, or from one that did)."""
 
     __slots__ = (
         "_epoch",
+        "_executions",
         "_facts_inline",
         "_frozen_on_load",
         "_replayed",
@@ -237,6 +240,7 @@ class Recovery:
     def __init__(self, *, facts_inline: bool = False) -> None:
         self._replayed: dict[str, dict[str, Any]] = {}
         self._replayed_gates: set[str] = set()
+        self._executions: dict[tuple[int, str], dict[str, Any]] = {}
         self._resumed_from = "stop"
         self._frozen_on_load = False
         self._epoch = 0
@@ -295,6 +299,21 @@ class Recovery:
     def replays_fact(self, fid: str, payload: dict[str, Any]) -> None:
         """The dead process recorded fact ``fid`` (its event's ``payload``)."""
         self._replayed[fid] = payload
+
+    def replays_execution(self, cycle: int, suggestor: str, payload: dict[str, Any]) -> None:
+        """The dead process recorded ``suggestor``'s execution in ``cycle`` (its
+        ``suggestor_executed`` event's ``payload``; the first one kept)."""
+        self._executions.setdefault((cycle, suggestor), payload)
+
+    @property
+    def recorded_executions(self) -> bool:
+        """Whether the dead process recorded executions this recovery runs again."""
+        return bool(self._executions)
+
+    def execution(self, cycle: int, suggestor: str) -> dict[str, Any] | None:
+        """What the dead process recorded of ``suggestor``'s execution in ``cycle``,
+        or None (see :meth:`replays_execution`)."""
+        return self._executions.get((cycle, suggestor))
 
     def replays_gate(self, gate_id: str) -> None:
         """The dead process recorded the resume of gate ``gate_id``."""

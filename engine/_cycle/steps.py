@@ -91,6 +91,11 @@ def drive_sync(settings: EngineSettings, run: Run) -> RunResult:
     from a cycle, the plain loop's when it can take it."""
     plain = plain_engine(settings)
     run.facts.remaining = partial(remaining_budget, settings, run)
+    run.facts.suggestors = settings.registry.names  # (Context.suggestors)
+    # what a dead process recorded of the cycles a recovery runs again (no call here:
+    # a leg's path through the engine stays as short, tests/test_resume_path.py)
+    recovery = run.recovery
+    run.facts.replayed = recovery.execution if recovery.recorded_executions else None
     paused = run.gating.pending_gate is not None
     step: Any = MERGE if paused or run.cursor.merge_effects else NEXT_CYCLE
     cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()), plain)
@@ -116,6 +121,9 @@ async def drive_async(settings: EngineSettings, run: Run) -> RunResult:
     """Walk the steps to the run's stop inside the caller's event loop (never the
     plain loop)."""
     run.facts.remaining = partial(remaining_budget, settings, run)
+    run.facts.suggestors = settings.registry.names  # as drive_sync's
+    recovery = run.recovery
+    run.facts.replayed = recovery.execution if recovery.recorded_executions else None
     paused = run.gating.pending_gate is not None
     step: Any = MERGE if paused or run.cursor.merge_effects else PRELUDE
     cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()))

@@ -68,6 +68,9 @@ def stream_sync(
     its result. Closed early (the caller stopped iterating), the run is cancelled
     and walked to its stop (``UserCancelled``, recorded) before the close returns."""
     run.facts.remaining = partial(remaining_budget, settings, run)
+    run.facts.suggestors = settings.registry.names  # as steps.drive_sync's
+    recovery = run.recovery
+    run.facts.replayed = recovery.execution if recovery.recorded_executions else None
     step: Any = _first_step(run)
     cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()))
     try:
@@ -98,6 +101,9 @@ async def stream_async(
 ) -> AsyncIterator[RunEvent | RunResult]:
     """As :func:`stream_sync`, inside the caller's event loop (as ``drive_async``)."""
     run.facts.remaining = partial(remaining_budget, settings, run)
+    run.facts.suggestors = settings.registry.names  # as steps.drive_sync's
+    recovery = run.recovery
+    run.facts.replayed = recovery.execution if recovery.recorded_executions else None
     step: Any = _first_step(run)
     cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()))
     try:

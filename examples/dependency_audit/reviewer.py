@@ -5,20 +5,23 @@ audit reads the license file(s) the distribution ships (``importlib.metadata``
 files named LICENSE, LICENCE, COPYING, NOTICE, UNLICENSE, COPYRIGHT...; for a
 vendored component, those in its ``path``) into ``license.file`` facts, and the
 ``license_reviewer`` agent proposes a ``license`` {name, spdx, confidence, source:
-"reviewer"} whose parents are those files. Its proposal is promoted at once when
-its ``spdx`` is an SPDX expression (license-expression's parser, or ``NOASSERTION``)
-and its confidence is at least :data:`THRESHOLD`. Otherwise a HITL gate asks a
-human (approve: the reviewer's answer stands; approve with ``--value SPDX`` or
-reject with ``--reason SPDX``: the human's classification, through
-:func:`spdx_value` and :func:`reviewer_decisions`). An answer that is no SPDX
-expression (:func:`not_spdx`) waits at that gate whatever its confidence, the
-model's text in the gate's summary; approved as it is, it classifies nothing
-(:class:`AllReviewed`).
+"reviewer"} whose parents are those files. Its proposal is promoted at once only
+when its ``spdx`` is a known SPDX license expression (ids of the SPDX license
+list, license-expression's parser: :func:`spdx.known_expression`) and its
+confidence is at least :data:`THRESHOLD`. Otherwise a HITL gate asks a human
+(approve: the reviewer's answer stands; approve with ``--value SPDX`` or reject
+with ``--reason SPDX``: the human's classification, through :func:`spdx_value`
+and :func:`reviewer_decisions`). An answer that is no known SPDX license
+expression (:func:`not_spdx`: ``NOASSERTION``, the reviewer's "I don't know";
+any ``LicenseRef-*``; an id the list lacks; text that is no expression) waits at
+that gate whatever its confidence, the model's text in the gate's summary;
+approved as it is, ``NOASSERTION`` or a ``LicenseRef-*`` classifies the package,
+anything else classifies nothing (:class:`AllReviewed`).
 
-With no reviewer model (``$CONVERGE_MODEL`` unset) or no license file to read, a
-``license.unknown`` goes to the human gate as in ``job.yaml``
-(:data:`needs_human`). Job file: ``reviewed.yaml``; from Python:
-:func:`reviewed_audit`.
+With no reviewer (the job file's agent left out for want of a model: the run has
+no ``license_reviewer``) or no license file to read, a ``license.unknown`` goes
+to the human gate as in ``job.yaml`` (:data:`needs_human`). Job file:
+``reviewed.yaml``; from Python: :func:`reviewed_audit`.
 
 ========================  ========================  ======================================
 suggestor                 reads                     proposes
@@ -48,7 +51,7 @@ from engine import Blocked, Context, CriterionResult, Fact, Met, Proposal, Unmet
 from examples.dependency_audit import graph as g
 from examples.dependency_audit.distributions import installed_distributions, normalise_name
 from examples.dependency_audit.rules import risks_assessed, spdx_value
-from examples.dependency_audit.spdx import canonical, from_human
+from examples.dependency_audit.spdx import canonical, from_human, known_expression
 from examples.dependency_audit.suggestors import (
     VENDORED,
     DistributionSource,
@@ -62,10 +65,12 @@ THRESHOLD = 0.8
 REVIEW_SUMMARY = "Review: {content[name]} is {content[spdx]}? (confidence {confidence})"
 """The summary of the review gate (:func:`uncertain`)."""
 NOT_SPDX_SUMMARY = (
-    "Review: the reviewer answered {content[spdx]!r} for {content[name]}, which is no SPDX "
-    "expression (confidence {confidence}): approve --value SPDX or reject --reason SPDX"
+    "Review: the reviewer answered {content[spdx]!r} for {content[name]}, which is no known "
+    "SPDX license expression (confidence {confidence}): approve --value SPDX or reject "
+    "--reason SPDX"
 )
-"""The summary of the gate on an answer that is no SPDX expression (:func:`not_spdx`)."""
+"""The summary of the gate on an answer that is no known SPDX license expression
+(:func:`not_spdx`)."""
 NOT_SPDX_GATE = "review:not-spdx"
 """The name of that gate's policy (the review gate keeps the default name)."""
 NOASSERTION = "NOASSERTION"
@@ -172,18 +177,23 @@ def license_files_suggestor(ctx: Context) -> list[Proposal]:
 class NeedsHuman:
     """The ``when`` of the gate on ``license.unknown``: a human classifies a package
     when no reviewer is configured or the package ships no license file to read.
-    ``reviewer`` None means: configured when ``$CONVERGE_MODEL`` is set."""
+    ``reviewer`` None means: configured when the run has the ``license_reviewer``
+    agent (a job file's agent with no model is left out of the run, in every leg of
+    it, whatever a later leg's environment: ``ctx.suggestors``), or, outside a run,
+    when ``$CONVERGE_MODEL`` is set."""
 
     reviewer: bool | None = None
 
-    def reviewer_configured(self) -> bool:
-        """Whether the license reviewer runs."""
+    def reviewer_configured(self, ctx: Context | None = None) -> bool:
+        """Whether the license reviewer runs (in ``ctx``'s run)."""
         if self.reviewer is not None:
             return self.reviewer
+        if ctx is not None and ctx.suggestors:
+            return REVIEWER in ctx.suggestors
         return bool(os.environ.get(MODEL_ENV, "").strip())
 
     def __call__(self, proposal: Proposal, ctx: Context) -> bool:
-        if not self.reviewer_configured():
+        if not self.reviewer_configured(ctx):
             return True
         return not license_files(proposal.content["name"], ctx)
 
@@ -193,21 +203,24 @@ needs_human = NeedsHuman()
 
 def is_spdx_answer(spdx: Any) -> bool:
     """True when a reviewer's ``spdx`` is an SPDX expression (parsed by
-    license-expression, see :func:`spdx.canonical`) or ``NOASSERTION``."""
+    license-expression, see :func:`spdx.canonical`: ``LicenseRef-*`` too) or
+    ``NOASSERTION``: once a human approved it as it is, it classifies the package."""
     return isinstance(spdx, str) and (spdx.strip() == NOASSERTION or canonical(spdx) is not None)
 
 
 def not_spdx(proposal: Proposal, ctx: Context) -> bool:
-    """The ``when`` of the gate on a reviewer's ``license`` whose ``spdx`` is no SPDX
-    expression (``legacy-left-pad/license.file``, ``:{``): it waits for a human
-    whatever its confidence."""
+    """The ``when`` of the gate on a reviewer's ``license`` whose ``spdx`` is no known
+    SPDX license expression (:func:`spdx.known_expression`): ``NOASSERTION`` (the
+    reviewer does not know), ``LicenseRef-*``, ``legacy-left-pad/license.file``,
+    ``:{``. It waits for a human whatever its confidence: "I don't know" and "a
+    license of its own" are what the gate is for."""
     content = proposal.content
-    return not (isinstance(content, dict) and is_spdx_answer(content.get("spdx")))
+    return not (isinstance(content, dict) and known_expression(content.get("spdx")) is not None)
 
 
 def uncertain(proposal: Proposal, ctx: Context) -> bool:
     """The ``when`` of the review gate on the reviewer's ``license``: confidence
-    below :data:`THRESHOLD`, or an answer that is no SPDX expression
+    below :data:`THRESHOLD`, or an answer that is no known SPDX license expression
     (:func:`not_spdx`; list its gate first for its summary)."""
     return proposal.confidence < THRESHOLD or not_spdx(proposal, ctx)
 

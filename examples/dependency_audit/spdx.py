@@ -164,6 +164,29 @@ def canonical(text: str) -> str | None:
         return None
 
 
+def known_expression(text: object) -> str | None:
+    """The canonical form of ``text`` when it is an SPDX expression of ids the SPDX
+    license list holds (``mit or apache-2.0`` → ``MIT OR Apache-2.0``), else None:
+    ``NOASSERTION``, any ``LicenseRef-*`` (even one license-expression knows), an id
+    the list lacks, or no expression at all. What a reviewer may assert without a
+    human."""
+    from license_expression import ExpressionError
+
+    if not isinstance(text, str) or not text.strip():
+        return None
+    licensing = _licensing()
+    try:
+        parsed = licensing.parse(text, validate=True, strict=True)
+    except ExpressionError:
+        return None
+    if parsed is None:
+        return None
+    if any(k.lower().startswith("licenseref-") for k in licensing.license_keys(parsed)):
+        return None
+    rendered: str = parsed.render()
+    return rendered
+
+
 def unavoidable(expression: str, predicate: Callable[[str], bool]) -> bool:
     """True when every way to comply with ``expression`` uses an id matching ``predicate``.
 
