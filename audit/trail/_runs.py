@@ -93,8 +93,13 @@ def start_run(
         chunks = GENESIS if not batch.chunk else fold_digest(GENESIS, batch.chunk_row()[1])
         if checkpoint is None:
             store.predicted_heads[header.run_id] = (head, seq, facts, chunks)
-        store.claim_epochs[header.run_id] = 0
-        if not header.queued:
+        if header.queued:
+            # recorded for a worker to claim: this process holds no claim on it, so its
+            # later writes (a comment, a decision) are not fenced at epoch 0
+            store.claim_epochs.pop(header.run_id, None)
+            store.forget_run(header.run_id)
+        else:
+            store.claim_epochs[header.run_id] = 0
             store.leases.hold(header.run_id, 0)
     except StoreError as exc:
         if isinstance(exc.__cause__, IntegrityError):
