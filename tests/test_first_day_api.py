@@ -2,63 +2,30 @@
 
 - The run filters take only the stop vocabulary: ``GET /api/runs?category=bogus``
   or ``?kind=bogus`` is a 422 naming the field (SQLite and PostgreSQL).
-- schemathesis generates requests from ``/api/openapi.json`` (valid and invalid
-  ones, with an approver's token) and checks every answer with all its checks
-  (``--checks all``): its status is listed, its body has the documented shape
-  (422 included), its content type is the documented one, no answer is a server
-  error, valid data is accepted and invalid data refused (a schema-valid request
-  the state refuses answers a documented 400, 413 or 422). Its stateful phase
-  chains calls along the links it infers (a gate's id into its decision, a run's
-  into its fork) with the same checks.
+- The document lists each refusal of each route with its body. schemathesis holds
+  the API to it in tests/test_api_contract_served.py, against the real ``converge
+  serve`` with its pool (every check, every phase, SQLite and PostgreSQL); it
+  replaced the in-process runs of this module, which sent nothing to a worker and
+  allowed 400, 413 and 422 for every valid request.
 """
 
 from __future__ import annotations
 
-import itertools
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import schemathesis
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis.errors import Unsatisfiable
-from schemathesis import checks
-from schemathesis.config import SchemathesisConfig
-from schemathesis.core.failures import FailureGroup
-from schemathesis.generation import GenerationMode
 
 from audit import open_store
 from audit.people import add_token
 from audit.store import SqlRunStore
 from converge.run_queue import Action
 from converge.web import create_app
-from converge.web.limits import FailureLimiter
 from tests.hitlfixtures import STORES, opened_store
 from tests.webfixtures import quorum_job, run_job, vendored_run
 
-checks.load_all_checks()  # the registry fills on first use
-CHECKS: list[Any] = checks.CHECKS.get_all()
-"""Every check schemathesis has (``--checks all``)."""
-ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
-REFUSED = ["400", "401", "403", "404", "405", "406", "409", "415", "422", "428", "429", "5xx"]
-"""schemathesis's defaults for valid and invalid data (4.x)."""
-CONFIG = SchemathesisConfig.from_dict(
-    {
-        "checks": {
-            # a schema-valid request the state refuses, as the document says: a fork
-            # beyond the run's cycles (400), a value the gate's hook refuses or a
-            # reason its policy requires (422), a body over 64 KiB (413)
-            "positive_data_acceptance": {"expected-statuses": [*ACCEPTED, "400", "413", "422"]},
-            # an invalid body over 64 KiB is refused before it is read: 413
-            "negative_data_rejection": {"expected-statuses": [*REFUSED, "413"]},
-        }
-    }
-)
-EXAMPLES = 25
-"""Generated requests per operation and generation mode (valid, invalid)."""
 ROUTES = (
     "/api/gates",
     "/api/gates/{gate_id}",
@@ -198,110 +165,3 @@ def test_a_422_of_a_gate_hook_has_the_documented_shape(sqlite_store: SqlRunStore
     assert set(body) == {"detail", "errors"}
     assert "'no such license' is not an SPDX license expression" in body["detail"]
     assert body["errors"] == [f"body.value: {body['detail']}"]
-
-
-def _first_lines(exc: BaseException) -> str:
-    """What schemathesis found, without the response body it quotes."""
-    return " / ".join(line.strip() for line in str(exc).split("[")[0].splitlines() if line.strip())
-
-
-def test_schemathesis_finds_every_answer_of_the_api_in_its_document(
-    sqlite_store: SqlRunStore,
-) -> None:
-    client, auth = _client(sqlite_store)
-    schema = schemathesis.openapi.from_asgi("/api/openapi.json", client.app, config=CONFIG)
-    failures: list[str] = []
-    tried: list[str] = []
-    for result in schema.get_all_operations():
-        operation = result.ok()
-        tried.append(operation.label)
-        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
-
-            @settings(
-                max_examples=EXAMPLES,
-                derandomize=True,
-                database=None,
-                deadline=None,
-                phases=[Phase.explicit, Phase.generate],
-                suppress_health_check=list(HealthCheck),
-            )
-            @given(case=operation.as_strategy(generation_mode=mode))
-            def conforms(case: schemathesis.Case) -> None:
-                case.validate_response(case.call(headers=auth), checks=CHECKS, headers=auth)
-
-            try:
-                conforms()
-            except Unsatisfiable:
-                # no invalid request exists (a path taking any string): nothing to send
-                assert mode is GenerationMode.NEGATIVE, operation.label
-            except (AssertionError, FailureGroup) as exc:  # a finding: all are reported below
-                failures.append(f"{operation.label} ({mode.value}): {_first_lines(exc)}")
-
-    assert failures == [], "\n\n".join(failures)
-    assert {label.split(" ", 1)[1] for label in tried} >= set(ROUTES), tried
-
-
-STATEFUL_STEPS = 150
-"""Scenarios of the stateful phase (each a few linked calls)."""
-
-
-def test_schemathesis_stateful_sequences_follow_the_documents_links_without_a_failure(
-    tmp_path: Path,
-) -> None:
-    stores: list[SqlRunStore] = [open_store(str(tmp_path / "api-0.db"))]
-    client, auth = _client(stores[0])
-    template = tmp_path / "template.db"  # one paused run and alice's token
-    made = open_store(str(template))
-    run_job(quorum_job(2), made)
-    token = add_token(made, "alice", "approver")
-    made.close()
-    numbers = itertools.count()
-    schema = schemathesis.openapi.from_asgi("/api/openapi.json", client.app, config=CONFIG)
-    # the paused run's event stream stays open until the run stops, by design: a
-    # step cannot wait for its end (tests/test_live_runs.py reads it as a stream)
-    machine: Any = schema.exclude(path="/api/runs/{run_id}/events").as_state_machine()
-    answered: list[tuple[str, int]] = []
-
-    class Authorised(machine):  # type: ignore[misc, valid-type]
-        def setup(self) -> None:
-            # each scenario starts from the same state (a copy of the template: the
-            # same run, gate and token): hypothesis generates its steps from the
-            # answers it got, and replays them
-            stores.pop().close()
-            path = tmp_path / f"scenario-{next(numbers)}.db"
-            shutil.copyfile(template, path)
-            store = open_store(str(path))
-            stores.append(store)
-            auth["Authorization"] = f"Bearer {token}"
-            client.app.state.store = store  # type: ignore[attr-defined]
-            # and no memory of the last scenario's failed sign-ins: the same steps
-            # get the same answers (hypothesis replays them and compares)
-            client.app.state.limiter = FailureLimiter(store)  # type: ignore[attr-defined]
-
-        def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:
-            return {"headers": auth}
-
-        def validate_response(self, response: Any, case: schemathesis.Case, **kwargs: Any) -> None:
-            answered.append((case.operation.label, response.status_code))
-            case.validate_response(response, checks=CHECKS, headers=auth)
-
-    try:
-        Authorised.run(
-            settings=settings(
-                max_examples=STATEFUL_STEPS,
-                derandomize=True,
-                database=None,
-                deadline=None,
-                # no shrinking: a replay against a store that moved on would not
-                # generate the same steps; the first failure found is reported
-                phases=[Phase.generate],
-                stateful_step_count=6,
-                suppress_health_check=list(HealthCheck),
-            )
-        )
-    finally:
-        for s in stores:
-            s.close()
-    # the links were followed: a gate or run named by an earlier answer was found
-    by_id = [status for label, status in answered if "{" in label and status not in (401, 404)]
-    assert by_id, f"no call reached a gate or run by an id an answer gave: {answered[:20]}"

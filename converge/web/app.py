@@ -101,7 +101,9 @@ def _openapi_of(app: FastAPI) -> Callable[[], dict[str, Any]]:
     (``responses=answers(...)``, :mod:`converge.web.errors`): a 422 has the shape of
     :class:`~converge.web.errors.InvalidRequest`. FastAPI's default 422 (an array of
     validation errors, which this app never answers) is left out, also on routes that
-    cannot answer 422 at all (a path taking any string).
+    cannot answer 422 at all (a path taking any string). An optional parameter is
+    documented as its type alone: a query or header is absent, never ``null``
+    (``Last-Event-ID`` is an integer, not "an integer or null").
     """
 
     def openapi() -> dict[str, Any]:
@@ -112,6 +114,8 @@ def _openapi_of(app: FastAPI) -> Callable[[], dict[str, Any]]:
             for default in ("HTTPValidationError", "ValidationError"):
                 schemas.pop(default, None)
             for operation in (op for path in doc["paths"].values() for op in path.values()):
+                for parameter in operation.get("parameters", []):
+                    parameter["schema"] = _not_null(parameter.get("schema", {}))
                 responses = operation.get("responses", {})
                 body = responses.get("422", {}).get("content", {}).get("application/json", {})
                 if body.get("schema") == {"$ref": DEFAULT_422}:
@@ -120,6 +124,16 @@ def _openapi_of(app: FastAPI) -> Callable[[], dict[str, Any]]:
         return app.openapi_schema
 
     return openapi
+
+
+def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` without its ``null`` alternative (``anyOf: [X, null]`` is ``X``)."""
+    options = schema.get("anyOf")
+    if not isinstance(options, list):
+        return schema
+    kept = [o for o in options if o != {"type": "null"}]
+    rest = {k: v for k, v in schema.items() if k != "anyOf"}
+    return {**kept[0], **rest} if len(kept) == 1 else {**rest, "anyOf": kept}
 
 
 def create_app(

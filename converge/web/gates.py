@@ -38,10 +38,23 @@ FORM_FIELDS = frozenset({"csrf", "decision", "reason", "value"})
 MAX_VALUE_CHARS = 1_000
 
 
-class DecisionIn(BaseModel):
-    """The body of ``POST /api/gates/{id}/decision``: no other field is accepted."""
+DECISION_SCHEMA: dict[str, Any] = {
+    # a value goes with an approval: a rejection's ``value`` is null or absent (422 else)
+    "if": {"properties": {"approved": {"const": False}}, "required": ["approved"]},
+    "then": {"properties": {"value": {"type": "null"}}},
+    "examples": [
+        {"approved": True, "reason": "MIT in the file header", "value": "MIT"},
+        {"approved": False, "reason": "not ours to ship"},
+    ],
+}
+"""What the document adds to :class:`DecisionIn`'s fields: the rule of ``value``, examples."""
 
-    model_config = ConfigDict(extra="forbid")
+
+class DecisionIn(BaseModel):
+    """The body of ``POST /api/gates/{id}/decision``: no other field is accepted, no
+    type is converted (``"true"`` is no boolean), a rejection carries no ``value``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=DECISION_SCHEMA)
 
     approved: StrictBool
     reason: str | None = Field(default=None, max_length=MAX_REASON_CHARS)
@@ -214,7 +227,9 @@ async def gate_form(
 class CommentIn(BaseModel):
     """The body of ``POST /api/gates/{id}/comments``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [{"text": "MIT, see line 1"}]}
+    )
 
     text: str = Field(min_length=1, max_length=MAX_COMMENT_CHARS)
 

@@ -5,7 +5,10 @@ Every recorded event of the run from the first (or after ``Last-Event-ID`` /
 writes the run (a worker, this server's pool, a CLI on the same store): ``id:``
 is its seq, ``event:`` its kind, ``data:`` its JSON (``StoredEvent.to_dict``). A
 keep-alive comment goes every :data:`KEEP_ALIVE_S`; the stream stays open
-across a pause, its decision and the resume, and ends after the run's stop.
+across a pause, its decision and the resume, and ends after the run's stop. A
+stopped run with nothing left to send after the seq asked for is answered
+``204 No Content``: an ``EventSource`` reconnecting after the end of the stream
+stops there (WHATWG HTML, server-sent events), rather than every 3 s forever.
 
 New events are read from the store by one :class:`RunFeed` per run, shared by
 every stream of that run (20 streams of a run cost one query per tick), every
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
@@ -248,19 +251,63 @@ async def _events(
         live.unsubscribe(run_id, sub)
 
 
-async def _ended() -> AsyncIterator[ServerSentEvent]:
-    return
-    yield  # an async generator with nothing to send
-
+RUN_EVENT: dict[str, Any] = {
+    "type": "object",
+    "title": "RunEvent",
+    "description": "A stored event of the run, as `converge events --json` prints it.",
+    "properties": {
+        "run_id": {"type": "string"},
+        "seq": {"type": "integer", "minimum": 1},
+        "kind": {"type": "string"},
+        "cycle": {"type": "integer", "minimum": 0},
+        "ts": {"type": "number"},
+        "payload": {"type": "object"},
+        "hash": {"type": "string"},
+    },
+    "required": ["run_id", "seq", "kind", "cycle", "ts", "payload", "hash"],
+}
+"""The ``data:`` of an event of the stream (:meth:`audit.queries.StoredEvent.to_dict`)."""
+STREAM_ERROR: dict[str, Any] = {
+    "type": "object",
+    "title": "StreamError",
+    "properties": {"detail": {"type": "string"}},
+    "required": ["detail"],
+}
+"""The ``data:`` of a ``stream_error`` event (the run's events cannot be read)."""
+SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "title": "ServerSentEvent",
+    "description": (
+        "One event of the stream (OpenAPI 3.1: the schema of each event, not of the "
+        "body): `event` its kind, `id` its seq, `data` its JSON."
+    ),
+    "properties": {
+        "event": {"enum": [*LIVE_KINDS, "stream_error"]},
+        "id": {"type": "string", "pattern": "^[0-9]+$"},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": {"anyOf": [RUN_EVENT, STREAM_ERROR]},
+        },
+    },
+    "required": ["event", "data"],
+}
+"""What the document says of each event of a stream."""
 
 STREAM_DOC: dict[int | str, dict[str, Any]] = {
     200: {
         "description": (
             "Server-Sent Events: `id:` the event's seq, `event:` its kind, `data:` its JSON "
             "(run_id, seq, kind, cycle, ts, payload, hash); a keep-alive comment every 15 s; "
-            "the stream ends after the run's stop."
+            "the stream ends after the run's stop (a reconnect then gets 204)."
         ),
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "content": {"text/event-stream": {"schema": SSE_EVENT}},
+    },
+    204: {
+        "description": (
+            "The run stopped and has no event after the seq asked for (`Last-Event-ID` "
+            "or `after`): nothing more will come, and an `EventSource` stops reconnecting."
+        )
     },
     **answers(401, 403, 404, 422),
 }
@@ -283,12 +330,13 @@ async def api_run_events(
             description="A reconnecting EventSource's last seq (wins over `after`).",
         ),
     ] = None,
-) -> EventSourceResponse:
+) -> Response:
     """The run's events as they are committed (404 unknown run; 403 a run its job
     hides from this person), as Server-Sent Events, each as this person may see it
     (a gate they may not read: its events cut to its existence and status); the
-    bearer token, or the page's session cookie. The stream ends within a second or
-    two of its token's revocation or expiry."""
+    bearer token, or the page's session cookie. 204 for a stopped run with nothing
+    after ``start``: the end of its stream was sent already. The stream ends
+    within a second or two of its token's revocation or expiry."""
     store = store_of(request)
     start = last_event_id if last_event_id is not None else (after or 0)
 
@@ -302,6 +350,6 @@ async def api_run_events(
         raise http_error(exc) from exc
     live: LiveRuns = request.app.state.live
     if row.status == RunStatus.STOPPED and start >= row.last_seq:
-        return EventSourceResponse(_ended(), ping=KEEP_ALIVE_S)
+        return Response(status_code=204)
     sessions: SessionWatch = request.app.state.sessions
     return EventSourceResponse(_events(live, sessions, run_id, start, viewer), ping=KEEP_ALIVE_S)

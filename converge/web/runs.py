@@ -184,7 +184,9 @@ async def cancel_form(
 
 # -- time travel: fork a run at a cycle, diff two runs ----------------------------------
 @router.post(
-    "/api/runs/{run_id}/fork", status_code=202, responses=answers(400, 401, 403, 404, 409, 422)
+    "/api/runs/{run_id}/fork",
+    status_code=202,
+    responses=answers(400, 401, 403, 404, 409, 413, 422),
 )
 async def api_fork(
     request: Request,
@@ -213,8 +215,9 @@ async def fork_form(
     sent = form.get("csrf")
     check_csrf(request, sent if isinstance(sent, str) else None)
     try:
-        body = ForkRequest.model_validate(
-            {k: v for k, v in form.items() if k in ("cycle", "max_cycles") and v != ""}
+        body = ForkRequest.model_validate(  # a form's fields are text: "4" is 4 here
+            {k: v for k, v in form.items() if k in ("cycle", "max_cycles") and v != ""},
+            strict=False,
         )
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, WithJsonSchema
 from starlette.concurrency import run_in_threadpool
 
 from converge.access import Action, Person
@@ -40,6 +40,24 @@ class StatementOut(BaseModel):
     statement: dict[str, Any]
 
 
+SIGNED_STATEMENT: dict[str, Any] = {
+    "type": "object",
+    "title": "SignedStatement",
+    "description": (
+        "The `converge.decision/1` statement `/api/gates/{gate_id}/statement` gave, with "
+        "`key_id` and `sig`; `approved` (a boolean) and `reason` (text or null) are "
+        "read from it (422 otherwise), the rest is checked against the signature (403)."
+    ),
+    "properties": {
+        "approved": {"type": "boolean"},
+        "reason": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+    },
+    "required": ["approved"],
+    "additionalProperties": True,
+}
+"""What the document says of a signed statement (its fields are checked here)."""
+
+
 class SignedDecisionIn(BaseModel):
     """The body of ``POST /api/gates/{id}/signed-decision``: the signed statement
     (``converge.decision/1``, with ``key_id`` and ``sig``), as the statement route
@@ -47,7 +65,7 @@ class SignedDecisionIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    statement: dict[str, Any]
+    statement: Annotated[dict[str, Any], WithJsonSchema(SIGNED_STATEMENT)]
 
 
 def _statement(request: Request, gate_id: str, who: Person, body: DecisionIn) -> dict[str, Any]:

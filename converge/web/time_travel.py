@@ -10,9 +10,9 @@ as ``converge fork``), anyone signed in reads the diff of two runs
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from audit.queries import fork_link, fork_links, forks_of
 from audit.store import SqlRunStore
@@ -38,21 +38,39 @@ MAX_CYCLE = 2**31 - 1
 """The largest cycle number a request may name."""
 
 
+def _integral(value: object) -> object:
+    """A number without a fraction is an integer (``3.0`` is ``3``), as JSON Schema says."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Count = Annotated[int, Field(ge=0), BeforeValidator(_integral)]
+"""A count of a JSON body: ``3`` or ``3.0``; never ``true`` nor ``"3"`` (strict), nor < 0."""
+CycleNumber = Annotated[int, Field(ge=0, le=MAX_CYCLE), BeforeValidator(_integral)]
+"""A cycle number of a JSON body, as :data:`Count` and at most :data:`MAX_CYCLE`."""
+
+
 class ForkRequest(BaseModel):
     """The body of ``POST /api/runs/{run_id}/fork``: the cycle whose end the fork
     starts from, and budget limits laid over the budget of the job the run
     recorded (totals, as in any run: the cycles and facts taken count; absent:
-    the job's)."""
+    the job's). Strict types: ``false`` or ``"3"`` is no number (422). The page's
+    form, whose fields are text, is read with ``strict=False``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={"examples": [{"cycle": 1}, {"cycle": 0, "max_cycles": 5}]},
+    )
 
-    cycle: int = Field(ge=0, le=MAX_CYCLE, description="0: right after the initial facts.")
-    max_cycles: int | None = Field(default=None, ge=0, le=MAX_CYCLE)
-    max_facts: int | None = Field(default=None, ge=0)
-    max_tokens: int | None = Field(default=None, ge=0)
+    cycle: CycleNumber = Field(description="0: right after the initial facts.")
+    max_cycles: CycleNumber | None = None
+    max_facts: Count | None = None
+    max_tokens: Count | None = None
     max_seconds: float | None = Field(default=None, ge=0)
     max_cost_usd: float | None = Field(default=None, ge=0)
-    max_invocations: int | None = Field(default=None, ge=0)
+    max_invocations: Count | None = None
 
     def changes(self) -> dict[str, Any]:
         """The budget limits given (None ones left out)."""
