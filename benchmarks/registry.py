@@ -22,6 +22,7 @@ from benchmarks.resume_bench import run_r1
 from benchmarks.scale_bench import run_w6
 from benchmarks.service_bench import run_s1
 from benchmarks.session import Suite, log
+from benchmarks.streams_bench import run_l1_streams
 from benchmarks.workers_bench import run_w5
 from benchmarks.workloads import run_w1, run_w2, run_w3
 
@@ -44,6 +45,7 @@ NAMES = (
     "f1",
     "w7",
     "l1",
+    "l1s",
 )
 """Every name ``--only`` accepts, as ``--help`` lists them."""
 
@@ -79,5 +81,6 @@ RUNNERS: dict[str, Callable[[Suite], None]] = {
     "f1": run_f1,  # fork at cycle 50 of a 100k-fact run (issue 24)
     "w7": run_w7,  # only with --only w7: concurrent runs on one store (issue 31), minutes
     "l1": run_l1,  # event commit → SSE client, 1 and 20 streams (issue 43), ~10 s
+    "l1s": run_l1_streams,  # only with --only l1s: 100 idle / 200 busy streams, ~5 min
 }
 """Each workload's name → the function adding its rows, in the report's order."""

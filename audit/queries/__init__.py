@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         read_gates,
         resolve_gate_id,
     )
+    from audit.queries._heads import run_heads
     from audit.queries._lineage import (
         lineage_graph,
     )
@@ -55,6 +56,7 @@ __all__ = [
     "read_gates",
     "read_runs",
     "resolve_gate_id",
+    "run_heads",
     "timeline",
 ]
 
@@ -65,6 +67,7 @@ if not TYPE_CHECKING:
         (
             "_forks",
             "_gate_rows",
+            "_heads",
             "_lineage",
             "_queries",
             "_timeline",

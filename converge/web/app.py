@@ -23,6 +23,7 @@ from converge.service import LocalRunPool, RunQueue
 from converge.service.queues import reachable_by_processes
 from converge.web import gates, live, runs, session, signed
 from converge.web.auth import csrf_token
+from converge.web.feeds import LiveRuns, StreamCaps
 from converge.web.limits import FailureLimiter
 from converge.web.sessions import SessionWatch
 
@@ -142,6 +143,7 @@ def create_app(
     secret: bytes | None = None,
     clock: Callable[[], float] = time.time,
     run_queue: RunQueue | None = None,
+    stream_caps: StreamCaps | None = None,
 ) -> FastAPI:
     """The inbox over ``store``: pages, ``/api`` and ``/login``.
 
@@ -152,7 +154,8 @@ def create_app(
     :class:`converge.workers.CeleryRunQueue`); default: a
     :class:`converge.service.LocalRunPool` of two worker processes (threads of this
     process for an in-memory store), so a request never runs a job
-    (``app.state.run_queue``).
+    (``app.state.run_queue``). ``stream_caps``: the event streams open at once, per
+    token and in all (:class:`converge.web.feeds.StreamCaps`, its defaults when None).
     """
     # no Swagger UI: it loads its assets from a CDN; the schema stays at /api/openapi.json
     app = FastAPI(
@@ -168,7 +171,7 @@ def create_app(
     app.state.secret = secret or secrets.token_bytes(32)
     app.state.limiter = FailureLimiter(store)
     app.state.clock = clock
-    app.state.live = live.LiveRuns(store)  # the feeds of GET /api/runs/{id}/events
+    app.state.live = LiveRuns(store, caps=stream_caps)  # GET /api/runs/{id}/events
     app.state.sessions = SessionWatch(store, clock)  # streams end with their token
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.filters["age"] = _age

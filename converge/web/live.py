@@ -10,10 +10,11 @@ stopped run with nothing left to send after the seq asked for is answered
 ``204 No Content``: an ``EventSource`` reconnecting after the end of the stream
 stops there (WHATWG HTML, server-sent events), rather than every 3 s forever.
 
-New events are read from the store by one :class:`RunFeed` per run, shared by
-every stream of that run (20 streams of a run cost one query per tick), every
-:data:`POLL_S`. sse-starlette ends the streams when uvicorn shuts down, so that
-a stream never holds ``converge serve`` past SIGTERM (docs/inbox.md).
+New events are read from the store by one reader per run, shared by every stream
+of that run and woken by the store's commits (:mod:`converge.web.feeds`); streams
+are capped per token (429) and in all (503), with ``Retry-After``.
+sse-starlette ends the streams when uvicorn shuts down, so that a stream never holds
+``converge serve`` past SIGTERM (docs/inbox.md).
 """
 
 from __future__ import annotations
@@ -21,35 +22,30 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from functools import partial
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
 from audit.people import Principal, token_hash
-from audit.queries import StoredEvent
 from audit.store import SqlRunStore
 from converge.access import Action, Person, check, event_as_seen, gate_view, person_of, run_view
 from converge.web.asking import ask_run
 from converge.web.auth import BEARER, SESSION_COOKIE, api_principal, checked_token, store_of
-from converge.web.errors import answers, http_error
+from converge.web.errors import Problem, answers, http_error
+from converge.web.feeds import LiveEvent, LiveRuns, Sent, TooManyStreams, sse_bytes
 from converge.web.sessions import SessionWatch
 from engine import ConvergeError
 from engine.status import RunStatus
 from engine.store import EVENT_KINDS
 
-__all__ = ["KEEP_ALIVE_S", "LIVE_KINDS", "POLL_S", "LiveRuns", "RunFeed", "router"]
+__all__ = ["KEEP_ALIVE_S", "LIVE_KINDS", "router"]
 
-POLL_S = 0.025
-"""How often (seconds) a run's feed reads the store for new events."""
 KEEP_ALIVE_S = 15
 """Seconds between the keep-alive comments of an idle stream."""
-BATCH = 500
-"""Events read per query at most (a long run's backlog comes in several)."""
 MAX_SEQ = 2**62
 """The largest seq a client may name (a database integer)."""
 
@@ -57,101 +53,6 @@ LIVE_KINDS = (*EVENT_KINDS, "gate_comment")
 """Every ``event:`` a stream may send (the run page listens to each)."""
 
 router = APIRouter()
-
-
-@dataclass(eq=False)
-class Subscriber:
-    """One stream of a run: the seq it has sent up to, and its queue of batches
-    (``None``: the run stopped, the stream ends; a string: an error to send)."""
-
-    last: int
-    queue: asyncio.Queue[list[StoredEvent] | str | None] = field(default_factory=asyncio.Queue)
-
-
-class RunFeed:
-    """The one reader of a run's new events, for every :class:`Subscriber` of it.
-
-    Each tick reads the events after the least seq its subscribers sent (at most
-    :data:`BATCH`), hands each subscriber those it has not sent, and after a
-    ``run_stopped`` that is the run's last event ends them all.
-    """
-
-    def __init__(self, store: SqlRunStore, run_id: str, poll_s: float) -> None:
-        self.store = store
-        self.run_id = run_id
-        self.poll_s = poll_s
-        self.subscribers: set[Subscriber] = set()
-        self.task: asyncio.Task[None] | None = None
-
-    async def read(self) -> None:
-        """Read and hand out until no subscriber is left or the run stopped."""
-        while self.subscribers:
-            after = min(s.last for s in self.subscribers)
-            try:
-                events = await run_in_threadpool(
-                    partial(self.store.events, self.run_id, after=after, limit=BATCH)
-                )
-                stopped = bool(events) and events[-1].kind == "run_stopped"
-                if stopped:  # unless it was resumed since
-                    row = await run_in_threadpool(self.store.run, self.run_id)
-                    stopped = row.status == RunStatus.STOPPED and row.last_seq == events[-1].seq
-            except ConvergeError as exc:
-                self._end(f"cannot read the events of run {self.run_id}: {exc}")
-                return
-            for sub in list(self.subscribers):
-                if sub.last < after:  # joined during the read: served from the next one
-                    continue
-                new = [e for e in events if e.seq > sub.last]
-                if new:
-                    sub.last = new[-1].seq
-                    sub.queue.put_nowait(new)
-            if stopped:
-                last = events[-1].seq
-                for sub in [s for s in self.subscribers if s.last >= last]:
-                    sub.queue.put_nowait(None)
-                    self.subscribers.discard(sub)
-                continue
-            if len(events) < BATCH:
-                await asyncio.sleep(self.poll_s)
-
-    def _end(self, message: str | None) -> None:
-        for sub in self.subscribers:
-            if message is not None:
-                sub.queue.put_nowait(message)
-            sub.queue.put_nowait(None)
-        self.subscribers.clear()
-
-
-class LiveRuns:
-    """The feeds of the runs being streamed (``app.state.live``): one per run while
-    it has a stream, read every ``poll_s`` seconds."""
-
-    def __init__(self, store: SqlRunStore, poll_s: float = POLL_S) -> None:
-        self.store = store
-        self.poll_s = poll_s
-        self.feeds: dict[str, RunFeed] = {}
-
-    def subscribe(self, run_id: str, after: int) -> Subscriber:
-        """A new stream of ``run_id`` from after seq ``after`` (its feed started if need be)."""
-        feed = self.feeds.get(run_id)
-        if feed is None or feed.task is None or feed.task.done():
-            feed = self.feeds[run_id] = RunFeed(self.store, run_id, self.poll_s)
-        sub = Subscriber(after)
-        feed.subscribers.add(sub)
-        if feed.task is None:
-            feed.task = asyncio.get_running_loop().create_task(feed.read())
-            feed.task.add_done_callback(partial(self._gone, run_id, feed))
-        return sub
-
-    def unsubscribe(self, run_id: str, sub: Subscriber) -> None:
-        """The stream ended (its run stopped, its client left, the server shuts down)."""
-        feed = self.feeds.get(run_id)
-        if feed is not None:
-            feed.subscribers.discard(sub)
-
-    def _gone(self, run_id: str, feed: RunFeed, _task: asyncio.Task[None]) -> None:
-        if self.feeds.get(run_id) is feed:
-            del self.feeds[run_id]
 
 
 @dataclass(frozen=True)
@@ -190,16 +91,27 @@ class GateReading:
         self.person = person
         self.known: dict[str, bool] = {}
 
-    def hidden(self, batch: list[StoredEvent]) -> set[str]:
+    def new_gates(self, batch: list[LiveEvent]) -> bool:
+        """Whether ``batch`` names a gate not looked up yet."""
+        return any(
+            (g := _named_gate(e.event.payload)) is not None and g not in self.known for e in batch
+        )
+
+    def hidden(self, batch: list[LiveEvent]) -> set[str]:
         """The gates named in ``batch`` (and before) this person may not read."""
-        for event in batch:
-            gate_id = _named_gate(event.payload)
+        if not self.new_gates(batch):
+            return self._hidden()
+        for live in batch:
+            gate_id = _named_gate(live.event.payload)
             if gate_id is not None and gate_id not in self.known:
                 try:
                     view = gate_view(self.store.get_gate(gate_id), self.run)
                     self.known[gate_id] = check(self.person, Action.READ_GATE, view).allowed
                 except ConvergeError:  # not recorded (yet): nothing of it is shown
                     self.known[gate_id] = False
+        return self._hidden()
+
+    def _hidden(self) -> set[str]:
         return {g for g, readable in self.known.items() if not readable}
 
 
@@ -214,18 +126,24 @@ def _named_gate(payload: Any) -> str | None:
     return None
 
 
-def _sse(event: dict[str, Any]) -> ServerSentEvent:
-    return ServerSentEvent(
-        data=json.dumps(event, separators=(",", ":")),
-        event=str(event["kind"]),
-        id=str(event["seq"]),
-    )
+def _wire(after: int, sent: Sent, hidden: set[str]) -> bytes:
+    """The events of ``sent`` after seq ``after`` as this stream's person may see
+    them: the read's shared bytes when nothing of it is hidden from them."""
+    if not hidden:
+        return sent.wire(after)
+    out = []
+    for live in sent.events:
+        if live.event.seq > after:
+            seen = event_as_seen(live.event.to_dict(), hidden)
+            text = json.dumps(seen, separators=(",", ":")) if seen.get("restricted") else None
+            out.append(sse_bytes(live, text))
+    return b"".join(out)
 
 
 async def _events(
     live: LiveRuns, sessions: SessionWatch, run_id: str, after: int, viewer: Viewer
-) -> AsyncIterator[ServerSentEvent]:
-    sub = live.subscribe(run_id, after)  # here: a response never sent subscribes nothing
+) -> AsyncIterator[ServerSentEvent | bytes]:
+    sub = live.subscribe(run_id, after, viewer.digest)  # admitted by the route already
     ended = sessions.watch(viewer.digest)
     gates = GateReading(live.store, run_id, viewer.person)
     try:
@@ -237,15 +155,18 @@ async def _events(
             if not got.done():
                 got.cancel()
                 return  # the token was revoked or expired: the stream ends now
-            batch = got.result()
-            if batch is None:
+            item = got.result()
+            if item is None:
                 return
-            if isinstance(batch, str):
-                yield ServerSentEvent(data=json.dumps({"detail": batch}), event="stream_error")
+            if isinstance(item, str):
+                yield ServerSentEvent(data=json.dumps({"detail": item}), event="stream_error")
                 continue
-            hidden = await run_in_threadpool(gates.hidden, batch)
-            for event in batch:
-                yield _sse(event_as_seen(event.to_dict(), hidden))
+            after, sent = item
+            if gates.new_gates(sent.events):  # a gate's rules are read once, off the loop
+                hidden = await run_in_threadpool(gates.hidden, sent.events)
+            else:
+                hidden = gates.hidden(sent.events)
+            yield _wire(after, sent, hidden)
     finally:
         sessions.unwatch(viewer.digest, ended)
         live.unsubscribe(run_id, sub)
@@ -310,6 +231,18 @@ STREAM_DOC: dict[int | str, dict[str, Any]] = {
         )
     },
     **answers(401, 403, 404, 422),
+    429: {
+        "model": Problem,
+        "description": "Too many failed sign-ins from this client, or this token has as "
+        "many streams open as it may: wait for `Retry-After` seconds.",
+        "headers": {"Retry-After": {"description": "Seconds", "schema": {"type": "string"}}},
+    },
+    503: {
+        "model": Problem,
+        "description": "This server streams as many runs' events as it may: try again after "
+        "`Retry-After` seconds.",
+        "headers": {"Retry-After": {"description": "Seconds", "schema": {"type": "string"}}},
+    },
 }
 
 
@@ -351,5 +284,11 @@ async def api_run_events(
     live: LiveRuns = request.app.state.live
     if row.status == RunStatus.STOPPED and start >= row.last_seq:
         return Response(status_code=204)
+    try:
+        live.check_room(viewer.digest)
+    except TooManyStreams as exc:
+        raise HTTPException(
+            exc.status, str(exc), headers={"Retry-After": str(exc.retry_after_s)}
+        ) from exc
     sessions: SessionWatch = request.app.state.sessions
     return EventSourceResponse(_events(live, sessions, run_id, start, viewer), ping=KEEP_ALIVE_S)
