@@ -90,8 +90,10 @@ class Journey:
 
     def claimed_fork(self, answer_text: str, status: int, run_id: str, what: str) -> bool:
         """Whether an answer is issue 53 item 1 (recorded as such)."""
-        if status == 400 and CLAIMED in answer_text and run_id in self.inbox_forks:
-            self.journal.known_defect(1, f"{what} of fork {run_id}: 400 {answer_text[:200]}")
+        at = answer_text.find(CLAIMED)
+        if status == 400 and at >= 0 and run_id in self.inbox_forks:
+            said = " ".join(answer_text[max(0, at - 60) : at + 120].split())  # a page's too
+            self.journal.known_defect(1, f"{what} of fork {run_id}: 400 ...{said}...")
             return True
         return False
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-import time
+from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,6 +125,11 @@ class World:
         assert self.served is not None
         return self.served.base
 
+    def answered(self) -> str:
+        """How many API answers of each status the journey got, e.g. ``202: 3, 200: 9``."""
+        counted = Counter(status for _, status in self.answers)
+        return ", ".join(f"{status}: {n}" for status, n in sorted(counted.items()))
+
     def server_log(self) -> str:
         """What the server (and its pool's workers) printed so far."""
         assert self.served is not None
@@ -182,18 +187,6 @@ class World:
         assert listed.returncode == 0, listed
         found: list[dict[str, Any]] = json.loads(listed.stdout)
         return found
-
-    def wait_for(self, run_id: str, statuses: tuple[str, ...], timeout_s: float) -> dict[str, Any]:
-        """The run's row once its status is one of ``statuses`` (polling ``converge
-        runs``); AssertionError with its last row after ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            row = self.table().get(run_id)
-            if row is not None and row["status"] in statuses:
-                return row
-            if time.monotonic() > deadline:
-                raise AssertionError(f"run {run_id} not {statuses} within {timeout_s} s: {row}")
-            time.sleep(0.2)
 
 
 def process_of(pid: int) -> str:
