@@ -17,14 +17,14 @@
   approver's ``GET /api/gates`` lists every gate the store has pending, each with
   ``may_decide``, and ``POST /api/gates/{id}/statement`` (the decision as it would
   be recorded: records nothing) answers 200 (the end of a journey decides them all
-  through the command line, :mod:`tests.journeys.test_journeys`);
+  through the command line: :meth:`tests.journeys.journey.Journey.finish`);
 - **every stream ends once its run stops**: within :data:`STREAM_END_S` of the
   stop, having sent every event once, in order, the last ``run_stopped``; a
   reconnect after the last event of a stopped run is told so (204 No Content, or
   200 with ``run_stopped`` again), not answered 200 with nothing (an
   ``EventSource`` would reconnect forever).
 
-A failure that is one of issue 53's known defects is recorded in the
+A failure that is one of issue 53's known defects (:data:`KNOWN`) is recorded in the
 :class:`Journal` instead of failing the journey (``CONVERGE_JOURNEY_STRICT=1``
 fails on those too), so that the rest of the journey is still checked.
 """
@@ -42,7 +42,17 @@ from tests.faultfixtures import CliOutcome
 from tests.journeys.streams import Follower
 from tests.journeys.world import LEASE_S, World
 
-__all__ = ["KNOWN", "STREAM_END_S", "TAKEOVER_S", "Checker", "Journal", "KnownDefect"]
+__all__ = [
+    "EMPTY_RECONNECT",
+    "FORK_CLAIMED",
+    "KNOWN",
+    "STREAM_END_S",
+    "TAKEOVER_S",
+    "WORKER_REPLAY",
+    "Checker",
+    "Journal",
+    "KnownDefect",
+]
 
 TAKEOVER_S = LEASE_S + 25.0
 """How long (seconds) a run may stay queued, or running with no live holder, before
@@ -55,20 +65,24 @@ STRICT_ENV = "CONVERGE_JOURNEY_STRICT"
 BAD_LOG = re.compile(r'HTTP/1\.[01]" 5\d\d|500 Internal|Traceback \(most recent call last\)')
 FAILED_STOPS = ("error", "validation")
 
+FORK_CLAIMED = "fork-claimed"
+WORKER_REPLAY = "worker-decision-replay"
+EMPTY_RECONNECT = "stream-reconnect-empty"
 KNOWN = {
-    1: "issue 53 item 1: a fork queued by the inbox cannot be written by the same server "
-    "(its decision, its comments: 400 'claimed by another process')",
-    2: "issue 53 item 2: a decision resumed by a worker does not replay",
-    3: "issue 53 item 3: a stopped run's stream answers 200 with an empty body on reconnect",
+    FORK_CLAIMED: "issue 53: forks queued by the inbox cannot be decided by the same server "
+    "(400 'claimed by another process'; its comments neither)",
+    WORKER_REPLAY: "issue 53: a decision resumed by a worker does not replay",
+    EMPTY_RECONNECT: "issue 53: a stopped run's stream answers 200 with an empty body on "
+    "reconnect (an EventSource reconnects forever)",
 }
 """The defects of issue 53 being fixed in parallel that a journey may meet."""
 
 
 @dataclass(frozen=True)
 class KnownDefect:
-    """A known defect met: its item in issue 53 and what the journey saw."""
+    """A known defect met: which (a key of :data:`KNOWN`) and what the journey saw."""
 
-    item: int
+    item: str
     seen: str
 
     def __str__(self) -> str:
@@ -91,7 +105,7 @@ class Journal:
         self.steps.append(f"[{time.monotonic() - self.started:5.1f} s] {line}")
         print(f"[journey {self.kind} seed {self.seed}] {self.steps[-1]}", flush=True)
 
-    def known_defect(self, item: int, seen: str) -> None:
+    def known_defect(self, item: str, seen: str) -> None:
         """Record a known defect (fail with it under ``CONVERGE_JOURNEY_STRICT=1``)."""
         defect = KnownDefect(item, seen)
         if defect in self.known:
@@ -210,7 +224,7 @@ class Checker:
             return  # the same run up to the cancel: time is not replayed
         got = ((report.get("got_stop") or {}).get("reason") or {}).get("kind")
         if got == "hitl_gate_pending" and row["kind"] != got and run_id in self.inbox_decided:
-            self.journal.known_defect(2, f"converge replay {run_id} stops at the gate: {outcome}")
+            self.journal.known_defect(WORKER_REPLAY, f"converge replay {run_id} stops at the gate")
             return
         first = report.get("first_divergence") or {}
         self.journal.fail(
@@ -267,13 +281,14 @@ class Checker:
             and row["status"] == "stopped"
             and follower.last_event_id >= row["last_seq"]
         )
-        if status == 204 and at_end:
-            return
+        if at_end:  # told the run stopped: nothing more (204), or its stop again
+            if status == 204 or (status == 200 and events and events[-1].kind == "run_stopped"):
+                return
+            if status == 200 and not events:
+                self.journal.known_defect(EMPTY_RECONNECT, follower.describe())
+                return
         if status != 200:
             self.journal.fail(f"{follower.describe()}: answered {status}")
-        if not events and at_end:
-            self.journal.known_defect(3, follower.describe())
-            return
         start = follower.last_event_id or 0
         seqs = [e.seq for e in events]
         if seqs != list(range(start + 1, start + 1 + len(events))):

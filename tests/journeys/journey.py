@@ -20,7 +20,7 @@ from typing import Any
 
 from audit import open_store
 from tests.faultfixtures import CliOutcome
-from tests.journeys.checks import STREAM_END_S, TAKEOVER_S, Checker, Journal
+from tests.journeys.checks import FORK_CLAIMED, STREAM_END_S, TAKEOVER_S, Checker, Journal
 from tests.journeys.streams import Follower
 from tests.journeys.world import STOP_EXITS, World, is_worker
 
@@ -45,7 +45,7 @@ SETTLE_S = TAKEOVER_S + 30.0
 RUNNING_WITHIN_S = 60.0
 """How long (seconds) a run sent to a worker may take to be running there."""
 CLAIMED = "claimed by another process"
-"""The words of issue 53 item 1's 400."""
+"""The words of the 400 of :data:`tests.journeys.checks.FORK_CLAIMED`."""
 
 
 def _pick(rows: list[dict[str, Any]], pick: int) -> dict[str, Any]:
@@ -89,11 +89,11 @@ class Journey:
         self.journal.step(f"   -> exit {outcome.returncode} ({STOP_EXITS[outcome.returncode]})")
 
     def claimed_fork(self, answer_text: str, status: int, run_id: str, what: str) -> bool:
-        """Whether an answer is issue 53 item 1 (recorded as such)."""
+        """Whether an answer is :data:`FORK_CLAIMED` (recorded as such)."""
         at = answer_text.find(CLAIMED)
         if status == 400 and at >= 0 and run_id in self.inbox_forks:
             said = " ".join(answer_text[max(0, at - 60) : at + 120].split())  # a page's too
-            self.journal.known_defect(1, f"{what} of fork {run_id}: 400 ...{said}...")
+            self.journal.known_defect(FORK_CLAIMED, f"{what} of fork {run_id}: 400 ...{said}...")
             return True
         return False
 
