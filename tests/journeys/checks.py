@@ -13,8 +13,9 @@
   are correct: such a stop is a seam that broke);
 - **nobody's run is left behind**: no run stays ``queued`` or ``crashed`` (running
   with no live holder) longer than :data:`TAKEOVER_S`;
-- **every pending gate can be decided from the API by a person allowed to**: the
-  approver's ``GET /api/gates`` lists every gate the store has pending, each with
+- **every pending gate can be decided by a person allowed to**: the approver's
+  ``converge gates --pending --token`` and ``GET /api/gates`` list every gate the
+  store has pending, the latter each with
   ``may_decide``, and ``POST /api/gates/{id}/statement`` (the decision as it would
   be recorded: records nothing) answers 200 (the end of a journey decides them all
   through the command line: :meth:`tests.journeys.journey.Journey.finish`);
@@ -237,11 +238,12 @@ class Checker:
         """Every gate the store has pending is listed for an approver, who may decide
         it, and its decision's statement is answered."""
         store_ids = {g["gate_id"] for g in self.world.gates(pending=True)}
+        alices = {g["gate_id"] for g in self.world.gates(pending=True, who="alice")}
         listed = self.world.api("GET", "/api/gates", "alice", params={"status": "pending"})
         api_gates = {g["gate_id"]: g for g in listed.json()}
-        missing = store_ids - set(api_gates)
-        if missing:
-            self.journal.fail(f"GET /api/gates does not list the pending gates {sorted(missing)}")
+        for where, ids in [("GET /api/gates", set(api_gates)), ("converge gates", alices)]:
+            if store_ids - ids:
+                self.journal.fail(f"{where} does not list {sorted(store_ids - ids)} to alice")
         for gate_id, gate in api_gates.items():
             if not gate.get("may_decide"):
                 self.journal.fail(f"alice (approver) may not decide gate {gate_id}: {gate}")

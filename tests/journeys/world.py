@@ -181,9 +181,11 @@ class World:
         assert listed.returncode == 0, listed
         return {row["run_id"]: row for row in json.loads(listed.stdout)}
 
-    def gates(self, *, pending: bool) -> list[dict[str, Any]]:
-        """``converge gates --json [--pending]``."""
-        listed = self.ask("gates", "--json", *(["--pending"] if pending else []))
+    def gates(self, *, pending: bool, who: str | None = None) -> list[dict[str, Any]]:
+        """``converge gates --json [--pending]``, as ``who`` (their token) or the store's
+        holder."""
+        args = ["gates", "--json", *(["--pending"] if pending else [])]
+        listed = self.ask(*args, *(["--token", self.tokens[who]] if who else []))
         assert listed.returncode == 0, listed
         found: list[dict[str, Any]] = json.loads(listed.stdout)
         return found
