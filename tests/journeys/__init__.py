@@ -6,6 +6,6 @@ what users rely on checked after every step (:mod:`tests.journeys.checks`).
 - :mod:`tests.journeys.world`: one store, its people, jobs and first runs, the
   server, and the ways to act on them (HTTP, commands);
 - :mod:`tests.journeys.streams`: run event streams followed by ``curl``;
-- :mod:`tests.journeys.checks`: the invariants, and the defects already known;
+- :mod:`tests.journeys.checks`: the invariants;
 - :mod:`tests.journeys.test_journeys`: the hypothesis state machine over both stores.
 """

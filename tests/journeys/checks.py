@@ -25,15 +25,12 @@
   200 with ``run_stopped`` again), not answered 200 with nothing (an
   ``EventSource`` would reconnect forever).
 
-A failure that is one of issue 53's known defects (:data:`KNOWN`) is recorded in the
-:class:`Journal` instead of failing the journey (``CONVERGE_JOURNEY_STRICT=1``
-fails on those too), so that the rest of the journey is still checked.
+A failure fails the journey at once with its seed and its steps (:class:`Journal`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -43,17 +40,7 @@ from tests.faultfixtures import CliOutcome
 from tests.journeys.streams import Follower
 from tests.journeys.world import LEASE_S, World
 
-__all__ = [
-    "EMPTY_RECONNECT",
-    "FORK_CLAIMED",
-    "KNOWN",
-    "STREAM_END_S",
-    "TAKEOVER_S",
-    "WORKER_REPLAY",
-    "Checker",
-    "Journal",
-    "KnownDefect",
-]
+__all__ = ["STREAM_END_S", "TAKEOVER_S", "Checker", "Journal"]
 
 TAKEOVER_S = LEASE_S + 25.0
 """How long (seconds) a run may stay queued, or running with no live holder, before
@@ -62,59 +49,23 @@ of it in the pool on a loaded 2-core machine."""
 STREAM_END_S = 5.0
 """How long (seconds) a stream may stay open once its run stopped (the server reads
 new events every 25 ms)."""
-STRICT_ENV = "CONVERGE_JOURNEY_STRICT"
 BAD_LOG = re.compile(r'HTTP/1\.[01]" 5\d\d|500 Internal|Traceback \(most recent call last\)')
 FAILED_STOPS = ("error", "validation")
-
-FORK_CLAIMED = "fork-claimed"
-WORKER_REPLAY = "worker-decision-replay"
-EMPTY_RECONNECT = "stream-reconnect-empty"
-KNOWN = {
-    FORK_CLAIMED: "issue 53: forks queued by the inbox cannot be decided by the same server "
-    "(400 'claimed by another process'; its comments neither)",
-    WORKER_REPLAY: "issue 53: a decision resumed by a worker does not replay",
-    EMPTY_RECONNECT: "issue 53: a stopped run's stream answers 200 with an empty body on "
-    "reconnect (an EventSource reconnects forever)",
-}
-"""The defects of issue 53 being fixed in parallel that a journey may meet."""
-
-
-@dataclass(frozen=True)
-class KnownDefect:
-    """A known defect met: which (a key of :data:`KNOWN`) and what the journey saw."""
-
-    item: str
-    seen: str
-
-    def __str__(self) -> str:
-        return f"{KNOWN[self.item]}: {self.seen}"
 
 
 @dataclass
 class Journal:
-    """A journey's seed, store and steps (what reproduces it), and the known defects
-    it met."""
+    """A journey's seed, store and steps: what reproduces it."""
 
     seed: str
     kind: str
     steps: list[str] = field(default_factory=list)
-    known: list[KnownDefect] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 
     def step(self, line: str) -> None:
         """Record (and print: pytest shows it with a failure) one step."""
         self.steps.append(f"[{time.monotonic() - self.started:5.1f} s] {line}")
         print(f"[journey {self.kind} seed {self.seed}] {self.steps[-1]}", flush=True)
-
-    def known_defect(self, item: str, seen: str) -> None:
-        """Record a known defect (fail with it under ``CONVERGE_JOURNEY_STRICT=1``)."""
-        defect = KnownDefect(item, seen)
-        if defect in self.known:
-            return
-        self.step(f"KNOWN DEFECT {defect}")
-        if os.environ.get(STRICT_ENV):
-            self.fail(str(defect))
-        self.known.append(defect)
 
     def fail(self, what: str) -> NoReturn:
         """Fail the journey: what broke, then how to reproduce it."""
@@ -132,14 +83,11 @@ class Journal:
 
 @dataclass
 class Checker:
-    """The invariants of the module docstring over ``world``; ``inbox_decided`` are
-    the runs whose gate the inbox (API or form) decided, so that their resume ran on
-    a pool worker."""
+    """The invariants of the module docstring over ``world``."""
 
     world: World
     journal: Journal
     followers: list[Follower] = field(default_factory=list)
-    inbox_decided: set[str] = field(default_factory=set)
     replayed: set[tuple[str, float]] = field(default_factory=set)
     unheld_since: dict[str, float] = field(default_factory=dict)
     streams_judged: set[int] = field(default_factory=set)
@@ -209,8 +157,7 @@ class Checker:
             self.judge_replay(row, outcome)
 
     def judge_replay(self, row: dict[str, Any], outcome: CliOutcome) -> None:
-        """Fail unless the replay of ``row``'s run is the recorded run (a known defect
-        is recorded instead)."""
+        """Fail unless the replay of ``row``'s run is the recorded run."""
         if outcome.returncode == 0:
             return
         run_id = row["run_id"]
@@ -223,10 +170,6 @@ class Checker:
             d["kind"] == "stop" or d["cycle"] >= row["cycles"] for d in divergences
         ):
             return  # the same run up to the cancel: time is not replayed
-        got = ((report.get("got_stop") or {}).get("reason") or {}).get("kind")
-        if got == "hitl_gate_pending" and row["kind"] != got and run_id in self.inbox_decided:
-            self.journal.known_defect(WORKER_REPLAY, f"converge replay {run_id} stops at the gate")
-            return
         first = report.get("first_divergence") or {}
         self.journal.fail(
             f"converge replay {run_id} ({row['kind']} after {row['cycles']} cycles): "
@@ -286,9 +229,7 @@ class Checker:
         if at_end:  # told the run stopped: nothing more (204), or its stop again
             if status == 204 or (status == 200 and events and events[-1].kind == "run_stopped"):
                 return
-            if status == 200 and not events:
-                self.journal.known_defect(EMPTY_RECONNECT, follower.describe())
-                return
+            self.journal.fail(f"{follower.describe()}: a reconnect after the stop, not told so")
         if status != 200:
             self.journal.fail(f"{follower.describe()}: answered {status}")
         start = follower.last_event_id or 0

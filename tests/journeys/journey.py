@@ -20,7 +20,7 @@ from typing import Any
 
 from audit import open_store
 from tests.faultfixtures import CliOutcome
-from tests.journeys.checks import FORK_CLAIMED, STREAM_END_S, TAKEOVER_S, Checker, Journal
+from tests.journeys.checks import STREAM_END_S, TAKEOVER_S, Checker, Journal
 from tests.journeys.streams import Follower
 from tests.journeys.world import STOP_EXITS, World, is_worker
 
@@ -44,8 +44,6 @@ SETTLE_S = TAKEOVER_S + 30.0
 """How long (seconds) the runs of a journey may take to come to rest at its end."""
 RUNNING_WITHIN_S = 60.0
 """How long (seconds) a run sent to a worker may take to be running there."""
-CLAIMED = "claimed by another process"
-"""The words of the 400 of :data:`tests.journeys.checks.FORK_CLAIMED`."""
 
 
 def _pick(rows: list[dict[str, Any]], pick: int) -> dict[str, Any]:
@@ -71,7 +69,6 @@ class Journey:
             self.world.close()
             raise
         self.checker = Checker(self.world, self.journal)
-        self.inbox_forks: set[str] = set()
         self.journal.step(f"a store with {sorted(self.world.first_runs)} runs; converge serve")
 
     # -- helpers -------------------------------------------------------------------------
@@ -87,15 +84,6 @@ class Journey:
         """A command that ran a run exits with how it stopped (:data:`STOP_EXITS`)."""
         self.expect(outcome.returncode in STOP_EXITS, f"{command}: {outcome}\n{outcome.stdout}")
         self.journal.step(f"   -> exit {outcome.returncode} ({STOP_EXITS[outcome.returncode]})")
-
-    def claimed_fork(self, answer_text: str, status: int, run_id: str, what: str) -> bool:
-        """Whether an answer is :data:`FORK_CLAIMED` (recorded as such)."""
-        at = answer_text.find(CLAIMED)
-        if status == 400 and at >= 0 and run_id in self.inbox_forks:
-            said = " ".join(answer_text[max(0, at - 60) : at + 120].split())  # a page's too
-            self.journal.known_defect(FORK_CLAIMED, f"{what} of fork {run_id}: 400 ...{said}...")
-            return True
-        return False
 
     def pending_gates(self, who: str) -> list[dict[str, Any]]:
         """The pending gates; when there is none, ``who`` runs the gated job first."""
@@ -137,7 +125,6 @@ class Journey:
             answer = self.world.api("POST", f"/api/runs/{run_id}/fork", who, json={"cycle": at})
             self.expect(answer.status_code == 202, f"fork: {answer.status_code} {answer.text}")
             fork = answer.json()["run_id"]
-            self.inbox_forks.add(fork)
             self.journal.step(f"   -> 202, fork {fork}")
             return
         out = self.world.act("fork", run_id, "--at-cycle", str(at), who=who)
@@ -148,7 +135,7 @@ class Journey:
         command; it is decided at once (the API and the form: its run resumes on a
         pool worker; the command: in the foreground)."""
         gate = _pick(self.pending_gates(who), pick)
-        gate_id, run_id = gate["gate_id"], gate["run_id"]
+        gate_id = gate["gate_id"]
         verdict = "approve" if approve else "reject"
         reason = f"journey: {verdict} by {who}"
         self.journal.step(f"{who}: {verdict} gate {gate_id} via {via}")
@@ -157,11 +144,8 @@ class Journey:
             self.expect_stop_exit(f"converge {verdict} {gate_id}", out)
         else:
             status, text = self._decide_online(gate_id, approve, reason, who, via)
-            if self.claimed_fork(text, status, run_id, f"{verdict} via {via}"):
-                return
             wanted = 202 if via == "api" else 303
             self.expect(status == wanted, f"{verdict} via {via}: {status} {text[:500]}")
-            self.checker.inbox_decided.add(run_id)
         still = {g["gate_id"] for g in self.world.gates(pending=True)}
         self.expect(gate_id not in still, f"gate {gate_id} still pending after its decision")
 
@@ -188,8 +172,6 @@ class Journey:
         if via == "api":
             body = {"text": text}
             answer = self.world.api("POST", f"/api/gates/{gate_id}/comments", who, json=body)
-            if self.claimed_fork(answer.text, answer.status_code, gate["run_id"], "a comment"):
-                return
             self.expect(answer.status_code == 201, f"comment: {answer.status_code} {answer.text}")
         else:
             out = self.world.act("comment", gate_id, text, who=who)
@@ -267,7 +249,6 @@ class Journey:
             answer = self.world.api("POST", f"/api/runs/{beat}/fork", "ada", json={"cycle": 0})
             self.expect(answer.status_code == 202, f"fork: {answer.status_code} {answer.text}")
             run_id = answer.json()["run_id"]
-            self.inbox_forks.add(run_id)
             self.journal.step(f"   (no run on a worker: ada forked {beat} into the pool: {run_id})")
         else:
             run_id = self.submitted("beat", "rita")
