@@ -131,6 +131,31 @@ def test_verify_refuses_a_queued_run_that_holds_events(store: SqlRunStore) -> No
     assert not report.ok and report.reason == "a queued run holds events"
 
 
+def test_a_run_taken_by_a_worker_that_recorded_nothing_yet_verifies(store: SqlRunStore) -> None:
+    """Between the take and the first event (the job loading, or a worker killed
+    there: tests/journeys found it) the run holds nothing: ``verify`` says so, and
+    still refuses such a run once the ledger named a head of it (its events wiped)."""
+    run_id = submit_run(livejobs.ticker_job(), store, Recorder(store))
+    take_queued(store, run_id)
+
+    assert store.run(run_id).status == "running"
+    assert store.verify(run_id).ok, store.verify(run_id)
+    assert all(r.ok for r in store.verify_all()), store.verify_all()
+
+    done = run_job(quorum_job(1), store)
+    with store.transaction() as conn:  # a run's chain wiped, its row set back to "taken"
+        conn.execute(text("DELETE FROM audit_events WHERE run_id = :r"), {"r": done.run_id})
+        conn.execute(text("DELETE FROM gates WHERE run_id = :r"), {"r": done.run_id})
+        conn.execute(text("DELETE FROM checkpoints WHERE run_id = :r"), {"r": done.run_id})
+        conn.execute(
+            text(
+                "UPDATE runs SET status = 'running', last_seq = 0, head_hash = :g WHERE run_id = :r"
+            ),
+            {"g": "0" * 64, "r": done.run_id},
+        )
+    assert not store.verify(done.run_id).ok
+
+
 def test_a_cancel_from_the_inbox_stops_a_running_run_at_its_cycle_boundary(
     store: SqlRunStore,
 ) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, select
 
 from audit.cells import loads
 from audit.core import StoreCore
@@ -18,7 +18,7 @@ from audit.ledger._ledger import verify_ledger
 from audit.ledger._pending import deleted_pending, run_in_ledger
 from audit.queries._chain_head import key_problem, parent_problem
 from audit.signing._decisions import check_run_signatures
-from audit.tables import audit_events, gates, runs
+from audit.tables import audit_events, gates, ledger, ledger_pending, runs
 from audit.trail._chain import ChainRow, VerifyReport, verify_chain
 from audit.trail._checkpoints import chunks_problem, read_checkpoint
 from audit.trail._kinds import REQUEUED
@@ -62,8 +62,18 @@ def verify_run(store: StoreCore, run_id: str) -> VerifyReport:
             else run_in_ledger(store, conn, run_id, run.last_seq, run.head_hash, rows)
         )
         chunks = chunks_problem(conn, run_id, blob)
+        untouched = (
+            not (rows or gate_rows or run.last_seq)
+            and blob is None
+            and run.head_hash == GENESIS
+            and not _named_by_ledger(conn, run_id)
+        )
     if cells is not None:
         return VerifyReport(run_id, False, len(rows), cells[0], cells[1])
+    if run.status == RunStatus.RUNNING and untouched:
+        # taken by a worker that has recorded nothing yet (its job still loading), or
+        # whose worker died before it did: the next worker takes it again (take_queued)
+        return VerifyReport(run_id, True, 0)
     if run.status == RunStatus.QUEUED and not (
         (run.parent_run_id is not None and [r.kind for r in rows[:3]] == _QUEUED_FORK)
         or any(r.kind == REQUEUED for r in rows)
@@ -110,6 +120,15 @@ def verify_run(store: StoreCore, run_id: str) -> VerifyReport:
             return VerifyReport(run_id, False, len(rows), 1, link[0])
         notes += [link[0]] if link is not None else []
     return replace(report, reason="; ".join(notes)) if notes else report
+
+
+def _named_by_ledger(conn: Connection, run_id: str) -> bool:
+    """Whether the ledger holds, or waits to integrate, a head of ``run_id``."""
+    for table in (ledger, ledger_pending):
+        found = conn.execute(select(table.c.run_id).where(table.c.run_id == run_id).limit(1))
+        if found.first() is not None:
+            return True
+    return False
 
 
 def _forked_from(row: ChainRow) -> Any:

@@ -5,6 +5,12 @@ own run in its scratch store, so both sides of a comparison come from the same
 events. Per cycle: the executions (``suggestor_executed`` / ``suggestor_failed``,
 in order) and the facts promoted (``fact_promoted``, in order); the legs after the
 first stop (a gate decided, a resume with another budget); the last stop.
+
+A run recovered after its process died (``run_resumed`` from ``crash``) runs again
+the cycles after its last checkpoint, promoting nothing twice: the executions the
+dead process recorded of the cycles run again are superseded by the recovery's
+(its facts stay, the recovery does not promote them again), and the recovery is no
+leg (the run went on without a stop).
 """
 
 from __future__ import annotations
@@ -140,10 +146,16 @@ def read_recording(store: Any, run_id: str) -> Recording:
             rec = cycles[n] = CycleRecord(n)
         return rec
 
+    recovering = False  # after a recovery, until the cycle it runs again starts
     for ev in events:
         kind, p = ev.kind, ev.payload
         if kind == "run_started":
             started = p
+        elif kind == "cycle_started" and recovering:
+            recovering = False
+            for n, rec in cycles.items():
+                if n >= ev.cycle:
+                    rec.executions.clear()
         elif kind == "suggestor_executed":
             outcome = "stop_requested" if "stop_requested" in p else "executed"
             cycle(ev.cycle).executions.append(Execution(str(p.get("suggestor")), outcome, p))
@@ -158,6 +170,8 @@ def read_recording(store: Any, run_id: str) -> Recording:
                 reason=p.get("reason"),
                 value=p.get("value"),
             )
+        elif kind == "run_resumed" and p.get("from") == "crash":
+            recovering = True
         elif kind == "run_resumed":
             legs.append(_leg(p, decisions))
         elif kind in ("run_stopped", "run_paused"):
