@@ -43,10 +43,12 @@ def finish_leg(
     action: str,
     as_json: bool,
     all_facts: bool = False,
+    db: str | None = None,
 ) -> NoReturn:
     """Record ``by`` (who ran it, as :func:`converge.cli.actors.runner` checked them
     before the leg) as having ``action``-ed the run (``"ran"``, ``"forked"``,
-    ``"resumed"``), render ``result`` and exit with its stop's exit code."""
+    ``"resumed"``), render ``result`` (the next commands with ``--db db`` when the
+    command was given one) and exit with its stop's exit code."""
     record(store, result.run_id, by, action)
-    render_result(result, as_json=as_json, job=job, all_facts=all_facts, store=store)
+    render_result(result, as_json=as_json, job=job, all_facts=all_facts, store=store, db=db)
     raise typer.Exit(result.stop_reason.exit_code)

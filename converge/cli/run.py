@@ -110,7 +110,16 @@ def run(
         result = execute_with_progress(job, store, as_json=as_json)
     if no_audit:
         _warn_unrecorded_gates(job)
-    finish_leg(store, job, result, by=who.name, action="ran", as_json=as_json, all_facts=all_facts)
+    finish_leg(
+        store,
+        job,
+        result,
+        by=who.name,
+        action="ran",
+        as_json=as_json,
+        all_facts=all_facts,
+        db=db,
+    )
 
 
 def _run_traced(job: Job, store: RunStore | None, *, as_json: bool) -> RunResult:

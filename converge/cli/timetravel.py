@@ -63,6 +63,7 @@ from converge.cli.render import (
 )
 from converge.timetravel import Divergence, ReplayReport, RunDiff, diff_runs, replay_run, snapshot
 from engine import ConvergeError
+from engine.result import counted
 
 app = CommandGroup()
 
@@ -107,7 +108,7 @@ def fork_cmd(
     )
     if not as_json:
         out.print(f"forked {escape(run_id)} at cycle {at_cycle}: new run {escape(result.run_id)}")
-    finish_leg(store, job, result, by=who.name, action="forked", as_json=as_json)
+    finish_leg(store, job, result, by=who.name, action="forked", as_json=as_json, db=db)
 
 
 @app.command("diff")
@@ -259,7 +260,7 @@ def print_replay(report: ReplayReport) -> None:
     """The replay report as `converge replay` prints it (to stdout)."""
     mode = "live: the models were called"
     if not report.live:
-        mode = f"offline: {report.model_responses} model response(s) from the recording"
+        mode = f"offline: {counted(report.model_responses, 'model response')} from the recording"
     if report.played_back:
         mode += f", played back: {', '.join(report.played_back)}"
     out.print(f"replay of {escape(report.run_id)} (job {escape(str(report.job))}; {escape(mode)})")
@@ -287,7 +288,7 @@ def print_replay(report: ReplayReport) -> None:
     out.print(f"  got:      {escape(_json(first.got))}")
     rest = report.divergences[1:]
     if rest:
-        out.print(f"{len(rest)} more divergence(s):")
+        out.print(f"{counted(len(rest), 'more divergence')}:")
         for d in rest:
             out.print(f"  {escape(d.message)}")
 

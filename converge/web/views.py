@@ -36,6 +36,7 @@ from converge.access import (
     seen_by,
 )
 from converge.decisions import Clock, approvals_required, is_expired, job_of_run
+from converge.explaining import counts_of, explain_stop
 from converge.jobs import Job
 from converge.reports import build_reports, readable
 from converge.web.pictures import budget_svg, graph_svg
@@ -422,6 +423,7 @@ def _run_page(store: SqlRunStore, run_id: str, clock: Clock) -> dict[str, Any]:
     gates = [_run_gate(store, g, clock, lookups) for g in found]
     for g in gates:
         g["value"] = values.get(g["gate_id"])
+    cycles = timeline(events)
     return {
         "run": row.to_dict(),
         # queued, running, or paused with its gate decided (its resume on its way)
@@ -431,8 +433,8 @@ def _run_page(store: SqlRunStore, run_id: str, clock: Clock) -> dict[str, Any]:
             and not any(g.status == GateStatus.PENDING for g in run_gates)
         ),
         "stop": None if reason is None else str(reason),
-        "explain": None if reason is None else reason.explain(),
-        "timeline": [c.to_dict() for c in timeline(events)],
+        "explain": None if reason is None else explain_stop(reason, counts_of(cycles)),
+        "timeline": [c.to_dict() for c in cycles],
         "budget_status": None if status is None else status.model_dump(mode="json"),
         "budget_svg": Markup("") if status is None else budget_svg(status),
         "lineage_svg": graph_svg(key_graph(facts), title=f"lineage of run {run_id} by key"),
