@@ -120,3 +120,43 @@ def test_a_witness_whose_previous_is_missing_beside_its_state_is_warned_of_tofu(
     assert "trust" in warned and "(TOFU)" in warned and "its folder holds last.note" in warned
     assert "notes.txt" not in warned
     assert "TOFU" in helped.stdout and "trust on first use" in " ".join(helped.stdout.split())
+
+
+# -- 11. a job file's errors, every one at once ------------------------------------------
+
+SEVERAL = (
+    "name: several\n"
+    "suggestors: [examples.oscillator:pingg, examples.oscillator:pong]\n"
+    "criteria: [examples.oscillator:nothing]\n"
+    "budgit: {max_cycles: 3}\n"
+    "budget: {max_facts: many}\n"
+)
+"""Five lines, four mistakes: a misspelt suggestor, a criterion that is none, an
+unknown key, a value of the wrong type."""
+
+
+def test_every_error_of_a_job_file_is_reported_at_once_at_its_line(tmp_path: Path) -> None:
+    job = tmp_path / "several.yaml"
+    job.write_text(SEVERAL)
+    references = tmp_path / "refs.yaml"  # a spec that validates, its references do not
+    references.write_text(SEVERAL.replace("budgit: {max_cycles: 3}\n", "").replace("many", "9"))
+
+    failed = run_cli(["run", str(job), "--db", str(tmp_path / "runs.db")])
+    refs = run_cli(["run", str(references), "--no-audit"])
+
+    assert failed.returncode == 2
+    lines = failed.stderr.splitlines()
+    assert lines == [
+        f"error: {job}:4: budgit: unknown key 'budgit' (did you mean 'budget'?)",
+        f"error: {job}:5: budget.max_facts: Input should be a valid integer, unable to parse "
+        "string as an integer",
+        f"error: {job}:2: suggestors.0: module 'examples.oscillator' has no attribute 'pingg' "
+        "(did you mean 'ping'?)",
+        f"error: {job}:3: criteria.0: module 'examples.oscillator' has no attribute 'nothing'",
+    ], failed.stderr
+    assert not (tmp_path / "runs.db").exists()  # nothing recorded, no store made
+    assert refs.returncode == 2
+    assert [line.split(": ", 2)[1] for line in refs.stderr.splitlines()] == [
+        f"{references}:2",
+        f"{references}:3",
+    ], refs.stderr

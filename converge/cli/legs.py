@@ -20,13 +20,20 @@ from engine import ConvergeError, RunResult, RunStore
 __all__ = ["finish_leg", "job_for"]
 
 
-def job_for(job_file: str | None, store: SqlRunStore | None = None, run_id: str = "") -> Job:
-    """The job in ``job_file``, or else the one run ``run_id`` recorded in ``store``.
-    Exits 2 with one line when it cannot be loaded (``JobFileError``, ``RunNotFound``,
-    no job recorded)."""
+def job_for(
+    job_file: str | None,
+    store: SqlRunStore | None = None,
+    run_id: str = "",
+    *,
+    references: bool = False,
+) -> Job:
+    """The job in ``job_file`` (with ``references``, its references checked too), or
+    else the one run ``run_id`` recorded in ``store``. Exits 2 when it cannot be
+    loaded (``RunNotFound``, no job recorded), or naming each error of a job file
+    (``JobFileError``), one line apiece."""
     try:
         if job_file is not None:
-            return load_job(job_file)
+            return load_job(job_file, references=references)
         if store is None:
             raise ConvergeError("give a job file")
         return job_of_run(store, run_id)

@@ -144,8 +144,10 @@ def readable_budget(budget: Any) -> str:
 
 
 def say_error(message: str) -> None:
-    """Print a one-line error on stderr (``error: MESSAGE``, the message as text)."""
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    """Print an error on stderr, ``error: MESSAGE`` (the message as text); a message
+    of several lines (a job file's errors, each at its line) is one ``error:`` each."""
+    for line in message.splitlines() or [""]:
+        err.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
 
 
 def fail(message: str, code: int = BAD_INPUT) -> NoReturn:
