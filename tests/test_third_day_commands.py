@@ -4,15 +4,20 @@ trusting on first use, and a job file's errors all reported at once."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
+from audit import open_store
 from tests.faultfixtures import run_cli
 from tests.hitlfixtures import STORES, store_url_for
 from tests.servicefixtures import write_job
 from tests.test_third_day_cli import DONE_JOB
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(params=STORES)
@@ -160,3 +165,46 @@ def test_every_error_of_a_job_file_is_reported_at_once_at_its_line(tmp_path: Pat
         f"{references}:2",
         f"{references}:3",
     ], refs.stderr
+
+
+# -- 13. a fork of a parent whose fact chunks fail verify is warned of -------------------
+
+
+def test_a_fork_of_a_parent_failing_verify_warns_naming_the_check(
+    store_url: str, tmp_path: Path
+) -> None:
+    oscillator = str(ROOT / "examples" / "oscillator" / "job.yaml")
+    ran = run_cli(["run", oscillator, "--db", store_url, "--json"])
+    parent = json.loads(ran.stdout)["run_id"]
+    clean = run_cli(["fork", parent, "--at-cycle", "3", "--db", store_url])
+    assert clean.returncode == 3 and "warning" not in clean.stderr, clean.stderr
+    store = open_store(store_url)
+    try:  # the fact chunks its checkpoint refers to, edited (not the chained events)
+        with store.sql_engine.begin() as conn:
+            edited = conn.execute(
+                text(
+                    "UPDATE fact_chunks SET data = replace(data, '\"ping\",4,', '\"ping\",44,') "
+                    "WHERE run_id = :run AND first = 4"
+                ),
+                {"run": parent},
+            ).rowcount
+    finally:
+        store.close()
+    assert edited == 1
+
+    checked = run_cli(["verify", parent, "--db", store_url])
+    forked = run_cli(["fork", parent, "--at-cycle", "3", "--db", store_url, "--json"])
+
+    assert checked.returncode == 1 and "fact chunks differ from the checkpoint" in checked.stdout
+    assert forked.returncode == 3, forked.stderr
+    [warning] = [line for line in forked.stderr.splitlines() if "warning" in line]
+    assert f"run {parent} does not verify" in warning
+    assert "fact chunks differ from the checkpoint" in warning
+    assert f"converge verify {parent}" in warning
+    # its facts are the chained ones: the same as the clean fork's
+    fork = json.loads(forked.stdout)["run_id"]
+    contents = [
+        f["content"]
+        for f in json.loads(run_cli(["facts", fork, "--db", store_url, "--json"]).stdout)
+    ]
+    assert 44 not in contents and contents[:5] == [0, 1, 2, 3, 4]

@@ -55,6 +55,7 @@ from converge.cli.legs import finish_leg, job_for
 from converge.cli.render import (
     DbOption,
     JsonOption,
+    err,
     execute_with_progress,
     fail,
     open_run_store,
@@ -92,7 +93,9 @@ def fork_cmd(
 ) -> None:
     """Start a new run from the state after cycle N of a recorded run (the parent is
     not changed); exits with the fork's stop code, 2 when the cycle cannot be rebuilt
-    or the parent does not verify up to it (the first bad seq named)."""
+    or the parent does not verify up to it (the first bad seq named). A parent that
+    fails another check of `converge verify` (its fact chunks, its row) is warned of:
+    the fork takes its facts from the parent's chained events, checked up to N."""
     store = open_run_store(db, must_exist=True)
     assert isinstance(store, SqlRunStore)
     run_id = resolve_run(store, run_id)
@@ -103,12 +106,34 @@ def fork_cmd(
     budget = flags.over(job.spec.budget)
     who = runner(store, by, token)  # before the fork writes anything
     asked(store, who, Action.FORK_RUN, lambda: run_view(store, run_id))
+    warn_unverified_parent(store, run_id, at_cycle)
     result = execute_with_progress(
         job, store, as_json=as_json, resume=lambda engine: engine.fork(run_id, at_cycle, budget)
     )
     if not as_json:
         out.print(f"forked {escape(run_id)} at cycle {at_cycle}: new run {escape(result.run_id)}")
     finish_leg(store, job, result, by=who.name, action="forked", as_json=as_json, db=db)
+
+
+def warn_unverified_parent(store: SqlRunStore, run_id: str, cycle: int) -> None:
+    """One warning line on stderr when the run to fork fails ``converge verify``,
+    naming the check: its chain up to ``cycle`` is checked again by the fork (which
+    refuses it), but a check outside it (the fact chunks of its checkpoint, its
+    ``runs`` row, a later event) would otherwise pass without a word."""
+    try:
+        report = store.verify(run_id)
+    except ConvergeError:
+        return
+    if report.ok:
+        return
+    err.print(
+        f"[bold yellow]warning:[/] run {escape(run_id)} does not verify: seq "
+        f"{report.first_bad_seq}: {escape(report.reason or '')} (converge verify "
+        f"{escape(run_id)}); the fork takes the facts of its cycles up to {cycle} from its "
+        "chained events, which the fork checks again, not from what fails",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command("diff")
