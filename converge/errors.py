@@ -75,8 +75,9 @@ class JobFileError(ConfigurationError):
 
     @classmethod
     def of(cls, problems: Sequence[JobFileError]) -> JobFileError:
-        """One error holding every one of ``problems`` (at least one), in order."""
-        first, *rest = problems
+        """One error holding every one of ``problems`` (at least one; each with the
+        problems it holds), in order."""
+        first, *rest = [p for error in problems for p in error.problems]
         return cls(first.detail, path=first.path, line=first.line, more=rest)
 
 

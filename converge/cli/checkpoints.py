@@ -97,10 +97,12 @@ def checkpoint_cmd(
     ] = None,
     db: DbOption = None,
 ) -> None:
-    """Sign the ledger's latest checkpoint as a C2SP tlog-checkpoint signed note
-    (origin, size, base64 RFC 6962 root; Go's golang.org/x/mod/sumdb/note opens it) and
-    print it; without a signing key, print the last checkpoint signed and kept in the
-    store. With --from OLD --proof FILE also write the consistency proof from OLD."""
+    """Print the ledger's checkpoint: a new one signed with the key, or without one
+    the last checkpoint kept in the store.
+
+    A C2SP tlog-checkpoint signed note (origin, size, base64 RFC 6962 root; Go's
+    golang.org/x/mod/sumdb/note opens it), kept in the store when signed. With --from
+    OLD --proof FILE also write the consistency proof from OLD."""
     if (since is None) != (proof is None):
         fail("--from and --proof go together")
     try:

@@ -93,9 +93,11 @@ def fork_cmd(
 ) -> None:
     """Start a new run from the state after cycle N of a recorded run (the parent is
     not changed); exits with the fork's stop code, 2 when the cycle cannot be rebuilt
-    or the parent does not verify up to it (the first bad seq named). A parent that
-    fails another check of `converge verify` (its fact chunks, its row) is warned of:
-    the fork takes its facts from the parent's chained events, checked up to N."""
+    or the parent does not verify up to it (the first bad seq named).
+
+    A parent that fails another check of `converge verify` (its fact chunks, its row)
+    is warned of: the fork takes its facts from the parent's chained events, checked
+    up to N."""
     store = open_run_store(db, must_exist=True)
     assert isinstance(store, SqlRunStore)
     run_id = resolve_run(store, run_id)

@@ -171,10 +171,8 @@ class Job:
                 refs.append((g.schema_.model, ("gates", i, "schema", "model")))
             elif g.promotion is not None:
                 refs.append((g.promotion, ("gates", i, "promotion")))
-        for ref, loc in refs:
-            found = reference_problem(ref, loc, self.path, self.lines)
-            if found is not None:
-                problems.append(found)
+        found = [reference_problem(ref, loc, self.path, self.lines) for ref, loc in refs]
+        problems += merged([p for p in found if p is not None])
         if problems:
             raise JobFileError.of(problems)
 
@@ -341,6 +339,26 @@ def reference_problem(
         field = ".".join(str(p) for p in loc)
         return JobFileError(f"{field}: {exc}", path=path, line=line_at(lines, loc))
     return None
+
+
+def merged(problems: list[JobFileError]) -> list[JobFileError]:
+    """``problems`` of references with one cause said once: those whose message is
+    the same but for its field (a module that does not import, named by every
+    reference to it) become one, at the first one's line, naming every field."""
+    groups: dict[tuple[str, str], list[tuple[str, JobFileError]]] = {}
+    for p in problems:
+        field, _, message = p.detail.partition(": ")
+        groups.setdefault((p.path, message), []).append((field, p))
+    out = []
+    for (path, message), found in groups.items():
+        first = found[0][1]
+        fields = ", ".join(field for field, _ in found)
+        out.append(
+            first
+            if len(found) == 1
+            else JobFileError(f"{fields}: {message}", path=path, line=first.line)
+        )
+    return out
 
 
 def raw_reference_problems(

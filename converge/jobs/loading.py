@@ -68,7 +68,7 @@ def parse_job(text: str, path: str = "<job>", *, references: bool = False) -> Jo
         # every error at once: the spec's, and the references it lists that name nothing
         flagged = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
         more = raw_reference_problems(data, path, lines, flagged)
-        raise JobFileError.of([*invalid.problems, *more]) from exc
+        raise JobFileError.of([invalid, *more]) from exc
     return Job(spec, path, data, lines)
 
 
