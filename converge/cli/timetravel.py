@@ -108,33 +108,34 @@ def fork_cmd(
     budget = flags.over(job.spec.budget)
     who = runner(store, by, token)  # before the fork writes anything
     asked(store, who, Action.FORK_RUN, lambda: run_view(store, run_id))
-    warn_unverified_parent(store, run_id, at_cycle)
+    unverified = unverified_parent(store, run_id, at_cycle)
     result = execute_with_progress(
         job, store, as_json=as_json, resume=lambda engine: engine.fork(run_id, at_cycle, budget)
     )
+    if unverified:  # the fork took the parent's chain (a refusal said so in one line)
+        err.print(unverified, highlight=False, soft_wrap=True)
     if not as_json:
         out.print(f"forked {escape(run_id)} at cycle {at_cycle}: new run {escape(result.run_id)}")
     finish_leg(store, job, result, by=who.name, action="forked", as_json=as_json, db=db)
 
 
-def warn_unverified_parent(store: SqlRunStore, run_id: str, cycle: int) -> None:
-    """One warning line on stderr when the run to fork fails ``converge verify``,
-    naming the check: its chain up to ``cycle`` is checked again by the fork (which
-    refuses it), but a check outside it (the fact chunks of its checkpoint, its
-    ``runs`` row, a later event) would otherwise pass without a word."""
+def unverified_parent(store: SqlRunStore, run_id: str, cycle: int) -> str:
+    """The warning of a run to fork that fails ``converge verify``, naming the check
+    ("" when it verifies): its chain up to ``cycle`` is checked again by the fork
+    (which refuses it, in one line), but a check outside it (the fact chunks of its
+    checkpoint, its ``runs`` row, a later event) would otherwise pass without a word.
+    Printed once the fork took the parent's state."""
     try:
         report = store.verify(run_id)
     except ConvergeError:
-        return
+        return ""
     if report.ok:
-        return
-    err.print(
+        return ""
+    return (
         f"[bold yellow]warning:[/] run {escape(run_id)} does not verify: seq "
         f"{report.first_bad_seq}: {escape(report.reason or '')} (converge verify "
-        f"{escape(run_id)}); the fork takes the facts of its cycles up to {cycle} from its "
-        "chained events, which the fork checks again, not from what fails",
-        highlight=False,
-        soft_wrap=True,
+        f"{escape(run_id)}); the fork took the facts of its cycles up to {cycle} from its "
+        "chained events, which the fork checked again, not from what fails"
     )
 
 
