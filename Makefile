@@ -29,7 +29,7 @@ PACKAGES := engine criteria gates audit converge
 
 .PHONY: demo demo-llm test lint bench setup browser go-sumdb proxy clean docs
 
-EXTRAS := dev,bench,agents,otel,local,phoenix,web,workers,examples,docs
+EXTRAS := dev,bench,agents,otel,local,phoenix,web,workers,examples,docs,models
 DEMO_EXTRAS := examples
 LLM_EXTRAS := examples,agents,local
 

@@ -10,9 +10,11 @@ JSON values are stored as canonical JSON text, never as a database JSON type, so
 that the bytes hashed are the bytes stored.
 Times are unix seconds (double precision).
 
-Core tables rather than SQLModel models: nothing reads rows as models, and the
+Core tables rather than SQLModel models: the store reads no row as a model, and the
 models cost every ``converge`` process about 0.1 s of imports (pydantic classes and
-SQLAlchemy's ORM) for the same DDL.
+SQLAlchemy's ORM) for the same DDL. A Python user's typed read models are
+:mod:`audit.models` (SQLModel classes mapped onto these tables), which no command
+imports.
 """
 
 from __future__ import annotations

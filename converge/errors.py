@@ -9,6 +9,7 @@ routes map an error to its answer without a table.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from engine.errors import ConfigurationError, ConvergeError
@@ -46,13 +47,38 @@ class ApplicationError(ConvergeError):
 
 
 class JobFileError(ConfigurationError):
-    """A job file is malformed; the message names the file, the line and the field."""
+    """A job file is malformed; the message names the file, the line and the field.
 
-    def __init__(self, message: str, *, path: str = "", line: int | None = None) -> None:
+    A file with several errors is one error holding them all: ``problems`` is each
+    (itself first, then ``more``), and its text is one line per problem, each with
+    its own file and line (``job.yaml:3: budgit: unknown key ...``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str = "",
+        line: int | None = None,
+        more: Sequence[JobFileError] = (),
+    ) -> None:
         self.path = path
         self.line = line
+        self.detail = message
         where = path + (f":{line}" if line is not None else "")
-        super().__init__(f"{where}: {message}" if where else message)
+        self.located = f"{where}: {message}" if where else message
+        self.problems: tuple[JobFileError, ...] = (
+            self,
+            *(p for other in more for p in other.problems),
+        )
+        super().__init__("\n".join(p.located for p in self.problems))
+
+    @classmethod
+    def of(cls, problems: Sequence[JobFileError]) -> JobFileError:
+        """One error holding every one of ``problems`` (at least one; each with the
+        problems it holds), in order."""
+        first, *rest = [p for error in problems for p in error.problems]
+        return cls(first.detail, path=first.path, line=first.line, more=rest)
 
 
 # --- decisions, people and tokens ------------------------------------------------

@@ -203,7 +203,7 @@ class CycleBudgetExhausted(_StopBase):
     limit: int
     category_ = StopCategory.BUDGET
     advice = (
-        "No fixed point. Oscillating suggestors need changing (or loop_detection), not more cycles."
+        "No fixed point: more cycles help a run still adding facts; loop_detection stops a loop."
     )
 
     def __str__(self) -> str:

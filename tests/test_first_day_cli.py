@@ -95,7 +95,7 @@ def test_runs_fits_the_terminal_with_run_status_stop_cycles_and_start_whole(
             assert f" {column} " in header
         assert "not shown" not in res.stdout
     else:
-        for column in ("status", "stop", "cycles", "started"):
+        for column in ("status", "kind", "cycles", "started"):  # kind: the stop's
             assert f" {column} " in header
         assert "not shown at 80 columns:" in res.stdout and "job" in res.stdout
 
@@ -144,7 +144,9 @@ def test_the_show_timeline_fits_80_columns(tmp_path: Path) -> None:
     run_id = json.loads(cli("run", str(VENDORED), "--db", db, "--json").stdout)["run_id"]
     res = cli("show", run_id, "--db", db, width=80)
     assert res.exit_code == 0, res.output
-    assert all(len(line) <= 80 for line in lines_of(res)), res.stdout
+    # but the next commands, pasted whole (with this test's long --db path)
+    shown = [line for line in lines_of(res) if not line.startswith(("next:", "  or:"))]
+    assert all(len(line) <= 80 for line in shown), res.stdout
 
 
 # -- 4. converge events ----------------------------------------------------------------
@@ -241,8 +243,8 @@ def test_a_paused_run_prints_the_commands_that_decide_it_with_by(tmp_path: Path)
     [gate] = json.loads(cli("gates", "--json", "--db", db).stdout)
     gate_id = gate["gate_id"]
     expected = [
-        f"next: converge approve {gate_id} --by NAME",
-        f"  or: converge reject {gate_id} --by NAME --reason WHY",
+        f"next: converge approve {gate_id} --by NAME --db {db}",
+        f"  or: converge reject {gate_id} --by NAME --reason WHY --db {db}",
     ]
     assert all(line in lines_of(res) for line in expected), res.stdout
     shown = cli("show", gate["run_id"][:8], "--db", db, width=80)
@@ -316,14 +318,17 @@ def test_resume_add_cycles_gives_that_many_cycles_more(tmp_path: Path) -> None:
     assert "budgets are totals" in low.stderr and "--add-cycles 5 for 5 more" in low.stderr
 
 
-def test_an_oscillating_job_is_not_advised_a_larger_budget() -> None:
+def test_a_spent_cycle_budget_is_not_advised_a_larger_budget_blindly() -> None:
+    # issue 59 item 5: "oscillating" only when facts repeat (tests/test_third_day_cli.py);
+    # the stop's own advice, which cannot tell, names both ways out
     res = cli("run", str(OSCILLATOR), "--no-audit", "--json")
     assert res.exit_code == 3
     explain = CycleBudgetExhausted(cycles_executed=10, limit=10).explain()
     assert "larger budget" not in explain
-    assert "suggestors need changing" in explain and "loop_detection" in explain
+    assert "still adding facts" in explain and "loop_detection" in explain
     text = cli("run", str(OSCILLATOR), "--no-audit", width=200).stdout
-    assert "larger budget" not in text and "loop_detection" in text
+    # the oscillator's numbers are new in every cycle: progress, not repeats
+    assert "larger budget" not in text and "progress in each of the last 5 cycles" in text
 
 
 # -- 11. the exit code on a closed pipe; no store created by reading commands -----------

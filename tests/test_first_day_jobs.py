@@ -130,7 +130,7 @@ def test_a_misspelt_key_is_shown_with_every_error_and_what_was_meant(
     assert code == 2
     line = " ".join(err.split())
     assert "job.yaml:2: suggestor: unknown key 'suggestor' (did you mean 'suggestors'?)" in line
-    assert "line 1: suggestors: required key missing" in line
+    assert "error: job.yaml:1: suggestors: required key missing" in line  # each at its line
     assert "more)" not in line and "Extra inputs" not in line
 
 
@@ -148,8 +148,8 @@ def test_a_misspelt_key_is_shown_with_every_error_and_what_was_meant(
         (
             "name: x\nsuggestors: [a:b]\nstop_conditions:\n  - type: loop_detection\n"
             "    windw: 3\n",
-            "job.yaml:5: stop_conditions.0.windw: unknown key 'windw' (did you mean 'window'?); "
-            "line 4: stop_conditions.0.window: required key missing",
+            "job.yaml:5: stop_conditions.0.windw: unknown key 'windw' (did you mean 'window'?) "
+            "error: job.yaml:4: stop_conditions.0.window: required key missing",
         ),
         (
             "name: x\nsuggestors: [a:b]\ncolour: blue\n",

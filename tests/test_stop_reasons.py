@@ -186,7 +186,7 @@ def test_the_stop_reasons_doc_is_generated_from_the_code() -> None:
     expected = stop_reasons_markdown()
     assert doc.read_text(encoding="utf-8") == expected, (
         "docs/stop-reasons.md differs from the code; regenerate it with "
-        '.venv/bin/python -c "import engine.stop as s; s.write_stop_reasons_doc()"'
+        '.venv/bin/python -c "import engine.stop_reference as s; s.write_stop_reasons_doc()"'
     )
 
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         checkpoint_note,
         consistency_proof,
         format_proof,
+        kept_checkpoint,
         parse_checkpoint,
         parse_proof,
         store_origin,
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     )
     from audit.ledger._witness import (
         cosign_checkpoint,
+        cosigned_by,
     )
 
 __all__ = [
@@ -75,11 +77,13 @@ __all__ = [
     "checkpoint_note",
     "consistency_proof",
     "cosign_checkpoint",
+    "cosigned_by",
     "entry_message",
     "format_proof",
     "head_line",
     "integrate",
     "integrate_pending",
+    "kept_checkpoint",
     "ledger_entries",
     "ledger_timing",
     "ledger_tree",

@@ -7,8 +7,10 @@ the tree size in decimal, and the base64 root of the ledger's RFC 6962 tree at t
 size (:mod:`audit.ledger._tree`, the tree the signed heads sign). Ed25519 is
 deterministic, so the same store, size and key give the same bytes every time.
 Taking a checkpoint also keeps the signed head of that size (the same root, as
-JSON), and refuses to sign a tree that no longer extends every head the key signed
-before (a log never signs two inconsistent checkpoints).
+JSON) and the note itself (:func:`kept_checkpoint` reads the last one back, with no
+key: ``converge checkpoint`` prints it), and refuses to sign a tree that no longer
+extends every head the key signed before (a log never signs two inconsistent
+checkpoints).
 
 A consistency proof travels as a file of base64 hashes, one a line (the order of
 RFC 9162 §2.1.4.1), as witnesses take it.
@@ -18,16 +20,23 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import secrets
 from dataclasses import dataclass
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, inspect, select
 
 from audit.core import StoreCore
 from audit.ledger._tree import HEAD_TYPE, ledger_entries, ledger_tree, signed_head
 from audit.signing._notes import Note, parse_note, sign_note
-from audit.signing._statements import Signer, stored_statements
-from audit.tables import meta
+from audit.signing._statements import (
+    Signer,
+    ensure_signature_tables,
+    keep_statement,
+    stored_statement,
+    stored_statements,
+)
+from audit.tables import meta, signatures
 from engine.errors import CheckpointError, LedgerForked, StoreError
 from engine.hashing.merkle import EMPTY
 from engine.hashing.proofs import MerkleTree, verify_consistency
@@ -39,6 +48,7 @@ __all__ = [
     "consistency_proof",
     "consistent",
     "format_proof",
+    "kept_checkpoint",
     "parse_checkpoint",
     "parse_proof",
     "store_origin",
@@ -46,6 +56,8 @@ __all__ = [
 
 ORIGIN = "checkpoint_origin"
 """``converge_meta`` key of the store's default checkpoint origin."""
+KEPT_NOTE = "checkpoint_note"
+"""``signatures.kind`` of a checkpoint note kept as signed (``subject``: ``SIZE ORIGIN``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +153,40 @@ def checkpoint_note(
     size = tree.size if size is None else size
     _refuse_fork(store, tree, signer.key_id)
     head = signed_head(store, signer, tree, size)
-    return sign_note(Checkpoint(origin, size, bytes.fromhex(head["root"])).text(), signer)
+    note = sign_note(Checkpoint(origin, size, bytes.fromhex(head["root"])).text(), signer)
+    _keep(store, note, origin, size, signer.key_id)
+    return note
+
+
+def _keep(store: StoreCore, note: Note, origin: str, size: int, key_id: str) -> None:
+    """Keep ``note`` as signed, once per size, origin and key (Ed25519 signs the same
+    text the same way: a note signed again is the one kept)."""
+    ensure_signature_tables(store)
+    subject = f"{size} {origin}"
+    with store.transaction() as conn:
+        if stored_statement(conn, KEPT_NOTE, subject, key_id) is None:
+            kept = {"key_id": key_id, "origin": origin, "size": size, "note": note.render()}
+            keep_statement(conn, KEPT_NOTE, subject, kept)
+
+
+def kept_checkpoint(store: StoreCore, origin: str | None = None) -> str | None:
+    """The last checkpoint note kept in the store (the largest size, then the newest;
+    of ``origin`` when given), as signed; None when none was ever signed. Needs no
+    key. Raises ``StoreError``."""
+    with store.transaction(write=False) as conn:
+        if not inspect(conn).has_table(signatures.name):
+            return None
+        s = signatures.c
+        rows = conn.execute(
+            select(s.statement).where(s.kind == KEPT_NOTE).order_by(s.created_at)
+        ).scalars()
+        notes = [json.loads(r) for r in rows]
+    found = [n for n in notes if origin is None or n.get("origin") == origin]
+    if not found:
+        return None
+    # the largest size; of that size, the last kept (found is oldest first)
+    _, last = max(enumerate(found), key=lambda item: (int(item[1].get("size", -1)), item[0]))
+    return str(last["note"])
 
 
 def consistency_proof(store: StoreCore, size1: int, size2: int) -> list[bytes]:

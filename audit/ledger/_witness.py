@@ -23,7 +23,7 @@ from audit.signing._notes import (
 from audit.signing._statements import Signer
 from engine.errors import CheckpointError, WitnessRefused
 
-__all__ = ["cosign_checkpoint"]
+__all__ = ["cosign_checkpoint", "cosigned_by"]
 
 
 def cosign_checkpoint(
@@ -57,3 +57,14 @@ def cosign_checkpoint(
         if why is not None:
             raise WitnessRefused(f"not consistent with the checkpoint cosigned before: {why}")
     return cosign(note, witness, when)
+
+
+def cosigned_by(text: str, witness: Signer) -> bool:
+    """Whether ``text`` is a checkpoint ``witness`` cosigned: a witness's state (its
+    last checkpoint cosigned), found where a ``--previous`` was expected."""
+    try:
+        _, note = parse_checkpoint(text)
+        cosigned_at(note, verifier_key(witness.public, COSIGNATURE))
+    except CheckpointError:
+        return False
+    return True

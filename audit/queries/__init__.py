@@ -2,7 +2,8 @@
 (``_queries``), gates listed with the ones that cannot be read marked
 (``_gate_rows``), a run's story per cycle (``_timeline``), a fact's lineage as a
 networkx graph (``_lineage``), a run up to one of its cycles for a fork
-(``_history``) and forks read back (``_forks``).
+(``_history``), forks read back (``_forks``) and a cheap look for tampering
+(``_tamper``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
         UnreadableRun,
         read_runs,
     )
+    from audit.queries._tamper import (
+        tamper_hint,
+    )
     from audit.queries._timeline import (
         last_budget_status,
         timeline,
@@ -57,6 +61,7 @@ __all__ = [
     "read_runs",
     "resolve_gate_id",
     "run_heads",
+    "tamper_hint",
     "timeline",
 ]
 
@@ -70,6 +75,7 @@ if not TYPE_CHECKING:
             "_heads",
             "_lineage",
             "_queries",
+            "_tamper",
             "_timeline",
         ),
     )

@@ -22,12 +22,15 @@ from engine.errors import CorruptRow
 
 @dataclass
 class CycleSummary:
-    """What happened in one cycle (0 = before the first: the run's start)."""
+    """What happened in one cycle (0 = before the first: the run's start):
+    ``proposed`` is how many proposals its suggestors returned, ``promoted`` how many
+    became facts (a proposal equal to a fact already there is dropped)."""
 
     cycle: int
     eligible: list[str] = field(default_factory=list)
     executed: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    proposed: int = 0
     promoted: int = 0
     promoted_keys: Counter[str] = field(default_factory=Counter)
     rejected: list[str] = field(default_factory=list)
@@ -42,6 +45,7 @@ class CycleSummary:
             "eligible": self.eligible,
             "executed": self.executed,
             "failed": self.failed,
+            "proposed": self.proposed,
             "promoted": self.promoted,
             "promoted_keys": dict(self.promoted_keys),
             "rejected": self.rejected,
@@ -102,6 +106,7 @@ def _fold(s: CycleSummary, ev: StoredEvent, decided: dict[str, str]) -> None:
             if p.get("refusal") is not None:
                 name += f" (refused: {p['refusal']})"
             s.executed.append(name)
+            s.proposed += int(p.get("proposals") or 0)
         case "suggestor_failed":
             s.failed.append(f"{p.get('suggestor')}: {p.get('error')}")
         case "usage_recorded":

@@ -5,7 +5,8 @@ reachable from Python. One module per command group, each with its own
 ``typer.Typer`` whose commands are added to the one :data:`app` here:
 
 - :mod:`converge.cli.run`: ``run``;
-- :mod:`converge.cli.audit`: ``runs``, ``show``, ``facts``, ``lineage``, ``verify``;
+- :mod:`converge.cli.audit`: ``runs`` (:mod:`converge.cli.runs`), ``show``, ``facts``,
+  ``lineage`` (:mod:`converge.cli.facts`), ``verify``, ``anchor``;
 - :mod:`converge.cli.events`: ``events``;
 - :mod:`converge.cli.gates`: ``gates``, ``approve``, ``reject``;
 - :mod:`converge.cli.resuming`: ``resume``;

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from audit import SqlRunStore
 from audit.ledger import (
@@ -20,14 +21,23 @@ from audit.ledger import (
     checkpoint_note,
     consistency_proof,
     cosign_checkpoint,
+    cosigned_by,
     format_proof,
     integrate_pending,
+    kept_checkpoint,
     parse_checkpoint,
     parse_proof,
 )
-from audit.signing import SIGNING_KEY_ENV, VerifierKey, load_signer, parse_vkey, signer_from_env
+from audit.signing import (
+    SIGNING_KEY_ENV,
+    Signer,
+    VerifierKey,
+    load_signer,
+    parse_vkey,
+    signer_from_env,
+)
 from converge.cli.commands import CommandGroup
-from converge.cli.render import DbOption, fail, open_run_store
+from converge.cli.render import DbOption, err, fail, open_run_store
 from engine import ConvergeError
 from engine.errors import CheckpointError, WitnessRefused
 
@@ -79,30 +89,43 @@ def checkpoint_cmd(
     ] = None,
     signing_key: Annotated[
         str | None,
-        typer.Option("--signing-key", help=f"The key that signs (default: ${SIGNING_KEY_ENV})."),
+        typer.Option(
+            "--signing-key",
+            help=f"The key that signs a new checkpoint (default: ${SIGNING_KEY_ENV}); "
+            "without one, the last checkpoint kept in the store is printed.",
+        ),
     ] = None,
     db: DbOption = None,
 ) -> None:
-    """Print the ledger's latest checkpoint as a C2SP tlog-checkpoint signed note
-    (origin, size, base64 RFC 6962 root; Go's golang.org/x/mod/sumdb/note opens
-    it); with --from OLD --proof FILE also write the consistency proof from OLD."""
+    """Print the ledger's checkpoint: a new one signed with the key, or without one
+    the last checkpoint kept in the store.
+
+    A C2SP tlog-checkpoint signed note (origin, size, base64 RFC 6962 root; Go's
+    golang.org/x/mod/sumdb/note opens it), kept in the store when signed. With --from
+    OLD --proof FILE also write the consistency proof from OLD."""
     if (since is None) != (proof is None):
         fail("--from and --proof go together")
     try:
         signer = signer_from_env(signing_key)
     except ConvergeError as exc:
         fail(str(exc))
-    if signer is None:
-        fail(f"no signing key: give --signing-key PATH or set ${SIGNING_KEY_ENV}")
     old = None if since is None else _checkpoint(read_text(since, "--from"), "--from")
     store = open_run_store(db, must_exist=True)
     assert isinstance(store, SqlRunStore)
     try:
-        integrate_pending(store)  # the checkpoint covers every run head committed before
-        note = checkpoint_note(store, signer, origin)
-        size = _checkpoint(note.render(), "checkpoint").size
+        if signer is None:
+            text = kept_checkpoint(store, origin)
+            if text is None:
+                fail(
+                    "no checkpoint kept in this store yet: sign one with --signing-key PATH "
+                    f"or ${SIGNING_KEY_ENV} (converge keys generate makes a key)"
+                )
+        else:
+            integrate_pending(store)  # the checkpoint covers every run head committed before
+            text = checkpoint_note(store, signer, origin).render()
+        size = _checkpoint(text, "checkpoint").size
         if old is not None and old.size > size:
-            fail(f"--from: its size {old.size} is past the ledger's {size}")
+            fail(f"--from: its size {old.size} is past the checkpoint's {size}")
         steps = [] if old is None else consistency_proof(store, old.size, size)
     except ConvergeError as exc:
         fail(str(exc))
@@ -113,7 +136,44 @@ def checkpoint_cmd(
             proof.write_text(format_proof(steps), encoding="utf-8")
         except OSError as exc:
             fail(f"cannot write {proof}: {exc.strerror or exc}")
-    typer.echo(note.render(), nl=False)
+    typer.echo(text, nl=False)
+
+
+MAX_STATE_BYTES = 64 * 1024
+"""A file larger than this is no checkpoint: not read when looking for a witness's state."""
+
+
+def _warn_other_states(previous: Path, checkpoint: Path, witness: Signer) -> None:
+    """Warn (stderr) when ``previous`` does not exist but its folder holds other
+    checkpoints ``witness`` cosigned: this cosignature would start over, trusting the
+    new checkpoint on first use, where the witness meant to go on from one of them."""
+    try:
+        candidates = sorted(
+            p
+            for p in previous.resolve().parent.iterdir()
+            if p.is_file()
+            and p.resolve() != checkpoint.resolve()
+            and p.stat().st_size <= MAX_STATE_BYTES
+        )
+    except OSError:
+        return
+    found = []
+    for p in candidates:
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if cosigned_by(text, witness):
+            found.append(p.name)
+    if found:
+        err.print(
+            f"[bold yellow]warning:[/] --previous {escape(str(previous))} does not exist: "
+            "this cosigns the checkpoint as a first one, trusting it as it is (TOFU); "
+            f"its folder holds {escape(', '.join(found))}, cosigned by this witness before: "
+            "give that as --previous to go on from it",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _checkpoint(text: str, option: str) -> Checkpoint:
@@ -130,8 +190,10 @@ def witness_cosign_cmd(
         Path,
         typer.Option(
             "--previous",
-            help="The last checkpoint this witness cosigned (missing: the first); "
-            "replaced by the one cosigned now.",
+            help="The last checkpoint this witness cosigned, its state; replaced by the "
+            "one cosigned now. Missing: this is the first, trusted as it is (trust on "
+            "first use, TOFU), with a warning when its folder holds another checkpoint "
+            "this witness cosigned.",
         ),
     ],
     key: Annotated[Path, typer.Option("--key", help="The witness's Ed25519 private key (PEM).")],
@@ -146,7 +208,11 @@ def witness_cosign_cmd(
 ) -> None:
     """Cosign a checkpoint (C2SP tlog-cosignature/v1) once it is signed by the log
     and extends the last checkpoint cosigned: print it with the cosignature line
-    added and keep it in --previous; exit 1 when refused, nothing written."""
+    added and keep it in --previous; exit 1 when refused, nothing written.
+
+    The first checkpoint (no --previous file yet) is cosigned as it is: trust on
+    first use (TOFU). A --previous that names no file while its folder holds another
+    checkpoint this witness cosigned is warned of (a mistyped path would start over)."""
     log = read_vkey(log_key, "--log-key")
     try:
         witness = load_signer(key)
@@ -154,6 +220,8 @@ def witness_cosign_cmd(
         fail(str(exc))
     new = read_text(checkpoint, "--checkpoint")
     old = read_text(previous, "--previous") if previous.exists() else None
+    if old is None:
+        _warn_other_states(previous, checkpoint, witness)
     try:
         steps = [] if proof is None else parse_proof(read_text(proof, "--proof"))
         cosigned = cosign_checkpoint(new, old or None, steps, witness, log, int(time.time()))

@@ -3,10 +3,12 @@
 typer's rich help (0.2x) prints a value placeholder beside every option, ``<bool>``
 for a flag too (``--help <bool>``), as if a flag took a value; and it keeps the
 line breaks of a docstring's first paragraph in the command list, so a summary
-written over two source lines is shown broken mid-sentence. :class:`CommandGroup`
-(a ``typer.Typer``) gives its commands :class:`Command` and its groups
-:class:`Group`, which show flags bare and a command's summary as one paragraph
-that wraps to the terminal.
+written over two source lines is shown broken mid-sentence; its later paragraphs
+keep those line breaks in the help itself (a narrow terminal broke each line twice:
+where it wraps, and where the source did). :class:`CommandGroup` (a ``typer.Typer``)
+gives its commands :class:`Command` and its groups :class:`Group`, which show flags
+bare, a command's summary as one paragraph and each paragraph of its help flowed
+(:func:`flowed`), so all wrap to the terminal.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
-__all__ = ["Command", "CommandGroup", "Group", "bare_flags", "summary"]
+__all__ = ["Command", "CommandGroup", "Group", "bare_flags", "flowed", "summary"]
 
 
 def summary(help_text: str | None) -> str | None:
@@ -27,6 +29,23 @@ def summary(help_text: str | None) -> str | None:
         return None
     first = inspect.cleandoc(help_text).split("\n\n", 1)[0]
     return " ".join(first.split()) or None
+
+
+def flowed(help_text: str | None) -> str | None:
+    """``help_text`` with each paragraph on one line (the source's line breaks inside
+    a paragraph dropped), paragraphs still apart; a paragraph whose later lines are
+    indented or start a list item (``- ``, ``* ``) is kept as written."""
+    if not help_text:
+        return help_text
+    paragraphs = inspect.cleandoc(help_text).split("\n\n")
+    return "\n\n".join(_flow(p) for p in paragraphs)
+
+
+def _flow(paragraph: str) -> str:
+    lines = paragraph.split("\n")
+    if any(line.startswith((" ", "- ", "* ")) for line in lines[1:]):
+        return paragraph
+    return " ".join(line.strip() for line in lines)
 
 
 def bare_flags(params: list[Any]) -> list[Any]:
@@ -39,10 +58,12 @@ def bare_flags(params: list[Any]) -> list[Any]:
 
 
 class Command(TyperCommand):
-    """A ``converge`` command: flags without placeholders, a one-paragraph summary."""
+    """A ``converge`` command: flags without placeholders, a one-paragraph summary,
+    its help's paragraphs flowed."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.help = flowed(self.help)
         if self.short_help is None:
             self.short_help = summary(self.help)
 
@@ -56,6 +77,7 @@ class Group(TyperGroup):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.help = flowed(self.help)
         if self.short_help is None:
             self.short_help = summary(self.help)
 

@@ -27,6 +27,7 @@ from converge.cli.render import (
 from converge.cli.tables import Column
 from converge.reports import iso_utc, readable
 from engine import BudgetStatus, ConvergeError
+from engine.result import counted
 from engine.store import EVENT_KINDS
 
 app = CommandGroup()
@@ -125,7 +126,7 @@ def payload_summary(payload: dict[str, Any]) -> str:
         text = " ".join(_field(name, value).split())
         if len(text) > FIELD_CHARS and name not in WHOLE_FIELDS:
             if isinstance(value, list):
-                text = f"{len(value)} items"
+                text = counted(len(value), "item")
             else:
                 text = text[: FIELD_CHARS - 1] + "…"
         parts.append(f"{name}={text}")

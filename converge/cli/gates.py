@@ -346,7 +346,7 @@ def _decide(
             escape(f"{verb} gate {gate_id} as {decision.by}; resumed run {report.gate.run_id}")
         )
     job = job_of_run(store, report.gate.run_id)
-    _finish(report.result, as_json, job)
+    _finish(report.result, as_json, job, store, db)
 
 
 _PENDING_EXIT = 10
@@ -364,8 +364,8 @@ def _report_dict(report: DecisionReport) -> dict[str, Any]:
     }
 
 
-def _finish(result: RunResult, as_json: bool, job: Job) -> None:
-    render_result(result, as_json=as_json, job=job)
+def _finish(result: RunResult, as_json: bool, job: Job, store: SqlRunStore, db: str | None) -> None:
+    render_result(result, as_json=as_json, job=job, store=store, db=db)
     raise typer.Exit(result.stop_reason.exit_code)
 
 

@@ -20,13 +20,20 @@ from engine import ConvergeError, RunResult, RunStore
 __all__ = ["finish_leg", "job_for"]
 
 
-def job_for(job_file: str | None, store: SqlRunStore | None = None, run_id: str = "") -> Job:
-    """The job in ``job_file``, or else the one run ``run_id`` recorded in ``store``.
-    Exits 2 with one line when it cannot be loaded (``JobFileError``, ``RunNotFound``,
-    no job recorded)."""
+def job_for(
+    job_file: str | None,
+    store: SqlRunStore | None = None,
+    run_id: str = "",
+    *,
+    references: bool = False,
+) -> Job:
+    """The job in ``job_file`` (with ``references``, its references checked too), or
+    else the one run ``run_id`` recorded in ``store``. Exits 2 when it cannot be
+    loaded (``RunNotFound``, no job recorded), or naming each error of a job file
+    (``JobFileError``), one line apiece."""
     try:
         if job_file is not None:
-            return load_job(job_file)
+            return load_job(job_file, references=references)
         if store is None:
             raise ConvergeError("give a job file")
         return job_of_run(store, run_id)
@@ -43,10 +50,12 @@ def finish_leg(
     action: str,
     as_json: bool,
     all_facts: bool = False,
+    db: str | None = None,
 ) -> NoReturn:
     """Record ``by`` (who ran it, as :func:`converge.cli.actors.runner` checked them
     before the leg) as having ``action``-ed the run (``"ran"``, ``"forked"``,
-    ``"resumed"``), render ``result`` and exit with its stop's exit code."""
+    ``"resumed"``), render ``result`` (the next commands with ``--db db`` when the
+    command was given one) and exit with its stop's exit code."""
     record(store, result.run_id, by, action)
-    render_result(result, as_json=as_json, job=job, all_facts=all_facts, store=store)
+    render_result(result, as_json=as_json, job=job, all_facts=all_facts, store=store, db=db)
     raise typer.Exit(result.stop_reason.exit_code)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.measure import Measurement
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -21,7 +21,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from audit import SqlRunStore, open_store, resolve_url
+from converge.cli.next_steps import next_lines, waiting_at_gate
 from converge.cli.tables import Column, fitted_table, word_widths, wrap_words
+from converge.explaining import explain_result
 from converge.interrupts import cancel_on_signals
 from converge.jobs import Job
 from converge.notifications import notify_after_command
@@ -32,14 +34,32 @@ from converge.reports import (
     facts_by_key,
     readable,
 )
-from engine import ConvergeError, HitlGatePending, RunResult, RunStore, StopReason
+from engine import ConvergeError, RunResult, RunStore, StopReason
+
+UNWRAPPED = 100_000
+"""The width of stdout piped or redirected without ``$COLUMNS``: no line is wrapped."""
 
 
 class Output(Console):
-    """The console of stdout. When its reader closes the pipe, the rest of the
+    """The console of stdout. Piped or redirected (no terminal, no ``$COLUMNS``) it
+    wraps nothing: a summary's explanation stays on its line for ``grep`` and a file
+    (rich would wrap at 80 columns). When its reader closes the pipe, the rest of the
     output goes to the null device instead of rich's ``SystemExit(1)``: the command
     finishes and exits with the code its result gives (``verify --all | head -1``
     exits 0 for an intact store), as it would have after printing it all."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        """The terminal's size, or ``$COLUMNS``; :data:`UNWRAPPED` wide when neither."""
+        found = super().size
+        columns = self._environ.get("COLUMNS", "").strip()
+        if self._width is None and not columns.isdigit() and not self.is_terminal:
+            return ConsoleDimensions(UNWRAPPED, found.height)
+        return found
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
 
     def on_broken_pipe(self) -> None:
         """Drop the rest of the output (:func:`drop_stdout`); carry on."""
@@ -124,8 +144,10 @@ def readable_budget(budget: Any) -> str:
 
 
 def say_error(message: str) -> None:
-    """Print a one-line error on stderr (``error: MESSAGE``, the message as text)."""
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    """Print an error on stderr, ``error: MESSAGE`` (the message as text); a message
+    of several lines (a job file's errors, each at its line) is one ``error:`` each."""
+    for line in message.splitlines() or [""]:
+        err.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
 
 
 def fail(message: str, code: int = BAD_INPUT) -> NoReturn:
@@ -312,10 +334,13 @@ def render_result(
     reports: Sequence[ReportSpec] | None = None,
     all_facts: bool = False,
     store: RunStore | None = None,
+    db: str | None = None,
 ) -> None:
     """The summary of a run of ``job``: stop reason, explain, the next command (a
     paused run's ``converge approve GATE --by NAME``), criteria as evaluated at the
-    stop, usage, budget, facts per key, then the job's report tables.
+    stop, usage, budget, facts per key, then the job's report tables and, for a
+    run recorded in ``store`` that stopped, the commands that look at its findings,
+    replay and export it (:mod:`converge.cli.next_steps`; ``db``: the ``--db`` given).
 
     With ``as_json``, one JSON object: :meth:`RunResult.to_dict` plus ``"facts"``,
     ``{key: [content, ...]}`` for the report keys (every key with ``all_facts``).
@@ -330,7 +355,13 @@ def render_result(
     """
     try:
         _render_result(
-            result, as_json=as_json, job=job, reports=reports, all_facts=all_facts, store=store
+            result,
+            as_json=as_json,
+            job=job,
+            reports=reports,
+            all_facts=all_facts,
+            store=store,
+            db=db,
         )
         sys.stdout.flush()
     except BrokenPipeError:
@@ -352,51 +383,14 @@ def drop_stdout() -> None:
         os.close(devnull)
 
 
-def waiting_at_gate(store: RunStore | None, result: RunResult) -> str:
-    """What a run paused at a gate holds back, one line: ``1 waiting for a human
-    decision at gate G (license.unknown); 50 more proposals of cycle 2 (license: 50)
-    merged after it``. "" for any other stop, or when the checkpoint of the pause
-    cannot be read (the summary then shows only the criteria)."""
-    reason = result.stop_reason
-    if not isinstance(reason, HitlGatePending) or not isinstance(store, SqlRunStore):
-        return ""
-    try:
-        checkpoint = store.load_checkpoint(result.run_id)
-        effects = checkpoint["merge_effects"]
-        effect, index = checkpoint["merge_pos"]
-        gated = effects[effect][1][index]
-        after = [p for _, ps in effects[effect + 1 :] for p in ps]
-        rest = [*effects[effect][1][index + 1 :], *after]
-        keys = Counter(str(p["key"]) for p in rest)
-    except (ConvergeError, KeyError, IndexError, TypeError, ValueError):
-        return ""
-    line = f"1 waiting for a human decision at gate {reason.gate_id} ({gated.get('key')})"
-    if rest:
-        by_key = ", ".join(f"{k}: {n}" for k, n in keys.most_common())
-        line += (
-            f"; {len(rest)} more proposal(s) of cycle {checkpoint.get('cycle')} "
-            f"({by_key}) merged after the decision"
-        )
-    return line
-
-
-def next_commands(reason: StopReason) -> list[str]:
-    """The commands that continue a run paused at a gate, with their required
-    options (none for any other stop)."""
-    if not isinstance(reason, HitlGatePending):
-        return []
-    gate = reason.gate_id
-    return [
-        f"converge approve {gate} --by NAME",
-        f"converge reject {gate} --by NAME --reason WHY",
-    ]
-
-
-def print_next_commands(reason: StopReason) -> None:
-    """:func:`next_commands`, one line each (``next:``, ``or:``): never wrapped
-    inside a table cell, as they are copied and pasted."""
-    for label, command in zip(("next:", "  or:"), next_commands(reason), strict=False):
-        out.print(f"[bold]{label}[/] {escape(command)}", highlight=False, soft_wrap=True)
+def print_next_commands(
+    reason: StopReason, run_id: str = "", db: str | None = None, *, reports: bool = False
+) -> None:
+    """:func:`converge.cli.next_steps.next_lines`, one line each (``next:``, ``or:``):
+    never wrapped inside a table cell, as they are copied and pasted."""
+    for line in next_lines(reason, run_id, db, reports=reports):
+        label, rest = line[:5], line[5:]
+        out.print(f"[bold]{label}[/]{escape(rest)}", highlight=False, soft_wrap=True)
 
 
 def _render_result(
@@ -407,6 +401,7 @@ def _render_result(
     reports: Sequence[ReportSpec] | None,
     all_facts: bool,
     store: RunStore | None = None,
+    db: str | None = None,
 ) -> None:
     if isinstance(job, Job):
         if reports is None:
@@ -429,7 +424,7 @@ def _render_result(
     table.add_row(
         "kind", f"{reason.kind_code()} ({reason.category.value}, exit {reason.exit_code})"
     )
-    table.add_row("explain", escape(reason.explain()))
+    table.add_row("explain", escape(explain_result(result, store)))
     if len(result.signals) > 1:
         table.add_row("signals", escape("\n".join(f"{s.kind_code()}: {s}" for s in result.signals)))
     table.add_row("cycles", str(result.cycles))
@@ -449,7 +444,8 @@ def _render_result(
             escape(c.outcome + at + (f" ({c.reason})" if c.reason else "")),
         )
     out.print(table)
-    print_next_commands(reason)
+    if reason.is_hitl_pending():
+        print_next_commands(reason, db=db)
     counts = Counter(f.key for f in result.context)
     facts = Table(title="facts per key", title_justify="left")
     facts.add_column("key")
@@ -458,3 +454,5 @@ def _render_result(
         facts.add_row(escape(key), str(n))
     out.print(facts)
     print_reports(build_reports(reports, list(result.context)))
+    if store is not None and not reason.is_hitl_pending():
+        print_next_commands(reason, result.run_id, db, reports=bool(reports))

@@ -19,6 +19,7 @@ from audit import SqlRunStore
 from converge.access import Action
 from converge.cli.actors import ReaderTokenOption, ask_read, reader
 from converge.cli.commands import CommandGroup
+from converge.cli.reading import warn_if_tampered
 from converge.cli.render import DbOption, fail, open_run_store, print_reports, resolve_run
 from converge.jobs import job_from_record
 from converge.reports import (
@@ -80,6 +81,7 @@ def report_cmd(
         facts: list[Fact] = store.facts(run_id)
     except ConvergeError as exc:
         fail(str(exc))
+    warn_if_tampered(store, run_id, facts)
     reports = build_reports(specs, facts)
     if fmt == "json":
         sys.stdout.write(json.dumps(reports_json(reports, run_id), indent=2, default=str) + "\n")

@@ -94,4 +94,4 @@ def resume_cmd(
         job, store, as_json=as_json, resume=lambda engine: engine.resume_run(run_id, given)
     )
     # after the leg: a kill before its claim leaves nothing of this command behind
-    finish_leg(store, job, result, by=who.name, action="resumed", as_json=as_json)
+    finish_leg(store, job, result, by=who.name, action="resumed", as_json=as_json, db=db)

@@ -83,11 +83,9 @@ def run(
     by: ActorOption = None,
     token: RunnerTokenOption = None,
 ) -> None:
-    job = job_for(job_file)
-    try:  # a reference that names nothing: refused before a store is created
-        job.check_references()
-    except ConvergeError as exc:
-        fail(str(exc))
+    # every error of the file, its references that name nothing included: refused at
+    # once, before a store is created
+    job = job_for(job_file, references=True)
     # --max-* over the job file's budget: (recorded in the run's checkpoints, so a
     # resume of this run goes on with it)
     flags = BudgetFlags(
@@ -110,7 +108,16 @@ def run(
         result = execute_with_progress(job, store, as_json=as_json)
     if no_audit:
         _warn_unrecorded_gates(job)
-    finish_leg(store, job, result, by=who.name, action="ran", as_json=as_json, all_facts=all_facts)
+    finish_leg(
+        store,
+        job,
+        result,
+        by=who.name,
+        action="ran",
+        as_json=as_json,
+        all_facts=all_facts,
+        db=db,
+    )
 
 
 def _run_traced(job: Job, store: RunStore | None, *, as_json: bool) -> RunResult:

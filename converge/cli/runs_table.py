@@ -34,7 +34,8 @@ RUN_COLUMNS = (
     Column("run", whole=True),
     Column("job", priority=1, whole=True),
     Column("status", whole=True),
-    Column("stop", whole=True),
+    # the stop's kind, named as in `runs --json` and `runs --kind`
+    Column("kind", whole=True),
     Column("forked from", priority=2, whole=True, optional=True),
     Column("category", priority=4, whole=True),
     Column("cycles", justify="right", whole=True),
@@ -43,7 +44,7 @@ RUN_COLUMNS = (
     Column("ms", priority=6, justify="right", whole=True),
     Column("holder, lease", priority=3, optional=True),
 )
-"""The columns of ``converge runs``: at 80 columns the run, its status, stop,
+"""The columns of ``converge runs``: at 80 columns the run, its status, stop kind,
 cycles and start (``MM-DD HH:MM``, local) are kept whole; the others are dropped
 from the last (``ms``) up, the job last; ``forked from`` (``PARENT@CYCLE``) is
 shown when a listed run is a fork; ``holder, lease`` (``host/pid/start``, the time

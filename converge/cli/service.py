@@ -253,7 +253,9 @@ def follow(
             row = store.run(run_id)
             progress.update(
                 task,
-                description=f"{run_id} {row.status}: cycle {row.cycles}, {row.facts_count} facts",
+                description=(
+                    f"{run_id} {row.status}: cycle {row.cycles}, {counted(row.facts_count, 'fact')}"
+                ),
             )
             if row.status == RunStatus.STOPPED or (
                 row.status == RunStatus.PAUSED and _waits(store, run_id)

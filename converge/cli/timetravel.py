@@ -55,6 +55,7 @@ from converge.cli.legs import finish_leg, job_for
 from converge.cli.render import (
     DbOption,
     JsonOption,
+    err,
     execute_with_progress,
     fail,
     open_run_store,
@@ -63,6 +64,7 @@ from converge.cli.render import (
 )
 from converge.timetravel import Divergence, ReplayReport, RunDiff, diff_runs, replay_run, snapshot
 from engine import ConvergeError
+from engine.result import counted
 
 app = CommandGroup()
 
@@ -91,7 +93,11 @@ def fork_cmd(
 ) -> None:
     """Start a new run from the state after cycle N of a recorded run (the parent is
     not changed); exits with the fork's stop code, 2 when the cycle cannot be rebuilt
-    or the parent does not verify up to it (the first bad seq named)."""
+    or the parent does not verify up to it (the first bad seq named).
+
+    A parent that fails another check of `converge verify` (its fact chunks, its row)
+    is warned of: the fork takes its facts from the parent's chained events, checked
+    up to N."""
     store = open_run_store(db, must_exist=True)
     assert isinstance(store, SqlRunStore)
     run_id = resolve_run(store, run_id)
@@ -102,12 +108,35 @@ def fork_cmd(
     budget = flags.over(job.spec.budget)
     who = runner(store, by, token)  # before the fork writes anything
     asked(store, who, Action.FORK_RUN, lambda: run_view(store, run_id))
+    unverified = unverified_parent(store, run_id, at_cycle)
     result = execute_with_progress(
         job, store, as_json=as_json, resume=lambda engine: engine.fork(run_id, at_cycle, budget)
     )
+    if unverified:  # the fork took the parent's chain (a refusal said so in one line)
+        err.print(unverified, highlight=False, soft_wrap=True)
     if not as_json:
         out.print(f"forked {escape(run_id)} at cycle {at_cycle}: new run {escape(result.run_id)}")
-    finish_leg(store, job, result, by=who.name, action="forked", as_json=as_json)
+    finish_leg(store, job, result, by=who.name, action="forked", as_json=as_json, db=db)
+
+
+def unverified_parent(store: SqlRunStore, run_id: str, cycle: int) -> str:
+    """The warning of a run to fork that fails ``converge verify``, naming the check
+    ("" when it verifies): its chain up to ``cycle`` is checked again by the fork
+    (which refuses it, in one line), but a check outside it (the fact chunks of its
+    checkpoint, its ``runs`` row, a later event) would otherwise pass without a word.
+    Printed once the fork took the parent's state."""
+    try:
+        report = store.verify(run_id)
+    except ConvergeError:
+        return ""
+    if report.ok:
+        return ""
+    return (
+        f"[bold yellow]warning:[/] run {escape(run_id)} does not verify: seq "
+        f"{report.first_bad_seq}: {escape(report.reason or '')} (converge verify "
+        f"{escape(run_id)}); the fork took the facts of its cycles up to {cycle} from its "
+        "chained events, which the fork checked again, not from what fails"
+    )
 
 
 @app.command("diff")
@@ -259,7 +288,7 @@ def print_replay(report: ReplayReport) -> None:
     """The replay report as `converge replay` prints it (to stdout)."""
     mode = "live: the models were called"
     if not report.live:
-        mode = f"offline: {report.model_responses} model response(s) from the recording"
+        mode = f"offline: {counted(report.model_responses, 'model response')} from the recording"
     if report.played_back:
         mode += f", played back: {', '.join(report.played_back)}"
     out.print(f"replay of {escape(report.run_id)} (job {escape(str(report.job))}; {escape(mode)})")
@@ -287,7 +316,7 @@ def print_replay(report: ReplayReport) -> None:
     out.print(f"  got:      {escape(_json(first.got))}")
     rest = report.divergences[1:]
     if rest:
-        out.print(f"{len(rest)} more divergence(s):")
+        out.print(f"{counted(len(rest), 'more divergence')}:")
         for d in rest:
             out.print(f"  {escape(d.message)}")
 

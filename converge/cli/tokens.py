@@ -39,6 +39,7 @@ from converge.cli.render import (
 )
 from converge.cli.tables import Column
 from engine import ConvergeError
+from engine.result import counted
 
 app = CommandGroup()
 token_app = CommandGroup(help="API tokens of the people who decide gates in the inbox.")
@@ -164,7 +165,7 @@ def revoke_cmd(
         count = revoke_tokens(store, name)
     except ConvergeError as exc:
         fail(str(exc))
-    out.print(f"revoked {count} token(s) of {name}", highlight=False)
+    out.print(f"revoked {counted(count, 'token')} of {name}", highlight=False)
 
 
 @user_app.command("add")

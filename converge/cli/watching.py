@@ -60,11 +60,14 @@ def event_line(e: RunEvent) -> str:
         case RunStarted():
             job = e.job or "no job"
             n, facts = len(e.suggestors), e.initial_facts
-            return f"run {e.run_id} started: {job}, {n} suggestors, {facts} initial facts"
+            return (
+                f"run {e.run_id} started: {job}, {counted(n, 'suggestor')}, "
+                f"{counted(facts, 'initial fact')}"
+            )
         case CycleStarted():
             return f"{where} started: {', '.join(e.eligible) or 'no suggestor'}"
         case SuggestorExecuted():
-            return f"{where} · {e.suggestor}: {e.proposals} proposals, {_usage(e)}"
+            return f"{where} · {e.suggestor}: {counted(e.proposals, 'proposal')}, {_usage(e)}"
         case SuggestorFailed():
             return f"{where} · {e.suggestor} failed: {e.error}"
         case UsageRecorded():

@@ -40,6 +40,7 @@ from converge.service import (
 from converge.service.deadlines import KEEP_EVERY_S
 from converge.service.pool_lines import answer_line, read_message
 from engine import ConvergeError, StopReason, UserCancelled, check_run_id
+from engine.result import counted
 
 app = CommandGroup()
 
@@ -174,7 +175,9 @@ def _recover_here(db: str | None, concurrency: int) -> None:
     finally:
         pool.close()
         store.close()
-    out.print(f"recovered {len(sent)} run(s): {', '.join(sent) or 'none'}", highlight=False)
+    out.print(
+        f"recovered {counted(len(sent), 'run')}: {', '.join(sent) or 'none'}", highlight=False
+    )
 
 
 def _interrupted(signum: int, frame: FrameType | None) -> None:
@@ -210,7 +213,7 @@ def _consume(
         runs.close()
         store.close()  # the worker processes open their own
     if sent:
-        out.print(f"sent again {len(sent)} run(s): {', '.join(sent)}", highlight=False)
+        out.print(f"sent again {counted(len(sent), 'run')}: {', '.join(sent)}", highlight=False)
     if recover:
         return
     # a process of its own keeps the gates' deadlines: this one forks the pool's

@@ -1,8 +1,8 @@
 """A job file's validation errors in the user's words, every one of them.
 
 :func:`validation_error` turns pydantic's errors into one :class:`JobFileError`
-naming the file and the line of the first one, with every error on that line:
-an unknown key reads ``budgit: unknown key 'budgit' (did you mean 'budget'?)``
+holding every one, each with the file and its own line (one line apiece): an
+unknown key reads ``budgit: unknown key 'budgit' (did you mean 'budget'?)``
 (the closest key its table knows, :func:`difflib.get_close_matches`; else the
 keys it knows), a missing one ``suggestors: required key missing``. Unknown keys
 come first, since a misspelt key is often why a required one is missing.
@@ -35,9 +35,8 @@ def validation_error(
     prefix: Loc = (),
     schema: Any = JobSpec,
 ) -> JobFileError:
-    """Every error of ``exc`` as one :class:`JobFileError`: the file ``path``, the line
-    of the first error, then each error as ``field: message`` (``; line N: ...`` for
-    the others on other lines).
+    """Every error of ``exc`` as one :class:`JobFileError` holding each, one line
+    apiece: ``path:line: field: message``.
 
     ``schema`` is the type validated (a pydantic model, or e.g. ``list[Spec]``): the
     keys it knows give an unknown key its "did you mean". ``prefix`` is where the
@@ -45,11 +44,7 @@ def validation_error(
     """
     errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     described = [_describe(err, schema, prefix, lines) for err in errors]
-    first_line, first = described[0]
-    parts = [first]
-    for line, text in described[1:]:
-        parts.append(text if line == first_line or line is None else f"line {line}: {text}")
-    return JobFileError("; ".join(parts), path=path, line=first_line)
+    return JobFileError.of([JobFileError(text, path=path, line=line) for line, text in described])
 
 
 def _describe(err: ErrorDetails, schema: Any, prefix: Loc, lines: Lines) -> tuple[int | None, str]:

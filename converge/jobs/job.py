@@ -39,7 +39,7 @@ from gates.policies import apply_stop_conditions
 from gates.promotion import ContentSchema, MinConfidence
 from gates.stop_specs import StopConditionSpec
 
-__all__ = ["Job"]
+__all__ = ["REFERENCE_LISTS", "Job", "raw_reference_problems", "reference_problem"]
 
 
 @dataclass
@@ -149,13 +149,32 @@ class Job:
         """Import the modules of the job's ``suggestors``, ``criteria`` and
         ``invariants`` references and find their attributes (nothing called), so a
         reference that names nothing is refused before any store is opened.
-        Raises :class:`JobFileError` (field, line, "did you mean"); the
-        ``stop_conditions`` are checked first, as :meth:`build_engine` does."""
+        Raises :class:`JobFileError` holding every bad reference (field, line, "did
+        you mean"), the gates' too; the ``stop_conditions``' errors come first, as
+        :meth:`build_engine` checks them first."""
+        problems: list[JobFileError] = []
         if self.spec.stop_conditions:
-            self._stop_conditions(self.spec.budget)
-        for field in ("suggestors", "criteria", "invariants"):
-            for i, ref in enumerate(getattr(self.spec, field)):
-                self._ref(ref, (field, i), call=False)
+            try:
+                self._stop_conditions(self.spec.budget)
+            except JobFileError as exc:
+                problems.append(exc)
+        refs: list[tuple[str, tuple[str | int, ...]]] = [
+            (ref, (field, i))
+            for field in REFERENCE_LISTS
+            for i, ref in enumerate(getattr(self.spec, field))
+        ]
+        for i, g in enumerate(self.spec.gates):
+            if g.hitl is not None:
+                hooks = (("when", g.hitl.when), ("validate_value", g.hitl.validate_value))
+                refs += [(r, ("gates", i, "hitl", name)) for name, r in hooks if r]
+            elif g.schema_ is not None:
+                refs.append((g.schema_.model, ("gates", i, "schema", "model")))
+            elif g.promotion is not None:
+                refs.append((g.promotion, ("gates", i, "promotion")))
+        found = [reference_problem(ref, loc, self.path, self.lines) for ref, loc in refs]
+        problems += merged([p for p in found if p is not None])
+        if problems:
+            raise JobFileError.of(problems)
 
     # -- helpers ---------------------------------------------------------------------
     def _executor(self, references: dict[str, str]) -> Any:
@@ -303,6 +322,63 @@ class Job:
     def _error(self, message: str, loc: tuple[str | int, ...]) -> JobFileError:
         field = ".".join(str(p) for p in loc)
         return JobFileError(f"{field}: {message}", path=self.path, line=line_at(self.lines, loc))
+
+
+REFERENCE_LISTS = ("suggestors", "criteria", "invariants")
+"""The fields of a job file that are lists of ``module:attribute`` references."""
+
+
+def reference_problem(
+    ref: str, loc: tuple[str | int, ...], path: str, lines: dict[tuple[str | int, ...], int]
+) -> JobFileError | None:
+    """The error of the job file ``path``'s reference ``ref`` at ``loc`` when it names
+    nothing (imported as its run does, nothing called), else None."""
+    try:
+        resolve_job_reference(ref, path, call=False)
+    except ImportReferenceError as exc:
+        field = ".".join(str(p) for p in loc)
+        return JobFileError(f"{field}: {exc}", path=path, line=line_at(lines, loc))
+    return None
+
+
+def merged(problems: list[JobFileError]) -> list[JobFileError]:
+    """``problems`` of references with one cause said once: those whose message is
+    the same but for its field (a module that does not import, named by every
+    reference to it) become one, at the first one's line, naming every field."""
+    groups: dict[tuple[str, str], list[tuple[str, JobFileError]]] = {}
+    for p in problems:
+        field, _, message = p.detail.partition(": ")
+        groups.setdefault((p.path, message), []).append((field, p))
+    out = []
+    for (path, message), found in groups.items():
+        first = found[0][1]
+        fields = ", ".join(field for field, _ in found)
+        out.append(
+            first
+            if len(found) == 1
+            else JobFileError(f"{fields}: {message}", path=path, line=first.line)
+        )
+    return out
+
+
+def raw_reference_problems(
+    data: dict[str, Any], path: str, lines: dict[tuple[str | int, ...], int], skip: set[str]
+) -> list[JobFileError]:
+    """The bad references of a job file's raw ``data`` whose spec did not validate:
+    those of its reference lists (not in ``skip``: already reported) that are lists
+    of text, so a file's errors are all reported at once."""
+    found: list[JobFileError] = []
+    for field in REFERENCE_LISTS:
+        refs = data.get(field)
+        if field in skip or not isinstance(refs, list):
+            continue
+        for i, ref in enumerate(refs):
+            problem = (
+                reference_problem(ref, (field, i), path, lines) if isinstance(ref, str) else None
+            )
+            if problem is not None:
+                found.append(problem)
+    return found
 
 
 def _skipped(models: dict[str, AgentModel], name: str) -> bool:

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from converge.errors import JobFileError
 from converge.jobs.errors import validation_error
-from converge.jobs.job import Job
+from converge.jobs.job import Job, raw_reference_problems
 from converge.jobs.models import models_from_record
 from converge.jobs.references import add_import_root
 from converge.jobs.source import read_yaml
@@ -21,8 +21,12 @@ from engine import ConfigurationError
 __all__ = ["job_from_record", "load_job", "parse_job"]
 
 
-def load_job(path: str | os.PathLike[str]) -> Job:
-    """Read and validate a job file. Raises :class:`JobFileError` (file, line, field)."""
+def load_job(path: str | os.PathLike[str], *, references: bool = False) -> Job:
+    """Read and validate a job file. Raises :class:`JobFileError` (file, line, field),
+    holding every error found. With ``references``, also every reference of its
+    suggestors, criteria, invariants and gates' hooks that names nothing (their
+    modules imported, nothing called: :meth:`Job.check_references`), reported with
+    the others at once."""
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -35,11 +39,16 @@ def load_job(path: str | os.PathLike[str]) -> Job:
         raise JobFileError(
             f"not UTF-8 text: byte 0x{raw[exc.start]:02X} cannot be decoded", path=str(p), line=line
         ) from None
-    return parse_job(text, str(p))
+    job = parse_job(text, str(p), references=references)
+    if references:
+        job.check_references()
+    return job
 
 
-def parse_job(text: str, path: str = "<job>") -> Job:
-    """Validate job text (YAML). Raises :class:`JobFileError` (file, line, field).
+def parse_job(text: str, path: str = "<job>", *, references: bool = False) -> Job:
+    """Validate job text (YAML). Raises :class:`JobFileError` (file, line, field),
+    holding every error of the spec; with ``references``, also the references its
+    ``suggestors``, ``criteria`` and ``invariants`` list that name nothing.
 
     Hostile input is refused with one line, not a traceback: YAML errors, nesting
     deeper than :data:`MAX_DEPTH`, more than :data:`MAX_NODES` nodes once aliases
@@ -53,7 +62,13 @@ def parse_job(text: str, path: str = "<job>") -> Job:
     try:
         spec = JobSpec.model_validate(data)
     except ValidationError as exc:
-        raise validation_error(exc, path, lines) from exc
+        invalid = validation_error(exc, path, lines)
+        if not references:
+            raise invalid from exc
+        # every error at once: the spec's, and the references it lists that name nothing
+        flagged = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
+        more = raw_reference_problems(data, path, lines, flagged)
+        raise JobFileError.of([invalid, *more]) from exc
     return Job(spec, path, data, lines)
 
 

@@ -274,4 +274,9 @@ def _stop_text(s: RunSnapshot) -> str:
 
 
 def _limit(value: Any) -> str:
-    return "none" if value is None else str(value)
+    """A recorded limit as given: ``8`` (a budget status holds 8.0), ``0.5``, ``none``."""
+    if value is None:
+        return "none"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

@@ -24,7 +24,7 @@ from converge.web.auth import check_csrf, store_of
 from converge.web.errors import answers, http_error
 from converge.web.views import UNREADABLE, GateLookups, gate_dict, gate_page_data, gates_list
 from engine import ConvergeError, GateDecision
-from engine.status import GateStatus
+from engine.status import GateStatus, RunStatus
 
 router = APIRouter()
 
@@ -63,18 +63,30 @@ class DecisionIn(BaseModel):
 
 def _report(request: Request, report: DecisionReport) -> dict[str, Any]:
     """The answer to a decision: the gate, votes and job as the decision recorded and
-    checked them (not read again), its run and comments read in one transaction."""
+    checked them (not read again), its run and comments read in one transaction.
+
+    The run is as it is now: a decision that decided its gate sent the resume to a
+    worker, so a run the store still holds paused at that gate is ``queued`` (no
+    stop yet: its ``kind`` is None, as a running one's), and ``events_url`` is where
+    to follow it to its next stop."""
     store = store_of(request)
     gate = report.gate
     run, comments = run_with_comments(store, gate.run_id)
     known = GateLookups.known(store, gate, list(report.votes), report.job, comments)
     out = gate_dict(store, gate, clock=request.app.state.clock, lookups=known)
+    status, kind = run.status, run.kind
+    at_this_gate = getattr(run.stop_reason, "gate_id", None) == gate.gate_id
+    if not report.still_needed and status == RunStatus.PAUSED and at_this_gate:
+        status = RunStatus.QUEUED  # its resume is on its way: nothing ran yet
+    if status in (RunStatus.QUEUED, RunStatus.RUNNING):
+        kind = None  # the stop of its leg before the decision is not where it is
     out["run"] = {
         "run_id": run.run_id,
-        "status": run.status,
-        "kind": run.kind,
+        "status": status,
+        "kind": kind,
         "url": f"/runs/{run.run_id}",
         "api_url": f"/api/runs/{run.run_id}",
+        "events_url": f"/api/runs/{run.run_id}/events",
     }
     return out
 

@@ -2,7 +2,10 @@
 
 No JavaScript and nothing fetched at run time: each picture is one ``<svg>``
 element built from the store's data. A lineage is laid out in columns by
-generation (``networkx.topological_generations``), parents left of children.
+generation (``networkx.topological_generations``), parents left of children; a
+graph with a cycle (keys that derive from each other, as the oscillator's) is laid
+out by its nodes' order, each edge back to an earlier column drawn as an arc under
+the boxes (:func:`cycle_of` names such a cycle).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from markupsafe import Markup, escape
 from engine.budget import BudgetStatus
 
 BOX_W, BOX_H, GAP_X, GAP_Y, PAD = 210, 46, 70, 16, 10
+ARC_H = 36
+"""Room under the boxes for the arcs of the edges back (a graph with a cycle)."""
 
 
 LINE_H, LABEL_CHARS, DETAIL_CHARS, DETAIL_LINES = 16, 26, 30, 3
@@ -47,7 +52,8 @@ def _node_lines(data: dict[str, Any], node: str) -> tuple[list[str], list[str]]:
 
 
 def graph_svg(graph: nx.DiGraph[str], *, title: str, highlight: str | None = None) -> Markup:
-    """A DAG as SVG: each node's ``label`` (first line) and ``detail`` (second line).
+    """A graph as SVG: each node's ``label`` (first line) and ``detail`` (second line);
+    a graph with a cycle has its edges back drawn as dashed arcs under the boxes.
 
     Nodes without those attributes show their id. ``highlight`` is drawn in the
     accent colour (the proposal a gate holds). Returns an empty string for an
@@ -55,7 +61,8 @@ def graph_svg(graph: nx.DiGraph[str], *, title: str, highlight: str | None = Non
     """
     if graph.number_of_nodes() == 0:
         return Markup("")
-    columns = [sorted(layer) for layer in nx.topological_generations(graph)]
+    forward, back = _forward_and_back(graph)
+    columns = [sorted(layer) for layer in nx.topological_generations(forward)]
     texts = {n: _node_lines(graph.nodes[n], n) for n in graph.nodes}
     # every box as tall as the tallest: a long label wraps, it is never cut
     box_h = max(BOX_H, max(12 + LINE_H * (len(a) + len(b)) for a, b in texts.values()))
@@ -65,6 +72,7 @@ def graph_svg(graph: nx.DiGraph[str], *, title: str, highlight: str | None = Non
             pos[node] = (PAD + col * (BOX_W + GAP_X), PAD + row * (box_h + GAP_Y))
     width = PAD * 2 + len(columns) * BOX_W + (len(columns) - 1) * GAP_X
     height = PAD * 2 + max(len(c) for c in columns) * (box_h + GAP_Y) - GAP_Y
+    height += ARC_H if back else 0
     parts = [
         f'<svg class="picture" role="img" xmlns="http://www.w3.org/2000/svg" '
         f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">',
@@ -73,7 +81,16 @@ def graph_svg(graph: nx.DiGraph[str], *, title: str, highlight: str | None = Non
         'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#6b7280"/>'
         "</marker></defs>",
     ]
-    for parent, child in sorted(graph.edges()):
+    for parent, child in sorted(back):  # to an earlier column: an arc under the boxes
+        x1, y1 = pos[parent][0] + BOX_W // 2, pos[parent][1] + box_h
+        x2, y2 = pos[child][0] + BOX_W // 2, pos[child][1] + box_h
+        low = max(y1, y2) + ARC_H
+        parts.append(
+            f'<path class="edge back" d="M{x1},{y1} C{x1},{low} {x2},{low} {x2},{y2}" '
+            'fill="none" stroke="#6b7280" stroke-width="1.5" stroke-dasharray="5 3" '
+            'marker-end="url(#arrow)"/>'
+        )
+    for parent, child in sorted(forward.edges()):
         x1, y1 = pos[parent][0] + BOX_W, pos[parent][1] + box_h // 2
         x2, y2 = pos[child][0], pos[child][1] + box_h // 2
         mid = (x1 + x2) // 2
@@ -98,6 +115,34 @@ def graph_svg(graph: nx.DiGraph[str], *, title: str, highlight: str | None = Non
         parts.append("</g>")
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+def _forward_and_back(graph: nx.DiGraph[str]) -> tuple[nx.DiGraph[str], list[tuple[str, str]]]:
+    """``graph`` itself and no edge back when it has no cycle; else the graph of its
+    edges that go forward in its nodes' order (the order they were added: a run's keys
+    as they were first promoted) and the edges that go back."""
+    if nx.is_directed_acyclic_graph(graph):
+        return graph, []
+    rank = {n: i for i, n in enumerate(graph.nodes)}
+    forward: nx.DiGraph[str] = nx.DiGraph()
+    forward.add_nodes_from(graph.nodes)
+    back = []
+    for a, b in graph.edges():
+        if rank[a] < rank[b]:
+            forward.add_edge(a, b)
+        else:
+            back.append((a, b))
+    return forward, back
+
+
+def cycle_of(graph: nx.DiGraph[str]) -> list[str] | None:
+    """A cycle of ``graph`` as its nodes, first repeated at the end (``[ping, pong,
+    ping]``), or None for a DAG."""
+    try:
+        edges = nx.find_cycle(graph)
+    except nx.NetworkXNoCycle:
+        return None
+    return [edges[0][0], *(b for _, b in edges)]
 
 
 def budget_svg(status: BudgetStatus) -> Markup:

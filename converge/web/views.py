@@ -15,7 +15,6 @@ from markupsafe import Markup
 from audit.people import Comment, Vote, deciding_vote, run_comments, votes_on
 from audit.queries import (
     UnreadableGate,
-    last_budget_status,
     lineage_graph,
     read_gates,
     read_runs,
@@ -36,10 +35,12 @@ from converge.access import (
     seen_by,
 )
 from converge.decisions import Clock, approvals_required, is_expired, job_of_run
+from converge.explaining import counts_of, explain_stop
 from converge.jobs import Job
 from converge.reports import build_reports, readable
-from converge.web.pictures import budget_svg, graph_svg
-from engine import Budget, BudgetStatus, ConvergeError, CorruptRow, Fact, GateRecord
+from converge.web.pictures import budget_svg, cycle_of, graph_svg
+from converge.web.run_budget import run_budget
+from engine import ConvergeError, CorruptRow, Fact, GateRecord
 from engine.facts import fact_to_dict
 from engine.status import GateStatus, RunStatus
 
@@ -344,26 +345,6 @@ def runs_list(
     return [r for r in rows if check(who, Action.SEE_RUN, views[r["run_id"]])]
 
 
-def _budget(store: SqlRunStore, run_id: str, events: list[Any]) -> BudgetStatus | None:
-    status = last_budget_status(events)
-    if status is not None:
-        return status
-    # a paused run has not stopped yet: its checkpoint's budget and the counters so far
-    try:
-        budget = Budget.model_validate(store.load_checkpoint(run_id)["budget"])
-    except (ConvergeError, KeyError, ValueError):
-        return None
-    row = store.run(run_id)
-    used = {
-        "cycles": row.cycles,
-        "facts": row.facts_count,
-        "tokens": row.usage.input_tokens + row.usage.output_tokens,
-        "seconds": (row.duration_ms or 0) / 1000,
-        "cost_usd": row.usage.cost_usd,
-    }
-    return BudgetStatus.compute(budget, used, {})
-
-
 def key_graph(facts: list[Fact]) -> nx.DiGraph[str]:
     """The run's lineage by key: an edge ``a → b`` when a ``b`` fact derives from an ``a`` one."""
     key_of = {f.id: f.key for f in facts}
@@ -377,8 +358,24 @@ def key_graph(facts: list[Fact]) -> nx.DiGraph[str]:
                 graph.add_edge(key_of[p], f.key)
     for key, n in counts.items():
         graph.nodes[key].update(label=key, detail=f"{n} fact{'s' if n != 1 else ''}")
-    # a key deriving from itself over several facts would be a cycle: not drawn
-    return graph if nx.is_directed_acyclic_graph(graph) else nx.DiGraph(graph.subgraph([]))
+    # keys that derive from each other (a cycle) are drawn too: graph_svg arcs them
+    return graph
+
+
+def lineage_note(graph: nx.DiGraph[str]) -> str:
+    """What the run page says under its lineage by key: why it is empty, or the
+    cycle its keys derive along ("" when the picture says it all)."""
+    if graph.number_of_nodes() == 0:
+        return "No facts yet."
+    cycle = cycle_of(graph)
+    if cycle is not None:
+        return (
+            f"Its keys derive from each other in a cycle ({' → '.join(cycle)}): "
+            "the dashed arcs go back to the key a fact was derived from."
+        )
+    if graph.number_of_edges() == 0:
+        return "No fact derives from a fact of another key."
+    return ""
 
 
 def run_page_data(
@@ -412,7 +409,7 @@ def run_page_data(
 def _run_page(store: SqlRunStore, run_id: str, clock: Clock) -> dict[str, Any]:
     row = store.run(run_id)
     events = store.events(run_id)
-    status = _budget(store, run_id, events)
+    status = run_budget(store, run_id, events, clock())
     reason = row.stop_reason
     facts = store.facts(run_id)
     found = read_gates(store, run_ids=[run_id])
@@ -422,6 +419,8 @@ def _run_page(store: SqlRunStore, run_id: str, clock: Clock) -> dict[str, Any]:
     gates = [_run_gate(store, g, clock, lookups) for g in found]
     for g in gates:
         g["value"] = values.get(g["gate_id"])
+    cycles = timeline(events)
+    by_key = key_graph(facts)
     return {
         "run": row.to_dict(),
         # queued, running, or paused with its gate decided (its resume on its way)
@@ -431,11 +430,12 @@ def _run_page(store: SqlRunStore, run_id: str, clock: Clock) -> dict[str, Any]:
             and not any(g.status == GateStatus.PENDING for g in run_gates)
         ),
         "stop": None if reason is None else str(reason),
-        "explain": None if reason is None else reason.explain(),
-        "timeline": [c.to_dict() for c in timeline(events)],
+        "explain": None if reason is None else explain_stop(reason, counts_of(cycles)),
+        "timeline": [c.to_dict() for c in cycles],
         "budget_status": None if status is None else status.model_dump(mode="json"),
         "budget_svg": Markup("") if status is None else budget_svg(status),
-        "lineage_svg": graph_svg(key_graph(facts), title=f"lineage of run {run_id} by key"),
+        "lineage_svg": graph_svg(by_key, title=f"lineage of run {run_id} by key"),
+        "lineage_note": lineage_note(by_key),
         "gates": gates,
         "reports": report_tables(lookups.job(run_id), facts),  # the job read once
     }

@@ -1,25 +1,20 @@
-"""mkdocs hook: the reference of every job-file key, rendered from the JSON Schema.
+"""The reference of every job-file key, rendered from the JSON Schema.
 
-``docs/job-files.md`` holds the line :data:`MARKER`; at build time it is replaced by
-one table per model of ``converge schema``'s JSON Schema (``job_file_schema()``):
-the top level, then each model in ``$defs`` under the key where it sits in a job
-file (``gates[].hitl``), each property with its type, default and description.
-A property without a description (``Field(description=...)`` on its pydantic model)
-logs a WARNING, as does a page without the marker: ``mkdocs build --strict`` fails.
+:func:`reference` gives one table per model of ``converge schema``'s JSON Schema
+(``job_file_schema()``): the top level, then each model in ``$defs`` under the key
+where it sits in a job file (``gates[].hitl``), each property with its type, default
+and description, and the keys without a description (``Field(description=...)`` on
+their pydantic model: ``tests/test_docs_site.py`` fails on any).
+``docs/hooks/reference.py`` writes the tables into ``docs/job-files.md``.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import re
 from collections.abc import Iterator
 from typing import Any
 
-log = logging.getLogger("mkdocs.plugins.converge_job_reference")
-
-PAGE = "job-files.md"
-MARKER = "<!-- job-file reference (docs/hooks/job_reference.py) -->"
 SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "null"}
 
 
@@ -133,18 +128,3 @@ def reference(schema: dict[str, Any]) -> tuple[str, list[str]]:
             )
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n", undescribed
-
-
-def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
-    """Replace the marker line of the job-files page by the reference."""
-    if page.file.src_uri != PAGE:
-        return markdown
-    if MARKER not in markdown:
-        log.warning("%s has no line %s: the job-file reference is missing", PAGE, MARKER)
-        return markdown
-    from converge.cli.schema import job_file_schema
-
-    tables, undescribed = reference(job_file_schema())
-    for key in undescribed:
-        log.warning("job-file key without a description in the JSON Schema: %s", key)
-    return markdown.replace(MARKER, tables)

@@ -192,9 +192,11 @@ def human_review(ctx: Context) -> list[Proposal]:
     - approved with a value (``converge approve GATE --by NAME --value MIT``): the
       promoted ``license.unknown`` fact carries ``spdx`` and ``source: "human"``
       (the gate's ``spdx_value`` hook put them there);
-    - rejected with a reason that is an SPDX id or free text the table maps (e.g.
-      "MIT License"): the engine's ``hitl.rejected`` diagnostic. Other reasons
-      classify nothing (see ``all_classified``).
+    - (runs recorded before that way was documented) rejected with a reason that
+      is an SPDX id or free text the table maps (e.g. "MIT License"): the engine's
+      ``hitl.rejected`` diagnostic, read so that those runs replay as they ran. A
+      rejection is a refusal: ``reject --reason WHY`` classifies nothing (see
+      ``all_classified``); a classification is ``approve --value``.
     """
     out: list[Proposal] = []
     for fact in ctx.get(g.UNKNOWN):
