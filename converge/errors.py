@@ -32,6 +32,7 @@ __all__ = [
     "SignatureRefused",
     "TapeMissing",
     "TokenRequired",
+    "TooManyStreams",
     "UnknownPerson",
 ]
 
@@ -222,3 +223,19 @@ class ModelServerDied(ApplicationError):
 
 class NotSent(ApplicationError):
     """A notification that cannot be sent as configured (retrying will not help)."""
+
+
+# --- the web's event streams ---------------------------------------------------------
+
+
+class TooManyStreams(ApplicationError):
+    """One more event stream would pass a server's caps: ``status`` 429 (the token's
+    cap, :attr:`converge.web.feeds.StreamCaps.per_token`) or 503 (the server's,
+    ``total``); ``retry_after_s`` (seconds) is the ``Retry-After`` the answer carries."""
+
+    http_status: ClassVar[int] = 429
+
+    def __init__(self, status: int, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after_s = retry_after_s

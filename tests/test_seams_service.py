@@ -364,7 +364,7 @@ def test_converge_worker_recover_without_a_broker_executes_what_no_process_holds
     recovered = run_cli(["worker", "--recover", "--db", url], env={"CONVERGE_BROKER": ""})
 
     assert recovered.returncode == 0, recovered
-    assert f"recovered 2 run(s): {', '.join(runs)}" in recovered.stdout
+    assert f"recovered 2 runs: {', '.join(runs)}" in recovered.stdout
     for run_id in runs:
         row = store.run(run_id)
         assert (row.status, row.kind) == ("stopped", "converged")

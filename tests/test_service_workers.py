@@ -379,7 +379,7 @@ def test_converge_worker_recover_sends_a_queued_run_no_worker_got_to_a_worker(
             ["worker", "--recover", "--broker", BROKER, "--queue", workers.queue, "--db", url]
         )
         assert recovered.returncode == 0, recovered
-        assert "sent again 1 run(s): lost-run" in recovered.stdout
+        assert "sent again 1 run: lost-run" in recovered.stdout
         row = stopped(store, "lost-run")
         assert row.pid not in (None, os.getpid())
         assert differences(snapshot(url, "lost-run"), want) == []

@@ -27,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 
 from audit.queries import StoredEvent, run_heads
 from audit.store import SqlRunStore
+from converge.errors import TooManyStreams
 from converge.web.commits import CommitWatch, commit_watch
 from engine import ConvergeError
 from engine.status import RunStatus
@@ -40,7 +41,6 @@ __all__ = [
     "Sent",
     "StreamCaps",
     "Subscriber",
-    "TooManyStreams",
     "sse_bytes",
 ]
 
@@ -107,15 +107,6 @@ class StreamCaps:
     per_token: int = 32
     total: int = 2000
     retry_after_s: int = 5
-
-
-class TooManyStreams(Exception):
-    """A stream over the caps: ``status`` 429 (this token's) or 503 (the server's)."""
-
-    def __init__(self, status: int, message: str, retry_after_s: int) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retry_after_s = retry_after_s
 
 
 class RunFeed:

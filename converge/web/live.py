@@ -36,7 +36,8 @@ from converge.access import Action, Person, check, event_as_seen, gate_view, per
 from converge.web.asking import ask_run
 from converge.web.auth import BEARER, SESSION_COOKIE, api_principal, checked_token, store_of
 from converge.web.errors import Problem, answers, http_error
-from converge.web.feeds import LiveEvent, LiveRuns, Sent, TooManyStreams, sse_bytes
+from converge.errors import TooManyStreams
+from converge.web.feeds import LiveEvent, LiveRuns, Sent, sse_bytes
 from converge.web.sessions import SessionWatch
 from engine import ConvergeError
 from engine.status import RunStatus
