@@ -175,18 +175,28 @@ class StoreCore:
         tables: Sequence[Table],
         lock_id: int,
         upgrade: Callable[[Connection], None] | None = None,
+        upgraded: Callable[[Connection], bool] | None = None,
     ) -> None:
         """Create the missing ``tables`` of a feature (the inbox, the run service,
         notifications...) on first use, once per store object, then ``upgrade`` (add
         the columns a later converge gave them). They are outside the schema version:
         a store made before the feature gains them when it is first used.
-        ``lock_id`` (a PostgreSQL advisory lock) makes two processes creating them at
-        once wait for each other. Raises ``StoreError`` when the database fails.
+        ``upgraded`` tells, reading, whether ``upgrade`` has nothing left to do: tables
+        already there and upgraded are only read, so that a command's first write
+        is its own (a read-only store stays readable). ``lock_id`` (a PostgreSQL
+        advisory lock) makes two processes creating them at once wait for each other.
+        Raises ``StoreError`` when the database fails.
         """
         ready = self._ready_tables
         names = frozenset(t.name for t in tables)
         if names <= ready:
             return
+        with self.transaction(write=False) as conn:
+            inspector = inspect(conn)
+            there = all(inspector.has_table(t.name) for t in tables)
+            if there and (upgrade is None or (upgraded is not None and upgraded(conn))):
+                ready |= names
+                return
         with self.transaction() as conn:
             if self.is_postgres:
                 conn.execute(text(f"SELECT pg_advisory_xact_lock({int(lock_id)})"))
@@ -227,7 +237,7 @@ class StoreCore:
 
 class HeadLedger(Protocol):
     """Where a commit's new run head goes: the ledger's sequencing
-    (:class:`audit.ledger._ledger.SequencedHeads`), plugged in by the store, so that the
+    (:class:`audit.ledger.SequencedHeads`), plugged in by the store, so that the
     write path never imports the sequencer."""
 
     def record(

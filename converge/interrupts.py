@@ -1,7 +1,7 @@
 """Ctrl-C and SIGTERM end a run gracefully: ``UserCancelled``, recorded, checkpointed.
 
 The first SIGINT or SIGTERM asks the engine to cancel its runs in flight: async
-suggestors in flight are cut within ``engine._cycle.execution.CANCEL_POLL_S`` (50 ms),
+suggestors in flight are cut within ``engine._cycle.execute.CANCEL_POLL_S`` (50 ms),
 sync ones finish their cycle, and the run stops with ``UserCancelled`` (exit 130),
 its facts kept and a checkpoint written, so ``converge resume RUN`` goes on. A
 second SIGINT interrupts at once (``KeyboardInterrupt``): the run is then left as

@@ -1,9 +1,9 @@
 """The engine: a façade over the steps of the cycle (docs/concepts.md).
 
-A run alternates *cycles*: find the eligible suggestors (:mod:`engine._cycle.scheduling`),
-execute them (:mod:`engine._cycle.execution`), collect their outcomes
-(:mod:`engine._cycle.collection`), merge their proposals into facts (:mod:`engine._cycle.merge`),
-then judge the stop (:mod:`engine._cycle.judgement`); :mod:`engine._cycle.steps` drives it,
+A run alternates *cycles*: find the eligible suggestors (:mod:`engine._cycle.prelude`),
+execute them (:mod:`engine._cycle.execute`), collect their outcomes
+(:mod:`engine._cycle.collect`), merge their proposals into facts (:mod:`engine._cycle.merge`),
+then judge the stop (:mod:`engine._cycle.judge`); :mod:`engine._cycle.steps` drives it,
 :mod:`engine._cycle.recording` writes the audit trail and :mod:`engine._cycle.resume` loads
 paused and stopped runs back. Every end is one ``StopReason``; whatever ends the
 run, the facts promoted so far are returned.
@@ -54,7 +54,7 @@ class Engine(EngineSettings):
         """Ask a run (or every run of this engine in flight) to stop.
 
         Thread-safe. Sync work finishes its cycle; in-flight async suggestors are
-        cancelled within ``engine._cycle.execution.CANCEL_POLL_S`` (50 ms). The run ends
+        cancelled within ``engine._cycle.execute.CANCEL_POLL_S`` (50 ms). The run ends
         with ``UserCancelled`` and keeps the facts promoted before.
         """
         self.runs.cancel(run_id)

@@ -19,7 +19,7 @@ class GateDecision(BaseModel):
     application validates it with the policy's hook before the decision is made.
 
     ``signature`` (None = unsigned) is the decider's signed statement of this
-    decision (a JSON object, see ``audit.decision_signatures``): the store records
+    decision (a JSON object, see :mod:`audit.signing`): the store records
     it in the chained event of the decision, and ``verify`` checks it.
     """
 

@@ -38,7 +38,7 @@ EVENT_KINDS = (
     "run_requeued",
 )
 """Every audit event kind (docs/audit.md, plus ``run_continued``, and ``gate_vote``:
-one person's approval of a quorum gate, written by ``audit.approvals``,
+one person's approval of a quorum gate, written by ``audit.people``,
 ``gate_escalated``: a pending gate's approvers widened, written by
 ``audit.notifications``, and ``run_requeued``: a run its worker stopped as it was
 itself stopping, put back in the queue, written by ``audit.run_queue``)."""

@@ -6,6 +6,8 @@ The packages are the top-level directories holding ``.py`` files (hidden ones an
 counts: at module level, inside a function, under ``TYPE_CHECKING``, and
 ``importlib.import_module("literal")`` (import-linter checks the direction between
 the application packages; this checks cycles between modules and the sizes).
+How long functions and the followed paths are is a figure for readers, printed into
+docs/architecture.md by ``docs/hooks/figures.py`` (issue 55), not a rule.
 """
 
 from __future__ import annotations
@@ -186,7 +188,6 @@ def _private_reads(path: Path, root: Path) -> list[str]:
 
 
 # -- no module writes the run's parts from outside --------------------------------------
-MAX_FUNCTION_LINES = 100
 RUN_PARTS = ("cursor", "spend", "gating", "integrity", "recovery")
 """The run's parts (engine/_cycle/run.py): each changes only through its own verbs."""
 
@@ -268,19 +269,6 @@ def _writes_to_the_run(path: Path, root: Path) -> list[str]:
     return found
 
 
-def _long_functions(modules: Mapping[str, Path], limit: int = MAX_FUNCTION_LINES) -> dict[str, int]:
-    """Each function or method (nested ones too) over ``limit`` lines, from its ``def``
-    line to its last, as ``module.name`` → its length."""
-    out: dict[str, int] = {}
-    for name, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno:
-                length = node.end_lineno - node.lineno + 1
-                if length > limit:
-                    out[f"{name}.{node.name}"] = length
-    return out
-
-
 PACKAGES = _packages(ROOT)
 
 
@@ -328,11 +316,6 @@ def test_no_module_reads_another_objects_private_attributes() -> None:
         for read in _private_reads(path, ROOT)
     ]
     assert found == [], "private attributes read from outside their object:\n" + "\n".join(found)
-
-
-@pytest.mark.parametrize("package", PACKAGES)
-def test_no_function_is_over_100_lines(package: str) -> None:
-    assert _long_functions(_modules(ROOT, [package])) == {}
 
 
 def test_no_module_writes_the_runs_parts_from_outside() -> None:
@@ -438,21 +421,6 @@ def test_a_read_of_another_objects_private_attribute_is_reported(tmp_path: Path)
         "probe.py:6: C()._made",
         "probe.py:6: sys._getframe",
     ]
-
-
-def test_a_function_over_100_lines_is_reported(tmp_path: Path) -> None:
-    def fn(name: str, lines: int, indent: str = "") -> str:
-        # the def line plus ``lines - 1`` lines of body
-        body = "".join(f"{indent}    a{i} = {i}\n" for i in range(lines - 1))
-        return f"{indent}def {name}():\n" + body
-
-    text = fn("at_limit", MAX_FUNCTION_LINES) + fn("over", MAX_FUNCTION_LINES + 1)
-    text += "class C:\n" + fn("method", MAX_FUNCTION_LINES + 1, "    ")
-    modules = _package(tmp_path, "pkg", {"long.py": text})
-    assert _long_functions(modules) == {
-        "pkg.long.over": MAX_FUNCTION_LINES + 1,
-        "pkg.long.method": MAX_FUNCTION_LINES + 1,
-    }
 
 
 def test_a_write_to_the_runs_parts_from_outside_is_reported(tmp_path: Path) -> None:

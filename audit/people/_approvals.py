@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Connection, Integer, Row, insert, select, type_coerce
 
 from audit.cells import bad_cell
-from audit.people._schema import ensure_inbox_tables
+from audit.people._schema import ensure_inbox_tables, inbox_readable
 from audit.store import SqlRunStore
 from audit.tables import gate_votes, gates
 from audit.trail._events import append
@@ -121,7 +121,8 @@ def vote_of(r: Row[Any]) -> Vote:
 def votes(store: SqlRunStore, gate_id: str) -> list[Vote]:
     """The votes cast on ``gate_id``, oldest first (empty for a gate without quorum);
     ``CorruptRow`` for a vote that cannot be read."""
-    ensure_inbox_tables(store)
+    if not inbox_readable(store):
+        return []
     with store.transaction(write=False) as conn:
         rows = conn.execute(
             select(*VOTE_CELLS)
@@ -141,7 +142,8 @@ def votes_on(
 
     A vote that cannot be read raises ``CorruptRow``, or, given ``corrupt``, is
     left out and its error kept there under its gate's id (the first one of each)."""
-    ensure_inbox_tables(store)
+    if not inbox_readable(store):
+        return {}
     out: dict[str, list[Vote]] = {}
     ids = list(dict.fromkeys(gate_ids))
     with store.transaction(write=False) as conn:

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from audit.cells import bad_cell
-from audit.people._schema import ensure_inbox_tables
+from audit.people._schema import ensure_inbox_tables, inbox_readable
 from audit.signing._known_people import person
 from audit.store import SqlRunStore
 from audit.tables import access_log, api_tokens, group_members, run_actors
@@ -53,7 +53,8 @@ def remove_from_group(store: SqlRunStore, name: str, group: str) -> None:
 
 def groups_of(store: SqlRunStore, name: str) -> set[str]:
     """The groups ``name`` belongs to."""
-    ensure_inbox_tables(store)
+    if not inbox_readable(store):
+        return set()
     with store.transaction(write=False) as conn:
         return groups_in(conn, name)
 
@@ -68,7 +69,8 @@ def groups_in(conn: Connection, name: str) -> set[str]:
 
 def members(store: SqlRunStore) -> dict[str, set[str]]:
     """Every group and its members."""
-    ensure_inbox_tables(store)
+    if not inbox_readable(store):
+        return {}
     with store.transaction(write=False) as conn:
         rows = conn.execute(select(group_members.c.group_name, group_members.c.name)).all()
     out: dict[str, set[str]] = {}
@@ -82,7 +84,8 @@ def knows(store: SqlRunStore, name: str) -> bool:
     :mod:`audit.signing._known_people`), holding a token that is not revoked, or in a group."""
     if person(store, name) is not None:
         return True
-    ensure_inbox_tables(store)
+    if not inbox_readable(store):
+        return False
     with store.transaction(write=False) as conn:
         return holds_token_or_group(conn, name)
 
@@ -116,7 +119,8 @@ def record_actor(store: SqlRunStore, run_id: str, name: str, action: str) -> Non
 
 def actors_of(store: SqlRunStore, run_id: str) -> set[str]:
     """Everyone who submitted, ran or resumed ``run_id``."""
-    ensure_inbox_tables(store)
+    if not inbox_readable(store):
+        return set()
     with store.transaction(write=False) as conn:
         return actors_in(conn, run_id)
 
@@ -177,7 +181,8 @@ FAILED_SIGN_IN = "401"
 def failures_since(store: SqlRunStore, client: str, since: float, limit: int) -> list[float]:
     """The times (unix seconds, oldest first) of the last ``limit`` failed sign-ins
     from ``client`` after ``since``, whichever server logged them."""
-    ensure_inbox_tables(store)
+    if not inbox_readable(store):
+        return []
     q = (
         select(access_log.c.ts)
         .where(
@@ -198,7 +203,8 @@ def access_entries(
     """The access log, oldest first (of one gate or run when ``target`` is given).
     A row that cannot be read raises ``CorruptRow``, or, given ``corrupt``, is left
     out and its error added there."""
-    ensure_inbox_tables(store)
+    if not inbox_readable(store):
+        return []
     q = select(access_log).order_by(access_log.c.ts, access_log.c.id)
     if target is not None:
         q = q.where(access_log.c.target == target)

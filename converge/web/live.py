@@ -33,10 +33,10 @@ from starlette.concurrency import run_in_threadpool
 from audit.people import Principal, token_hash
 from audit.store import SqlRunStore
 from converge.access import Action, Person, check, event_as_seen, gate_view, person_of, run_view
+from converge.errors import TooManyStreams
 from converge.web.asking import ask_run
 from converge.web.auth import BEARER, SESSION_COOKIE, api_principal, checked_token, store_of
 from converge.web.errors import Problem, answers, http_error
-from converge.errors import TooManyStreams
 from converge.web.feeds import LiveEvent, LiveRuns, Sent, sse_bytes
 from converge.web.sessions import SessionWatch
 from engine import ConvergeError

@@ -197,7 +197,7 @@ def outcome_of(reply: Any, name: str) -> Any:
     raised = reply.get("raised")
     if raised is not None:
         exc = _remote_type(str(raised["type"]))(str(raised["message"]))
-        # the worker's own traceback, for the suggestor_failed event (engine._cycle.collection)
+        # the worker's own traceback, for the suggestor_failed event (engine._cycle.collect)
         exc.traceback_text = str(raised.get("traceback") or "")
         return exc
     stop = reply.get("stop_run")

@@ -1,8 +1,8 @@
 """What the steps of a cycle share: the leg of a run being driven, and the step
 answers that are no step (docs/architecture.md).
 
-Each step (``scheduling.Prelude``, ``execution.Execute``, ``collection.Collect``,
-``merge.Merge``, ``judgement.Judge``) lives beside the code it runs; its
+Each step (``prelude.Prelude``, ``execute.Execute``, ``collect.Collect``,
+``merge.Merge``, ``judge.Judge``) lives in the module named after it; its
 ``run(cycle)`` takes the :class:`Cycling` of the leg and returns the next step,
 :data:`NEXT_CYCLE` (the driver starts the next cycle: a ``Prelude``, or the plain
 loop when it can take it) or :class:`End` (the run stopped or paused). The drivers
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Protocol
 
 from engine._cycle.collector import CollectorFreeze
 from engine._cycle.run import Run
@@ -48,3 +49,17 @@ class NextCycle:
 
 
 NEXT_CYCLE = NextCycle()
+
+
+class Step(Protocol):
+    """A step of a cycle (``Prelude``, ``Execute``, ``Collect``, ``Merge``, ``Judge``,
+    the plain loop): it does its part of the cycle of ``cycle`` and answers what comes
+    next."""
+
+    def run(self, cycle: Cycling, /) -> Step | NextCycle | End:
+        """Do this step's part of the cycle; the next step, :data:`NEXT_CYCLE` or :class:`End`."""
+        ...
+
+
+Answer = Step | NextCycle | End
+"""What a step answers: the next step, the next cycle, or the run's end."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from engine._cycle.collector import FREEZE_AFTER_FACTS
 from engine._cycle.cycling import Cycling, End
-from engine._cycle.judgement import JUDGE, Judge, pause
+from engine._cycle.judge import JUDGE, Judge, pause
 from engine._cycle.run import PendingGate, Run
 from engine.errors import ResumeError
 from engine.facts import MAX_INT, Fact, Proposal, Provenance, canonical_json, content_key

@@ -21,7 +21,7 @@ from math import isfinite
 from typing import Any, Protocol
 
 from engine._cycle.collector import FREEZE_AFTER_FACTS, CollectorFreeze
-from engine._cycle.judgement import after_merge, fixed_point, judge_budgets
+from engine._cycle.judge import after_merge, fixed_point, judge_budgets
 from engine._cycle.run import Run
 from engine.budget import Budget
 from engine.effect import Effect
@@ -189,7 +189,7 @@ class PlainLoop:
         self.run = run
         self.freezer = freezer
         self.general = general
-        # the checks after a merge that need more than the budget (judgement.after_merge)
+        # the checks after a merge that need more than the budget (judge.after_merge)
         self.judged = bool(
             settings.structural
             or settings.semantic

@@ -7,12 +7,12 @@ carries the run's result (a stop or a pause). ``cycle`` is the
 :class:`~engine._cycle.run.Run` and what the driver keeps between cycles (the
 collector freeze, an event loop for async suggestors).
 
-``Prelude`` (checks, eligible suggestors; :mod:`engine._cycle.scheduling`) →
-``Execute`` (run them; :mod:`engine._cycle.execution`) → ``Collect`` (outcomes
-into effects; :mod:`engine._cycle.collection`) → ``Merge`` (a gate's decision,
+``Prelude`` (checks, eligible suggestors; :mod:`engine._cycle.prelude`) →
+``Execute`` (run them; :mod:`engine._cycle.execute`) → ``Collect`` (outcomes
+into effects; :mod:`engine._cycle.collect`) → ``Merge`` (a gate's decision,
 then proposals into facts; a gate that matches pauses; :mod:`engine._cycle.merge`)
 → ``Judge`` (invariants, budgets, policies, criteria: the stop, or
-``NEXT_CYCLE``; :mod:`engine._cycle.judgement`). On an engine with no executor,
+``NEXT_CYCLE``; :mod:`engine._cycle.judge`). On an engine with no executor,
 store, gate or HITL policy, :class:`PlainCycles` runs those same steps fused into
 one loop for plain outcomes (the hot path of a chain of plain
 suggestors, :mod:`engine._cycle.plain`).
@@ -22,17 +22,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 from engine._cycle.accounting import remaining_budget
-from engine._cycle.collection import Collect
+from engine._cycle.collect import Collect, Outcome
 from engine._cycle.collector import CollectorFreeze
-from engine._cycle.cycling import NEXT_CYCLE, Cycling, End
-from engine._cycle.execution import Execute
+from engine._cycle.cycling import NEXT_CYCLE, Cycling, End, NextCycle, Step
+from engine._cycle.execute import Execute
 from engine._cycle.merge import MERGE
 from engine._cycle.plain import plain_engine, run_plain
+from engine._cycle.prelude import PRELUDE, Prelude, next_step
 from engine._cycle.run import Run
-from engine._cycle.scheduling import PRELUDE
 from engine.result import RunResult
 from engine.settings import EngineSettings
 
@@ -45,7 +44,7 @@ class PlainCycles:
 
     __slots__ = ()
 
-    def run(self, cycle: Cycling) -> Any:
+    def run(self, cycle: Cycling) -> Prelude | End:
         """Plain cycles to the stop, or the general step that takes over."""
         done = run_plain(cycle.settings, cycle.run, cycle.freezer, Walk(cycle))
         return PRELUDE if done is None else End(done)
@@ -66,7 +65,7 @@ class Walk:
         """Walk a whole cycle."""
         return self.walk(PRELUDE)
 
-    def from_collect(self, eligible: list[int], outcomes: list[Any]) -> RunResult | None:
+    def from_collect(self, eligible: list[int], outcomes: list[Outcome]) -> RunResult | None:
         """Walk the cycle on from the collection of ``outcomes``."""
         return self.walk(Collect(eligible, outcomes))
 
@@ -74,15 +73,15 @@ class Walk:
         """Walk the cycle on from its merge."""
         return self.walk(MERGE)
 
-    def walk(self, step: Any) -> RunResult | None:
+    def walk(self, step: Step) -> RunResult | None:
         """Walk from ``step`` to the end of the cycle."""
         while True:
-            step = step.run(self.cycle)
-            if step is NEXT_CYCLE:
+            answer = step.run(self.cycle)
+            if isinstance(answer, NextCycle):
                 return None
-            if type(step) is End:
-                result: RunResult = step.result
-                return result
+            if isinstance(answer, End):
+                return answer.result
+            step = answer
 
 
 def drive_sync(settings: EngineSettings, run: Run) -> RunResult:
@@ -93,23 +92,25 @@ def drive_sync(settings: EngineSettings, run: Run) -> RunResult:
     run.facts.remaining = partial(remaining_budget, settings, run)
     run.facts.suggestors = settings.registry.names  # (Context.suggestors)
     # what a dead process recorded of the cycles a recovery runs again (no call here:
-    # a leg's path through the engine stays as short, tests/test_resume_path.py)
+    # a leg's path through the engine stays as short: docs/architecture.md's figures)
     recovery = run.recovery
     run.facts.replayed = recovery.execution if recovery.recorded_executions else None
     paused = run.gating.pending_gate is not None
-    step: Any = MERGE if paused or run.cursor.merge_effects else NEXT_CYCLE
+    answer: Step | NextCycle = MERGE if paused or run.cursor.merge_effects else NEXT_CYCLE
     cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()), plain)
     registry = settings.registry
     try:
         while True:
-            if step is NEXT_CYCLE:
+            if isinstance(answer, NextCycle):
                 # the plain loop takes the next cycle when it can (no async, no work cut)
                 fused = plain and not registry.any_async and not run.cursor.cut
-                step = PLAIN if fused else PRELUDE
-            step = step.run(cycle)
-            if type(step) is End:
-                result: RunResult = step.result
-                return result
+                step: Step = PLAIN if fused else PRELUDE
+            else:
+                step = answer
+            end = step.run(cycle)
+            if isinstance(end, End):
+                return end.result
+            answer = end
     finally:
         cycle.freezer.release()
         if cycle.runner is not None:
@@ -125,19 +126,14 @@ async def drive_async(settings: EngineSettings, run: Run) -> RunResult:
     recovery = run.recovery
     run.facts.replayed = recovery.execution if recovery.recorded_executions else None
     paused = run.gating.pending_gate is not None
-    step: Any = MERGE if paused or run.cursor.merge_effects else PRELUDE
+    step: Step = MERGE if paused or run.cursor.merge_effects else PRELUDE
     cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()))
     try:
         while True:
-            if step is NEXT_CYCLE:
-                step = PRELUDE
-            if type(step) is Execute:
-                step = await step.arun(cycle)
-            else:
-                step = step.run(cycle)
-            if type(step) is End:
-                result: RunResult = step.result
-                return result
+            answer = await step.arun(cycle) if isinstance(step, Execute) else step.run(cycle)
+            if isinstance(answer, End):
+                return answer.result
+            step = next_step(answer)
     finally:
         cycle.freezer.release()
         settings.runs.leave(run.run_id)

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
 from functools import partial
-from typing import Any
 
 from engine._cycle.accounting import remaining_budget
 from engine._cycle.collector import CollectorFreeze
-from engine._cycle.cycling import NEXT_CYCLE, Cycling, End
-from engine._cycle.execution import Execute
+from engine._cycle.cycling import Answer, Cycling, End, Step
+from engine._cycle.execute import Execute
 from engine._cycle.merge import MERGE
+from engine._cycle.prelude import PRELUDE, next_step
 from engine._cycle.run import Run
-from engine._cycle.scheduling import PRELUDE
 from engine.events import RunEvent, run_event
 from engine.result import RunResult
 from engine.settings import EngineSettings
@@ -56,7 +55,7 @@ class EventBuffer:
         return taken
 
 
-def _first_step(run: Run) -> Any:
+def _first_step(run: Run) -> Step:
     """From the merge a paused run (or a cut merge) left, else from a cycle."""
     return MERGE if run.gating.pending_gate is not None or run.cursor.merge_effects else PRELUDE
 
@@ -71,23 +70,23 @@ def stream_sync(
     run.facts.suggestors = settings.registry.names  # as steps.drive_sync's
     recovery = run.recovery
     run.facts.replayed = recovery.execution if recovery.recorded_executions else None
-    step: Any = _first_step(run)
+    step: Step = _first_step(run)
+    answer: Answer = step
     cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()))
     try:
         yield from buffer.take()
         while True:
-            step = step.run(cycle)
+            answer = step.run(cycle)
             yield from buffer.take()
-            if type(step) is End:
-                result: RunResult = step.result
-                yield result
+            if isinstance(answer, End):
+                yield answer.result
                 return
-            if step is NEXT_CYCLE:
-                step = PRELUDE
+            step = next_step(answer)
     except GeneratorExit:
         settings.runs.cancel(run.run_id)
-        while type(step) is not End:
-            step = PRELUDE if step is NEXT_CYCLE else step.run(cycle)
+        while not isinstance(answer, End):  # walked on to its stop, recorded
+            step = next_step(answer)
+            answer = step.run(cycle)
         raise
     finally:
         cycle.freezer.release()
@@ -104,28 +103,25 @@ async def stream_async(
     run.facts.suggestors = settings.registry.names  # as steps.drive_sync's
     recovery = run.recovery
     run.facts.replayed = recovery.execution if recovery.recorded_executions else None
-    step: Any = _first_step(run)
+    step: Step = _first_step(run)
+    answer: Answer = step
     cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()))
     try:
         for event in buffer.take():
             yield event
         while True:
-            step = await step.arun(cycle) if type(step) is Execute else step.run(cycle)
+            answer = await step.arun(cycle) if isinstance(step, Execute) else step.run(cycle)
             for event in buffer.take():
                 yield event
-            if type(step) is End:
-                result: RunResult = step.result
-                yield result
+            if isinstance(answer, End):
+                yield answer.result
                 return
-            if step is NEXT_CYCLE:
-                step = PRELUDE
+            step = next_step(answer)
     except GeneratorExit:
         settings.runs.cancel(run.run_id)
-        while type(step) is not End:
-            if step is NEXT_CYCLE:
-                step = PRELUDE
-            else:
-                step = await step.arun(cycle) if type(step) is Execute else step.run(cycle)
+        while not isinstance(answer, End):
+            step = next_step(answer)
+            answer = await step.arun(cycle) if isinstance(step, Execute) else step.run(cycle)
         raise
     finally:
         cycle.freezer.release()

@@ -15,10 +15,10 @@ from __future__ import annotations
 import time
 
 from engine._cycle.accounting import elapsed_ms, ms
-from engine._cycle.collection import describe, record_failure
-from engine._cycle.cycling import Cycling, End
-from engine._cycle.execution import Execute
-from engine._cycle.judgement import fixed_point, stop, stop_or_continue
+from engine._cycle.collect import describe, record_failure
+from engine._cycle.cycling import Cycling, End, NextCycle, Step
+from engine._cycle.execute import Execute
+from engine._cycle.judge import fixed_point, stop, stop_or_continue
 from engine.stop import CycleBudgetExhausted, TimeBudgetExhausted, UserCancelled
 from engine.store import AuditEvent
 
@@ -114,3 +114,9 @@ class Prelude:
 
 
 PRELUDE = Prelude()
+
+
+def next_step(answer: Step | NextCycle) -> Step:
+    """The step a driver runs for a step's ``answer``: the step itself, or a
+    :data:`PRELUDE` for :data:`~engine._cycle.cycling.NEXT_CYCLE`."""
+    return PRELUDE if isinstance(answer, NextCycle) else answer

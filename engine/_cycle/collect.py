@@ -6,7 +6,7 @@ invocations counted, failures recorded (``on_error``), ``StopRun`` and refusals
 become signals, and what is left is the cycle's list of effects for the merge.
 The eligible suggestors whose execution was cut (timed out, cancelled, not
 admitted by the invocation budget) go to ``Run.cut``: the cycle is then no
-fixed point (:func:`engine._cycle.judgement.after_merge`) and they are eligible again in
+fixed point (:func:`engine._cycle.judge.after_merge`) and they are eligible again in
 the next cycle, after a resume too.
 """
 
@@ -40,6 +40,11 @@ from engine.stop import (
 )
 from engine.store import AuditEvent
 
+Outcome = object
+"""What one suggestor's call came to, as given: its return value (a list of
+``Proposal``, an ``Effect``, a ``Proposal``, None; anything else is refused here),
+the exception it raised, or ``NOT_DONE`` / ``CANCELLED`` / ``TIMED_OUT``."""
+
 
 @dataclass(slots=True)
 class Collect:
@@ -48,7 +53,7 @@ class Collect:
     refusals."""
 
     eligible: list[int]
-    outcomes: list[Any] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
 
     def run(self, cycle: Cycling) -> Merge:
         """Collect, then merge."""
@@ -83,14 +88,14 @@ class Collect:
                     break
                 continue
             # the common case, a plain list of proposals, builds no Effect
-            plain = type(out) is list
-            if plain:
-                for p in out:
+            listed = out if type(out) is list else None
+            if listed is not None:
+                for p in listed:
                     if type(p) is not Proposal:
-                        plain = False
+                        listed = None
                         break
-            if plain:
-                proposals: list[Proposal] = out
+            if listed is not None:
+                proposals: list[Proposal] = listed
                 u = NO_USAGE
                 refusal: Any = None
                 signal: StopReason | None = None
@@ -155,7 +160,7 @@ def _failed(
 
 
 def _unpack(
-    settings: EngineSettings, run: Run, name: str, out: Any, last: list[str]
+    settings: EngineSettings, run: Run, name: str, out: Outcome, last: list[str]
 ) -> Unpacked | bool:
     """What an outcome other than a plain list of proposals carries; a bool when it
     is no valid effect (a failure recorded: True when the run must stop)."""
@@ -305,7 +310,7 @@ def record_failure(
     return False
 
 
-def _normalise(out: Any) -> Effect | None:
+def _normalise(out: Outcome) -> Effect | None:
     if isinstance(out, Effect):
         return out
     if out is None:

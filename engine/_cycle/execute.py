@@ -6,7 +6,7 @@ they run concurrently (at most ``max_concurrency`` in flight) while the sync one
 run inline; in-flight async work is cut at the time budget or by
 ``Engine.cancel()``. With ``Engine(executor=...)`` the cycle goes to that
 :class:`engine.executor.Executor` instead (:func:`execute_elsewhere`). An
-*outcome* per admitted suggestor is handed to :mod:`engine._cycle.collection`: what it
+*outcome* per admitted suggestor is handed to :mod:`engine._cycle.collect`: what it
 returned, the exception it raised, or a marker (timed out, cancelled).
 """
 
@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
 
 from engine._cycle.accounting import elapsed_ms
-from engine._cycle.collection import Collect
+from engine._cycle.collect import Collect, Outcome
 from engine._cycle.cycling import Cycling
 from engine._cycle.run import Run
 from engine.effect import Effect
@@ -64,7 +63,7 @@ class Execute:
                 cycle.runner = asyncio.Runner()
             return Collect(eligible, cycle.runner.run(execute_async(settings, run, eligible)))
         ctx = run.context
-        outcomes: list[Any] = []
+        outcomes: list[Outcome] = []
         stop_on_error = settings.on_error == "stop"
         execute = settings.registry.execute
         budget = run.budget
@@ -127,7 +126,7 @@ def admit(settings: EngineSettings, run: Run, eligible: list[int]) -> list[int]:
     return admitted
 
 
-async def execute_async(settings: EngineSettings, run: Run, eligible: list[int]) -> list[Any]:
+async def execute_async(settings: EngineSettings, run: Run, eligible: list[int]) -> list[Outcome]:
     """Run a cycle with async suggestors: those concurrently, sync ones inline.
 
     ``max_seconds`` and ``Engine.cancel()`` cut work in flight (polled every
@@ -136,7 +135,7 @@ async def execute_async(settings: EngineSettings, run: Run, eligible: list[int])
     admitted = admit(settings, run, eligible)
     ctx = run.context
     reg = settings.registry
-    outcomes: list[Any] = [NOT_DONE] * len(admitted)
+    outcomes: list[Outcome] = [NOT_DONE] * len(admitted)
     sem = asyncio.Semaphore(settings.max_concurrency)
 
     async def one(slot: int, i: int) -> None:
@@ -175,7 +174,7 @@ async def execute_async(settings: EngineSettings, run: Run, eligible: list[int])
 
 
 async def _wait(
-    settings: EngineSettings, run: Run, tasks: list[asyncio.Task[None]], outcomes: list[Any]
+    settings: EngineSettings, run: Run, tasks: list[asyncio.Task[None]], outcomes: list[Outcome]
 ) -> None:
     """Wait for ``tasks``, waking now and then so that cancel() interrupts them."""
     loop = asyncio.get_running_loop()
@@ -204,7 +203,7 @@ async def _wait(
                 outcomes[slot] = cut
 
 
-def execute_elsewhere(settings: EngineSettings, run: Run, eligible: list[int]) -> list[Any]:
+def execute_elsewhere(settings: EngineSettings, run: Run, eligible: list[int]) -> list[Outcome]:
     """Hand the admitted suggestors to ``settings.executor``; their outcomes, in order.
 
     An executor that cannot reach its workers (``ExecutorUnavailable``) or cannot
