@@ -341,7 +341,7 @@ def test_the_writer_checkpoints_the_wal_once_idle_so_the_database_file_holds_the
 
 
 def test_the_idle_work_runs_after_the_waiters_are_released_and_close_waits_for_it() -> None:
-    from audit.trail import BackgroundWriter
+    from audit.writing import BackgroundWriter
 
     release, done = threading.Event(), threading.Event()
     seen: dict[str, bool] = {}
@@ -363,7 +363,7 @@ def test_the_idle_work_runs_after_the_waiters_are_released_and_close_waits_for_i
 def test_batches_committed_during_the_idle_work_get_it_again() -> None:
     # the second batch is committed by a new thread while the first thread's idle
     # work is still running: the WAL it adds must be checkpointed too
-    from audit.trail import BackgroundWriter
+    from audit.writing import BackgroundWriter
 
     committed: list[Any] = []
     seen: list[list[Any]] = []
@@ -386,7 +386,7 @@ def test_batches_committed_during_the_idle_work_get_it_again() -> None:
 
 
 def test_failing_idle_work_fails_no_run() -> None:
-    from audit.trail import BackgroundWriter
+    from audit.writing import BackgroundWriter
 
     def idle() -> None:
         raise OSError("checkpoint failed")
@@ -413,7 +413,7 @@ def test_two_writers_overlapping_give_the_switch_interval_back() -> None:
     # the interval is process-wide: each writer saving and restoring it on its own
     # left the short one behind for good when two overlapped (the second saved the
     # first's short interval and restored it last)
-    from audit.trail import BackgroundWriter
+    from audit.writing import BackgroundWriter
 
     before = sys.getswitchinterval()
     entered = {"a": threading.Event(), "b": threading.Event()}

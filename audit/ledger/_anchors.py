@@ -19,7 +19,7 @@ from audit.core import StoreCore
 from audit.ledger._ledger import LEDGER_ID, verify_ledger
 from audit.ledger._store_key import keyed_as, stored_fingerprint
 from audit.ledger._tree import ledger_entries, ledger_tree, parse_head
-from audit.trail._chain import VerifyReport
+from audit.trail import VerifyReport
 from engine.errors import ConvergeError
 from engine.hashing.ledger import key_fingerprint, parse_anchor
 

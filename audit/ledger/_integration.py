@@ -24,7 +24,7 @@ from audit.core import StoreCore
 from audit.ledger._ledger import LEDGER_HEAD
 from audit.ledger._store_key import keyed_as
 from audit.ledger._tree import HEAD_TYPE
-from audit.signing._statements import (
+from audit.signing import (
     Signer,
     ensure_signature_tables,
     keep_statement,

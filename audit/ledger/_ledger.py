@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, insert, select, update
 
 from audit.tables import ledger, meta
-from audit.trail._chain import GENESIS, VerifyReport
+from audit.trail import GENESIS, VerifyReport
 from engine.hashing.ledger import entry_message, key_fingerprint, parse_anchor
 
 __all__ = [

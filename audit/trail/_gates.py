@@ -15,9 +15,8 @@ from audit.core import StoreCore, json_compact
 from audit.tables import gates, runs
 from audit.trail._checkpoints import put_checkpoint
 from audit.trail._events import append, append_checkpointed
-from audit.trail._lease import grant, read_lease, release
-from audit.trail._liveness import this_writer, writer_alive
 from audit.trail._runs import outcome_values
+from audit.writing import grant, read_lease, release, this_writer, writer_alive
 from engine.errors import (
     CorruptRow,
     GateAlreadyDecided,
@@ -156,7 +155,7 @@ def claim_resume(
     ``paused`` / ``stopped`` (resumably) / ``running`` with a dead writer (crashed)
     / ``queued`` with events (a fork recorded for a worker: ``Engine.record_fork``)
     to ``running`` by this process, bumping its fencing epoch and taking its lease
-    (:mod:`audit.trail._lease`): a running run is claimed only once its lease
+    (:mod:`audit.writing._lease`): a running run is claimed only once its lease
     expired by the database's clock (or, on this host, its holder died).
 
     Idempotent by design: the update matches only the epoch and status just read,

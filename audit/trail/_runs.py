@@ -13,10 +13,8 @@ from audit.core import StoreCore, json_compact
 from audit.tables import fact_chunks, runs
 from audit.trail._checkpoints import inherited_count, put_checkpoint, saved_event
 from audit.trail._events import append, append_checkpointed
-from audit.trail._lease import grant, release
-from audit.trail._liveness import this_writer
 from audit.trail._run_header import read_header, with_header
-from audit.trail._writer import chain_batch
+from audit.writing import chain_batch, grant, release, this_writer
 from engine.errors import RunSuperseded, StoreError
 from engine.facts import canonical_json
 from engine.hashing.chain import GENESIS
