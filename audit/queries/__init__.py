@@ -30,11 +30,12 @@ from audit.queries._queries import (
     run_in,
 )
 from audit.queries._tamper import tamper_hint
-from audit.queries._timeline import last_budget_status, timeline
+from audit.queries._timeline import CycleSummary, last_budget_status, timeline
 
 __all__ = [
     "CANDIDATES",
     "DEFAULT_LIMIT",
+    "CycleSummary",
     "ForkLink",
     "RunRow",
     "StoredEvent",
