@@ -103,7 +103,7 @@ class StoreCore:
         self._ready_tables: set[str] = set()
         self.known_fingerprint: str | None = None
         """The key fingerprint the store records, as far as this object knows (None:
-        not known to be keyed; ``audit.ledger._store_key`` reads it again before refusing)."""
+        not known to be keyed; ``audit.trail._store_key`` reads it again before refusing)."""
         self.run_heads: dict[str, tuple[str, int, int]] = {}
         """Per run id, the chain head, last seq and facts count this process last wrote
         to its ``runs`` row (maybe in a transaction that rolled back): what

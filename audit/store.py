@@ -26,13 +26,13 @@ from sqlalchemy import Engine, insert, select
 from audit import ledger, queries, schema, signing, trail
 from audit import verify as verifying
 from audit.core import StoreCore
-from audit.ledger import KEY_FINGERPRINT, integrate_own, key_fingerprint, require_key
+from audit.ledger import integrate_own, key_fingerprint
 from audit.queries import inherited_facts, lineage_graph
 from audit.tables import CHECKPOINT_PART_CHARS, SCHEMA_VERSION, meta
+from audit.trail import KEY_FINGERPRINT
 from audit.url import read_only_sqlite, resolve_url
 from engine.errors import StoreError
-from engine.hitl import GateDecision
-from engine.store import BatchItem, Claim, GateRecord, RunHeader, RunOutcome
+from engine.store import BatchItem, GateRecord, RunOutcome
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -128,18 +128,7 @@ class SqlRunStore(StoreCore):
     # benchmarks/audit_bench.py writes a checkpoint directly
     _put_checkpoint = trail.put_checkpoint
 
-    # -- RunStore (engine/store.py): the key checked first, heads integrated after ---
-    def start_run(
-        self,
-        header: RunHeader,
-        events: Sequence[BatchItem],
-        checkpoint: dict[str, Any] | None = None,
-    ) -> None:
-        """:func:`audit.trail.start_run`, refused (``AuditKeyError``, nothing
-        written) in a keyed store without its key."""
-        require_key(self, f"starting run {header.run_id}")
-        trail.start_run(self, header, events, checkpoint)
-
+    # -- RunStore (engine/store.py): the ledger's heads integrated after a run's last write
     def finish_run(
         self,
         run_id: str,
@@ -168,24 +157,6 @@ class SqlRunStore(StoreCore):
         trail.pause_run(self, run_id, events, outcome, gate, checkpoint)
         integrate_own(self, self.signer)
 
-    def decide_gate(self, gate_id: str, decision: GateDecision, status: str) -> GateRecord:
-        """:func:`audit.trail.decide_gate`, refused (``AuditKeyError``, nothing
-        written) in a keyed store without its key."""
-        require_key(self, f"deciding gate {gate_id}")
-        return trail.decide_gate(self, gate_id, decision, status)
-
-    def claim_resume(
-        self,
-        run_id: str,
-        expected_epoch: int | None = None,
-        expected_seq: int | None = None,
-        events: Sequence[BatchItem] = (),
-    ) -> Claim:
-        """:func:`audit.trail.claim_resume`, refused (``AuditKeyError``, nothing
-        written) in a keyed store without its key."""
-        require_key(self, f"resuming run {run_id}")
-        return trail.claim_resume(self, run_id, expected_epoch, expected_seq, events)
-
     def load_checkpoint(self, run_id: str) -> dict[str, Any]:
         """:func:`audit.trail.load_checkpoint`, a fork's inherited facts read from its
         parent (``ParentMissing`` when the parent is gone)."""
@@ -193,9 +164,12 @@ class SqlRunStore(StoreCore):
             self, run_id, lambda started: inherited_facts(self, run_id, started)[0]
         )
 
+    start_run = trail.start_run
     append_events = trail.append_events
     save_checkpoint = trail.save_checkpoint
     get_gate = trail.get_gate
+    decide_gate = trail.decide_gate
+    claim_resume = trail.claim_resume
     release_claim = trail.release_claim
     get_run_header = trail.get_run_header
     run_history = queries.read_history

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,6 @@ from engine import (
 )
 from engine.facts import fact_json
 from gates import require_approval
-from tests.hitlfixtures import STORES, store_url_for
 
 JSON_LEAF = (
     st.none()
@@ -51,12 +49,6 @@ JSON = st.recursive(
     max_leaves=8,
 )
 KEYS = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=8)
-
-
-@pytest.fixture(params=STORES)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with store_url_for(request.param, tmp_path) as url:
-        yield url
 
 
 def _table_rows(store: SqlRunStore, sql: str) -> list[Any]:

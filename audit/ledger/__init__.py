@@ -4,7 +4,8 @@ pending heads in batches (``_sequencer``, ``_integration``), what ``verify`` say
 heads not integrated yet (``_pending``), the ledger as an RFC 6962 tree with signed
 heads (``_tree``), its checkpoints in the C2SP format (``_checkpoint``) and a
 witness that cosigns them (``_witness``), anchors kept outside the store
-(``_anchors``) and the key a writer holds (``_store_key``).
+(``_anchors``). The key a writer holds is checked by the trail
+(:func:`audit.trail.require_key`), offered here too for the commands that check it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from audit.ledger._checkpoint import (
 )
 from audit.ledger._integration import integrate, integrate_own, integrate_pending, pending_count
 from audit.ledger._ledger import (
-    KEY_FINGERPRINT,
     LEDGER_HEAD,
     LEDGER_SINCE,
     append,
@@ -39,7 +39,6 @@ from audit.ledger._sequencer import (
     start_sequencing,
     stop_sequencing,
 )
-from audit.ledger._store_key import AuditKeyError, require_key
 from audit.ledger._tree import (
     HEAD_TYPE,
     check_consistency,
@@ -50,10 +49,10 @@ from audit.ledger._tree import (
     signed_head,
 )
 from audit.ledger._witness import cosign_checkpoint, cosigned_by
+from audit.trail import AuditKeyError, require_key
 
 __all__ = [
     "HEAD_TYPE",
-    "KEY_FINGERPRINT",
     "LEDGER_HEAD",
     "LEDGER_SINCE",
     "NOT_YET_INTEGRATED",

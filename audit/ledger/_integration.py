@@ -22,7 +22,6 @@ from sqlalchemy import Connection, delete, func, insert, select, tuple_, update
 
 from audit.core import StoreCore
 from audit.ledger._ledger import LEDGER_HEAD
-from audit.ledger._store_key import keyed_as
 from audit.ledger._tree import HEAD_TYPE
 from audit.signing import (
     Signer,
@@ -31,6 +30,7 @@ from audit.signing import (
     stored_statement,
 )
 from audit.tables import ledger, ledger_pending, meta
+from audit.trail import keyed_as
 from engine.errors import StoreError
 from engine.hashing.chain import GENESIS
 from engine.hashing.ledger import entry_message, parse_anchor

@@ -43,13 +43,22 @@ from audit.trail._gates import (
 from audit.trail._kinds import CHECKPOINTED, REQUEUED, TERMINAL
 from audit.trail._run_header import header_column, read_header
 from audit.trail._runs import finish_run, get_run_header, start_run
+from audit.trail._store_key import (
+    KEY_FINGERPRINT,
+    AuditKeyError,
+    keyed_as,
+    require_key,
+    stored_fingerprint,
+)
 
 __all__ = [
     "CHAIN_COLUMNS",
     "CHECKPOINTED",
     "GENESIS",
+    "KEY_FINGERPRINT",
     "REQUEUED",
     "TERMINAL",
+    "AuditKeyError",
     "ChainRow",
     "VerifyReport",
     "append",
@@ -66,6 +75,7 @@ __all__ = [
     "hasher",
     "header_column",
     "inherited_count",
+    "keyed_as",
     "last_seq",
     "list_gates",
     "load_checkpoint",
@@ -75,8 +85,10 @@ __all__ = [
     "read_checkpoint",
     "read_header",
     "release_claim",
+    "require_key",
     "save_checkpoint",
     "settle_gate",
     "start_run",
+    "stored_fingerprint",
     "verify_chain",
 ]
