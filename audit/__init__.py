@@ -5,11 +5,10 @@ SQLAlchemy URL) implementing :class:`engine.RunStore`; ``verify`` finds the firs
 altered row of a run's chain (docs/audit.md, docs/audit.md).
 """
 
-from audit.queries._lineage import lineage_graph
-from audit.queries._queries import RunRow, StoredEvent, parse_since
+from audit.queries import RunRow, StoredEvent, lineage_graph, parse_since
 from audit.store import KEY_ENV, SqlRunStore, open_store
 from audit.tables import SCHEMA_VERSION
-from audit.trail._chain import GENESIS, VerifyReport, verify_chain
+from audit.trail import GENESIS, VerifyReport, verify_chain
 from audit.url import resolve_url
 from engine.facts import canonical_json
 

@@ -17,12 +17,17 @@ from typing import Any, Protocol
 from sqlalchemy import Connection, Engine, Table, inspect, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from audit.ledger._timing import ledger_timing
 from audit.testing import after_write_commit
-from audit.trail._background import BackgroundWriter
-from audit.trail._lease import LeaseKeeper, lease_seconds
-from audit.trail._writer import BulkInserter, Prediction, QueuedBatch
 from audit.url import WRITE, display_url, make_engine
+from audit.writing import (
+    BackgroundWriter,
+    BulkInserter,
+    LeaseKeeper,
+    Prediction,
+    QueuedBatch,
+    lease_seconds,
+    ledger_timing,
+)
 from engine.errors import ConvergeError, StoreError
 from engine.hashing.chain import KEYED, PLAIN, hasher
 
@@ -98,7 +103,7 @@ class StoreCore:
         self._ready_tables: set[str] = set()
         self.known_fingerprint: str | None = None
         """The key fingerprint the store records, as far as this object knows (None:
-        not known to be keyed; ``audit.ledger._store_key`` reads it again before refusing)."""
+        not known to be keyed; ``audit.trail._store_key`` reads it again before refusing)."""
         self.run_heads: dict[str, tuple[str, int, int]] = {}
         """Per run id, the chain head, last seq and facts count this process last wrote
         to its ``runs`` row (maybe in a transaction that rolled back): what
@@ -115,7 +120,7 @@ class StoreCore:
         self.taken_runs: set[str] = set()
         """Queued run ids this process took (audit.run_queue._queue): start_run fills their row."""
         self.leases = LeaseKeeper(self, lease_seconds())
-        """The leases of the runs this process holds, renewed (audit.trail._lease)."""
+        """The leases of the runs this process holds, renewed (audit.writing._lease)."""
 
     def forget_run(self, run_id: str) -> None:
         """Drop what this process kept of the run's writes (its last head, its chunk

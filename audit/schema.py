@@ -7,7 +7,7 @@ from sqlalchemy import Connection, Table, insert, inspect, select, text, update
 from sqlalchemy.exc import DBAPIError
 
 from audit.core import StoreCore
-from audit.ledger._ledger import LEDGER_HEAD, LEDGER_SINCE
+from audit.ledger import LEDGER_HEAD, LEDGER_SINCE
 from audit.tables import (
     SCHEMA_VERSION,
     TABLES,
@@ -19,7 +19,7 @@ from audit.tables import (
     meta,
     runs,
 )
-from audit.trail._chain import GENESIS
+from audit.trail import GENESIS
 from engine.errors import SchemaVersionError, StoreError
 
 
@@ -188,7 +188,7 @@ def _upgrade_from_5(conn: Connection) -> str:
 
 def _upgrade_from_6(conn: Connection) -> str:
     """Version 7 adds ``run_leases`` (created with the missing tables): the lease of
-    each running run (:mod:`audit.trail._lease`). A run left ``running`` by an older
+    each running run (:mod:`audit.writing._lease`). A run left ``running`` by an older
     converge has none: its writer is judged by its pid, as that converge did."""
     conn.execute(
         update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION))

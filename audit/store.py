@@ -21,31 +21,18 @@ from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, insert, select
+from sqlalchemy import Engine, insert, select
 
-from audit import schema as _schema
+from audit import ledger, queries, schema, signing, trail
+from audit import verify as verifying
 from audit.core import StoreCore
-from audit.ledger import _integration as _integration
-from audit.ledger import _sequencer as _sequencer
-from audit.ledger._ledger import KEY_FINGERPRINT, key_fingerprint
-from audit.ledger._store_key import require_key
-from audit.queries import _queries as _queries
-from audit.queries._history import inherited_facts, read_history
-from audit.queries._lineage import lineage_graph
-from audit.queries._queries import DEFAULT_LIMIT, RunRow, StoredEvent
-from audit.signing import _statements as _signing
+from audit.ledger import integrate_own, key_fingerprint
+from audit.queries import inherited_facts, lineage_graph
 from audit.tables import CHECKPOINT_PART_CHARS, SCHEMA_VERSION, meta
-from audit.trail import _checkpoints as _checkpoints
-from audit.trail import _events as _events
-from audit.trail import _gates as _gates
-from audit.trail import _runs as _runs
-from audit.trail._chain import VerifyReport
+from audit.trail import KEY_FINGERPRINT
 from audit.url import read_only_sqlite, resolve_url
-from audit.verify import _verify as _verify
 from engine.errors import StoreError
-from engine.facts import Fact
-from engine.hitl import GateDecision
-from engine.store import BatchItem, Claim, GateRecord, RunHeader, RunHistory, RunOutcome
+from engine.store import BatchItem, GateRecord, RunOutcome
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -84,14 +71,18 @@ class SqlRunStore(StoreCore):
     plus queries (``runs``, ``run``, ``events``, ``facts``, ``lineage``, ``gates``)
     and ``verify``/``verify_all``. Promoted facts reach it as
     :class:`engine.store.PromotedFacts` batches (``promoted_facts_batches``), written
-    in bulk by :mod:`audit.trail._writer`.
+    in bulk by :mod:`audit.writing`.
+
+    Each operation is its room's function, taking the store as its first argument
+    (its signature and docstring there); a method is written here only where it
+    composes rooms (the key checked first, the ledger's heads integrated after).
     """
 
     promoted_facts_batches = True
     keeps_fact_chunks = True
     write_behind_events: int | None = WRITE_BEHIND_EVENTS
     """Batches of this many events or more are committed by a writer thread (None: never)."""
-    signer: _signing.Signer | None = None
+    signer: signing.Signer | None = None
     """Signs each run's final facts root (``open_store``: ``$CONVERGE_SIGNING_KEY``)."""
 
     def __init__(self, url: str, *, key: bytes | None = None, engine: Engine | None = None):
@@ -100,9 +91,9 @@ class SqlRunStore(StoreCore):
             url,
             key=key,
             engine=engine,
-            commit=partial(_events.commit, self),
+            commit=partial(trail.commit, self),
             part_chars=CHECKPOINT_PART_CHARS,
-            heads=_sequencer.SEQUENCED_HEADS,
+            heads=ledger.SEQUENCED_HEADS,
         )
 
     # -- the store and its key -----------------------------------------------------
@@ -111,16 +102,10 @@ class SqlRunStore(StoreCore):
         the ledger, and release the database connections."""
         self.leases.close()
         self.writer.close()
-        _sequencer.stop_sequencing(self, self.signer)
+        ledger.stop_sequencing(self, self.signer)
         self.sql_engine.dispose()
 
-    def ensure_schema(self) -> None:
-        """Create the tables on first use; refuse a foreign or newer schema.
-
-        Raises ``SchemaVersionError`` (another schema version) or ``StoreError``
-        (tables of another application, database unreachable).
-        """
-        _schema.ensure_schema(self)
+    ensure_schema = schema.ensure_schema
 
     def check_key(self) -> None:
         """Record the key's fingerprint in a store that has none; note a wrong or
@@ -141,42 +126,9 @@ class SqlRunStore(StoreCore):
             pass  # a read-only copy, or a racing writer recorded it first
 
     # benchmarks/audit_bench.py writes a checkpoint directly
-    def _put_checkpoint(
-        self, conn: Connection, run_id: str, data: dict[str, Any] | None, blob: str | None = None
-    ) -> None:
-        _checkpoints.put_checkpoint(self, conn, run_id, data, blob)
+    _put_checkpoint = trail.put_checkpoint
 
-    # -- RunStore --------------------------------------------------------------------
-    def start_run(
-        self,
-        header: RunHeader,
-        events: Sequence[BatchItem],
-        checkpoint: dict[str, Any] | None = None,
-    ) -> None:
-        """Create the ``runs`` row (status ``running``, this pid/host) and write the
-        first events, with ``checkpoint`` (cycle 0) in the same transaction when
-        given; a queued run this process took (``audit.run_queue._queue.take_queued``)
-        keeps its row.
-
-        Raises ``StoreError`` when the run id exists already or the database fails,
-        ``AuditKeyError`` (nothing written) in a keyed store without its key.
-        """
-        require_key(self, f"starting run {header.run_id}")
-        _runs.start_run(self, header, events, checkpoint)
-
-    def append_events(self, run_id: str, events: Sequence[BatchItem]) -> None:
-        """Append one cycle's events to the run's chain, in one transaction.
-
-        A batch of :attr:`write_behind_events` events or more is chained here and
-        queued for the writer thread, which commits it while the engine computes the
-        next cycles (:class:`audit.trail._background.BackgroundWriter`): a failure is raised by
-        the run's next call that writes (``StoreError``), every other method waits
-        for the queue first, and a crash can lose the batches still queued (crash
-        recovery replays their cycles). A smaller batch is committed before this
-        returns.
-        """
-        _events.append_events(self, run_id, events)
-
+    # -- RunStore (engine/store.py): the ledger's heads integrated after a run's last write
     def finish_run(
         self,
         run_id: str,
@@ -184,28 +136,13 @@ class SqlRunStore(StoreCore):
         outcome: RunOutcome,
         checkpoint: dict[str, Any] | None = None,
     ) -> None:
-        """Write the last events and the outcome; keep ``checkpoint`` (or drop a stale one).
-
-        The checkpoint's sha256 is chained with the terminal ``run_stopped`` event,
-        so that a resume can check what it loads (docs/audit.md).
-        """
-        _runs.finish_run(self, run_id, events, outcome, checkpoint)
-        _integration.integrate_own(self, self.signer)  # the run's heads, before it exits
-        if self.signer is not None:  # $CONVERGE_SIGNING_KEY: sign the final facts root
-            _signing.sign_facts_root(self, self.signer, run_id)
-
-    def save_checkpoint(
-        self, run_id: str, events: Sequence[BatchItem], checkpoint: dict[str, Any]
-    ) -> None:
-        """Append a cycle's events and a periodic checkpoint of a running run, in one
-        transaction; its sha256 is chained by a ``checkpoint_saved`` event.
-
-        A checkpoint that refers to the fact chunks goes through the writer thread
-        with its cycle's events (the engine does not wait for it: a crash before it
-        is committed resumes from the checkpoint before); any other is written
-        before this returns.
-        """
-        _events.save_checkpoint(self, run_id, events, checkpoint)
+        """:func:`audit.trail.finish_run`, then the run's heads integrated into the
+        ledger before it exits, and its final facts root signed
+        (``$CONVERGE_SIGNING_KEY``)."""
+        trail.finish_run(self, run_id, events, outcome, checkpoint)
+        integrate_own(self, self.signer)
+        if self.signer is not None:
+            signing.sign_facts_root(self, self.signer, run_id)
 
     def pause_run(
         self,
@@ -215,164 +152,48 @@ class SqlRunStore(StoreCore):
         gate: GateRecord,
         checkpoint: dict[str, Any],
     ) -> None:
-        """Write the events, the pending gate and the checkpoint; status ``paused``."""
-        _gates.pause_run(self, run_id, events, outcome, gate, checkpoint)
-        _integration.integrate_own(self, self.signer)  # the run's heads, before it exits
-
-    def get_gate(self, gate_id: str) -> GateRecord:
-        """The gate (raises ``GateNotFound``)."""
-        return _gates.get_gate(self, gate_id)
-
-    def decide_gate(self, gate_id: str, decision: GateDecision, status: str) -> GateRecord:
-        """Compare-and-set the gate from ``pending`` to ``status`` (approved/rejected/expired).
-
-        Exactly one caller wins; the others get ``GateAlreadyDecided`` naming who
-        decided it and when (ISO UTC). Raises ``GateNotFound`` for an unknown gate,
-        ``AuditKeyError`` (nothing written) in a keyed store without its key.
-        """
-        require_key(self, f"deciding gate {gate_id}")
-        return _gates.decide_gate(self, gate_id, decision, status)
-
-    def claim_resume(
-        self,
-        run_id: str,
-        expected_epoch: int | None = None,
-        expected_seq: int | None = None,
-        events: Sequence[BatchItem] = (),
-    ) -> Claim:
-        """Compare-and-set the run from paused/stopped (or dead-writer running) to
-        ``running`` by this process with a new fencing epoch (see
-        :func:`audit.trail._gates.claim_resume`); from then on this process's writes to the
-        run are refused once another claim supersedes it (``RunSuperseded``).
-
-        Raises ``RunBusy`` (another process holds it, or claimed it first),
-        ``RunFinished`` (a stop that leaves nothing to do), ``RunNotFound``,
-        ``AuditKeyError`` (nothing written) in a keyed store without its key.
-        """
-        require_key(self, f"resuming run {run_id}")
-        return _gates.claim_resume(self, run_id, expected_epoch, expected_seq, events)
-
-    def release_claim(self, claim: Claim) -> None:
-        """Give back a claim whose resume could not start (see
-        :func:`audit.trail._gates.release_claim`)."""
-        _gates.release_claim(self, claim)
+        """:func:`audit.trail.pause_run`, then the run's heads integrated into the
+        ledger before it exits."""
+        trail.pause_run(self, run_id, events, outcome, gate, checkpoint)
+        integrate_own(self, self.signer)
 
     def load_checkpoint(self, run_id: str) -> dict[str, Any]:
-        """The latest checkpoint of the run; ``ResumeError`` when missing or corrupted
-        (a fork's: ``ParentMissing`` when the parent whose facts it refers to is gone)."""
-        return _checkpoints.load_checkpoint(
+        """:func:`audit.trail.load_checkpoint`, a fork's inherited facts read from its
+        parent (``ParentMissing`` when the parent is gone)."""
+        return trail.load_checkpoint(
             self, run_id, lambda started: inherited_facts(self, run_id, started)[0]
         )
 
-    def get_run_header(self, run_id: str) -> RunHeader:
-        """The header the run was started with (raises ``RunNotFound``)."""
-        return _runs.get_run_header(self, run_id)
-
-    def run_history(self, run_id: str, until_cycle: int) -> RunHistory:
-        """The run as recorded up to ``until_cycle``, for a fork (see
-        :func:`audit.queries._history.read_history`); ``RunNotFound``, ``ResumeError``."""
-        return read_history(self, run_id, until_cycle)
+    start_run = trail.start_run
+    append_events = trail.append_events
+    save_checkpoint = trail.save_checkpoint
+    get_gate = trail.get_gate
+    decide_gate = trail.decide_gate
+    claim_resume = trail.claim_resume
+    release_claim = trail.release_claim
+    get_run_header = trail.get_run_header
+    run_history = queries.read_history
+    last_seq = trail.last_seq
 
     # -- queries ----------------------------------------------------------------------
-    def gates(self, pending: bool = False) -> list[GateRecord]:
-        """HITL gates, newest first (only ``pending`` ones when asked)."""
-        return _gates.list_gates(self, pending)
-
-    def runs(
-        self,
-        *,
-        category: str | None = None,
-        kind: str | None = None,
-        since: float | None = None,
-        job: str | None = None,
-        status: str | None = None,
-        limit: int | None = DEFAULT_LIMIT,
-    ) -> list[RunRow]:
-        """Recorded runs, newest first, filtered by stop ``category``/``kind``, ``job``,
-        ``status`` (``crashed`` included) and start time ``since`` (unix seconds).
-
-        ``limit`` (default 100; None or 0 = all) bounds the rows read.
-        """
-        return _queries.list_runs(
-            self, category=category, kind=kind, since=since, job=job, status=status, limit=limit
-        )
-
-    def run(self, run_id: str) -> RunRow:
-        """One recorded run (raises ``RunNotFound``)."""
-        return _queries.get_run(self, run_id)
-
-    def resolve_run_id(self, text: str) -> str:
-        """The full id of the run ``text`` names, in full or by a unique prefix.
-
-        Raises ``RunNotFound`` (no such run) or ``audit.queries._queries.AmbiguousRunId``
-        (a prefix of several runs' ids; the message lists them).
-        """
-        return _queries.resolve_run_id(self, text)
-
-    def events(
-        self,
-        run_id: str,
-        kinds: Sequence[str] | None = None,
-        *,
-        after: int = 0,
-        limit: int | None = None,
-    ) -> list[StoredEvent]:
-        """The run's events in ``seq`` order (only ``kinds`` when given; only those
-        after seq ``after``, at most ``limit`` of them)."""
-        return _queries.read_events(self, run_id, kinds, after=after, limit=limit)
-
-    def last_seq(self, run_id: str) -> int:
-        """The seq of the run's last event, the batches queued for the writer thread
-        included (``engine._cycle.recording.emit`` numbers a streamed run's events
-        back from it). Raises ``RunNotFound`` or ``StoreError``."""
-        return _events.last_seq(self, run_id)
-
-    def facts(self, run_id: str, key: str | None = None) -> list[Fact]:
-        """The run's facts in promotion order: the initial ones, then every ``fact_promoted``.
-
-        Raises ``RunNotFound`` for an unknown run.
-        """
-        return _queries.read_facts(
-            self, run_id, key, lambda started: inherited_facts(self, run_id, started)[0]
-        )
+    gates = trail.list_gates
+    runs = queries.list_runs
+    run = queries.get_run
+    resolve_run_id = queries.resolve_run_id
+    events = queries.read_events
+    facts = queries.read_facts
 
     def lineage(self, run_id: str, fact_id: str) -> nx.DiGraph[str]:
-        """The ancestors of ``fact_id`` in the run, edges parent → child (see ``audit.queries``).
-
-        Raises ``RunNotFound`` or ``ConvergeError`` (unknown fact).
-        """
+        """The ancestors of ``fact_id`` in the run, edges parent → child (see
+        :func:`audit.queries.lineage_graph`). Raises ``RunNotFound`` or
+        ``ConvergeError`` (unknown fact)."""
         return lineage_graph(self.facts(run_id), fact_id)
 
     # -- verify ------------------------------------------------------------------------
-    def verify(self, run_id: str) -> VerifyReport:
-        """Recompute the run's chain and check against it what queries and resumes
-        read: the ``runs`` row's outcome, its gates, its checkpoint and its latest
-        ledger entry. The report names the first bad ``seq`` and why (a key that
-        does not fit the store: ``wrong key`` / ``key required``).
-
-        Raises ``RunNotFound`` when no ``runs`` row exists.
-        """
-        return _verify.verify_run(self, run_id)
-
-    def verify_all(self) -> list[VerifyReport]:
-        """Verify every run (oldest first) and the ledger: a run the ledger names but
-        the store lost is reported ``run deleted``; events of no known run count as
-        inserted rows; a broken ledger adds a report for ``(ledger)``."""
-        return _verify.verify_all(self)
-
-    def anchor(self) -> str:
-        """The ledger head, ``seq:hash`` (HMAC-signed when the store is keyed): keep it
-        outside the database; ``verify_anchor`` proves nothing before it changed."""
-        return _verify.anchor(self)
-
-    def verify_anchor(self, anchor: str) -> list[VerifyReport]:
-        """:meth:`verify_all`, plus: the ledger still holds ``anchor``'s entry and its
-        history. Catches a store cut back consistently (runs and ledger truncated or
-        deleted together), which no chain inside the database can show.
-
-        Raises ``ValueError`` for text that is not an anchor.
-        """
-        return _verify.verify_anchor(self, anchor)
+    verify = verifying.verify_run
+    verify_all = verifying.verify_all
+    anchor = verifying.anchor
+    verify_anchor = verifying.verify_anchor
 
 
 def open_store(
@@ -399,7 +220,7 @@ def open_store(
     try:
         store.ensure_schema()
         store.check_key()
-        store.signer = None if read_only else _signing.signer_from_env()
+        store.signer = None if read_only else signing.signer_from_env()
     except BaseException:
         store.close()
         raise

@@ -216,7 +216,7 @@ run_leases = Table(
     _time("expires_at"),
     _time("renewed_at"),
 )
-"""The lease of a ``running`` run (audit.trail._lease): who holds it (``holder``:
+"""The lease of a ``running`` run (audit.writing._lease): who holds it (``holder``:
 host/pid/process start), at which fencing ``epoch``, until when by the
 database's clock (``expires_at``, unix seconds); renewed by its holder, taken
 over by another process once expired, deleted when the run stops or pauses."""

@@ -21,11 +21,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from engine import RunResult, RunStore, StopReason
 from engine.result import counted
 from engine.stop import CycleBudgetExhausted
+
+if TYPE_CHECKING:
+    from audit.queries import CycleSummary
 
 __all__ = ["WINDOW", "CycleCounts", "counts_of", "explain_result", "explain_stop"]
 
@@ -81,15 +84,6 @@ def explain_stop(reason: StopReason, cycles: Iterable[CycleCounts]) -> str:
             "(converge resume RUN --add-cycles N)."
         )
     return reason.explain()
-
-
-class CycleSummary(Protocol):
-    """What :func:`counts_of` reads of ``audit.queries.timeline``'s summaries."""
-
-    cycle: int
-    proposed: int
-    promoted: int
-    rejected: list[str]
 
 
 def counts_of(timeline: Iterable[CycleSummary]) -> list[CycleCounts]:

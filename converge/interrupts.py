@@ -35,7 +35,7 @@ def cancel_on_signals(engine: Engine) -> Iterator[None]:
         return
     received: list[int] = []
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         received.append(signum)
         if len(received) > 1 and signum == signal.SIGINT:
             raise KeyboardInterrupt
@@ -105,7 +105,7 @@ class Shutdown:
         if not again:
             threading.Thread(target=self._wind_down, name="converge-stop", daemon=True).start()
 
-    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+    def on_signal(self, signum: int, _frame: FrameType | None) -> None:
         """A signal handler calling :meth:`request`."""
         self.request()
 

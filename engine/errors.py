@@ -266,8 +266,8 @@ class AuditKeyError(StoreError):
     """The store is keyed and this process's ``CONVERGE_AUDIT_KEY`` is missing or is
     not its key: the write was refused before anything was recorded.
 
-    ``problem`` is :data:`audit.ledger._store_key.KEY_REQUIRED` or
-    :data:`audit.ledger._store_key.WRONG_KEY`.
+    ``problem`` is :data:`audit.trail._store_key.KEY_REQUIRED` or
+    :data:`audit.trail._store_key.WRONG_KEY`.
     """
 
     def __init__(self, message: str, problem: str) -> None:

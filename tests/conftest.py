@@ -6,11 +6,15 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.pool import QueuePool
+
+if TYPE_CHECKING:
+    from audit import SqlRunStore
 
 # ``import readline`` (pytest imports it) sets COLUMNS=80 and LINES=24 in the C
 # environment of the process: the processes it starts (pytest-xdist's workers, the
@@ -32,6 +36,26 @@ def no_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(models, "ALLOW_MODEL_REQUESTS", False)
     monkeypatch.delenv("CONVERGE_MODEL", raising=False)
+
+
+@pytest.fixture(params=("sqlite", "postgresql"))
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh store URL of each kind (tests.hitlfixtures.STORES): a SQLite file in
+    ``tmp_path``, a throwaway PostgreSQL schema; a module may define its own."""
+    from tests.hitlfixtures import store_url_for
+
+    with store_url_for(request.param, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[SqlRunStore]:
+    """The store at ``store_url``, closed after the test; a module may define its own."""
+    from audit import open_store
+
+    s = open_store(store_url)
+    yield s
+    s.close()
 
 
 # Test files whose tests share a fixture built once per module (a docs site, Celery

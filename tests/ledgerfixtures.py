@@ -15,8 +15,9 @@ from sqlalchemy import text
 import audit.ledger._sequencer
 import audit.trail._head_cas
 from audit import SqlRunStore, open_store
-from audit.ledger import LedgerTiming, pending_count, verify_ledger
+from audit.ledger import pending_count, verify_ledger
 from audit.testing import pg_schema
+from audit.writing import LedgerTiming
 from engine import Budget, Context, Engine, Proposal, suggestor
 from tests.pgfixtures import require_pg
 
@@ -73,7 +74,7 @@ def delayed(url: str, clock: Clock | None = None, *, delay: float = 3600.0) -> S
 def no_end_pass(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """As a process killed before its end-of-run pass: heads stay pending."""
     with monkeypatch.context() as m:
-        m.setattr("audit.ledger._integration.integrate_own", lambda *a, **k: None)
+        m.setattr("audit.store.integrate_own", lambda *a, **k: None)
         yield
 
 

@@ -59,10 +59,11 @@ def run_with(
 
 
 class FakeClock:
-    """A monotonic clock (seconds) that suggestors advance."""
+    """A monotonic clock (seconds, from ``now``) that only moves when a test or its
+    suggestors advance it."""
 
-    def __init__(self) -> None:
-        self.now = 1000.0
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
 
     def __call__(self) -> float:
         return self.now

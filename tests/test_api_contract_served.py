@@ -25,20 +25,17 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from audit import open_store
 from audit.people import add_token
 from converge.jobs import load_job
 from converge.timetravel import fork_run
 from tests.faultfixtures import gated_job, ticking_job
-from tests.hitlfixtures import STORES, store_url_for
 from tests.realserve import ROOT, served_cli
 from tests.servicefixtures import until
 from tests.webfixtures import quorum_job, run_job
@@ -113,12 +110,6 @@ class Seeded:
     token: str
     stopped: str
     fork: str
-
-
-@pytest.fixture(params=STORES)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with store_url_for(request.param, tmp_path) as url:
-        yield url
 
 
 def _seed(url: str, workdir: Path) -> Seeded:

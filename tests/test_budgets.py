@@ -24,16 +24,7 @@ from engine import (
     Usage,
 )
 from engine.effect import NO_USAGE
-
-
-class FakeClock:
-    """A monotonic clock in seconds that only moves when told to."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.stopfixtures import FakeClock
 
 
 class Counter:

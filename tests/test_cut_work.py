@@ -35,16 +35,7 @@ from engine import (
     suggestor,
 )
 from engine._cycle.run import Run
-
-
-class FakeClock:
-    """Seconds that move only when a test says so."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.stopfixtures import FakeClock
 
 
 def _job(clock: FakeClock, started: list[int], cancel: Any = None) -> list[Any]:
@@ -88,7 +79,7 @@ def _start(engine: Engine, driver: str, run_id: str) -> RunResult:
 def test_a_suggestor_cut_by_the_time_budget_is_no_fixed_point_and_runs_again_after_a_resume(
     driver: str, tmp_path: Path
 ) -> None:
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     started: list[int] = []
     job = _job(clock, started)
     store = open_store(str(tmp_path / "audit.db"))
@@ -119,7 +110,7 @@ def test_a_suggestor_cut_by_the_time_budget_is_no_fixed_point_and_runs_again_aft
 
 
 def test_a_cycle_cut_by_the_time_budget_judges_no_criterion() -> None:
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     started: list[int] = []
     # "late" is never there: judged on the cut cycle as a fixed point, this criterion
     # would end the run criteria_unmet (validation, not resumable)
@@ -131,7 +122,7 @@ def test_a_cycle_cut_by_the_time_budget_judges_no_criterion() -> None:
 
 
 def test_a_suggestor_cut_by_a_cancel_runs_again_when_the_run_is_resumed() -> None:
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     started: list[int] = []
     holder: list[Engine] = []
     engine = Engine(clock=clock).register(*_job(clock, started, lambda: holder[0].cancel()))

@@ -7,7 +7,6 @@ Every test runs on SQLite and on PostgreSQL (``CONVERGE_TEST_PG_URL``).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,21 +31,8 @@ from engine import (
 )
 from engine.facts import fact_json
 from engine.store import PromotedFacts
-from tests.hitlfixtures import INITIAL, STORES, make_engine, store_url_for
+from tests.hitlfixtures import INITIAL, make_engine
 from tests.jobfixtures import tick
-
-
-@pytest.fixture(params=STORES)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with store_url_for(request.param, tmp_path) as url:
-        yield url
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[SqlRunStore]:
-    s = open_store(store_url)
-    yield s
-    s.close()
 
 
 def _budget_stopped(store: SqlRunStore, cycles: int = 3) -> str:

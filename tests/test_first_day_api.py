@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from audit import open_store
 from audit.people import add_token
 from audit.store import SqlRunStore
 from converge.run_queue import Action
 from converge.web import create_app
+from tests.faultfixtures import opened
 from tests.hitlfixtures import STORES, opened_store
 from tests.webfixtures import quorum_job, run_job, vendored_run
 
@@ -43,11 +43,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlRunStor
 
 @pytest.fixture
 def sqlite_store(tmp_path: Path) -> Iterator[SqlRunStore]:
-    s = open_store(str(tmp_path / "api.db"))
-    try:
+    with opened(str(tmp_path / "api.db")) as s:
         yield s
-    finally:
-        s.close()
 
 
 class Unsent:

@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from audit import SqlRunStore, open_store
 from converge.cli import app
 from engine import Budget, CycleBudgetExhausted, Engine, RunNotFound
 from engine.errors import AmbiguousRunId
-from tests.hitlfixtures import INITIAL, STORES, make_engine, store_url_for
+from tests.hitlfixtures import INITIAL, make_engine
 from tests.jobfixtures import tick
 from tests.webfixtures import VENDORED
 
@@ -29,19 +28,6 @@ runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
 OSCILLATOR = ROOT / "examples" / "oscillator" / "job.yaml"
 LONG_JOB = "dependency-audit-vendored"
-
-
-@pytest.fixture(params=STORES)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with store_url_for(request.param, tmp_path) as url:
-        yield url
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[SqlRunStore]:
-    s = open_store(store_url)
-    yield s
-    s.close()
 
 
 def cli(*args: str, width: int | None = None) -> Result:

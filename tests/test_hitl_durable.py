@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,30 +35,15 @@ from gates import require_approval
 from tests.hitlfixtures import (
     INITIAL,
     SLOW_ENV,
-    STORES,
     SUGGESTORS,
     count,
     facts_of,
     make_engine,
     scan,
     signed_off,
-    store_url_for,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(params=STORES)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with store_url_for(request.param, tmp_path) as url:
-        yield url
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[SqlRunStore]:
-    s = open_store(store_url)
-    yield s
-    s.close()
 
 
 def new_run_id() -> str:

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +15,10 @@ import pytest
 
 from audit import open_store
 from engine import GateAlreadyDecided, GateDecision, HitlGatePending
-from tests.hitlfixtures import INITIAL, STORES, make_engine, store_url_for
+from tests.hitlfixtures import INITIAL, make_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 RACERS = 8
-
-
-@pytest.fixture(params=STORES)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with store_url_for(request.param, tmp_path) as url:
-        yield url
 
 
 def race(store_url: str, gate_id: str, barrier: Path) -> list[dict[str, Any]]:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from audit import open_store
 from audit.people import add_token
 from audit.store import SqlRunStore
+from tests.faultfixtures import opened
 from tests.webfixtures import served, vendored_run
 
 CHROMIUM = "/usr/bin/chromium"
@@ -46,11 +46,8 @@ def _chromium() -> str:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqlRunStore]:
-    s = open_store(str(tmp_path / "inbox.db"))
-    try:
+    with opened(str(tmp_path / "inbox.db")) as s:
         yield s
-    finally:
-        s.close()
 
 
 EXPECT_TIMEOUT_MS = 30_000

@@ -1,4 +1,4 @@
-"""Leases of running runs in the store (audit.trail._lease, docs/scale-out.md).
+"""Leases of running runs in the store (audit.writing._lease, docs/scale-out.md).
 
 A running run is held while its lease is unexpired by the database's clock: a
 holder on another host is judged by its lease alone (before leases it was always
@@ -20,9 +20,9 @@ from sqlalchemy import select, text, update
 from audit import SqlRunStore, open_store
 from audit.run_queue import queue_run, runs_to_recover, take_queued
 from audit.tables import run_leases
-from audit.trail._lease import LOST, grant, lease_seconds, read_lease
-from audit.trail._liveness import holder_alive, holder_id
 from audit.url import idle_tx_ms
+from audit.writing._lease import LOST, grant, lease_seconds, read_lease
+from audit.writing._liveness import holder_alive, holder_id
 from converge.service import ExpiredLeases
 from engine.errors import RunBusy, RunSuperseded, StoreError
 from engine.status import RunStatus

@@ -24,18 +24,17 @@ from typer.testing import CliRunner
 
 from audit import SqlRunStore, open_store
 from audit.ledger import (
-    LEDGER_DELAY_ENV,
     NOT_YET_INTEGRATED,
     LedgerSequencer,
     check_consistency,
     integrate,
     ledger_entries,
-    ledger_timing,
     ledger_tree,
     pending_count,
 )
 from audit.signing._statements import check_signature, generate_keys, load_signer, stored_statements
 from audit.tables import SCHEMA_VERSION
+from audit.writing import LEDGER_DELAY_ENV, ledger_timing
 from converge.cli import app
 from engine.errors import ConfigurationError
 from engine.store import AuditEvent, RunHeader

@@ -16,13 +16,13 @@ import pytest
 
 from audit import open_store
 from audit.ledger import (
-    LEDGER_DELAY_ENV,
     NOT_YET_INTEGRATED,
     LedgerSequencer,
     integrate,
     pending_count,
 )
 from audit.testing import KILL_AFTER_WRITES_ENV
+from audit.writing import LEDGER_DELAY_ENV
 from engine import Budget, Engine
 from tests.ledgerfixtures import (
     ROOT,

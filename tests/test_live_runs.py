@@ -18,12 +18,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from audit import SqlRunStore, open_store
+from audit import SqlRunStore
 from audit.people import add_token
 from converge.web import create_app
 from converge.web.feeds import LiveRuns
 from converge.web.serving import GRACEFUL_SHUTDOWN_S
 from engine import GateDecision
+from tests.faultfixtures import opened
 from tests.hitlfixtures import INITIAL, make_engine
 from tests.test_inbox_browser import _sign_in, browser_page  # noqa: F401
 from tests.webfixtures import ROOT, quorum_job, run_job, served
@@ -86,11 +87,8 @@ def listen(url: str, headers: dict[str, str], into: Received) -> threading.Threa
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqlRunStore]:
-    s = open_store(str(tmp_path / "live.db"))
-    try:
+    with opened(str(tmp_path / "live.db")) as s:
         yield s
-    finally:
-        s.close()
 
 
 def test_a_stream_sends_a_run_from_its_first_event_and_follows_it_through_its_decision_to_its_stop(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -23,7 +22,7 @@ import pytest
 from audit import open_store
 from audit.people import add_token
 from converge.web.live import LIVE_KINDS
-from tests.hitlfixtures import INITIAL, STORES, make_engine, store_url_for
+from tests.hitlfixtures import INITIAL, make_engine
 from tests.realserve import Served, served_cli
 from tests.test_inbox_browser import browser_page  # noqa: F401
 from tests.test_live_runs import DEADLINE_S, Received, listen
@@ -32,12 +31,6 @@ from tests.webfixtures import quorum_job, run_job
 RECONNECT_WITHIN_S = 30.0
 """An EventSource reconnects 3 s after its stream ends (Chromium's default); past
 this, it did not come back or did not stop."""
-
-
-@pytest.fixture(params=STORES)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with store_url_for(request.param, tmp_path) as url:
-        yield url
 
 
 def _stream(served: Served, run_id: str, headers: dict[str, str], query: str = "") -> Received:

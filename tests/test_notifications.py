@@ -30,17 +30,11 @@ from converge.jobs import parse_job
 from converge.notifications import deliveries, notify_due
 from converge.service import DeadlineKeeper, LocalRunPool
 from engine import GateDecision, GateRecord
-from tests.hitlfixtures import INITIAL, STORES, make_engine, store_url_for
+from tests.hitlfixtures import INITIAL, make_engine
 from tests.webfixtures import QUORUM_JOB, run_job
 
 SECRET_ENV = "CONVERGE_TEST_WEBHOOK_SECRET"
 SECRET = "s3cret-for-the-test"
-
-
-@pytest.fixture(params=STORES)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with store_url_for(request.param, tmp_path) as url:
-        yield url
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from converge.jobs import parse_job
 from engine import GateAlreadyDecided, GateDecision
 from engine.errors import DuplicateVote
 from gates import require_approval
+from tests.faultfixtures import opened
 from tests.hitlfixtures import STORES, store_url_for
 from tests.webfixtures import QUORUM_JOB, quorum_job, run_job, served, settle
 
@@ -29,11 +30,8 @@ runner = CliRunner()
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqlRunStore]:
-    s = open_store(str(tmp_path / "quorum.db"))
-    try:
+    with opened(str(tmp_path / "quorum.db")) as s:
         yield s
-    finally:
-        s.close()
 
 
 def _gate(store: SqlRunStore, required: int = 2) -> str:

@@ -104,7 +104,7 @@ def test_a_queued_run_taken_by_a_process_that_died_before_writing_is_taken_again
             text("UPDATE runs SET pid = :pid WHERE run_id = :run"),
             {"pid": int(dead.stdout), "run": run_id},
         )
-        # its lease too: held by the dead process, on this host (audit.trail._lease)
+        # its lease too: held by the dead process, on this host (audit.writing._lease)
         conn.execute(
             text("UPDATE run_leases SET holder = :holder WHERE run_id = :run"),
             {"holder": f"{socket.gethostname()}/{int(dead.stdout)}/0", "run": run_id},

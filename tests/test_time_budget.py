@@ -18,14 +18,7 @@ from engine import (
     suggestor,
 )
 from gates import require_approval
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 50.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.stopfixtures import FakeClock
 
 
 def _hanging_job(cancelled: list[bool]) -> list[Any]:
@@ -55,7 +48,7 @@ def _hanging_engine(cancelled: list[bool]) -> Engine:
     first cycle always passes, so a loaded machine's scheduling delay before that
     cycle (270 ms in a CI run, 2026-11-27) cannot stop the run before its
     suggestors start; in-flight work is still cut on the event loop's own clock."""
-    engine = Engine(budget=Budget(max_seconds=HANG_BUDGET_S), clock=FakeClock())
+    engine = Engine(budget=Budget(max_seconds=HANG_BUDGET_S), clock=FakeClock(50.0))
     engine.register(*_hanging_job(cancelled))
     return engine
 
@@ -101,7 +94,7 @@ def test_without_a_time_budget_async_suggestors_are_awaited_to_the_end() -> None
 
 
 def test_the_time_budget_does_not_run_while_a_run_is_paused_at_a_gate() -> None:
-    clock = FakeClock()
+    clock = FakeClock(50.0)
 
     @suggestor(name="proposer", dependencies=["x"])
     def proposer(ctx: Context) -> list[Proposal]:

@@ -14,11 +14,11 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from audit import open_store
 from audit.people import add_token
 from audit.store import SqlRunStore
 from converge.jobs import load_job
 from converge.web import create_app
+from tests.faultfixtures import opened
 from tests.hitlfixtures import STORES, opened_store
 from tests.webfixtures import quorum_job, run_job, served, settle
 
@@ -30,11 +30,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlRunStor
 
 @pytest.fixture
 def sqlite_store(tmp_path: Path) -> Iterator[SqlRunStore]:
-    s = open_store(str(tmp_path / "api.db"))
-    try:
+    with opened(str(tmp_path / "api.db")) as s:
         yield s
-    finally:
-        s.close()
 
 
 def _paused_gate(store: SqlRunStore) -> str:

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from audit import open_store
 from audit.people import add_token, votes
 from audit.store import SqlRunStore
 from converge.web import create_app
+from tests.faultfixtures import opened
 from tests.webfixtures import quorum_job, run_job, vendored_run
 
 MB = 1024 * 1024
@@ -22,11 +22,8 @@ MB = 1024 * 1024
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqlRunStore]:
-    s = open_store(str(tmp_path / "bad.db"))
-    try:
+    with opened(str(tmp_path / "bad.db")) as s:
         yield s
-    finally:
-        s.close()
 
 
 @pytest.fixture

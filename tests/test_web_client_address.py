@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from audit import open_store
 from audit.people import access_entries, add_token
 from audit.store import SqlRunStore
+from tests.faultfixtures import opened
 from tests.webfixtures import served
 
 GUESSES = 20
@@ -22,11 +22,8 @@ GUESSES = 20
 
 @pytest.fixture
 def sqlite_store(tmp_path: Path) -> Iterator[SqlRunStore]:
-    store = open_store(str(tmp_path / "inbox.db"))
-    try:
+    with opened(str(tmp_path / "inbox.db")) as store:
         yield store
-    finally:
-        store.close()
 
 
 def _guess(base: str, i: int, claimed: str) -> int:

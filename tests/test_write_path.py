@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,6 @@ from engine import (
 )
 from engine.facts import fact_json
 from gates import require_approval
-from tests.hitlfixtures import STORES, store_url_for
 
 JSON_LEAF = (
     st.none()
@@ -51,12 +49,6 @@ JSON = st.recursive(
     max_leaves=8,
 )
 KEYS = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=8)
-
-
-@pytest.fixture(params=STORES)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with store_url_for(request.param, tmp_path) as url:
-        yield url
 
 
 def _table_rows(store: SqlRunStore, sql: str) -> list[Any]:
@@ -341,7 +333,7 @@ def test_the_writer_checkpoints_the_wal_once_idle_so_the_database_file_holds_the
 
 
 def test_the_idle_work_runs_after_the_waiters_are_released_and_close_waits_for_it() -> None:
-    from audit.trail import BackgroundWriter
+    from audit.writing import BackgroundWriter
 
     release, done = threading.Event(), threading.Event()
     seen: dict[str, bool] = {}
@@ -363,7 +355,7 @@ def test_the_idle_work_runs_after_the_waiters_are_released_and_close_waits_for_i
 def test_batches_committed_during_the_idle_work_get_it_again() -> None:
     # the second batch is committed by a new thread while the first thread's idle
     # work is still running: the WAL it adds must be checkpointed too
-    from audit.trail import BackgroundWriter
+    from audit.writing import BackgroundWriter
 
     committed: list[Any] = []
     seen: list[list[Any]] = []
@@ -386,7 +378,7 @@ def test_batches_committed_during_the_idle_work_get_it_again() -> None:
 
 
 def test_failing_idle_work_fails_no_run() -> None:
-    from audit.trail import BackgroundWriter
+    from audit.writing import BackgroundWriter
 
     def idle() -> None:
         raise OSError("checkpoint failed")
@@ -413,7 +405,7 @@ def test_two_writers_overlapping_give_the_switch_interval_back() -> None:
     # the interval is process-wide: each writer saving and restoring it on its own
     # left the short one behind for good when two overlapped (the second saved the
     # first's short interval and restored it last)
-    from audit.trail import BackgroundWriter
+    from audit.writing import BackgroundWriter
 
     before = sys.getswitchinterval()
     entered = {"a": threading.Event(), "b": threading.Event()}

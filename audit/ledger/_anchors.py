@@ -17,9 +17,8 @@ from dataclasses import dataclass
 
 from audit.core import StoreCore
 from audit.ledger._ledger import LEDGER_ID, verify_ledger
-from audit.ledger._store_key import keyed_as, stored_fingerprint
 from audit.ledger._tree import ledger_entries, ledger_tree, parse_head
-from audit.trail._chain import VerifyReport
+from audit.trail import VerifyReport, keyed_as, stored_fingerprint
 from engine.errors import ConvergeError
 from engine.hashing.ledger import key_fingerprint, parse_anchor
 

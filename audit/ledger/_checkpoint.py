@@ -28,11 +28,13 @@ from sqlalchemy import insert, inspect, select
 
 from audit.core import StoreCore
 from audit.ledger._tree import HEAD_TYPE, ledger_entries, ledger_tree, signed_head
-from audit.signing._notes import Note, parse_note, sign_note
-from audit.signing._statements import (
+from audit.signing import (
+    Note,
     Signer,
     ensure_signature_tables,
     keep_statement,
+    parse_note,
+    sign_note,
     stored_statement,
     stored_statements,
 )

@@ -22,15 +22,15 @@ from sqlalchemy import Connection, delete, func, insert, select, tuple_, update
 
 from audit.core import StoreCore
 from audit.ledger._ledger import LEDGER_HEAD
-from audit.ledger._store_key import keyed_as
 from audit.ledger._tree import HEAD_TYPE
-from audit.signing._statements import (
+from audit.signing import (
     Signer,
     ensure_signature_tables,
     keep_statement,
     stored_statement,
 )
 from audit.tables import ledger, ledger_pending, meta
+from audit.trail import keyed_as
 from engine.errors import StoreError
 from engine.hashing.chain import GENESIS
 from engine.hashing.ledger import entry_message, parse_anchor

@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, insert, select, update
 
 from audit.tables import ledger, meta
-from audit.trail._chain import GENESIS, VerifyReport
+from audit.trail import GENESIS, VerifyReport
 from engine.hashing.ledger import entry_message, key_fingerprint, parse_anchor
 
 __all__ = [
-    "KEY_FINGERPRINT",
     "LEDGER_HEAD",
     "LEDGER_ID",
     "LEDGER_SINCE",
@@ -42,9 +41,6 @@ LEDGER_HEAD = "ledger_head"
 LEDGER_SINCE = "ledger_since_seq"
 """``converge_meta`` key: runs whose chain began before the ledger (an upgraded
 version-1 store) are not checked against it."""
-
-KEY_FINGERPRINT = "key_fingerprint"
-"""``converge_meta`` key: a fingerprint of the HMAC key (never the key itself)."""
 
 LEDGER_ID = "(ledger)"
 """The ``run_id`` of the reports about the ledger itself."""

@@ -3,7 +3,7 @@
 
 A run whose latest commit waits in ``ledger_pending`` verifies, with a note naming
 the head and how long ago it was committed, as long as that is within the store's
-bound (:class:`audit.ledger._timing.LedgerTiming`); past it, the run fails: no
+bound (:class:`audit.writing._timing.LedgerTiming`); past it, the run fails: no
 sequencer integrated it (none ran, or one is held back). What the ledger already
 holds of the run must still be in its chain: a run cut short or rewritten below
 an integrated entry fails whatever is pending. A pending head of a run that no
@@ -19,7 +19,7 @@ from sqlalchemy import Connection, func, select
 from audit.core import StoreCore
 from audit.ledger import _ledger as ledger_log
 from audit.tables import ledger, ledger_pending, runs
-from audit.trail._chain import GENESIS, ChainRow, VerifyReport
+from audit.trail import GENESIS, ChainRow, VerifyReport
 
 __all__ = ["NOT_YET_INTEGRATED", "deleted_pending", "run_in_ledger"]
 

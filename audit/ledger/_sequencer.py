@@ -37,7 +37,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from audit.core import StoreCore
 from audit.ledger._integration import append_inline, integrate, integrate_own, pending_count
-from audit.signing._statements import Signer
+from audit.signing import Signer
 from audit.tables import ledger_pending
 from engine.errors import StoreError
 

@@ -22,7 +22,7 @@ from sqlalchemy import select
 
 from audit.core import StoreCore
 from audit.ledger._ledger import verify_ledger
-from audit.signing._statements import (
+from audit.signing import (
     Signer,
     canonical,
     check_signature,

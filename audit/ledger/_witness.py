@@ -11,16 +11,16 @@ The first checkpoint a witness sees is cosigned as it is (trust on first use).
 from __future__ import annotations
 
 from audit.ledger._checkpoint import consistent, parse_checkpoint
-from audit.signing._notes import (
+from audit.signing import (
     COSIGNATURE,
     Note,
+    Signer,
     VerifierKey,
     cosign,
     cosigned_at,
     signed_by,
     verifier_key,
 )
-from audit.signing._statements import Signer
 from engine.errors import CheckpointError, WitnessRefused
 
 __all__ = ["cosign_checkpoint", "cosigned_by"]

@@ -4,26 +4,21 @@ deliveries (``_outbox``; docs/inbox.md).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from audit.lazy import face
-
-if TYPE_CHECKING:
-    from audit.notifications._outbox import (
-        CHAIN_SINK,
-        DELIVERED,
-        EVENTS,
-        FAILED,
-        LEASE_S,
-        SENDING,
-        Delivery,
-        claim,
-        deliveries,
-        delivery,
-        gates_to_notify,
-        record_attempt,
-        recorded,
-    )
+from audit.notifications._outbox import (
+    CHAIN_SINK,
+    DELIVERED,
+    EVENTS,
+    FAILED,
+    LEASE_S,
+    SENDING,
+    Delivery,
+    claim,
+    deliveries,
+    delivery,
+    gates_to_notify,
+    record_attempt,
+    recorded,
+)
 
 __all__ = [
     "CHAIN_SINK",
@@ -40,6 +35,3 @@ __all__ = [
     "record_attempt",
     "recorded",
 ]
-
-if not TYPE_CHECKING:
-    __getattr__ = face(__name__, __all__, ("_outbox",))

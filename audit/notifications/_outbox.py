@@ -26,12 +26,11 @@ from sqlalchemy import Connection, and_, exists, not_, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from audit.cells import bad_cell
-from audit.ledger._store_key import require_key
+from audit.ledger import require_key
 from audit.store import SqlRunStore
 from audit.tables import NOTIFICATION_TABLES, gates, notification_deliveries
-from audit.trail._events import append
-from audit.trail._gates import gate_record
-from audit.trail._liveness import this_writer
+from audit.trail import append, gate_record
+from audit.writing import this_writer
 from engine.errors import CorruptRow
 from engine.status import GateStatus
 from engine.store import AuditEvent, GateRecord

@@ -6,54 +6,43 @@ in one transaction each (``_deciding``) and the tables they need (``_schema``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from audit.lazy import face
-
-if TYPE_CHECKING:
-    from audit.people._approvals import (
-        MAX_REASON_CHARS,
-        Vote,
-        cast_vote,
-        deciding_vote,
-        votes,
-        votes_on,
-    )
-    from audit.people._comments import (
-        MAX_COMMENT_CHARS,
-        Comment,
-        add_comment,
-        run_comments,
-        run_with_comments,
-    )
-    from audit.people._deciding import (
-        Decider,
-        DecisionCase,
-        Recorded,
-        decision_case,
-        record_decision,
-    )
-    from audit.people._people import (
-        access_entries,
-        actors_of,
-        add_to_groups,
-        failures_since,
-        groups_of,
-        knows,
-        log_access,
-        record_actor,
-    )
-    from audit.people._tokens import (
-        ROLES,
-        Principal,
-        TokenInfo,
-        add_token,
-        authenticate,
-        list_tokens,
-        revoke_tokens,
-        still_valid,
-        token_hash,
-    )
+from audit.people._approvals import (
+    MAX_REASON_CHARS,
+    Vote,
+    cast_vote,
+    deciding_vote,
+    votes,
+    votes_on,
+)
+from audit.people._comments import (
+    MAX_COMMENT_CHARS,
+    Comment,
+    add_comment,
+    run_comments,
+    run_with_comments,
+)
+from audit.people._deciding import Decider, DecisionCase, Recorded, decision_case, record_decision
+from audit.people._people import (
+    access_entries,
+    actors_of,
+    add_to_groups,
+    failures_since,
+    groups_of,
+    knows,
+    log_access,
+    record_actor,
+)
+from audit.people._tokens import (
+    ROLES,
+    Principal,
+    TokenInfo,
+    add_token,
+    authenticate,
+    list_tokens,
+    revoke_tokens,
+    still_valid,
+    token_hash,
+)
 
 __all__ = [
     "MAX_COMMENT_CHARS",
@@ -90,16 +79,3 @@ __all__ = [
     "votes",
     "votes_on",
 ]
-
-if not TYPE_CHECKING:
-    __getattr__ = face(
-        __name__,
-        __all__,
-        (
-            "_approvals",
-            "_comments",
-            "_deciding",
-            "_people",
-            "_tokens",
-        ),
-    )

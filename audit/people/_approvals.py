@@ -25,8 +25,7 @@ from audit.cells import bad_cell
 from audit.people._schema import ensure_inbox_tables, inbox_readable
 from audit.store import SqlRunStore
 from audit.tables import gate_votes, gates
-from audit.trail._events import append
-from audit.trail._gates import gate_record
+from audit.trail import append, gate_record
 from engine.errors import (
     CorruptRow,
     DuplicateVote,

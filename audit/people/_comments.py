@@ -13,12 +13,11 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from audit.ledger._store_key import require_key
-from audit.queries._queries import RunRow, StoredEvent, events_in, run_in
+from audit.ledger import require_key
+from audit.queries import RunRow, StoredEvent, events_in, run_in
 from audit.store import SqlRunStore
 from audit.tables import gates
-from audit.trail._events import append
-from audit.trail._gates import gate_record
+from audit.trail import append, gate_record
 from engine.errors import ConfigurationError, GateNotFound
 from engine.store import AuditEvent
 

@@ -18,15 +18,14 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, select
 
-from audit.ledger._store_key import require_key
+from audit.ledger import require_key
 from audit.people._approvals import Vote, locked_pending_gate, still_needed, vote_in
 from audit.people._people import actors_in, groups_in, holds_token_or_group
 from audit.people._schema import ensure_inbox_tables
-from audit.signing._known_people import Person, anyone_in, person_in, ready_to_read
+from audit.signing import Person, anyone_in, person_in, ready_to_read
 from audit.store import SqlRunStore
 from audit.tables import api_tokens, gates
-from audit.trail._gates import gate_record, settle_gate
-from audit.trail._run_header import read_header
+from audit.trail import gate_record, read_header, settle_gate
 from engine.errors import GateNotFound
 from engine.hitl import GateDecision
 from engine.status import GateStatus

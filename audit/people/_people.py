@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from audit.cells import bad_cell
 from audit.people._schema import ensure_inbox_tables, inbox_readable
-from audit.signing._known_people import person
+from audit.signing import person
 from audit.store import SqlRunStore
 from audit.tables import access_log, api_tokens, group_members, run_actors
 from engine.errors import CorruptRow, StoreError

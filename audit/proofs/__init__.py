@@ -5,20 +5,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from audit.lazy import face
-
-if TYPE_CHECKING:
-    from audit.proofs._bundle_check import (
-        read_bundle,
-        verify_bundle,
-    )
-    from audit.proofs._bundles import (
-        export_fact,
-        export_run,
-        write_bundle,
-    )
+from audit.proofs._bundle_check import read_bundle, verify_bundle
+from audit.proofs._bundles import export_fact, export_run, write_bundle
 
 __all__ = [
     "export_fact",
@@ -27,13 +15,3 @@ __all__ = [
     "verify_bundle",
     "write_bundle",
 ]
-
-if not TYPE_CHECKING:
-    __getattr__ = face(
-        __name__,
-        __all__,
-        (
-            "_bundle_check",
-            "_bundles",
-        ),
-    )

@@ -28,14 +28,18 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from audit.cells import loads as _loads
-from audit.ledger._checkpoint import parse_checkpoint
-from audit.ledger._tree import HEAD_TYPE
+from audit.ledger import HEAD_TYPE, parse_checkpoint
 from audit.proofs._bundle_shape import shape_problem
 from audit.proofs._bundles import FORMAT, FORMAT_V1, RUN_TYPE
-from audit.signing._decisions import verify_bundle_decisions
-from audit.signing._notes import VerifierKey, cosigned_at, signed_by, verifier_key
-from audit.signing._statements import check_signature
-from audit.trail._kinds import CHECKPOINTED, TERMINAL
+from audit.signing import (
+    VerifierKey,
+    check_signature,
+    cosigned_at,
+    signed_by,
+    verifier_key,
+    verify_bundle_decisions,
+)
+from audit.trail import CHECKPOINTED, TERMINAL
 from engine.errors import BundleError, CheckpointError
 from engine.hashing.chain import GENESIS, PLAIN
 from engine.hashing.checkpoint import checkpoint_digest

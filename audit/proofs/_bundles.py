@@ -23,16 +23,19 @@ import orjson
 from sqlalchemy import select
 
 from audit.core import StoreCore
-from audit.ledger._checkpoint import checkpoint_note, parse_checkpoint
-from audit.ledger._tree import ledger_entries, ledger_tree, signed_head
-from audit.queries._history import inherited_facts
-from audit.signing._decisions import SIGNED_KINDS, signed_deciders
-from audit.signing._notes import signed_by, verifier_key
-from audit.signing._statements import Signer, ensure_signature_tables, stored_statement
+from audit.ledger import checkpoint_note, ledger_entries, ledger_tree, parse_checkpoint, signed_head
+from audit.queries import inherited_facts
+from audit.signing import (
+    SIGNED_KINDS,
+    Signer,
+    ensure_signature_tables,
+    signed_by,
+    signed_deciders,
+    stored_statement,
+    verifier_key,
+)
 from audit.tables import runs
-from audit.trail._chain import read_chain, verify_chain
-from audit.trail._checkpoints import read_checkpoint
-from audit.trail._kinds import TERMINAL
+from audit.trail import TERMINAL, read_chain, read_checkpoint, verify_chain
 from engine.errors import CheckpointError, ExportError, ForkError, ResumeError, RunNotFound
 from engine.facts import canonical_json
 from engine.hashing.merkle import merkle_scheme, text_leaves

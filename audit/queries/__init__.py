@@ -8,74 +8,61 @@ networkx graph (``_lineage``), a run up to one of its cycles for a fork
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from audit.lazy import face
-
-if TYPE_CHECKING:
-    from audit.queries._forks import (
-        ForkLink,
-        fork_link,
-        fork_links,
-        forks_of,
-        mark_inherited,
-    )
-    from audit.queries._gate_rows import (
-        UnreadableGate,
-        read_gates,
-        resolve_gate_id,
-    )
-    from audit.queries._heads import run_heads
-    from audit.queries._lineage import (
-        lineage_graph,
-    )
-    from audit.queries._queries import (
-        CANDIDATES,
-        RunRow,
-        StoredEvent,
-        UnreadableRun,
-        read_runs,
-    )
-    from audit.queries._tamper import (
-        tamper_hint,
-    )
-    from audit.queries._timeline import (
-        last_budget_status,
-        timeline,
-    )
+from audit.queries._chain_head import key_problem, parent_problem
+from audit.queries._forks import ForkLink, fork_link, fork_links, forks_of, mark_inherited
+from audit.queries._gate_rows import UnreadableGate, read_gates, resolve_gate_id
+from audit.queries._heads import run_heads
+from audit.queries._history import inherited_facts, read_facts, read_history
+from audit.queries._lineage import lineage_graph
+from audit.queries._queries import (
+    CANDIDATES,
+    DEFAULT_LIMIT,
+    RunRow,
+    StoredEvent,
+    UnreadableRun,
+    events_in,
+    get_run,
+    list_runs,
+    parse_since,
+    read_events,
+    read_runs,
+    resolve_run_id,
+    run_in,
+)
+from audit.queries._tamper import tamper_hint
+from audit.queries._timeline import CycleSummary, last_budget_status, timeline
 
 __all__ = [
     "CANDIDATES",
+    "DEFAULT_LIMIT",
+    "CycleSummary",
     "ForkLink",
     "RunRow",
     "StoredEvent",
     "UnreadableGate",
     "UnreadableRun",
+    "events_in",
     "fork_link",
     "fork_links",
     "forks_of",
+    "get_run",
+    "inherited_facts",
+    "key_problem",
     "last_budget_status",
     "lineage_graph",
+    "list_runs",
     "mark_inherited",
+    "parent_problem",
+    "parse_since",
+    "read_events",
+    "read_facts",
     "read_gates",
+    "read_history",
     "read_runs",
     "resolve_gate_id",
+    "resolve_run_id",
     "run_heads",
+    "run_in",
     "tamper_hint",
     "timeline",
 ]
-
-if not TYPE_CHECKING:
-    __getattr__ = face(
-        __name__,
-        __all__,
-        (
-            "_forks",
-            "_gate_rows",
-            "_heads",
-            "_lineage",
-            "_queries",
-            "_tamper",
-            "_timeline",
-        ),
-    )

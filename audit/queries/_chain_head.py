@@ -24,7 +24,7 @@ from sqlalchemy import Connection, func, select
 
 from audit.core import StoreCore
 from audit.tables import audit_events, ledger, runs
-from audit.trail._chain import CHAIN_COLUMNS, ChainRow, VerifyReport, verify_chain
+from audit.trail import CHAIN_COLUMNS, ChainRow, VerifyReport, verify_chain
 from engine.errors import RunNotFound
 from engine.hashing.ledger import key_fingerprint
 

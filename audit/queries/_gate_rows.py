@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from audit.core import StoreCore
 from audit.tables import gates
-from audit.trail._gates import gate_record
+from audit.trail import gate_record
 from engine.errors import AmbiguousGateId, CorruptRow, GateNotFound
 from engine.status import GateStatus
 from engine.store import GateRecord

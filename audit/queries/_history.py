@@ -27,10 +27,10 @@ from sqlalchemy import select
 from audit.cells import loads
 from audit.core import StoreCore
 from audit.queries._chain_head import parent_problem, verified_head
-from audit.queries._queries import get_run
-from audit.tables import audit_events
-from engine.errors import ParentMissing, ResumeError, RunNotFound, UnverifiedParent
-from engine.facts import canonical_json
+from audit.queries._queries import get_run, read_events
+from audit.tables import audit_events, runs
+from engine.errors import CorruptRow, ParentMissing, ResumeError, RunNotFound, UnverifiedParent
+from engine.facts import Fact, canonical_json, fact_from_dict
 from engine.hashing.merkle import MerkleFrontier, merkle_scheme, text_leaves
 from engine.result import counted
 from engine.store import AuditEvent, RunHistory
@@ -208,3 +208,34 @@ def _check_complete(
             f"run {run_id}: a fact_promoted event holds no fact ({exc!r}): "
             f"cannot rebuild cycle {cycle} (run `converge verify {run_id}`)"
         ) from None
+
+
+def read_facts(
+    store: StoreCore,
+    run_id: str,
+    key: str | None = None,
+) -> list[Fact]:
+    """The run's facts in promotion order: the initial ones (a fork's, those it
+    refers to in its parent: :func:`inherited_facts`), then every ``fact_promoted``
+    (only those of ``key`` when given); raises ``RunNotFound``, ``CorruptRow`` for a
+    payload that holds no fact, and for a fork ``ParentMissing`` (its parent gone)."""
+    with store.transaction(write=False) as conn:
+        known = conn.execute(select(runs.c.run_id).where(runs.c.run_id == run_id)).scalar()
+    if known is None:  # the facts are the events': a row that cannot be read is no matter
+        raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+    out: list[Fact] = []
+    for ev in read_events(store, run_id, kinds=("run_started", "fact_promoted")):
+        try:
+            if ev.kind == "run_started":
+                dicts = ev.payload.get("initial_facts") or []
+                if not dicts and "forked_from" in ev.payload:
+                    # a fork refers to its parent's facts
+                    dicts = inherited_facts(store, run_id, ev.payload)[0]
+                found = [fact_from_dict(d) for d in dicts]
+            else:
+                found = [fact_from_dict(ev.payload)]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            where = f"run {run_id} event {ev.seq}"
+            raise CorruptRow("audit_events", where, "payload", f"no fact ({exc!r})") from exc
+        out.extend(f for f in found if key is None or f.key == key)
+    return out

@@ -3,9 +3,10 @@
 :class:`RunRow` is one ``runs`` row with its parsed ``StopReason``;
 :class:`StoredEvent` one numbered, chained event; :func:`list_runs`
 (:func:`read_runs`: an unreadable row in its place, as :class:`UnreadableRun`),
-:func:`get_run`, :func:`read_events` and :func:`read_facts` read them (the queries
-of :class:`audit.store.SqlRunStore`); :func:`resolve_run_id` finds a run by a
-unique prefix of its id. :func:`parse_since` reads the ``--since`` of
+:func:`get_run` and :func:`read_events` read them (the queries of
+:class:`audit.store.SqlRunStore`; its facts: :func:`audit.queries._history.read_facts`);
+:func:`resolve_run_id` finds a run by a unique prefix of its id. :func:`parse_since`
+reads the ``--since`` of
 ``converge runs`` (an ISO date/time or a relative age like ``1h``).
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -24,10 +25,9 @@ from sqlalchemy import Connection, Row, Select, select
 from audit.cells import bad_cell, json_cell
 from audit.core import StoreCore
 from audit.tables import audit_events, runs
-from audit.trail._lease import running_held, with_leases
+from audit.writing import running_held, with_leases
 from engine.effect import Usage
 from engine.errors import AmbiguousRunId, CorruptRow, RunNotFound
-from engine.facts import Fact, fact_from_dict
 from engine.status import RunStatus
 from engine.stop import StopReason, parse_stop_reason, stop_reason_to_dict
 
@@ -214,7 +214,7 @@ def runs_query(
 ) -> Select[Any]:
     """The ``SELECT`` over ``runs``, newest first; each filter is served by an index.
     With ``postgres`` (the dialect, True or False), each run's lease too
-    (:func:`audit.trail._lease.with_leases`).
+    (:func:`audit.writing._lease.with_leases`).
 
     ``status="crashed"`` selects ``running`` rows (the caller keeps the dead ones).
     """
@@ -407,37 +407,6 @@ def _stored_event(r: Row[Any]) -> StoredEvent:
     if why is not None:
         raise CorruptRow("audit_events", f"run {m['run_id']} event {m['seq']}", "payload", why)
     return StoredEvent(r.run_id, r.seq, r.kind, r.cycle, r.ts, payload, r.hash)
-
-
-def read_facts(
-    store: StoreCore,
-    run_id: str,
-    key: str | None = None,
-    inherited: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None,
-) -> list[Fact]:
-    """The run's facts in promotion order: the initial ones (a fork's, those it
-    refers to in its parent: ``inherited`` of its ``run_started`` payload), then
-    every ``fact_promoted`` (only those of ``key`` when given); raises
-    ``RunNotFound``, and for a fork what ``inherited`` raises (``ParentMissing``)."""
-    with store.transaction(write=False) as conn:
-        known = conn.execute(select(runs.c.run_id).where(runs.c.run_id == run_id)).scalar()
-    if known is None:  # the facts are the events': a row that cannot be read is no matter
-        raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
-    out: list[Fact] = []
-    for ev in read_events(store, run_id, kinds=("run_started", "fact_promoted")):
-        try:
-            if ev.kind == "run_started":
-                dicts = ev.payload.get("initial_facts") or []
-                if not dicts and inherited is not None and "forked_from" in ev.payload:
-                    dicts = inherited(ev.payload)  # a fork refers to its parent's facts
-                found = [fact_from_dict(d) for d in dicts]
-            else:
-                found = [fact_from_dict(ev.payload)]
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            where = f"run {run_id} event {ev.seq}"
-            raise CorruptRow("audit_events", where, "payload", f"no fact ({exc!r})") from exc
-        out.extend(f for f in found if key is None or f.key == key)
-    return out
 
 
 def _invalid(exc: ValidationError) -> str:

@@ -24,7 +24,7 @@ from audit.cells import loads
 from audit.core import StoreCore
 from audit.queries._chain_head import key_problem
 from audit.tables import audit_events, runs
-from audit.trail._chain import CHAIN_COLUMNS, ChainRow
+from audit.trail import CHAIN_COLUMNS, ChainRow
 from engine.facts import Fact
 from engine.hashing.chain import GENESIS, KEYED, event_message, hasher
 from engine.hashing.merkle import facts_root, merkle_scheme

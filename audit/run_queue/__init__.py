@@ -7,25 +7,20 @@ first run (``_warming``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from audit.lazy import face
-
-if TYPE_CHECKING:
-    from audit.run_queue._queue import (
-        DEFAULT_LEASE_S,
-        LEASE_ENV,
-        cancel_requested,
-        clear_cancel,
-        lease_seconds,
-        queue_run,
-        request_cancel,
-        requeue_stopped,
-        runs_to_recover,
-        take_queued,
-    )
-    from audit.run_queue._waiting import resumes_to_recover, waiting_jobs
-    from audit.run_queue._warming import warm_store
+from audit.run_queue._queue import (
+    DEFAULT_LEASE_S,
+    LEASE_ENV,
+    cancel_requested,
+    clear_cancel,
+    lease_seconds,
+    queue_run,
+    request_cancel,
+    requeue_stopped,
+    runs_to_recover,
+    take_queued,
+)
+from audit.run_queue._waiting import resumes_to_recover, waiting_jobs
+from audit.run_queue._warming import warm_store
 
 __all__ = [
     "DEFAULT_LEASE_S",
@@ -42,6 +37,3 @@ __all__ = [
     "waiting_jobs",
     "warm_store",
 ]
-
-if not TYPE_CHECKING:
-    __getattr__ = face(__name__, __all__, ("_queue", "_waiting", "_warming"))

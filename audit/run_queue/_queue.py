@@ -19,22 +19,21 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from audit.core import json_compact
-from audit.ledger._ledger import key_fingerprint
+from audit.ledger import key_fingerprint
 from audit.store import SqlRunStore
 from audit.tables import SERVICE_TABLES, run_cancels, runs
-from audit.trail._chain import GENESIS
-from audit.trail._events import append
-from audit.trail._kinds import REQUEUED
-from audit.trail._lease import (
+from audit.trail import GENESIS, REQUEUED, append
+from audit.writing import (
     DEFAULT_LEASE_S,
     LEASE_ENV,
     grant,
     lease_seconds,
     read_lease,
     running_held,
+    this_writer,
     with_leases,
+    writer_alive,
 )
-from audit.trail._liveness import this_writer, writer_alive
 from engine.errors import RunBusy, RunNotFound, StoreError
 from engine.run_ids import check_run_id
 from engine.status import RunStatus
@@ -102,7 +101,7 @@ def take_queued(store: SqlRunStore, run_id: str) -> None:
 
     A run left ``running`` with no event by a taker that died or whose lease expired
     (between the take and its first write) is taken again. The run's lease is this
-    process's (:mod:`audit.trail._lease`). Raises ``RunBusy`` when another process took
+    process's (:mod:`audit.writing._lease`). Raises ``RunBusy`` when another process took
     it, ``RunNotFound``.
     """
     pid, host = this_writer()

@@ -25,7 +25,7 @@ from audit.core import StoreCore
 from audit.signing._known_people import person, public_key_from_pem, public_keys
 from audit.signing._statements import SigningKeyError, canonical, check_signature
 from audit.tables import audit_events
-from audit.trail._chain import ChainRow
+from audit.trail import ChainRow
 
 __all__ = [
     "DECISION_TYPE",

@@ -3,8 +3,8 @@
 A batch is appended after the run's ``runs`` row is locked (SQLite ``BEGIN
 IMMEDIATE``, PostgreSQL ``SELECT ... FOR UPDATE``): the previous hash and ``seq``
 come from that row, so several writer processes can share one database. The
-rows are built by :func:`audit.trail._writer.chain_batch` and inserted in bulk by the
-store's :class:`audit.trail._writer.BulkInserter`; every commit moves the run's head and
+rows are built by :func:`audit.writing._writer.chain_batch` and inserted in bulk by the
+store's :class:`audit.writing._writer.BulkInserter`; every commit moves the run's head and
 appends a ledger entry. On PostgreSQL a small batch chained after the head this
 process last wrote goes in one statement instead (:mod:`audit.trail._head_cas`), the
 locking write taking over when the row moved.
@@ -34,8 +34,7 @@ from audit.trail._checkpoints import (
 )
 from audit.trail._head_cas import append_known
 from audit.trail._kinds import TERMINAL
-from audit.trail._lease import LOST
-from audit.trail._writer import ChainedBatch, Prediction, QueuedBatch, chain_batch
+from audit.writing import LOST, ChainedBatch, Prediction, QueuedBatch, chain_batch
 from engine.errors import RunNotFound, RunSuperseded, StoreError
 from engine.hashing.checkpoint import fold_digest
 from engine.store import AuditEvent, BatchItem, PromotedFacts

@@ -15,9 +15,9 @@ from audit.core import StoreCore, json_compact
 from audit.tables import gates, runs
 from audit.trail._checkpoints import put_checkpoint
 from audit.trail._events import append, append_checkpointed
-from audit.trail._lease import grant, read_lease, release
-from audit.trail._liveness import this_writer, writer_alive
 from audit.trail._runs import outcome_values
+from audit.trail._store_key import require_key
+from audit.writing import grant, read_lease, release, this_writer, writer_alive
 from engine.errors import (
     CorruptRow,
     GateAlreadyDecided,
@@ -98,7 +98,9 @@ def list_gates(store: StoreCore, pending: bool = False) -> list[GateRecord]:
 def decide_gate(store: StoreCore, gate_id: str, decision: GateDecision, status: str) -> GateRecord:
     """Compare-and-set the gate from ``pending`` to ``status`` and chain the decision
     as a ``gate_decided`` event, in one transaction; ``GateAlreadyDecided`` for the
-    callers that lose, ``GateNotFound`` for an unknown gate."""
+    callers that lose, ``GateNotFound`` for an unknown gate, ``AuditKeyError``
+    (nothing written) in a keyed store without its key."""
+    require_key(store, f"deciding gate {gate_id}")
     if status not in _DECIDED:
         raise StoreError(f"gate status must be one of {', '.join(_DECIDED)}, got {status!r}")
     with store.transaction() as conn:
@@ -156,7 +158,7 @@ def claim_resume(
     ``paused`` / ``stopped`` (resumably) / ``running`` with a dead writer (crashed)
     / ``queued`` with events (a fork recorded for a worker: ``Engine.record_fork``)
     to ``running`` by this process, bumping its fencing epoch and taking its lease
-    (:mod:`audit.trail._lease`): a running run is claimed only once its lease
+    (:mod:`audit.writing._lease`): a running run is claimed only once its lease
     expired by the database's clock (or, on this host, its holder died).
 
     Idempotent by design: the update matches only the epoch and status just read,
@@ -164,9 +166,11 @@ def claim_resume(
     get ``RunBusy``; with ``expected_epoch`` and ``expected_seq`` (the epoch and
     last seq seen when the caller read the checkpoint) a claim after anyone else's,
     or after anything was recorded since, fails the same way. Raises
-    ``RunFinished`` for a stop that leaves nothing to do, ``RunNotFound``.
+    ``RunFinished`` for a stop that leaves nothing to do, ``RunNotFound``,
+    ``AuditKeyError`` (nothing written) in a keyed store without its key.
     ``events`` are appended after the claim in the same transaction.
     """
+    require_key(store, f"resuming run {run_id}")
     pid, host = this_writer()
     with store.transaction() as conn:
         row = conn.execute(

@@ -34,7 +34,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from audit.core import StoreCore
 from audit.tables import audit_events, fact_chunks, ledger_pending, runs
 from audit.testing import after_write_commit
-from audit.trail._writer import ChainedBatch, chain_batch
+from audit.writing import ChainedBatch, chain_batch
 from engine.errors import StoreError
 from engine.store import BatchItem
 

@@ -13,10 +13,9 @@ from audit.core import StoreCore, json_compact
 from audit.tables import fact_chunks, runs
 from audit.trail._checkpoints import inherited_count, put_checkpoint, saved_event
 from audit.trail._events import append, append_checkpointed
-from audit.trail._lease import grant, release
-from audit.trail._liveness import this_writer
 from audit.trail._run_header import read_header, with_header
-from audit.trail._writer import chain_batch
+from audit.trail._store_key import require_key
+from audit.writing import chain_batch, grant, release, this_writer
 from engine.errors import RunSuperseded, StoreError
 from engine.facts import canonical_json
 from engine.hashing.chain import GENESIS
@@ -37,9 +36,11 @@ def start_run(
     """Insert the run's row (``running``, this pid/host; ``queued`` with no writer
     for ``header.queued``) with its first events and their ledger entry, and
     ``checkpoint`` when given; the row of a queued run this process took is filled
-    instead. ``StoreError`` when the run exists or the key
-    is wrong; ``InvalidRunId`` (nothing written) for a new run whose id is no run
-    id (``engine.run_ids``; a queued run was checked when it was queued)."""
+    instead. ``AuditKeyError`` (nothing written) in a keyed store without its key;
+    ``StoreError`` when the run exists or the key is wrong; ``InvalidRunId``
+    (nothing written) for a new run whose id is no run id (``engine.run_ids``; a
+    queued run was checked when it was queued)."""
+    require_key(store, f"starting run {header.run_id}")
     if store.key is not None and store.known_fingerprint not in (None, key_fingerprint(store.key)):
         raise StoreError(
             f"audit store {store.shown}: wrong key (CONVERGE_AUDIT_KEY is not the key "

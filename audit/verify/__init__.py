@@ -6,22 +6,11 @@ checkpoints (``_crosscheck``) and exactly-once (``_exactly_once``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from audit.lazy import face
-
-if TYPE_CHECKING:
-    from audit.verify._verify import (
-        verify_all,
-        verify_anchor,
-        verify_run,
-    )
+from audit.verify._verify import anchor, verify_all, verify_anchor, verify_run
 
 __all__ = [
+    "anchor",
     "verify_all",
     "verify_anchor",
     "verify_run",
 ]
-
-if not TYPE_CHECKING:
-    __getattr__ = face(__name__, __all__, ("_verify",))

@@ -15,9 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from audit.cells import same_json
-from audit.trail._chain import ChainRow
-from audit.trail._checkpoints import inherited_count
-from audit.trail._kinds import CHECKPOINTED, TERMINAL
+from audit.trail import CHECKPOINTED, TERMINAL, ChainRow, inherited_count
 from engine.hashing.checkpoint import checkpoint_digest as checkpoint_digest
 from engine.status import GateStatus
 

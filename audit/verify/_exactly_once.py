@@ -29,8 +29,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 
-from audit.trail._chain import ChainRow
-from audit.trail._kinds import TERMINAL
+from audit.trail import TERMINAL, ChainRow
 from audit.verify._crosscheck import Problem
 from engine.facts import canonical_json
 from engine.hashing.merkle import LEAF_PREFIX, LEGACY, MerkleFrontier, merkle_scheme

@@ -33,9 +33,7 @@ from sqlalchemy import Connection, select
 
 from audit.cells import bad_cell, json_cell, loads, of_type, same_cell, same_json
 from audit.tables import audit_events, gates, runs
-from audit.trail._chain import CHAIN_COLUMNS, ChainRow
-from audit.trail._kinds import REQUEUED, TERMINAL
-from audit.trail._run_header import header_column
+from audit.trail import CHAIN_COLUMNS, REQUEUED, TERMINAL, ChainRow, header_column
 from audit.verify._crosscheck import Problem
 from engine.hashing.chain import KEYED, PLAIN
 from engine.status import GateStatus, RunStatus

@@ -12,16 +12,26 @@ from sqlalchemy import Connection, func, select
 
 from audit.cells import loads
 from audit.core import StoreCore
-from audit.ledger import _ledger as ledger_log
-from audit.ledger._anchors import anchor_text, claim_reports, parse_claim
-from audit.ledger._ledger import verify_ledger
-from audit.ledger._pending import deleted_pending, run_in_ledger
-from audit.queries._chain_head import key_problem, parent_problem
-from audit.signing._decisions import check_run_signatures
+from audit.ledger import (
+    anchor_text,
+    claim_reports,
+    deleted_pending,
+    parse_claim,
+    read_head,
+    run_in_ledger,
+    verify_ledger,
+)
+from audit.queries import key_problem, parent_problem
+from audit.signing import check_run_signatures
 from audit.tables import audit_events, gates, ledger, ledger_pending, runs
-from audit.trail._chain import ChainRow, VerifyReport, verify_chain
-from audit.trail._checkpoints import chunks_problem, read_checkpoint
-from audit.trail._kinds import REQUEUED
+from audit.trail import (
+    REQUEUED,
+    ChainRow,
+    VerifyReport,
+    chunks_problem,
+    read_checkpoint,
+    verify_chain,
+)
 from audit.verify._crosscheck import Problem, check_checkpoint, check_gates, check_outcome
 from audit.verify._exactly_once import check_exactly_once
 from audit.verify._row_checks import (
@@ -202,7 +212,7 @@ def verify_all(store: StoreCore) -> list[VerifyReport]:
 def anchor(store: StoreCore) -> str:
     """The ledger head, ``seq:hash`` (``seq:hash:keyed:FINGERPRINT`` in a keyed store)."""
     with store.transaction(write=False) as conn:
-        seq, digest = ledger_log.read_head(conn)
+        seq, digest = read_head(conn)
     return anchor_text(store, seq, digest)
 
 

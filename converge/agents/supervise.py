@@ -112,7 +112,7 @@ class Supervisor:
             return self.server.died("; the command was stopped")
         return self.server.died(f"; the command ended with code {code}", command_code=code)
 
-    def _on_signal(self, signum: int, frame: FrameType | None) -> Any:
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> Any:
         self.signalled = signum
 
     def _stopping(self) -> bool:

@@ -148,7 +148,7 @@ def _run_queue(
     return local, local.pending, [local.close]
 
 
-def _stop(signum: int, frame: FrameType | None) -> None:
+def _stop(signum: int, _frame: FrameType | None) -> None:
     raise SystemExit(0)
 
 

@@ -180,7 +180,7 @@ def _recover_here(db: str | None, concurrency: int) -> None:
     )
 
 
-def _interrupted(signum: int, frame: FrameType | None) -> None:
+def _interrupted(signum: int, _frame: FrameType | None) -> None:
     raise SystemExit(130)
 
 

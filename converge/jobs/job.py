@@ -96,7 +96,7 @@ class Job:
         suggestors: list[Any] = []
         references: dict[str, str] = {}
         for i, ref in enumerate(spec.suggestors):
-            obj = self._ref(ref, ("suggestors", i), many=True)
+            obj = self._ref(ref, ("suggestors", i))
             found = obj if isinstance(obj, list | tuple) else [obj]
             suggestors.extend(found)
             for s in found:
@@ -311,9 +311,7 @@ class Job:
             out.append(obj)
         return out
 
-    def _ref(
-        self, ref: str, loc: tuple[str | int, ...], *, many: bool = False, call: bool = True
-    ) -> Any:
+    def _ref(self, ref: str, loc: tuple[str | int, ...], *, call: bool = True) -> Any:
         try:
             return self.resolve(ref, call=call)
         except ImportReferenceError as exc:

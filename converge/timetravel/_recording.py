@@ -15,28 +15,18 @@ leg (the run went on without a stop).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from engine import Budget, GateDecision
+
+if TYPE_CHECKING:
+    from audit import SqlRunStore
 
 __all__ = ["CycleRecord", "Execution", "Leg", "Recording", "read_recording"]
 
 ACCEPTS_FAILED = "accepts raised"
 """How a ``suggestor_failed`` event of a failing ``accepts(ctx)`` begins its error."""
-
-
-class _Event(Protocol):
-    kind: str
-    cycle: int
-    payload: dict[str, Any]
-
-
-class _EventStore(Protocol):
-    """What replay reads of a store (``audit.SqlRunStore``)."""
-
-    def events(self, run_id: str, kinds: Sequence[str] | None = None) -> Sequence[_Event]: ...
 
 
 @dataclass(frozen=True)
@@ -129,11 +119,10 @@ class Recording:
         return [f for n in sorted(self.cycles) for f in self.cycles[n].facts]
 
 
-def read_recording(store: Any, run_id: str) -> Recording:
-    """The :class:`Recording` of ``run_id`` in ``store`` (any store with
-    ``events(run_id)``, e.g. ``audit.SqlRunStore``). Raises ``RunNotFound`` (the
+def read_recording(store: SqlRunStore, run_id: str) -> Recording:
+    """The :class:`Recording` of ``run_id`` in ``store``. Raises ``RunNotFound`` (the
     store's) for an unknown run."""
-    events: Sequence[_Event] = store.events(run_id)
+    events = store.events(run_id)
     started: dict[str, Any] = {}
     cycles: dict[int, CycleRecord] = {}
     decisions: dict[str, GateDecision] = {}

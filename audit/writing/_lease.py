@@ -3,7 +3,7 @@
 
 A process that holds a run (it started it, took it from the queue or claimed it)
 keeps a row of ``run_leases``: its holder id (``host/pid/start``,
-:func:`audit.trail._liveness.holder_id`), the run's fencing epoch, and
+:func:`audit.writing._liveness.holder_id`), the run's fencing epoch, and
 ``expires_at``, the database's now plus the lease length. A thread of that process
 (:class:`LeaseKeeper`) renews it every third of the lease; the row goes when the
 run stops or pauses. Whether a running run is held is judged by the database's
@@ -38,7 +38,7 @@ from sqlalchemy import Connection, Double, Select, delete, insert, literal_colum
 from sqlalchemy.sql.elements import ColumnElement
 
 from audit.tables import run_leases, runs
-from audit.trail._liveness import holder_alive, holder_id, writer_alive
+from audit.writing._liveness import holder_alive, holder_id, writer_alive
 from engine.errors import RunBusy, StoreError
 
 

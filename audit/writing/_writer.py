@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, insert
 
 from audit.tables import audit_events, fact_chunks
-from audit.trail._spliced import started_json
+from audit.writing._spliced import started_json
 from engine.errors import StoreError
 from engine.facts import canonical_json, fact_from_dict, fact_json, fact_row
 from engine.hashing.chain import event_message, fact_links, hasher

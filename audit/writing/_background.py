@@ -1,6 +1,6 @@
 """The writer thread: a run's batches are committed while the engine goes on.
 
-:class:`BackgroundWriter` takes the batches :mod:`audit.trail._writer` chained and
+:class:`BackgroundWriter` takes the batches :mod:`audit.writing._writer` chained and
 hands them to the store's commit on a thread of its own (SQLite and PostgreSQL do
 that work with the GIL released); :class:`SwitchInterval` shortens the
 interpreter's switch interval while any writer of the process commits.

@@ -1,7 +1,7 @@
 """The key a writer holds, checked before it writes (docs/audit.md, "Trust model").
 
 A keyed store records a fingerprint of its HMAC key (``converge_meta``
-``key_fingerprint``, :func:`audit.ledger._ledger.key_fingerprint`). A process writing to it
+``key_fingerprint``, :func:`engine.hashing.ledger.key_fingerprint`). A process writing to it
 without the key, or with another one, would chain its rows with the wrong hash and
 break the run's chain and every later ledger entry for good, indistinguishable from
 tampering. So every path that writes (a run's start, a claim to resume, a gate's
@@ -15,12 +15,12 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from audit.core import StoreCore
-from audit.ledger._ledger import KEY_FINGERPRINT
 from audit.tables import meta
 from engine.errors import AuditKeyError
 from engine.hashing.ledger import key_fingerprint
 
 __all__ = [
+    "KEY_FINGERPRINT",
     "KEY_REQUIRED",
     "WRONG_KEY",
     "AuditKeyError",
@@ -29,6 +29,9 @@ __all__ = [
     "require_key",
     "stored_fingerprint",
 ]
+
+KEY_FINGERPRINT = "key_fingerprint"
+"""``converge_meta`` key: a fingerprint of the HMAC key (never the key itself)."""
 
 KEY_REQUIRED = "key required"
 """The problem of a process without a key writing to (or verifying) a keyed store."""

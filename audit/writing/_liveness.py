@@ -3,7 +3,7 @@ records, and the holder id of its lease (``host/pid/start``, :func:`holder_id`).
 
 A run whose writer ran on this host and is gone is ``crashed`` at once (the fast
 path); a writer on another host is judged by its lease, in the store, by the
-database's clock (:mod:`audit.trail._lease`). The process start time in a holder id
+database's clock (:mod:`audit.writing._lease`). The process start time in a holder id
 tells a live process from a later one that reuses its pid.
 """
 
