@@ -2,8 +2,8 @@
 (``_queries``), gates listed with the ones that cannot be read marked
 (``_gate_rows``), a run's story per cycle (``_timeline``), a fact's lineage as a
 networkx graph (``_lineage``), a run up to one of its cycles for a fork
-(``_history``), forks read back (``_forks``) and a cheap look for tampering
-(``_tamper``).
+(``_history``), forks read back (``_forks``), the tombstones of pruned runs
+(``_pruned``) and a cheap look for tampering (``_tamper``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,14 @@ if TYPE_CHECKING:
     from audit.queries._lineage import (
         lineage_graph,
     )
+    from audit.queries._pruned import (
+        Tombstone,
+        pruned_note,
+        read_tombstone,
+        read_tombstones,
+        tombstone_digest,
+        tombstone_problem,
+    )
     from audit.queries._queries import (
         CANDIDATES,
         RunRow,
@@ -49,6 +57,7 @@ __all__ = [
     "ForkLink",
     "RunRow",
     "StoredEvent",
+    "Tombstone",
     "UnreadableGate",
     "UnreadableRun",
     "fork_link",
@@ -57,12 +66,17 @@ __all__ = [
     "last_budget_status",
     "lineage_graph",
     "mark_inherited",
+    "pruned_note",
     "read_gates",
     "read_runs",
+    "read_tombstone",
+    "read_tombstones",
     "resolve_gate_id",
     "run_heads",
     "tamper_hint",
     "timeline",
+    "tombstone_digest",
+    "tombstone_problem",
 ]
 
 if not TYPE_CHECKING:
@@ -74,6 +88,7 @@ if not TYPE_CHECKING:
             "_gate_rows",
             "_heads",
             "_lineage",
+            "_pruned",
             "_queries",
             "_tamper",
             "_timeline",
