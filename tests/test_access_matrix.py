@@ -365,10 +365,7 @@ ATTEMPTS: dict[tuple[Action, str], Attempt] = {
     (Action.MANAGE_PEOPLE, "cli"): lambda m, who: _cli(
         m.cli(who, "token", "add", f"new-{who}", "--role", "viewer"), (0,)
     ),
-    # nothing stopped before 2000: an allowed prune removes nothing
-    (Action.PRUNE, "cli"): lambda m, who: _cli(
-        m.cli(who, "prune", "--before", "2000-01-01", "--reason", "matrix"), (0,)
-    ),
+    (Action.PRUNE, "cli"): lambda m, who: _cli(m.cli(who, "prune", "--before", "2000-01-01"), (0,)),
 }
 """For each action and surface, one attempt as a person and what success looks like."""
 HIDDEN: dict[tuple[Action, str], Attempt] = {

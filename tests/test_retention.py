@@ -21,7 +21,7 @@ from audit.proofs import read_bundle, verify_bundle
 from audit.retention import prune
 from audit.signing import Signer
 from audit.tables import audit_events, checkpoints, fact_chunks, gates, pruned_runs, runs
-from engine.errors import ParentMissing, PruneError, RunNotFound
+from engine.errors import AuditKeyError, ParentMissing, PruneError, RunNotFound
 from examples import verify_bundle as stdlib
 from tests.faultfixtures import run_cli
 from tests.hitlfixtures import INITIAL, STORES, make_engine, opened_store, store_url_for
@@ -212,3 +212,28 @@ def test_the_prune_command_uses_the_stores_retention_and_verify_says_pruned(
         shown = run_cli(["show", old, "--db", url])
         assert shown.returncode == 2 and "was pruned by carol" in shown.stderr
         assert paused in run_cli(["runs", "--db", url]).stdout
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_keyed_store_is_pruned_only_with_its_key(kind: str, tmp_path: Path) -> None:
+    with store_url_for(kind, tmp_path) as url:
+        keyed = open_store(url, key="k" * 32)
+        try:
+            old = _stopped(keyed)
+        finally:
+            keyed.close()
+        keyless = open_store(url, key=None)
+        try:
+            with pytest.raises(AuditKeyError, match="pruning runs"):
+                prune(keyless, before=time.time() + SOON, by="eve", reason="r")
+            assert _count(keyless, audit_events, old) > 0
+        finally:
+            keyless.close()
+        keyed = open_store(url, key="k" * 32)
+        try:
+            assert [
+                p.run_id for p in prune(keyed, before=time.time() + SOON, by="a", reason="r").pruned
+            ] == [old]
+            assert all(r.ok for r in keyed.verify_all())
+        finally:
+            keyed.close()

@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, delete, insert, select
 
 from audit.core import StoreCore
-from audit.ledger import append, integrate_pending
+from audit.ledger import append, integrate_pending, require_key
 from audit.proofs import export_run, write_bundle
 from audit.queries import Tombstone, tombstone_digest
 from audit.signing import Signer
@@ -152,12 +152,14 @@ def prune(
     signs it). ``dry_run``: only say what would be pruned; nothing written.
 
     Raises ``PruneError`` (an archive without a signer, a folder that cannot be
-    written), ``StoreError``.
+    written), ``AuditKeyError`` (nothing written) in a keyed store without its key,
+    ``StoreError``.
     """
     if archive is not None and signer is None:
         raise PruneError("archiving bundles needs a signing key (--signing-key)")
     report = PruneReport(before, dry_run)
     if not dry_run:
+        require_key(store, "pruning runs")  # a tombstone is chained into the ledger
         store.ensure_tables(PRUNE_TABLES, PRUNE_LOCK)
         integrate_pending(store)  # every run head in the ledger before its tombstone
     chosen, report.kept = _candidates(store, before, job)
