@@ -81,8 +81,9 @@ def test_prune_removes_stopped_runs_and_leaves_a_tombstone_that_verifies(
     assert reports[old].reason is not None and reports[old].reason.startswith("pruned by alice at ")
     assert reports[old].reason.endswith(": retention: 90 days")
     assert {paused, kept_stopped} <= set(reports)
-    with pytest.raises(RunNotFound, match="was pruned by alice"):
-        store.resolve_run_id(old)
+    for named in (old, old[:8]):
+        with pytest.raises(RunNotFound, match=f"run '{named}' was pruned by alice at "):
+            store.resolve_run_id(named)
 
 
 def test_a_changed_tombstone_fails_verify(store: SqlRunStore) -> None:

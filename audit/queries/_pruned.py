@@ -99,8 +99,17 @@ def read_tombstone(store: StoreCore, run_id: str) -> Tombstone | None:
 
 
 def pruned_note(store: StoreCore, run_id: str) -> str | None:
-    """``pruned by NAME at T: REASON`` when ``run_id`` was pruned, else None."""
+    """``pruned by NAME at T: REASON`` when ``run_id`` (or the one pruned run whose id
+    starts with it) was pruned, else None."""
     found = read_tombstone(store, run_id)
+    if found is None and run_id and store.has_table(pruned_runs.name):
+        with store.transaction(write=False) as conn:
+            rows = conn.execute(
+                select(pruned_runs)
+                .where(pruned_runs.c.run_id.startswith(run_id, autoescape=True))
+                .limit(2)
+            ).all()
+        found = _of(rows[0]) if len(rows) == 1 and rows[0].run_id.startswith(run_id) else None
     return None if found is None else found.describe()
 
 

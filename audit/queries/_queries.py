@@ -358,8 +358,8 @@ def resolve_run_id(store: StoreCore, text: str) -> str:
         note = pruned_note(store, text)
         if note is not None:  # its tombstone: `converge verify --all` checks it
             raise RunNotFound(
-                f"run {text} was {note}: its events, facts and checkpoints are no longer "
-                f"in audit store {store.shown}"
+                f"run {text!r} was {note}: its events, facts and checkpoints are no "
+                f"longer in audit store {store.shown}"
             )
         raise RunNotFound(f"no run {text!r} in audit store {store.shown}")
     shown = found[:CANDIDATES]
