@@ -121,6 +121,14 @@ class StoreCore:
         """Queued run ids this process took (audit.run_queue._queue): start_run fills their row."""
         self.leases = LeaseKeeper(self, lease_seconds())
         """The leases of the runs this process holds, renewed (audit.writing._lease)."""
+        self.read_only = False
+        """Opened only to read (``open_store(read_only=True)``): the schema is never
+        created or upgraded, a missing table is an empty shadow (:mod:`audit.shadows`)."""
+        self.read_version = 0
+        """The schema version of a store opened to read (0: not read yet)."""
+        self.writable = True
+        """Whether the store could be written (False, found when opened to read: a
+        write-protected SQLite file, a PostgreSQL role that may only ``SELECT``)."""
 
     def forget_run(self, run_id: str) -> None:
         """Drop what this process kept of the run's writes (its last head, its chunk
@@ -195,6 +203,9 @@ class StoreCore:
         ready = self._ready_tables
         names = frozenset(t.name for t in tables)
         if names <= ready:
+            return
+        if self.read_only:  # what the store lacks is shadowed (audit.shadows): nothing to write
+            ready |= names
             return
         with self.transaction(write=False) as conn:
             inspector = inspect(conn)

@@ -8,6 +8,7 @@ from sqlalchemy.exc import DBAPIError
 
 from audit.core import StoreCore
 from audit.ledger import LEDGER_HEAD, LEDGER_SINCE
+from audit.shadows import check_readable, install_shadows, read_shape, shadow_statements
 from audit.tables import (
     SCHEMA_VERSION,
     TABLES,
@@ -26,9 +27,15 @@ from engine.errors import SchemaVersionError, StoreError
 def ensure_schema(store: StoreCore) -> None:
     """Create the tables on first use; refuse a foreign or newer schema.
 
+    A store opened to read (``store.read_only``) is never written: a store of an
+    earlier schema is read through the current one's shadows
+    (:mod:`audit.shadows`) and upgraded by the first process that writes.
+
     Raises ``SchemaVersionError`` (another schema version) or ``StoreError``
     (tables of another application, database unreachable).
     """
+    if store.read_only and _open_to_read(store):
+        return
     try:
         # fast path: an up-to-date store answers one query (no inspection, no lock)
         with store.transaction(write=False) as conn:
@@ -48,6 +55,25 @@ def ensure_schema(store: StoreCore) -> None:
             raise
         msg = str(exc).removeprefix(f"audit store {store.shown}: ")
         raise StoreError(f"cannot open audit store {store.shown}: {msg}") from exc
+
+
+def _open_to_read(store: StoreCore) -> bool:
+    """Open a store to read without writing to it (False: an empty database, which
+    is created as before). Raises what :func:`ensure_schema` raises."""
+    try:
+        with store.transaction(write=False) as conn:
+            shape = read_shape(conn)
+    except StoreError as exc:
+        msg = str(exc).removeprefix(f"audit store {store.shown}: ")
+        raise StoreError(f"cannot open audit store {store.shown}: {msg}") from exc
+    if shape.version is None and not shape.columns:
+        return False
+    check_readable(shape, store.shown)
+    if not shape.current():
+        install_shadows(store.sql_engine, shadow_statements(shape, store.sql_engine.dialect))
+    store.read_version = int(shape.version) if shape.version else SCHEMA_VERSION
+    store.writable = shape.writable and "immutable=1" not in store.url
+    return True
 
 
 def _check_and_create(conn: Connection, shown: str) -> None:

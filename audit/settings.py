@@ -1,6 +1,8 @@
 """Store settings (``converge config set NAME VALUE``), kept in ``converge_meta``.
 
-One setting so far: ``require-token`` (``true``, ``false`` or ``auto``, the default:
+``retention-days`` (a number of days, or ``off``, the default) is what
+``converge prune`` removes when given no date (docs/audit.md, "Retention").
+``require-token`` (``true``, ``false`` or ``auto``, the default:
 true once anyone is registered with ``converge user add``): the command line must
 prove who acts with their API token (``--token`` or ``$CONVERGE_TOKEN``), decisions
 (``converge approve`` / ``reject``, or a signature instead) and runs (``run``,
@@ -21,7 +23,15 @@ from audit.core import StoreCore
 from audit.tables import meta
 from engine.errors import ConfigurationError
 
-__all__ = ["REQUIRE_TOKEN", "SETTINGS", "Setting", "get_setting", "set_setting", "settings"]
+__all__ = [
+    "REQUIRE_TOKEN",
+    "RETENTION_DAYS",
+    "SETTINGS",
+    "Setting",
+    "get_setting",
+    "set_setting",
+    "settings",
+]
 
 _PREFIX = "setting:"
 
@@ -39,6 +49,20 @@ def _boolean_or_auto(text: str) -> str:
     if value == "auto":
         return "auto"
     raise ValueError(f"{text!r} is not true, false or auto")
+
+
+RETENTION_DAYS = "retention-days"
+"""``converge prune``'s default: stopped runs older than this many days are pruned
+(``off``, the default: none unless ``--before`` or ``--keep-days`` is given)."""
+
+
+def _days_or_off(text: str) -> str:
+    value = text.strip().lower()
+    if value in ("off", "none", "0", ""):
+        return "off"
+    if not value.isdigit():
+        raise ValueError(f"{text!r} is not a whole number of days or off")
+    return str(int(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +83,13 @@ SETTINGS: dict[str, Setting] = {
         "approve / reject / run / submit / resume / fork need the token of who acts "
         "(--token or $CONVERGE_TOKEN); auto: once anyone is registered (converge user add)",
         _boolean_or_auto,
+    ),
+    RETENTION_DAYS: Setting(
+        RETENTION_DAYS,
+        "off",
+        "converge prune's default: stopped runs older than this many days are pruned "
+        "(off: only with --before or --keep-days)",
+        _days_or_off,
     ),
 }
 """Every setting, by name."""

@@ -115,7 +115,7 @@ class SqlRunStore(StoreCore):
                 select(meta.c.value).where(meta.c.key == KEY_FINGERPRINT)
             ).scalar()
         self.known_fingerprint = stored
-        if self.key is None or stored is not None:
+        if self.key is None or stored is not None or self.read_only:
             return
         mine = key_fingerprint(self.key)
         try:
@@ -210,13 +210,16 @@ def open_store(
     ``$CONVERGE_SIGNING_KEY`` (a writable store) signs each run's final facts root
     (``SigningKeyError`` when the file is not an Ed25519 private key).
 
-    ``read_only``: for commands that only read; an existing SQLite file is opened
-    read-only, so a write-protected copy (an auditor's archive) can be queried.
+    ``read_only``: for commands that only read; nothing is written (an existing
+    SQLite file is opened read-only, so a write-protected copy, an auditor's
+    archive, can be queried), and a store of an earlier schema version is read as
+    it is, not upgraded (:mod:`audit.shadows`).
     """
     resolved = resolve_url(url)
     if read_only:
         resolved = read_only_sqlite(resolved) or resolved
     store = SqlRunStore(resolved, key=_key_bytes(key))
+    store.read_only = read_only
     try:
         store.ensure_schema()
         store.check_key()

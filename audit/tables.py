@@ -374,3 +374,38 @@ JSON line, ``key_id`` names the public key."""
 
 SIGNATURE_TABLES: tuple[Table, ...] = (signatures,)
 """The tables of signed statements, created when first needed (``checkfirst``)."""
+
+
+# -- retention (converge prune): created on first use by audit.retention, like the
+# inbox's tables
+
+pruned_runs = Table(
+    "pruned_runs",
+    METADATA,
+    _name("run_id", 200, key=True),
+    _name("job", 200, null=True),
+    _name("parent_run_id", 200, null=True),
+    _name("stop_kind", 64, null=True),
+    _time("started_at"),
+    _time("ended_at", null=True),
+    _name("chain", 16),
+    _name("head_hash", 64),
+    _int("last_seq", default=0),
+    _int("facts_count", default=0),
+    _name("facts_root", 64, null=True),
+    _text("pruned_by"),
+    _time("pruned_at"),
+    _text("reason"),
+    _text("archive", null=True),
+    _int("ledger_seq", default=0),
+    _name("digest", 64),
+)
+"""The tombstone of a run removed by ``converge prune``: what the run was (its job,
+parent, stop), its chain head, last seq, facts count and root when it was removed,
+who removed it, when (unix seconds) and why, the bundle archived (its file name, or
+None), and ``digest``, the sha256 of the tombstone's canonical JSON
+(:func:`audit.queries.tombstone_digest`), which the ledger entry ``ledger_seq``
+of the run carries as its head: the ledger commits to the tombstone."""
+
+PRUNE_TABLES: tuple[Table, ...] = (pruned_runs,)
+"""The tables of retention, created when first needed (``checkfirst``)."""

@@ -76,8 +76,9 @@ def _check_sqlite_path(parsed: URL, shown: str) -> None:
 
 def read_only_sqlite(url: str) -> str | None:
     """For a SQLite file that exists, the URL that opens it read-only (``mode=ro``;
-    also ``immutable=1`` when the file or its directory cannot be written, as for an
-    auditor's archived copy, where SQLite could not create its WAL index); None for
+    also ``immutable=1`` when the file or its directory cannot be written, or the file
+    has no write permission bit (``chmod 444``, even for root), as for an auditor's
+    archived copy, where SQLite could not create its WAL index); None for
     any other database or a file that does not exist."""
     try:
         parsed = make_url(url)
@@ -89,7 +90,9 @@ def read_only_sqlite(url: str) -> str | None:
     p = Path(path)
     if not p.is_file():
         return None
-    writable = os.access(p, os.W_OK) and os.access(p.parent, os.W_OK)
+    # a file with no write bit is write-protected, even for root (who may write it)
+    protected = not p.stat().st_mode & 0o222
+    writable = not protected and os.access(p, os.W_OK) and os.access(p.parent, os.W_OK)
     flags = "mode=ro" if writable else "mode=ro&immutable=1"
     return f"sqlite:///file:{p.as_posix()}?{flags}&uri=true"
 

@@ -40,6 +40,7 @@ __all__ = [
     "LedgerForked",
     "NotFound",
     "ParentMissing",
+    "PruneError",
     "ResumeError",
     "RunBusy",
     "RunFinished",
@@ -203,14 +204,18 @@ class ParentMissing(ResumeError):
     copied): the parent ``parent`` of fork ``run_id`` is no longer in the store, so
     they cannot be read (to resume, fork again, show, diff or export the fork). The
     fork's own chain still verifies alone; a proof bundle exported before the parent
-    was deleted carries those facts and verifies standalone."""
+    was deleted carries those facts and verifies standalone. ``pruned`` says who
+    pruned the parent, when and why (None: it was deleted otherwise)."""
 
-    def __init__(self, run_id: str, parent: str) -> None:
+    def __init__(self, run_id: str, parent: str, pruned: str | None = None) -> None:
         self.run_id = run_id
         self.parent = parent
+        self.pruned = pruned
+        """``pruned by NAME at T: REASON`` when ``converge prune`` removed the parent."""
+        gone = "which is not in the store" if pruned is None else f"which was {pruned}"
         super().__init__(
-            f"run {run_id} is a fork of run {parent}, which is not in the store: the facts "
-            "it took from it cannot be read (its own chain still verifies)"
+            f"run {run_id} is a fork of run {parent}, {gone}: the facts it took from it "
+            "cannot be read (its own chain still verifies)"
         )
 
 
@@ -289,6 +294,11 @@ class ExecutorUnavailable(ConvergeError):
 class ExportError(ConvergeError):
     """The run cannot be exported: not stopped yet, its chain does not verify, an
     unknown fact id."""
+
+
+class PruneError(ConvergeError):
+    """Runs cannot be pruned as asked: no date or retention given, an archive without
+    a signing key, an archive folder that cannot be written."""
 
 
 class LedgerForked(ConvergeError):

@@ -146,6 +146,7 @@ COMMANDS: dict[str, set[Action]] = {
     "user add": {Action.MANAGE_PEOPLE},
     "config set": {Action.MANAGE_PEOPLE},
     "access-log": {Action.MANAGE_PEOPLE},
+    "prune": {Action.PRUNE},
 }
 """Each command that acts for a person (its ``--token``, else its ``--by`` or the
 database's holder) and what it asks the policy."""
@@ -364,6 +365,7 @@ ATTEMPTS: dict[tuple[Action, str], Attempt] = {
     (Action.MANAGE_PEOPLE, "cli"): lambda m, who: _cli(
         m.cli(who, "token", "add", f"new-{who}", "--role", "viewer"), (0,)
     ),
+    (Action.PRUNE, "cli"): lambda m, who: _cli(m.cli(who, "prune", "--before", "2000-01-01"), (0,)),
 }
 """For each action and surface, one attempt as a person and what success looks like."""
 HIDDEN: dict[tuple[Action, str], Attempt] = {

@@ -105,6 +105,8 @@ def store_origin(store: StoreCore) -> str:
     if value is not None:
         return str(value)
     drawn = f"converge/store-{secrets.token_hex(8)}"
+    if store.read_only:  # a store opened to read keeps nothing: this origin is this export's
+        return drawn
     try:
         with store.transaction() as conn:
             conn.execute(insert(meta).values(key=ORIGIN, value=drawn))
@@ -163,6 +165,8 @@ def checkpoint_note(
 def _keep(store: StoreCore, note: Note, origin: str, size: int, key_id: str) -> None:
     """Keep ``note`` as signed, once per size, origin and key (Ed25519 signs the same
     text the same way: a note signed again is the one kept)."""
+    if store.read_only:  # a store opened to read keeps nothing
+        return
     ensure_signature_tables(store)
     subject = f"{size} {origin}"
     with store.transaction() as conn:

@@ -105,8 +105,8 @@ def signed_head(
     store: StoreCore, signer: Signer, tree: MerkleTree | None = None, size: int | None = None
 ) -> dict[str, Any]:
     """The signed head of the ledger as it is now (or of its first ``size`` entries),
-    kept in the store; the head kept for the same size and key is reused
-    (``converge anchor`` twice prints one line).
+    kept in the store (unless it is opened to read); the head kept for the same
+    size and key is reused (``converge anchor`` twice prints one line).
 
     Raises ``LedgerForked`` when the ledger's root at that size is not the one
     signed before (the ledger was rewritten), ``StoreError`` when the database fails.
@@ -116,7 +116,7 @@ def signed_head(
     size = tree.size if size is None else size
     root = tree.root(size).hex()
     ensure_signature_tables(store)
-    with store.transaction() as conn:
+    with store.transaction(write=not store.read_only) as conn:
         kept = stored_statement(conn, "ledger_head", str(size), signer.key_id)
         if kept is not None:
             if kept.get("root") != root:
@@ -133,7 +133,8 @@ def signed_head(
         if keyed is not None:  # a keyed store says so where a writer cannot remove it
             statement["keyed"] = keyed
         signed = signer.sign(statement)
-        keep_statement(conn, "ledger_head", str(size), signed)
+        if not store.read_only:  # a store opened to read keeps nothing
+            keep_statement(conn, "ledger_head", str(size), signed)
     return signed
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from audit.core import StoreCore
+from audit.queries._pruned import pruned_note
 from audit.tables import audit_events, ledger, runs
 from audit.trail import CHAIN_COLUMNS, ChainRow, VerifyReport, verify_chain
 from engine.errors import RunNotFound
@@ -150,6 +151,9 @@ def parent_problem(store: StoreCore, link: Any) -> tuple[str, bool] | None:
         with store.transaction(write=False) as conn:
             report, rows = chain_prefix(store, conn, parent, seq)
     except RunNotFound:
+        note = pruned_note(store, parent)
+        if note is not None:
+            return f"parent run {parent} was {note}: its link was not checked", False
         return f"parent run {parent} is not in the store: its link was not checked", False
     if not report.ok:
         return (

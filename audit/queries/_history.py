@@ -27,6 +27,7 @@ from sqlalchemy import select
 from audit.cells import loads
 from audit.core import StoreCore
 from audit.queries._chain_head import parent_problem, verified_head
+from audit.queries._pruned import pruned_note
 from audit.queries._queries import get_run, read_events
 from audit.tables import audit_events, runs
 from engine.errors import CorruptRow, ParentMissing, ResumeError, RunNotFound, UnverifiedParent
@@ -178,7 +179,7 @@ def _parent_history(store: StoreCore, run_id: str, parent: str, cycle: int) -> R
     try:
         return read_history(store, parent, cycle)
     except RunNotFound:
-        raise ParentMissing(run_id, parent) from None
+        raise ParentMissing(run_id, parent, pruned_note(store, parent)) from None
 
 
 def _check_complete(

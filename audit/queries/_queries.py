@@ -24,6 +24,7 @@ from sqlalchemy import Connection, Row, Select, select
 
 from audit.cells import bad_cell, json_cell
 from audit.core import StoreCore
+from audit.queries._pruned import pruned_note
 from audit.tables import audit_events, runs
 from audit.writing import running_held, with_leases
 from engine.effect import Usage
@@ -354,6 +355,12 @@ def resolve_run_id(store: StoreCore, text: str) -> str:
     if len(found) == 1:
         return found[0]
     if not found:
+        note = pruned_note(store, text)
+        if note is not None:  # its tombstone: `converge verify --all` checks it
+            raise RunNotFound(
+                f"run {text!r} was {note}: its events, facts and checkpoints are no "
+                f"longer in audit store {store.shown}"
+            )
         raise RunNotFound(f"no run {text!r} in audit store {store.shown}")
     shown = found[:CANDIDATES]
     more = ", ..." if len(found) > len(shown) else ""

@@ -21,7 +21,7 @@ from audit.ledger import (
     run_in_ledger,
     verify_ledger,
 )
-from audit.queries import key_problem, parent_problem
+from audit.queries import key_problem, parent_problem, read_tombstones, tombstone_problem
 from audit.signing import check_run_signatures
 from audit.tables import audit_events, gates, ledger, ledger_pending, runs
 from audit.trail import (
@@ -180,7 +180,9 @@ def _first_problem(
 def verify_all(store: StoreCore) -> list[VerifyReport]:
     """Every run's report (oldest first), then the rows no run or ledger accounts
     for: events of no known run, runs the ledger names but the store lost, a
-    broken ledger."""
+    broken ledger. A run pruned by ``converge prune`` verifies by its tombstone
+    (ok, its reason ``pruned by NAME at T: WHY``; failing when the tombstone was
+    changed or the ledger does not commit to it), not as a run deleted."""
     with store.transaction(write=False) as conn:
         ids = list(conn.execute(select(runs.c.run_id).order_by(runs.c.started_at)).scalars())
         orphans = conn.execute(
@@ -190,6 +192,9 @@ def verify_all(store: StoreCore) -> list[VerifyReport]:
         ).all()
         state = verify_ledger(conn, store.chain_hash)
         deleted = deleted_pending(conn, set(state.latest))
+        stones = read_tombstones(conn)
+        pruned = {run_id: tombstone_problem(conn, stone) for run_id, stone in stones.items()}
+    notes = {run_id: stone.describe() for run_id, stone in stones.items()}
     reports = [
         verify_run(store, run_id)
         if isinstance(run_id, str)
@@ -198,9 +203,24 @@ def verify_all(store: StoreCore) -> list[VerifyReport]:
     ]
     reports.extend(VerifyReport(str(r[0]), False, r[2], r[1], "row inserted") for r in orphans)
     known = set(ids)
+    for run_id, (last_seq, _head) in state.latest.items():
+        if run_id in known:
+            continue
+        if run_id not in pruned:
+            reports.append(
+                VerifyReport(run_id, False, 0, last_seq or 1, "run deleted (named by the ledger)")
+            )
+            continue
+        problem = pruned.pop(run_id)
+        # a pruned run: its tombstone, committed to by its last ledger entry
+        reports.append(
+            VerifyReport(run_id, True, 0, None, notes[run_id])
+            if problem is None
+            else VerifyReport(run_id, False, 0, last_seq or 1, f"{notes[run_id]}: {problem}")
+        )
     reports.extend(
-        VerifyReport(run_id, False, 0, last_seq or 1, "run deleted (named by the ledger)")
-        for run_id, (last_seq, _head) in state.latest.items()
+        VerifyReport(run_id, False, 0, 1, problem or "tombstone not in the ledger")
+        for run_id, problem in pruned.items()
         if run_id not in known
     )
     reports.extend(deleted)

@@ -15,7 +15,8 @@ admin); the resource then narrows it:
   (:mod:`converge.access._views`); deciding it needs the approver role, a place
   among its approvers at that moment and, for a four-eyes gate, not having
   submitted, run, resumed or forked the run;
-- the store itself (:data:`STORE`: people, tokens, settings) is managed by admins.
+- the store itself (:data:`STORE`: people, tokens, settings) is managed by admins,
+  and only admins prune its runs (``converge prune``).
 
 Any action a rule below does not grant is refused, with a sentence saying why.
 """
@@ -64,6 +65,7 @@ class Action(StrEnum):
     COMMENT = "comment"
     DECIDE = "decide"
     MANAGE_PEOPLE = "manage_people"  # people, groups, tokens, the store's settings
+    PRUNE = "prune"  # remove stopped runs (converge prune), their tombstones kept
 
 
 VERBS: Final[dict[Action, str]] = {
@@ -78,6 +80,7 @@ VERBS: Final[dict[Action, str]] = {
     Action.COMMENT: "comment on gates",
     Action.DECIDE: "decide gates",
     Action.MANAGE_PEOPLE: "manage people, tokens and settings",
+    Action.PRUNE: "prune runs",
 }
 """Each action as the end of "may not ...", in refusals and in docs/access.md."""
 _ON_GATE: Final[dict[Action, str]] = {Action.READ_GATE: "read", Action.COMMENT: "comment on"}
@@ -98,7 +101,7 @@ GRANTS: Final[dict[Role, frozenset[Action]]] = {
     Role.VIEWER: _READ,
     Role.RUNNER: _RUN,
     Role.APPROVER: _DECIDE,
-    Role.ADMIN: _DECIDE | {Action.MANAGE_PEOPLE},
+    Role.ADMIN: _DECIDE | {Action.MANAGE_PEOPLE, Action.PRUNE},
 }
 """The actions each role grants at most; the resource may narrow them (see the module)."""
 
@@ -149,7 +152,7 @@ class StoreScope:
 
 
 STORE: Final = StoreScope()
-"""The resource of :attr:`Action.MANAGE_PEOPLE`."""
+"""The resource of :attr:`Action.MANAGE_PEOPLE` and :attr:`Action.PRUNE`."""
 
 Resource = RunView | GateView | StoreScope
 """What an action is done to."""
@@ -239,7 +242,7 @@ def permits(person: Person, action: Action, resource: Resource) -> Verdict:
         return _sees_run(person, resource)
     if isinstance(resource, GateView) and action in _GATE_ACTIONS:
         return _on_gate(person, action, resource)
-    if isinstance(resource, StoreScope) and action == Action.MANAGE_PEOPLE:
+    if isinstance(resource, StoreScope) and action in (Action.MANAGE_PEOPLE, Action.PRUNE):
         return _ALLOWED
     return Verdict(False, f"no rule lets anyone {VERBS[action]} on {_describe(resource)}")
 

@@ -15,6 +15,7 @@ reachable from Python. One module per command group, each with its own
 - :mod:`converge.cli.tokens`: ``token add``, ``token list``, ``token revoke``,
   ``user add``, ``access-log`` (people, their tokens and groups, the refusals);
 - :mod:`converge.cli.config`: ``config set``, ``config show`` (the store's settings);
+- :mod:`converge.cli.retention`: ``prune`` (stopped runs removed, tombstones kept);
 - :mod:`converge.cli.serve`: ``serve`` (the approval inbox);
 - :mod:`converge.cli.report`: ``report``;
 - :mod:`converge.cli.schema`: ``schema``;
@@ -53,6 +54,7 @@ from converge.cli import (
     proofs,
     report,
     resuming,
+    retention,
     run,
     schema,
     serve,
@@ -107,6 +109,7 @@ app.add_typer(history.app)
 app.add_typer(service.app)
 app.add_typer(tokens.app)
 app.add_typer(config.app)
+app.add_typer(retention.app)
 app.add_typer(serve.app)
 app.add_typer(report.app)
 app.add_typer(schema.app)

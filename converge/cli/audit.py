@@ -240,7 +240,9 @@ def verify_cmd(
         for r in reports:
             mark = "[green]ok[/]" if r.ok else "[bold red]FAILED[/]"
             detail = (
-                f"{r.events} events" + (f" ({escape(r.reason)})" if r.reason else "")
+                escape(r.reason or "")
+                if r.ok and r.events == 0 and (r.reason or "").startswith("pruned by ")
+                else f"{r.events} events" + (f" ({escape(r.reason)})" if r.reason else "")
                 if r.ok
                 else f"first bad seq {r.first_bad_seq}: {escape(r.reason or '')}"
             )

@@ -23,7 +23,12 @@ app.add_typer(config_app, name="config")
 @config_app.command("set")
 def set_cmd(
     name: Annotated[str, typer.Argument(help=f"The setting: {', '.join(sorted(SETTINGS))}.")],
-    value: Annotated[str, typer.Argument(help="Its value (require-token: true, false or auto).")],
+    value: Annotated[
+        str,
+        typer.Argument(
+            help="Its value (require-token: true, false or auto; retention-days: N or off)."
+        ),
+    ],
     db: DbOption = None,
     token: ManagerTokenOption = None,
 ) -> None:

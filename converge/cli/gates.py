@@ -36,6 +36,7 @@ from converge.cli.deciding import (
     decide_remotely,
 )
 from converge.cli.history import print_history
+from converge.cli.reading import read_store
 from converge.cli.render import (
     DbOption,
     JsonOption,
@@ -153,7 +154,8 @@ def gates_cmd(
     """List HITL gates (newest first); only lists, unless --expire. A gate that
     cannot be read is one error line naming its cell (exit 1), the others listed.
     With --token: the gates its person may read (docs/access.md)."""
-    store = _store(db)
+    # only --expire writes: a listing reads an archived or older store as it is
+    store = _store(db) if expire else read_store(db, token)
     person = reader(store, token)
     if history or gate is not None:
         if gate is None or not history:

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from audit import SqlRunStore
+from audit import SCHEMA_VERSION, SqlRunStore
 from audit.ledger import check_consistency, head_line, integrate_pending, parse_head, signed_head
 from audit.proofs import export_fact, export_run, read_bundle, verify_bundle, write_bundle
 from audit.signing import (
@@ -70,6 +70,19 @@ def _write_store(db: str | None) -> SqlRunStore:
     store = open_run_store(db, must_exist=True)
     assert isinstance(store, SqlRunStore)
     return store
+
+
+def _export_store(db: str | None) -> SqlRunStore:
+    """The existing store of ``--db`` for an export: opened to write (the signed
+    heads and checkpoints are kept in it) when it has the current schema and may be
+    written; else opened to read, nothing written or upgraded (an archived copy, a
+    role that may only SELECT, a store of an earlier version)."""
+    store = open_run_store(db, read_only=True, must_exist=True)
+    assert isinstance(store, SqlRunStore)
+    if store.read_version < SCHEMA_VERSION or not store.writable:
+        return store
+    store.close()
+    return _write_store(db)
 
 
 @keys_app.command("generate")
@@ -126,11 +139,12 @@ def export_cmd(
     checks it with no database."""
     signer = _signer(signing_key)
     note = None if checkpoint is None else read_text(checkpoint, "--checkpoint")
-    store = _write_store(db)
+    store = _export_store(db)
     run_id = resolve_run(store, run_id)
     ask_read(store, reader(store, token), Action.EXPORT_RUN, run_id)
     try:
-        integrate_pending(store)  # the run's last commit in the ledger the bundle proves
+        if not store.read_only:  # the run's last commit in the ledger the bundle proves
+            integrate_pending(store)
         if fact is None:
             bundle = export_run(store, signer, run_id, note)
         else:
