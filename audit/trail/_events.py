@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import ColumnElement, Connection, Row, select, update
 
 from audit.core import StoreCore
 from audit.tables import runs
@@ -40,6 +40,20 @@ from engine.hashing.checkpoint import fold_digest
 from engine.store import AuditEvent, BatchItem, PromotedFacts
 
 
+def locked_run_row(
+    store: StoreCore, conn: Connection, run_id: str, *columns: ColumnElement[Any]
+) -> Row[Any]:
+    """The run's ``runs`` row (``columns`` of it), locked for this transaction
+    (``SELECT ... FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE`` already holds the
+    database); ``RunNotFound`` when there is none."""
+    row = conn.execute(
+        select(*columns).where(runs.c.run_id == run_id).with_for_update()
+    ).one_or_none()
+    if row is None:
+        raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+    return row
+
+
 def lock_run(store: StoreCore, conn: Connection, run_id: str) -> tuple[str, int, int, int]:
     """Lock the run's row for this transaction: its head hash, last seq, cycles and
     facts (``RunNotFound`` when there is none).
@@ -48,13 +62,16 @@ def lock_run(store: StoreCore, conn: Connection, run_id: str) -> tuple[str, int,
     row's epoch must still be that claim's, else ``RunSuperseded`` and nothing of
     the transaction is written. Every write of a run's events goes through here.
     """
-    row = conn.execute(
-        select(runs.c.head_hash, runs.c.last_seq, runs.c.cycles, runs.c.facts_count, runs.c.epoch)
-        .where(runs.c.run_id == run_id)
-        .with_for_update()
-    ).one_or_none()
-    if row is None:
-        raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+    row = locked_run_row(
+        store,
+        conn,
+        run_id,
+        runs.c.head_hash,
+        runs.c.last_seq,
+        runs.c.cycles,
+        runs.c.facts_count,
+        runs.c.epoch,
+    )
     held = store.claim_epochs.get(run_id)
     if held == -1:
         raise RunSuperseded(
@@ -66,12 +83,12 @@ def lock_run(store: StoreCore, conn: Connection, run_id: str) -> tuple[str, int,
             f"run {run_id}: this process lost its lease (another process claimed the run): "
             "its writes to it are refused"
         )
-    if held is not None and row[4] != held:
+    if held is not None and row.epoch != held:
         raise RunSuperseded(
-            f"run {run_id} was claimed by another process (epoch {row[4]}, this process "
+            f"run {run_id} was claimed by another process (epoch {row.epoch}, this process "
             f"holds {held}): this process's writes to it are refused"
         )
-    return row[0], row[1], row[2], row[3]
+    return row.head_hash, row.last_seq, row.cycles, row.facts_count
 
 
 def append(store: StoreCore, conn: Connection, run_id: str, events: Sequence[BatchItem]) -> None:
