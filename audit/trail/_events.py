@@ -147,8 +147,14 @@ def append_checkpointed(
 
 
 def append_events(store: StoreCore, run_id: str, events: Sequence[BatchItem]) -> None:
-    """Append one cycle's events: now when the batch is small, else queued for the
-    writer thread (see :meth:`audit.store.SqlRunStore.append_events`)."""
+    """Append one cycle's events to the run's chain, in one transaction.
+
+    A batch of ``store.write_behind_events`` events or more is chained here and
+    queued for the writer thread, which commits it while the engine computes the
+    next cycles (:class:`audit.writing.BackgroundWriter`): a failure is raised by
+    the run's next call that writes (``StoreError``), every other method waits for
+    the queue first, and a crash can lose the batches still queued (crash recovery
+    replays their cycles). A smaller batch is committed before this returns."""
     if not events:
         return
     limit = store.write_behind_events
@@ -169,8 +175,9 @@ def save_checkpoint(
 ) -> None:
     """Append a cycle's events and a periodic checkpoint, chained by a
     ``checkpoint_saved`` event: queued for the writer thread when the checkpoint
-    refers to the fact chunks the prediction knows, else written now (see
-    :meth:`audit.store.SqlRunStore.save_checkpoint`)."""
+    refers to the fact chunks the prediction knows (the engine does not wait for
+    it: a crash before it is committed resumes from the checkpoint before), else
+    written before this returns."""
     known = predict(store, run_id) if store.write_behind_events is not None else None
     if known is not None and known[3] is not None and checkpoint.get("facts") is None:
         batch = chain_batch(run_id, events, known[0], known[1], store.key)
