@@ -232,7 +232,7 @@ class StoreCore:
 
 class HeadLedger(Protocol):
     """Where a commit's new run head goes: the ledger's sequencing
-    (:class:`audit.ledger._ledger.SequencedHeads`), plugged in by the store, so that the
+    (:class:`audit.ledger.SequencedHeads`), plugged in by the store, so that the
     write path never imports the sequencer."""
 
     def record(
