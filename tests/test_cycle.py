@@ -20,6 +20,7 @@ from engine import (
     Met,
     PromotionRejected,
     Proposal,
+    RunResult,
     Unmet,
     suggestor,
 )
@@ -247,9 +248,10 @@ def test_an_acceptance_invariant_is_checked_at_the_fixed_point() -> None:
     )
 
 
-def test_an_acceptance_invariant_failing_when_the_criteria_are_met_stops_the_run() -> None:
-    # DESIGN.md §4 step 6: criteria met before the fixed point are accepted only
-    # after the acceptance invariants; a violation is the stop, not a hidden delay
+def _even_numbers_run(at_least: int) -> RunResult:
+    """Numbers 0, 1, 2... up to 6, criteria met at ``at_least`` of them, under an
+    acceptance invariant that wants an even count."""
+
     @invariant(name="even", invariant_class="acceptance")
     def even(ctx: Context) -> bool:
         return ctx.count("n") % 2 == 0
@@ -257,9 +259,15 @@ def test_an_acceptance_invariant_failing_when_the_criteria_are_met_stops_the_run
     n = Recorder(
         "n", ("n",), lambda ctx: [Proposal("n", ctx.count("n"))] if ctx.count("n") < 6 else []
     )
-    engine = Engine(criteria=[KeyPresent("n", at_least=3)], invariants=[even])
+    engine = Engine(criteria=[KeyPresent("n", at_least=at_least)], invariants=[even])
     engine.register(n)
-    r = engine.run({"n": [0]})
+    return engine.run({"n": [0]})
+
+
+def test_an_acceptance_invariant_failing_when_the_criteria_are_met_stops_the_run() -> None:
+    # DESIGN.md §4 step 6: criteria met before the fixed point are accepted only
+    # after the acceptance invariants; a violation is the stop, not a hidden delay
+    r = _even_numbers_run(at_least=3)
     assert isinstance(r.stop_reason, InvariantViolated)
     assert r.stop_reason.invariant_class == InvariantClass.ACCEPTANCE
     assert r.stop_reason.name == "even"
@@ -267,16 +275,7 @@ def test_an_acceptance_invariant_failing_when_the_criteria_are_met_stops_the_run
 
 
 def test_criteria_met_with_the_acceptance_invariants_holding_stop_the_run_early() -> None:
-    @invariant(name="even", invariant_class="acceptance")
-    def even(ctx: Context) -> bool:
-        return ctx.count("n") % 2 == 0
-
-    n = Recorder(
-        "n", ("n",), lambda ctx: [Proposal("n", ctx.count("n"))] if ctx.count("n") < 6 else []
-    )
-    engine = Engine(criteria=[KeyPresent("n", at_least=4)], invariants=[even])
-    engine.register(n)
-    r = engine.run({"n": [0]})
+    r = _even_numbers_run(at_least=4)
     assert r.stop_reason == CriteriaMet(criteria=["n>=4"])
     assert r.context.count("n") == 4
 

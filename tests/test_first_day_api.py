@@ -23,7 +23,6 @@ from audit.store import SqlRunStore
 from converge.run_queue import Action
 from converge.web import create_app
 from tests.faultfixtures import opened
-from tests.hitlfixtures import STORES, opened_store
 from tests.webfixtures import quorum_job, run_job, vendored_run
 
 ROUTES = (
@@ -34,11 +33,6 @@ ROUTES = (
     "/api/runs/{run_id}",
 )
 """Routes of the JSON API whose refusals are checked by name."""
-
-
-@pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlRunStore]:
-    yield from opened_store(request.param, tmp_path)
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -38,16 +37,10 @@ from converge.timetravel import diff_runs, fork_run, record_fork, snapshot
 from engine.errors import ParentMissing, UnverifiedParent
 from engine.facts import canonical_json
 from engine.status import RunStatus
-from tests.hitlfixtures import STORES, opened_store
 from tests.keyfixtures import rechain
 from tests.webfixtures import run_job, served
 
 OSCILLATOR = Path(__file__).resolve().parent.parent / "examples" / "oscillator" / "job.yaml"
-
-
-@pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlRunStore]:
-    yield from opened_store(request.param, tmp_path)
 
 
 def _parent(store: SqlRunStore) -> str:

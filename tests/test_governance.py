@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from fastapi.testclient import TestClient
 from freezegun import freeze_time
 from sqlalchemy import text
@@ -29,16 +27,10 @@ from converge.jobs import load_job, parse_job
 from converge.web import create_app
 from converge.web.limits import FailureLimiter
 from engine import GateRecord
-from tests.hitlfixtures import STORES, opened_store
 from tests.test_inbox_browser import _shots, _sign_in, browser_page  # noqa: F401 (a fixture)
 from tests.webfixtures import QUORUM_JOB, VENDORED, run_job, served, settle
 
 runner = CliRunner()
-
-
-@pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlRunStore]:
-    yield from opened_store(request.param, tmp_path)
 
 
 def _gate(store: SqlRunStore, rules: str, required: int = 1) -> GateRecord:

@@ -41,7 +41,7 @@ from converge.jobs import parse_job
 from converge.timetravel import replay_run
 from engine import Budget, CriteriaMet, Engine, GateDecision, HitlGatePending, RunNotFound, RunStore
 from examples.dependency_audit.reviewer import REVIEWER
-from tests.hitlfixtures import STORES, opened_store
+from tests.hitlfixtures import opened_store
 from tests.keyfixtures import rechain
 from tests.replayjobs import (
     CALLED,
@@ -77,11 +77,6 @@ pytestmark = pytest.mark.usefixtures("no_model_requests")
 def _no_calls_yet() -> Iterator[None]:
     CALLED.clear()
     yield
-
-
-@pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlRunStore]:
-    yield from opened_store(request.param, tmp_path)
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -29,17 +28,11 @@ from converge.service.pool_lines import answer_line, message_line
 from converge.web import create_app
 from engine import RunBusy, RunHeader, StoreError
 from tests import livejobs
-from tests.hitlfixtures import STORES, opened_store
 from tests.servicefixtures import state, until
 from tests.test_inbox_browser import _sign_in, browser_page  # noqa: F401 (a fixture)
 from tests.webfixtures import QUORUM_JOB, quorum_job, run_job, served
 
 runner = CliRunner()
-
-
-@pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlRunStore]:
-    yield from opened_store(request.param, tmp_path)
 
 
 class Recorder:

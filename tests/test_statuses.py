@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +24,9 @@ from audit.tables import gates, runs
 from converge.cli import app
 from converge.cli.audit import STATUSES
 from engine import GateStatus, RunStatus
-from tests.hitlfixtures import STORES, opened_store
 
 RUN_STATUSES = ("queued", "running", "paused", "stopped", "crashed")
 GATE_STATUSES = ("pending", "approved", "rejected", "expired")
-
-
-@pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlRunStore]:
-    yield from opened_store(request.param, tmp_path)
 
 
 def test_the_statuses_are_the_ones_the_store_holds() -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,6 @@ from engine.facts import canonical_json
 from engine.fork import ForkError, UnverifiedParent
 from engine.hashing.merkle import RFC6962, MerkleFrontier, facts_root
 from examples.oscillator import ping, pong
-from tests.hitlfixtures import STORES, opened_store
 
 OSCILLATOR = Path(__file__).resolve().parent.parent / "examples" / "oscillator" / "job.yaml"
 
@@ -68,11 +66,6 @@ JOBS: dict[str, tuple[tuple[Any, ...], dict[str, list[Any]]]] = {
     "counter": ((count, square, label), {"n": [0]}),
 }
 """Deterministic jobs: their suggestors and initial facts."""
-
-
-@pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlRunStore]:
-    yield from opened_store(request.param, tmp_path)
 
 
 def _engine(store: SqlRunStore, suggestors: tuple[Any, ...], max_cycles: int) -> Engine:

@@ -60,24 +60,31 @@ def _refused(res: object, problem: str) -> None:
     assert problem in stderr and "nothing was written" in stderr, stderr
 
 
+def _refused_then_through(
+    monkeypatch: pytest.MonkeyPatch, url: str, held: str, refused: list[list[str]]
+) -> None:
+    """Holding ``held`` (no key, a wrong one), each command of ``refused`` (with
+    ``--db url``) is refused and nothing is written; with the store's key the first
+    goes through and the store verifies."""
+    before = snapshot(url)
+    _hold(monkeypatch, HELD[held])
+    for args in refused:
+        _refused(cli(*args, "--db", url), PROBLEM[held])
+    assert snapshot(url) == before
+    _hold(monkeypatch, KEY)
+    assert cli(*refused[0], "--db", url).exit_code == 0
+    assert cli("verify", "--all", "--db", url).exit_code == 0
+
+
 @pytest.mark.parametrize("held", HELD)
 def test_approve_and_reject_without_the_stores_key_are_refused_with_nothing_written(
     url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: str
 ) -> None:
     _hold(monkeypatch, KEY)
     gate = run_gated(url, tmp_path)
-    before = snapshot(url)
-    _hold(monkeypatch, HELD[held])
-
-    approve = cli("approve", gate, "--by", "alice", "--db", url)
-    reject = cli("reject", gate, "--by", "alice", "--reason", "no", "--db", url)
-
-    _refused(approve, PROBLEM[held])
-    _refused(reject, PROBLEM[held])
-    assert snapshot(url) == before
-    _hold(monkeypatch, KEY)  # the right key: the same command goes through and verifies
-    assert cli("approve", gate, "--by", "alice", "--db", url).exit_code == 0
-    assert cli("verify", "--all", "--db", url).exit_code == 0
+    approve = ["approve", gate, "--by", "alice"]
+    reject = ["reject", gate, "--by", "alice", "--reason", "no"]
+    _refused_then_through(monkeypatch, url, held, [approve, reject])
 
 
 @pytest.mark.parametrize("held", HELD)
@@ -86,18 +93,9 @@ def test_resume_and_run_without_the_stores_key_are_refused_with_nothing_written(
 ) -> None:
     _hold(monkeypatch, KEY)
     run_id = run_gated(url, tmp_path, gated=False)
-    before = snapshot(url)
-    _hold(monkeypatch, HELD[held])
-
-    res = cli("resume", run_id, "--add-cycles", "5", "--db", url)
-    another = cli("run", str(tmp_path / "trust-1-False.yaml"), "--db", url)
-
-    _refused(res, PROBLEM[held])
-    _refused(another, PROBLEM[held])
-    assert snapshot(url) == before
-    _hold(monkeypatch, KEY)
-    assert cli("resume", run_id, "--add-cycles", "5", "--db", url).exit_code == 0
-    assert cli("verify", "--all", "--db", url).exit_code == 0
+    resume = ["resume", run_id, "--add-cycles", "5"]
+    another = ["run", str(tmp_path / "trust-1-False.yaml")]
+    _refused_then_through(monkeypatch, url, held, [resume, another])
 
 
 @pytest.mark.parametrize("held", HELD)

@@ -19,13 +19,7 @@ from audit.store import SqlRunStore
 from converge.jobs import load_job
 from converge.web import create_app
 from tests.faultfixtures import opened
-from tests.hitlfixtures import STORES, opened_store
 from tests.webfixtures import quorum_job, run_job, served, settle
-
-
-@pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlRunStore]:
-    yield from opened_store(request.param, tmp_path)
 
 
 @pytest.fixture

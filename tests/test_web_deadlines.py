@@ -7,11 +7,9 @@ too, still once."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-import pytest
 from fastapi.testclient import TestClient
 
 from audit.people import add_token
@@ -20,13 +18,7 @@ from converge.decisions import decide
 from converge.service import DeadlineKeeper, LocalRunPool
 from converge.web import create_app
 from engine import GateAlreadyDecided, GateDecision, GateExpired, GateRecord
-from tests.hitlfixtures import STORES, opened_store
 from tests.webfixtures import quorum_job, run_job
-
-
-@pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlRunStore]:
-    yield from opened_store(request.param, tmp_path)
 
 
 def _expiring_gate(store: SqlRunStore) -> GateRecord:

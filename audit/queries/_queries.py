@@ -296,9 +296,10 @@ def list_runs(
     status: str | None = None,
     limit: int | None = DEFAULT_LIMIT,
 ) -> list[RunRow]:
-    """Recorded runs, newest first, filtered (see :meth:`audit.store.SqlRunStore.runs`);
-    ``CorruptRow`` for the first row that cannot be read (:func:`read_runs` lists
-    the others)."""
+    """Recorded runs, newest first, filtered by stop ``category``/``kind``, ``job``,
+    ``status`` (``crashed`` included) and start time ``since`` (unix seconds);
+    ``limit`` (default 100; None or 0 = all) bounds the rows read. ``CorruptRow``
+    for the first row that cannot be read (:func:`read_runs` lists the others)."""
     rows: list[RunRow] = []
     for r in read_runs(
         store, category=category, kind=kind, since=since, job=job, status=status, limit=limit

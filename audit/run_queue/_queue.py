@@ -22,7 +22,7 @@ from audit.core import json_compact
 from audit.ledger import key_fingerprint
 from audit.store import SqlRunStore
 from audit.tables import SERVICE_TABLES, run_cancels, runs
-from audit.trail import GENESIS, REQUEUED, append
+from audit.trail import GENESIS, REQUEUED, append, locked_run_row
 from audit.writing import (
     DEFAULT_LEASE_S,
     LEASE_ENV,
@@ -34,7 +34,7 @@ from audit.writing import (
     with_leases,
     writer_alive,
 )
-from engine.errors import RunBusy, RunNotFound, StoreError
+from engine.errors import RunBusy, StoreError
 from engine.run_ids import check_run_id
 from engine.status import RunStatus
 from engine.store import AuditEvent, RunHeader
@@ -106,13 +106,16 @@ def take_queued(store: SqlRunStore, run_id: str) -> None:
     """
     pid, host = this_writer()
     with store.transaction() as conn:
-        row = conn.execute(
-            select(runs.c.status, runs.c.pid, runs.c.hostname, runs.c.last_seq, runs.c.epoch)
-            .where(runs.c.run_id == run_id)
-            .with_for_update()
-        ).one_or_none()
-        if row is None:
-            raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+        row = locked_run_row(
+            store,
+            conn,
+            run_id,
+            runs.c.status,
+            runs.c.pid,
+            runs.c.hostname,
+            runs.c.last_seq,
+            runs.c.epoch,
+        )
         lease = read_lease(conn, run_id)
         orphan = row.status == RunStatus.RUNNING and row.last_seq == 0
         held = lease.held if lease is not None else writer_alive(row.pid, row.hostname)

@@ -5,9 +5,11 @@ the write path and the verifiers both name (``_kinds``), appending a cycle's bat
 (``_events``, and on PostgreSQL in one statement: ``_head_cas``), starting and
 finishing a run with its header (``_runs``, ``_run_header``), checkpoints and fact
 chunks (``_checkpoints``), HITL gate rows and their compare-and-set decision
-(``_gates``). The writer thread, bulk inserts, leases and liveness are
-:mod:`audit.writing`'s. Every new run head goes to the ledger through the store's
-:class:`audit.core.HeadLedger`, never by importing the sequencer.
+(``_gates``), and the key a writer must hold, checked before a run starts, a gate
+is decided or a run is claimed (``_store_key``). The writer thread, bulk inserts,
+leases and liveness are :mod:`audit.writing`'s. Every new run head goes to the
+ledger through the store's :class:`audit.core.HeadLedger`, never by importing the
+sequencer.
 """
 
 from __future__ import annotations
@@ -29,7 +31,14 @@ from audit.trail._checkpoints import (
     put_checkpoint,
     read_checkpoint,
 )
-from audit.trail._events import append, append_events, commit, last_seq, save_checkpoint
+from audit.trail._events import (
+    append,
+    append_events,
+    commit,
+    last_seq,
+    locked_run_row,
+    save_checkpoint,
+)
 from audit.trail._gates import (
     claim_resume,
     decide_gate,
@@ -79,6 +88,7 @@ __all__ = [
     "last_seq",
     "list_gates",
     "load_checkpoint",
+    "locked_run_row",
     "pause_run",
     "put_checkpoint",
     "read_chain",

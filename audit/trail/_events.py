@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import ColumnElement, Connection, Row, select, update
 
 from audit.core import StoreCore
 from audit.tables import runs
@@ -40,6 +40,20 @@ from engine.hashing.checkpoint import fold_digest
 from engine.store import AuditEvent, BatchItem, PromotedFacts
 
 
+def locked_run_row(
+    store: StoreCore, conn: Connection, run_id: str, *columns: ColumnElement[Any]
+) -> Row[Any]:
+    """The run's ``runs`` row (``columns`` of it), locked for this transaction
+    (``SELECT ... FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE`` already holds the
+    database); ``RunNotFound`` when there is none."""
+    row = conn.execute(
+        select(*columns).where(runs.c.run_id == run_id).with_for_update()
+    ).one_or_none()
+    if row is None:
+        raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+    return row
+
+
 def lock_run(store: StoreCore, conn: Connection, run_id: str) -> tuple[str, int, int, int]:
     """Lock the run's row for this transaction: its head hash, last seq, cycles and
     facts (``RunNotFound`` when there is none).
@@ -48,13 +62,16 @@ def lock_run(store: StoreCore, conn: Connection, run_id: str) -> tuple[str, int,
     row's epoch must still be that claim's, else ``RunSuperseded`` and nothing of
     the transaction is written. Every write of a run's events goes through here.
     """
-    row = conn.execute(
-        select(runs.c.head_hash, runs.c.last_seq, runs.c.cycles, runs.c.facts_count, runs.c.epoch)
-        .where(runs.c.run_id == run_id)
-        .with_for_update()
-    ).one_or_none()
-    if row is None:
-        raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+    row = locked_run_row(
+        store,
+        conn,
+        run_id,
+        runs.c.head_hash,
+        runs.c.last_seq,
+        runs.c.cycles,
+        runs.c.facts_count,
+        runs.c.epoch,
+    )
     held = store.claim_epochs.get(run_id)
     if held == -1:
         raise RunSuperseded(
@@ -66,12 +83,12 @@ def lock_run(store: StoreCore, conn: Connection, run_id: str) -> tuple[str, int,
             f"run {run_id}: this process lost its lease (another process claimed the run): "
             "its writes to it are refused"
         )
-    if held is not None and row[4] != held:
+    if held is not None and row.epoch != held:
         raise RunSuperseded(
-            f"run {run_id} was claimed by another process (epoch {row[4]}, this process "
+            f"run {run_id} was claimed by another process (epoch {row.epoch}, this process "
             f"holds {held}): this process's writes to it are refused"
         )
-    return row[0], row[1], row[2], row[3]
+    return row.head_hash, row.last_seq, row.cycles, row.facts_count
 
 
 def append(store: StoreCore, conn: Connection, run_id: str, events: Sequence[BatchItem]) -> None:
@@ -130,8 +147,14 @@ def append_checkpointed(
 
 
 def append_events(store: StoreCore, run_id: str, events: Sequence[BatchItem]) -> None:
-    """Append one cycle's events: now when the batch is small, else queued for the
-    writer thread (see :meth:`audit.store.SqlRunStore.append_events`)."""
+    """Append one cycle's events to the run's chain, in one transaction.
+
+    A batch of ``store.write_behind_events`` events or more is chained here and
+    queued for the writer thread, which commits it while the engine computes the
+    next cycles (:class:`audit.writing.BackgroundWriter`): a failure is raised by
+    the run's next call that writes (``StoreError``), every other method waits for
+    the queue first, and a crash can lose the batches still queued (crash recovery
+    replays their cycles). A smaller batch is committed before this returns."""
     if not events:
         return
     limit = store.write_behind_events
@@ -152,8 +175,9 @@ def save_checkpoint(
 ) -> None:
     """Append a cycle's events and a periodic checkpoint, chained by a
     ``checkpoint_saved`` event: queued for the writer thread when the checkpoint
-    refers to the fact chunks the prediction knows, else written now (see
-    :meth:`audit.store.SqlRunStore.save_checkpoint`)."""
+    refers to the fact chunks the prediction knows (the engine does not wait for
+    it: a crash before it is committed resumes from the checkpoint before), else
+    written before this returns."""
     known = predict(store, run_id) if store.write_behind_events is not None else None
     if known is not None and known[3] is not None and checkpoint.get("facts") is None:
         batch = chain_batch(run_id, events, known[0], known[1], store.key)

@@ -14,7 +14,7 @@ from audit.cells import bad_cell, json_cell
 from audit.core import StoreCore, json_compact
 from audit.tables import gates, runs
 from audit.trail._checkpoints import put_checkpoint
-from audit.trail._events import append, append_checkpointed
+from audit.trail._events import append, append_checkpointed, locked_run_row
 from audit.trail._runs import outcome_values
 from audit.trail._store_key import require_key
 from audit.writing import grant, read_lease, release, this_writer, writer_alive
@@ -24,7 +24,6 @@ from engine.errors import (
     GateNotFound,
     RunBusy,
     RunFinished,
-    RunNotFound,
     StoreError,
 )
 from engine.hitl import GateDecision, iso_utc
@@ -173,21 +172,18 @@ def claim_resume(
     require_key(store, f"resuming run {run_id}")
     pid, host = this_writer()
     with store.transaction() as conn:
-        row = conn.execute(
-            select(
-                runs.c.status,
-                runs.c.epoch,
-                runs.c.last_seq,
-                runs.c.pid,
-                runs.c.hostname,
-                runs.c.stop_kind,
-                runs.c.category,
-            )
-            .where(runs.c.run_id == run_id)
-            .with_for_update()
-        ).one_or_none()
-        if row is None:
-            raise RunNotFound(f"no run {run_id!r} in audit store {store.shown}")
+        row = locked_run_row(
+            store,
+            conn,
+            run_id,
+            runs.c.status,
+            runs.c.epoch,
+            runs.c.last_seq,
+            runs.c.pid,
+            runs.c.hostname,
+            runs.c.stop_kind,
+            runs.c.category,
+        )
         was = row.status
         lease = read_lease(conn, run_id)
         if was == RunStatus.RUNNING:
