@@ -15,7 +15,9 @@ admin); the resource then narrows it:
   (:mod:`converge.access._views`); deciding it needs the approver role, a place
   among its approvers at that moment and, for a four-eyes gate, not having
   submitted, run, resumed or forked the run;
-- the store itself (:data:`STORE`: people, tokens, settings) is managed by admins.
+- the store itself (:data:`STORE`: people, tokens, settings) is managed by admins,
+  who also read the metrics of ``converge serve`` (unless its ``--metrics``
+  setting opens them: :mod:`converge.access._operations`).
 
 Any action a rule below does not grant is refused, with a sentence saying why.
 """
@@ -64,6 +66,7 @@ class Action(StrEnum):
     COMMENT = "comment"
     DECIDE = "decide"
     MANAGE_PEOPLE = "manage_people"  # people, groups, tokens, the store's settings
+    READ_METRICS = "read_metrics"  # GET /metrics of converge serve (docs/operations.md)
 
 
 VERBS: Final[dict[Action, str]] = {
@@ -78,6 +81,7 @@ VERBS: Final[dict[Action, str]] = {
     Action.COMMENT: "comment on gates",
     Action.DECIDE: "decide gates",
     Action.MANAGE_PEOPLE: "manage people, tokens and settings",
+    Action.READ_METRICS: "read the metrics",
 }
 """Each action as the end of "may not ...", in refusals and in docs/access.md."""
 _ON_GATE: Final[dict[Action, str]] = {Action.READ_GATE: "read", Action.COMMENT: "comment on"}
@@ -98,7 +102,7 @@ GRANTS: Final[dict[Role, frozenset[Action]]] = {
     Role.VIEWER: _READ,
     Role.RUNNER: _RUN,
     Role.APPROVER: _DECIDE,
-    Role.ADMIN: _DECIDE | {Action.MANAGE_PEOPLE},
+    Role.ADMIN: _DECIDE | {Action.MANAGE_PEOPLE, Action.READ_METRICS},
 }
 """The actions each role grants at most; the resource may narrow them (see the module)."""
 
@@ -149,7 +153,7 @@ class StoreScope:
 
 
 STORE: Final = StoreScope()
-"""The resource of :attr:`Action.MANAGE_PEOPLE`."""
+"""The resource of :attr:`Action.MANAGE_PEOPLE` and :attr:`Action.READ_METRICS`."""
 
 Resource = RunView | GateView | StoreScope
 """What an action is done to."""
@@ -179,6 +183,7 @@ _RUN_ACTIONS: Final = frozenset(
     }
 )
 _GATE_ACTIONS: Final = frozenset({Action.SEE_GATE, Action.READ_GATE, Action.COMMENT, Action.DECIDE})
+_STORE_ACTIONS: Final = frozenset({Action.MANAGE_PEOPLE, Action.READ_METRICS})
 
 
 def _names(names: frozenset[str]) -> str:
@@ -239,7 +244,7 @@ def permits(person: Person, action: Action, resource: Resource) -> Verdict:
         return _sees_run(person, resource)
     if isinstance(resource, GateView) and action in _GATE_ACTIONS:
         return _on_gate(person, action, resource)
-    if isinstance(resource, StoreScope) and action == Action.MANAGE_PEOPLE:
+    if isinstance(resource, StoreScope) and action in _STORE_ACTIONS:
         return _ALLOWED
     return Verdict(False, f"no rule lets anyone {VERBS[action]} on {_describe(resource)}")
 

@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, WithJsonSchema
 from starlette.concurrency import run_in_threadpool
 
+from converge import metrics
 from converge.access import Action, Person
 from converge.decisions import DecisionReport, checked_value, decide, job_of_run
 from converge.governance import statement_for
@@ -168,6 +169,7 @@ async def api_signed_decision(
         report, out = await run_in_threadpool(record)
     except ConvergeError as exc:
         raise http_error(exc) from exc
+    metrics.gate_decided(report.gate)  # converge_gate_wait_seconds (docs/operations.md)
     if report.still_needed:
         return JSONResponse(out, status_code=200)
     return out
