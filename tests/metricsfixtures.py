@@ -1,0 +1,112 @@
+"""Helpers of the operations tests (issue 57 part A): runs queued for a server's pool,
+the metrics text parsed, promtool, and waiting on a condition with a deadline."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import func, select
+
+from audit import open_store
+from audit.run_queue import queue_run
+from audit.tables import audit_events
+from converge.jobs import load_job
+from engine import RunHeader, new_run_id
+
+T = TypeVar("T")
+
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+ALLOWED_LABELS = {"kind", "category", "suggestor", "model", "direction", "le"}
+"""The only labels converge's families carry (never a run id, a gate id or a person)."""
+
+
+def until(what: Callable[[], T | None], timeout: float, message: str = "") -> T:
+    """``what()``'s first true answer, polled every 0.1 s until ``timeout`` seconds pass
+    (AssertionError then, with ``message``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = what()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {message}")
+        time.sleep(0.1)
+
+
+def queue_jobs(url: str, job: Path, n: int) -> list[str]:
+    """``n`` runs of ``job`` recorded ``queued`` in the store at ``url`` (a server's pool
+    or a worker takes them up); their ids."""
+    loaded = load_job(job)
+    store = open_store(url)
+    try:
+        ids = []
+        for _ in range(n):
+            run_id = new_run_id()
+            queue_run(store, RunHeader(run_id, loaded.name, loaded.record(), (), time.time()))
+            ids.append(run_id)
+        return ids
+    finally:
+        store.close()
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a metrics text: (name, sorted labels) → value."""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(text: str, name: str, **labels: str) -> float:
+    """The sample ``name{labels}`` of a metrics text (0 when absent)."""
+    return samples(text).get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def total(text: str, name: str) -> float:
+    """The sum of every sample named ``name`` (all label values)."""
+    return sum(v for (n, _), v in samples(text).items() if n == name)
+
+
+def label_names(text: str) -> set[str]:
+    """Every label name of the ``converge_*`` samples of a metrics text."""
+    return {
+        k
+        for (name, labels), _ in samples(text).items()
+        if name.startswith("converge_")
+        for k, _ in labels
+    }
+
+
+def scrape(base: str, token: str | None = None, path: str = "/metrics") -> str:
+    """``GET base/metrics`` (with a bearer token when given): its text (asserts 200)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    answer = httpx.get(f"{base}{path}", headers=headers, timeout=10)
+    assert answer.status_code == 200, answer.text[:500]
+    return answer.text
+
+
+def promtool(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``promtool ARGS`` (its output captured)."""
+    return subprocess.run(
+        [PROMTOOL, *args], input=stdin, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def events_of_kind(url: str, kind: str) -> int:
+    """How many audit events of ``kind`` the store at ``url`` holds."""
+    store = open_store(url)
+    try:
+        with store.transaction(write=False) as conn:
+            counted = select(func.count()).select_from(audit_events)
+            return int(conn.execute(counted.where(audit_events.c.kind == kind)).scalar_one())
+    finally:
+        store.close()
