@@ -4,9 +4,11 @@ the metrics text parsed, promtool, and waiting on a condition with a deadline.""
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TypeVar
 
@@ -110,3 +112,41 @@ def events_of_kind(url: str, kind: str) -> int:
             return int(conn.execute(counted.where(audit_events.c.kind == kind)).scalar_one())
     finally:
         store.close()
+
+
+@contextmanager
+def health_worker(
+    db: str, queue: str, log: Path, port: int, *, concurrency: int = 2
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``converge worker --broker $CONVERGE_TEST_BROKER --queue QUEUE --db DB
+    --health-port PORT`` as its own process, yielded once its ``/readyz`` answers
+    200; afterwards SIGTERM (it must exit within 10 s) and its queue deleted."""
+    from kombu import Connection
+
+    from tests.realserve import converge_process, stop_within
+    from tests.workerfixtures import BROKER
+
+    args = ["worker", "--broker", BROKER, "--queue", queue, "--db", db]
+    args += ["--concurrency", str(concurrency), "--health-port", str(port)]
+    proc = converge_process(*args, log=log)
+    base = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"the worker exited:\n{log.read_text()[-3000:]}")
+        try:
+            return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        until(ready, 60, "the worker's /readyz")
+        yield proc
+    finally:
+        if proc.poll() is None:
+            with suppress(AssertionError):
+                stop_within(proc, signal.SIGTERM, log)
+        with Connection(BROKER, connect_timeout=3) as conn:
+            channel = conn.default_channel
+            channel.queue_delete(queue)
+            channel.exchange_delete(queue)
