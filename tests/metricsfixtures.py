@@ -9,8 +9,9 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -150,3 +151,93 @@ def health_worker(
             channel = conn.default_channel
             channel.queue_delete(queue)
             channel.exchange_delete(queue)
+
+
+RULES = Path(__file__).resolve().parent.parent / "docs" / "operations" / "converge-rules.yml"
+"""The alerting and recording rules docs/operations.md ships."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One scrape job of the test's Prometheus: its name, ``host:port`` and, when its
+    ``/metrics`` needs one, a file holding a bearer token."""
+
+    job: str
+    address: str
+    token_file: Path | None = None
+
+
+def prometheus_config(targets: list[Target], rules: Path = RULES) -> dict[str, Any]:
+    """A Prometheus configuration scraping ``targets`` every second, loading ``rules``."""
+    jobs = []
+    for t in targets:
+        job: dict[str, Any] = {"job_name": t.job, "static_configs": [{"targets": [t.address]}]}
+        if t.token_file is not None:
+            job["authorization"] = {"type": "Bearer", "credentials_file": str(t.token_file)}
+        jobs.append(job)
+    return {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(rules)],
+        "scrape_configs": jobs,
+    }
+
+
+@contextmanager
+def prometheus_server(workdir: Path, targets: list[Target]) -> Iterator[str]:
+    """The real Prometheus (``/usr/bin/prometheus``) on a free port of 127.0.0.1 with a
+    configuration this writes and its own storage in ``workdir``; yields its base URL
+    once ``/-/ready`` answers 200, stopped afterwards."""
+    import yaml
+
+    from tests.realserve import free_port
+
+    config = workdir / "prometheus.yml"
+    config.write_text(yaml.safe_dump(prometheus_config(targets)))
+    port = free_port()
+    log = workdir / "prometheus.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                PROMETHEUS,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={workdir / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"prometheus exited:\n{log.read_text()[-3000:]}")
+        try:
+            return httpx.get(f"{base}/-/ready", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        until(ready, 60, "prometheus /-/ready")
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def query(base: str, expr: str) -> list[dict[str, Any]]:
+    """The result vector of the instant query ``expr`` on Prometheus' HTTP API."""
+    answer = httpx.get(f"{base}/api/v1/query", params={"query": expr}, timeout=10)
+    body = answer.json()
+    assert answer.status_code == 200 and body["status"] == "success", body
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
+def by_label(result: list[dict[str, Any]], label: str) -> dict[str, float]:
+    """A vector as ``{its label's value: the sample's value}``."""
+    return {r["metric"].get(label, ""): float(r["value"][1]) for r in result}

@@ -6,14 +6,15 @@ Celery worker's prefork pool), every process writes its values to files there an
 :func:`exposition` sums them; without that variable, the values are this
 process's own.
 
-``converge_queue_depth`` is read from the store at each scrape
-(:class:`QueueDepth`): the runs recorded ``queued``, whoever will execute them.
+``converge_queue_depth``, ``converge_gates_pending`` and ``converge_gates_overdue``
+are read from the store at each scrape (:class:`QueueDepth`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -22,9 +23,9 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from sqlalchemy import func, select
 
 from audit.store import SqlRunStore
-from audit.tables import runs
+from audit.tables import gates, runs
 from converge.metrics._families import FAMILIES
-from engine.status import RunStatus
+from engine.status import GateStatus, RunStatus
 
 __all__ = ["CONTENT_TYPE", "QueueDepth", "exposition"]
 
@@ -35,28 +36,44 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 class QueueDepth:
-    """A collector: ``converge_queue_depth``, the runs of ``store`` recorded ``queued``,
-    read at each scrape (nothing when the store does not answer)."""
+    """A collector of what the store holds, read at each scrape (nothing when the
+    store does not answer): ``converge_queue_depth``, the runs recorded ``queued``;
+    ``converge_gates_pending``, the gates waiting for a decision; and
+    ``converge_gates_overdue``, those of them past their deadline (the deadline
+    keeper decides them within seconds: one that stays is an alert)."""
 
-    def __init__(self, store: SqlRunStore) -> None:
+    def __init__(self, store: SqlRunStore, clock: Callable[[], float] = time.time) -> None:
         self.store = store
+        self.clock = clock
 
     def describe(self) -> Iterable[Metric]:
         """No description ahead of a scrape (the store is read at collection)."""
         return ()
 
     def collect(self) -> Iterator[Metric]:
-        """The gauge, one read of the store."""
+        """The gauges, one read of the store."""
+        pending = gates.c.status == GateStatus.PENDING
         try:
-            with self.store.transaction(write=False, single=True) as conn:
+            with self.store.transaction(write=False) as conn:
                 depth = conn.execute(
                     select(func.count()).select_from(runs).where(runs.c.status == RunStatus.QUEUED)
                 ).scalar_one()
+                waiting = conn.execute(
+                    select(func.count()).select_from(gates).where(pending)
+                ).scalar_one()
+                overdue = conn.execute(
+                    select(func.count())
+                    .select_from(gates)
+                    .where(pending, gates.c.expires_at < self.clock())
+                ).scalar_one()
         except Exception:  # a scrape never fails for the store: the others still report
             return
-        yield GaugeMetricFamily(
-            "converge_queue_depth", "Runs recorded queued, waiting for a worker.", value=depth
-        )
+        for name, doc, number in (
+            ("converge_queue_depth", "Runs recorded queued, waiting for a worker.", depth),
+            ("converge_gates_pending", "Gates waiting for a decision.", waiting),
+            ("converge_gates_overdue", "Gates still pending past their deadline.", overdue),
+        ):
+            yield GaugeMetricFamily(name, doc, value=number)
 
 
 class _Families:

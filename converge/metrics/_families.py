@@ -14,6 +14,8 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from engine.stop import ALL_VARIANTS
+
 __all__ = [
     "CYCLES",
     "DECISION_SECONDS",
@@ -63,6 +65,8 @@ RUNS_STOPPED: Final = Counter(
     ["kind", "category"],
     registry=FAMILIES,
 )
+for _variant in ALL_VARIANTS:  # every series at 0 from the start: a rate sees the first stop
+    RUNS_STOPPED.labels(_variant.model_fields["kind"].default, _variant.category_.value)
 GATES_OPENED: Final = Counter(
     "converge_gates_opened", "HITL gates opened (runs paused for a decision).", registry=FAMILIES
 )
