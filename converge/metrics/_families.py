@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 
 from engine.stop import ALL_VARIANTS
 
@@ -31,6 +31,7 @@ __all__ = [
     "SUGGESTOR_SECONDS",
 ]
 
+disable_created_metrics()  # no ``*_created`` series: a scrape's times are Prometheus' own
 FAMILIES: Final = CollectorRegistry(auto_describe=True)
 """The registry of every family below (not prometheus_client's global one)."""
 
