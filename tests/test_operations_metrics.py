@@ -32,7 +32,7 @@ from converge.web import create_app
 from engine import Context, Effect, Engine, Proposal, RunHeader, Usage, suggestor
 from engine.status import RunStatus
 from engine.store import AuditEvent
-from tests.faultfixtures import gated_job, ticking_job
+from tests.faultfixtures import expire_gate, gated_job, make_stores, paused_run, ticking_job
 from tests.metricsfixtures import (
     ALLOWED_LABELS,
     events_of_kind,
@@ -243,3 +243,22 @@ def test_a_run_sent_again_for_its_expired_lease_is_one_takeover(store: SqlRunSto
             "running",
             "crashed",
         )
+
+
+def test_gates_pending_and_overdue_are_read_from_the_store_at_each_scrape(
+    tmp_path: Path,
+) -> None:
+    with make_stores("sqlite", tmp_path) as stores:
+        paused = paused_run(stores, tmp_path, timeout_s=3600)
+        store = open_store(paused.url)
+        try:
+            client = TestClient(create_app(store, metrics_access=MetricsAccess.PUBLIC))
+            before = client.get("/metrics").text
+            expire_gate(paused.url, paused.gate_id)  # its deadline a minute ago
+            after = client.get("/metrics").text
+        finally:
+            store.close()
+    assert value(before, "converge_gates_pending") == 1
+    assert value(before, "converge_gates_overdue") == 0
+    assert value(after, "converge_gates_pending") == 1
+    assert value(after, "converge_gates_overdue") == 1
