@@ -40,7 +40,15 @@ from engine.registry import SuggestorRegistry
 from engine.store import BatchItem, PromotedFacts
 from engine.suggestor import is_async_suggestor
 
-__all__ = ["MODELS", "TimedSuggestor", "count_events", "gate_decided", "instrument", "meter_store"]
+__all__ = [
+    "MODELS",
+    "TimedSuggestor",
+    "count_events",
+    "gate_decided",
+    "instrument",
+    "meter_store",
+    "takeover",
+]
 
 WRITES = ("start_run", "append_events", "save_checkpoint", "pause_run", "finish_run")
 """The store methods that write a run's events; each takes its events second."""
