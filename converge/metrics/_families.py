@@ -31,7 +31,8 @@ __all__ = [
     "SUGGESTOR_SECONDS",
 ]
 
-disable_created_metrics()  # no ``*_created`` series: a scrape's times are Prometheus' own
+# no ``*_created`` series: when a series began is Prometheus' business
+disable_created_metrics()  # type: ignore[no-untyped-call]
 FAMILIES: Final = CollectorRegistry(auto_describe=True)
 """The registry of every family below (not prometheus_client's global one)."""
 

@@ -13,6 +13,7 @@ browser never sees a key.
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
@@ -165,11 +166,13 @@ async def api_signed_decision(
         )
         return report, _report(request, report)
 
+    started = time.perf_counter()
     try:
         report, out = await run_in_threadpool(record)
     except ConvergeError as exc:
         raise http_error(exc) from exc
-    metrics.gate_decided(report.gate)  # converge_gate_wait_seconds (docs/operations.md)
+    metrics.DECISION_SECONDS.observe(time.perf_counter() - started)  # docs/operations.md
+    metrics.gate_decided(report.gate)
     if report.still_needed:
         return JSONResponse(out, status_code=200)
     return out
