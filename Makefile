@@ -3,7 +3,8 @@
 #   make demo      converge + examples                    (seconds to ~1 min the first time)
 #   make demo-llm  + agents, local: builds llama-cpp-python for any AVX2 CPU (~11 min on 2
 #                  cores, once per machine)
-#   make test      every extra (and, as root, Debian's chromium, nginx, Go and golang.org/x/mod);
+#   make test      every extra (and, as root, Debian's chromium, nginx, prometheus, Go and
+#                  golang.org/x/mod);
 #                  so do setup, docs, bench
 PYTHON ?= python3
 VENV := .venv
@@ -27,7 +28,7 @@ TEST_PROCS ?= 4
 unexport PYTHONDONTWRITEBYTECODE
 PACKAGES := engine criteria gates audit converge
 
-.PHONY: demo demo-llm test lint bench setup browser go-sumdb proxy clean docs
+.PHONY: demo demo-llm test lint bench setup browser go-sumdb proxy prometheus clean docs
 
 EXTRAS := dev,bench,agents,otel,local,phoenix,web,workers,examples,docs,models
 DEMO_EXTRAS := examples
@@ -89,6 +90,17 @@ proxy:
 	  else echo "the proxy tests need nginx (apt-get install nginx-light as root)"; fi; \
 	fi
 
+## Debian's prometheus (the server and promtool) for the tests that scrape converge serve and
+## a worker with a real Prometheus and check the metrics and alert rules with promtool (as
+## root, when missing; the tests start it on 127.0.0.1 with a configuration of their own).
+prometheus:
+	@if [ ! -x /usr/bin/prometheus ] || [ ! -x /usr/bin/promtool ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends prometheus >/dev/null; \
+	  else echo "the metrics tests need prometheus and promtool (apt-get install prometheus as root)"; fi; \
+	fi
+
 ## Debian's Go and golang.org/x/mod for the test that checks our checkpoints with Go's
 ## sumdb packages, built offline (as root, when missing).
 go-sumdb:
@@ -116,7 +128,7 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 ## Set up, then run lint, type checks, the import contracts, the docs build and the whole test suite.
-test: $(STAMP) browser go-sumdb proxy
+test: $(STAMP) browser go-sumdb proxy prometheus
 	$(BIN)/ruff check engine criteria gates audit converge examples benchmarks tests docs/hooks
 	$(BIN)/ruff format --check engine criteria gates audit converge examples benchmarks tests docs/hooks
 	$(BIN)/mypy --strict $(PACKAGES)

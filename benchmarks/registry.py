@@ -17,6 +17,7 @@ from benchmarks.harness import Row
 from benchmarks.ledger_bench import run_w7
 from benchmarks.limits import run_limits
 from benchmarks.live_bench import run_l1
+from benchmarks.metrics_bench import run_m1
 from benchmarks.proofs_bench import run_p1
 from benchmarks.resume_bench import run_r1
 from benchmarks.scale_bench import run_w6
@@ -46,6 +47,7 @@ NAMES = (
     "w7",
     "l1",
     "l1s",
+    "m1",
 )
 """Every name ``--only`` accepts, as ``--help`` lists them."""
 
@@ -82,5 +84,6 @@ RUNNERS: dict[str, Callable[[Suite], None]] = {
     "w7": run_w7,  # only with --only w7: concurrent runs on one store (issue 31), minutes
     "l1": run_l1,  # event commit → SSE client, 1 and 20 streams (issue 43), ~10 s
     "l1s": run_l1_streams,  # only with --only l1s: 100 idle / 200 busy streams, ~5 min
+    "m1": run_m1,  # metrics off / on / on in multiprocess mode on the write path (issue 57)
 }
 """Each workload's name → the function adding its rows, in the report's order."""

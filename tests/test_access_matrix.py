@@ -30,7 +30,7 @@ from fastapi.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from audit import open_store
-from converge.access import ASKED, Action, Role
+from converge.access import ASKED, PUBLIC_ROUTES, Action, Role
 from converge.cli import app as cli_app
 from converge.web import create_app
 from tests.accessfixtures import ROLES, SECRET, PageClient, Scene, build_scene, counts
@@ -40,8 +40,9 @@ from tests.realserve import Served, served_cli
 from tests.test_access_policy import doc_table
 
 # -- every route and every command asks ------------------------------------------------
-PUBLIC = {("GET", "/login"), ("POST", "/login"), ("POST", "/logout"), ("GET", "/api/openapi.json")}
-"""The routes that act for nobody: signing in and out, the API's document."""
+PUBLIC = PUBLIC_ROUTES
+"""The routes that act for nobody: signing in and out, the API's document, the probes
+(the access policy's list; ``/metrics`` asks it, unless ``--metrics`` opens it)."""
 
 
 class AskRecorder:
@@ -366,6 +367,7 @@ ATTEMPTS: dict[tuple[Action, str], Attempt] = {
         m.cli(who, "token", "add", f"new-{who}", "--role", "viewer"), (0,)
     ),
     (Action.PRUNE, "cli"): lambda m, who: _cli(m.cli(who, "prune", "--before", "2000-01-01"), (0,)),
+    (Action.READ_METRICS, "api"): lambda m, who: _http(m.api(who, "GET", "/metrics"), (200,)),
 }
 """For each action and surface, one attempt as a person and what success looks like."""
 HIDDEN: dict[tuple[Action, str], Attempt] = {

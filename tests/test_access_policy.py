@@ -39,6 +39,7 @@ ROW_ACTIONS = {
     "decide a gate": Action.DECIDE,
     "manage people, groups, tokens and the store's settings": Action.MANAGE_PEOPLE,
     "prune runs": Action.PRUNE,
+    "read the metrics": Action.READ_METRICS,
 }
 """The docs table's rows (their text before any parenthesis) and the actions they name."""
 
@@ -60,7 +61,7 @@ def doc_table() -> dict[Action, dict[Role, bool]]:
 
 def resource_for(action: Action) -> RunView | GateView | object:
     """An unrestricted resource ``action`` applies to."""
-    if action in (Action.MANAGE_PEOPLE, Action.PRUNE):
+    if action in (Action.MANAGE_PEOPLE, Action.PRUNE, Action.READ_METRICS):
         return STORE
     run = RunView("r1")
     if action in (Action.SEE_GATE, Action.READ_GATE, Action.COMMENT, Action.DECIDE):
@@ -104,7 +105,7 @@ def test_an_action_that_does_not_apply_to_the_resource_is_refused(
             Action.CANCEL_RUN,
         },
         "gate": {Action.SEE_GATE, Action.READ_GATE, Action.COMMENT, Action.DECIDE},
-        "store": {Action.MANAGE_PEOPLE, Action.PRUNE},
+        "store": {Action.MANAGE_PEOPLE, Action.PRUNE, Action.READ_METRICS},
     }[kind]
     verdict = permits(Person("p", role), action, resource)
     if action not in applies:

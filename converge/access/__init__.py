@@ -6,6 +6,9 @@ the pages, the event streams, the command line, the Python helpers the CLI uses)
   :class:`Action` and a resource (:class:`RunView`, :class:`GateView` or
   :data:`STORE`); deny by default; :data:`GRANTS` is the role table of
   docs/access.md;
+- :mod:`converge.access._operations`: the routes that act for nobody
+  (:data:`PUBLIC_ROUTES`: sign-in, the probes) and who reads the metrics
+  (:class:`MetricsAccess`, :func:`metrics_open`);
 - :mod:`converge.access._rules`: a gate's recorded rules (:class:`DecisionRules`);
 - :mod:`converge.access._views`: what a person who sees a run but may not read one
   of its gates sees of it (:func:`gate_stub`, :func:`redacted`,
@@ -33,6 +36,7 @@ from converge.access._asking import (
     sight,
     visible_to_of,
 )
+from converge.access._operations import LOOPBACK, PUBLIC_ROUTES, MetricsAccess, metrics_open
 from converge.access._policy import (
     GRANTS,
     STORE,
@@ -53,12 +57,15 @@ from converge.access._views import RESTRICTED, event_as_seen, gate_stub, redacte
 __all__ = [
     "ASKED",
     "GRANTS",
+    "LOOPBACK",
+    "PUBLIC_ROUTES",
     "RESTRICTED",
     "STORE",
     "VERBS",
     "Action",
     "DecisionRules",
     "GateView",
+    "MetricsAccess",
     "Person",
     "Resource",
     "Role",
@@ -73,6 +80,7 @@ __all__ = [
     "gate_stub",
     "gate_view",
     "job_view",
+    "metrics_open",
     "permits",
     "person_of",
     "redacted",

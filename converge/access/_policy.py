@@ -16,7 +16,9 @@ admin); the resource then narrows it:
   among its approvers at that moment and, for a four-eyes gate, not having
   submitted, run, resumed or forked the run;
 - the store itself (:data:`STORE`: people, tokens, settings) is managed by admins,
-  and only admins prune its runs (``converge prune``).
+  who alone prune its runs (``converge prune``) and read the metrics of
+  ``converge serve`` (unless its ``--metrics`` setting opens them:
+  :mod:`converge.access._operations`).
 
 Any action a rule below does not grant is refused, with a sentence saying why.
 """
@@ -66,6 +68,7 @@ class Action(StrEnum):
     DECIDE = "decide"
     MANAGE_PEOPLE = "manage_people"  # people, groups, tokens, the store's settings
     PRUNE = "prune"  # remove stopped runs (converge prune), their tombstones kept
+    READ_METRICS = "read_metrics"  # GET /metrics of converge serve (docs/operations.md)
 
 
 VERBS: Final[dict[Action, str]] = {
@@ -81,6 +84,7 @@ VERBS: Final[dict[Action, str]] = {
     Action.DECIDE: "decide gates",
     Action.MANAGE_PEOPLE: "manage people, tokens and settings",
     Action.PRUNE: "prune runs",
+    Action.READ_METRICS: "read the metrics",
 }
 """Each action as the end of "may not ...", in refusals and in docs/access.md."""
 _ON_GATE: Final[dict[Action, str]] = {Action.READ_GATE: "read", Action.COMMENT: "comment on"}
@@ -101,7 +105,7 @@ GRANTS: Final[dict[Role, frozenset[Action]]] = {
     Role.VIEWER: _READ,
     Role.RUNNER: _RUN,
     Role.APPROVER: _DECIDE,
-    Role.ADMIN: _DECIDE | {Action.MANAGE_PEOPLE, Action.PRUNE},
+    Role.ADMIN: _DECIDE | {Action.MANAGE_PEOPLE, Action.PRUNE, Action.READ_METRICS},
 }
 """The actions each role grants at most; the resource may narrow them (see the module)."""
 
@@ -152,7 +156,8 @@ class StoreScope:
 
 
 STORE: Final = StoreScope()
-"""The resource of :attr:`Action.MANAGE_PEOPLE` and :attr:`Action.PRUNE`."""
+"""The resource of :attr:`Action.MANAGE_PEOPLE`, :attr:`Action.PRUNE` and
+:attr:`Action.READ_METRICS`."""
 
 Resource = RunView | GateView | StoreScope
 """What an action is done to."""
@@ -182,6 +187,7 @@ _RUN_ACTIONS: Final = frozenset(
     }
 )
 _GATE_ACTIONS: Final = frozenset({Action.SEE_GATE, Action.READ_GATE, Action.COMMENT, Action.DECIDE})
+_STORE_ACTIONS: Final = frozenset({Action.MANAGE_PEOPLE, Action.PRUNE, Action.READ_METRICS})
 
 
 def _names(names: frozenset[str]) -> str:
@@ -242,7 +248,7 @@ def permits(person: Person, action: Action, resource: Resource) -> Verdict:
         return _sees_run(person, resource)
     if isinstance(resource, GateView) and action in _GATE_ACTIONS:
         return _on_gate(person, action, resource)
-    if isinstance(resource, StoreScope) and action in (Action.MANAGE_PEOPLE, Action.PRUNE):
+    if isinstance(resource, StoreScope) and action in _STORE_ACTIONS:
         return _ALLOWED
     return Verdict(False, f"no rule lets anyone {VERBS[action]} on {_describe(resource)}")
 

@@ -14,6 +14,7 @@ import typer
 
 from audit.ledger import require_key, start_sequencing
 from audit.store import SqlRunStore
+from converge.access import MetricsAccess
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store
 from converge.cli.service import BrokerOption, QueueOption
@@ -26,9 +27,34 @@ from converge.service import (
     RunQueue,
     recover_runs,
 )
+from converge.service.metering import shared_directory
+from converge.service.readiness import Readiness, store_current
 from engine import ConvergeError
 
 app = CommandGroup()
+
+DRAIN_S = 1.0
+"""Default ``--drain-seconds``: /readyz answers 503 this long after SIGTERM before the
+server stops taking requests (within the 10 s a stop may take: docs/operations.md)."""
+MetricsOption = Annotated[
+    MetricsAccess,
+    typer.Option(
+        "--metrics",
+        envvar="CONVERGE_METRICS",
+        help="Who reads GET /metrics: an admin's token (token), also clients on "
+        "127.0.0.1 (local), or anyone (public).",
+    ),
+]
+DrainOption = Annotated[
+    float,
+    typer.Option(
+        "--drain-seconds",
+        min=0.0,
+        max=5.0,
+        help="After SIGTERM, /readyz answers 503 this long before the server stops "
+        "taking requests (a load balancer's time to notice).",
+    ),
+]
 
 
 @app.command("serve")
@@ -55,6 +81,8 @@ def serve_cmd(
             help="Proxies (comma-separated addresses) whose X-Forwarded-For is believed.",
         ),
     ] = None,
+    metrics_access: MetricsOption = MetricsAccess.TOKEN,
+    drain_seconds: DrainOption = DRAIN_S,
 ) -> None:
     """Serve the approval inbox: pending gates, gate and run pages, the JSON API.
 
@@ -66,18 +94,20 @@ def serve_cmd(
     known by their connection's address (sign-in limits count per address);
     X-Forwarded-For is believed only from the proxies of --forwarded-allow-ips.
 
-    SIGTERM (or Ctrl-C) stops it within 10 s: requests in flight get 3 s, the runs
-    of its worker processes stop at their next cycle boundary and go back to the
-    queue. Without a broker, it takes up at start what no process executes (queued
+    GET /healthz, /readyz and /metrics serve the operator (docs/operations.md).
+
+    SIGTERM (or Ctrl-C) stops it within 10 s: /readyz answers 503 at once and the
+    server goes on answering for --drain-seconds, then requests in flight get 3 s,
+    the runs of its worker processes stop at their next cycle boundary and go back
+    to the queue. Without a broker, it takes up at start what no process executes (queued
     runs, runs put back or crashed, decided resumes), as `converge worker --recover`.
     """
     if (tls_cert is None) != (tls_key is None):
         fail("--tls-cert and --tls-key go together")
+    shared_directory()  # the pool's metrics, summed: before prometheus_client loads
     try:
-        import uvicorn
-
         from converge.web import create_app
-        from converge.web.serving import server_config
+        from converge.web.serving import DrainingServer, server_config
     except ImportError as exc:
         fail(f"converge serve needs the 'web' extra: pip install 'converge-engine[web]' ({exc})")
     store = open_run_store(db)
@@ -87,7 +117,7 @@ def serve_cmd(
     except ConvergeError as exc:
         store.close()
         fail(str(exc))
-    runs, waiting, closing = _run_queue(store, broker, queue, pool)
+    runs, waiting, closing, readiness = _run_queue(store, broker, queue, pool)
     # and sends again the runs whose lease expired (their host died: docs/scale-out.md);
     # without a broker, the queued runs its pool has not (put back by a process that
     # stopped after this server started, or left by another server)
@@ -100,15 +130,16 @@ def serve_cmd(
     for signum in SIGNALS:
         signal.signal(signum, _stop)
     try:
+        app = create_app(store, run_queue=runs, readiness=readiness, metrics_access=metrics_access)
         config = server_config(
-            create_app(store, run_queue=runs),
+            app,
             host,
             port,
             forwarded_allow_ips=forwarded_allow_ips,
             tls_cert=tls_cert,
             tls_key=tls_key,
         )
-        uvicorn.Server(config).run()
+        DrainingServer(config, readiness, drain_seconds).run()
     finally:
         keeper.stop()
         sequencer.stop()
@@ -120,11 +151,13 @@ def serve_cmd(
 
 def _run_queue(
     store: SqlRunStore, broker: str | None, queue: str, pool: int
-) -> tuple[RunQueue, Callable[[], Collection[str]] | None, list[Callable[[], object]]]:
+) -> tuple[RunQueue, Callable[[], Collection[str]] | None, list[Callable[[], object]], Readiness]:
     """Where the server's runs go: the Celery workers of ``broker`` (``$CONVERGE_BROKER``),
     or without one a pool of ``pool`` worker processes, which takes up at once what
-    no process executes; with the runs that pool has (None with a broker) and what
-    to close, in order, once the server stopped. Exits 2 when the store fails."""
+    no process executes; with the runs that pool has (None with a broker), what
+    to close, in order, once the server stopped, and the server's readiness (the
+    store, then the pool or the broker). Exits 2 when the store fails."""
+    readiness = Readiness({"store": store_current(store)})
     url = broker or os.environ.get("CONVERGE_BROKER")
     if url:
         try:
@@ -135,7 +168,10 @@ def _run_queue(
         # published by a thread of its own, on a connection made now: an answer
         # never waits for the broker (a resume not sent is recovered from the store)
         background = BackgroundQueue(celery, connect=celery.connect)
-        return background, None, [background.close, celery.close]
+        from converge.workers.health import broker_reachable
+
+        readiness.add("broker", broker_reachable(url))
+        return background, None, [background.close, celery.close], readiness
     local = LocalRunPool(store, pool)
     # no broker: nobody else takes up what a stopped or killed server left (queued
     # runs, runs put back or crashed, decided resumes): its successor does, now
@@ -145,7 +181,8 @@ def _run_queue(
         local.close()
         store.close()
         fail(str(exc))
-    return local, local.pending, [local.close]
+    readiness.add("pool", lambda: local.accepting)
+    return local, local.pending, [local.close], readiness
 
 
 def _stop(signum: int, _frame: FrameType | None) -> None:

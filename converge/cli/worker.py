@@ -55,6 +55,18 @@ LeaseOption = Annotated[
 ]
 """``--lease-seconds`` (docs/scale-out.md)."""
 
+HealthPortOption = Annotated[
+    int | None,
+    typer.Option(
+        "--health-port",
+        min=0,
+        max=65535,
+        help="Serve /healthz, /readyz and /metrics on this port (docs/operations.md).",
+    ),
+]
+"""``--health-port``: the worker's operator port (:mod:`converge.workers.health`)."""
+HealthHostOption = Annotated[str, typer.Option("--health-host", help="Interface of --health-port.")]
+
 PARENT_POLL_S = 0.2
 """How often (seconds) ``worker --run --parent PID`` checks that its parent lives."""
 
@@ -111,6 +123,8 @@ def worker(
         ),
     ] = False,
     lease_seconds: LeaseOption = None,
+    health_port: HealthPortOption = None,
+    health_host: HealthHostOption = "127.0.0.1",
 ) -> None:
     """Run suggestors and whole runs sent to a queue, until stopped.
 
@@ -130,6 +144,8 @@ def worker(
     Each run it holds has a lease in the store, renewed every third of
     --lease-seconds; a run whose lease expired (its host died, hung or was cut
     off: docs/scale-out.md) is sent again and claimed by another worker.
+
+    --health-port serves /healthz, /readyz and /metrics (docs/operations.md).
     """
     if run_id is not None:
         try:
@@ -153,7 +169,8 @@ def worker(
         return
     if not url:
         fail("converge worker needs --broker (or $CONVERGE_BROKER), or --run RUN")
-    _consume(url, backend, queue, concurrency, hostname, loglevel, db, recover)
+    health = None if health_port is None or recover else (health_host, health_port)
+    _consume(url, backend, queue, concurrency, hostname, loglevel, db, recover, health)
 
 
 def _recover_here(db: str | None, concurrency: int) -> None:
@@ -193,9 +210,15 @@ def _consume(
     loglevel: str,
     db: str | None,
     recover: bool,
+    health: tuple[str, int] | None = None,
 ) -> None:
     """The Celery worker on ``url``'s ``queue``, after the runs no worker executes
-    were sent again (only that with ``recover``), beside its deadline keeper."""
+    were sent again (only that with ``recover``), beside its deadline keeper; with
+    ``health`` (host, port), its operator port (:mod:`converge.workers.health`)."""
+    if health is not None:  # before prometheus_client is imported, by anyone
+        from converge.service.metering import shared_directory
+
+        shared_directory()
     try:
         from converge.workers import CeleryRunQueue, run_worker
     except ImportError as exc:
@@ -203,6 +226,7 @@ def _consume(
     store = open_run_store(db)
     assert isinstance(store, SqlRunStore)
     runs = CeleryRunQueue(url, queue)
+    store_url = store.url
     try:
         sent = recover_runs(store, runs)
         if not recover:  # imported before the pool's processes fork: they inherit them
@@ -223,11 +247,19 @@ def _consume(
         "import sys; from converge.cli.worker import keep_deadlines; keep_deadlines(*sys.argv[1:])"
     )
     keeper = subprocess.Popen([sys.executable, "-c", code, db or "", url, queue, str(os.getpid())])
+    server = None
+    if health is not None:
+        from converge.workers.health import start_health
+
+        server = start_health(url, store_url, *health)
+        out.print(f"health and metrics on http://{health[0]}:{server.port}", highlight=False)
     try:
         run_worker(
             url, backend, queue=queue, concurrency=concurrency, hostname=hostname, loglevel=loglevel
         )
     finally:
+        if server is not None:
+            server.stop()
         keeper.terminate()
         keeper.wait()
 

@@ -18,6 +18,7 @@ import time
 from audit.store import SqlRunStore
 from converge.decisions import Clock, expire_due
 from converge.notifications import notify_due
+from converge.service.metering import recording
 from converge.service.queues import RunQueue
 from converge.service.submission import ExpiredLeases
 from engine import ConvergeError
@@ -55,8 +56,11 @@ class DeadlineKeeper:
         """Decide the gates past their deadline now, then send the gate notifications
         due (:func:`converge.notifications.notify_due`); the expired gates' ids."""
         expired = expire_due(self.store, clock=self.clock, queue=self.queue)
+        metrics = recording()  # the waits of the gates decided by their deadline
         for gate_id in expired:
             log.info("gate %s expired: decided by its on_timeout, run resume sent", gate_id)
+            if metrics is not None:
+                metrics.gate_decided(self.store.get_gate(gate_id))
         notify_due(self.store, clock=self.clock)  # gates opened, decided, expired, escalated
         return expired
 

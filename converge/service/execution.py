@@ -25,6 +25,7 @@ from audit.store import SqlRunStore
 from converge.decisions import job_of_run
 from converge.jobs import Job
 from converge.run_queue import Action
+from converge.service.metering import recording
 from engine import ConvergeError, Engine, RunBusy, RunFinished, RunResult, check_run_id
 from engine.status import RunStatus
 
@@ -76,7 +77,8 @@ def execute_run(
 def _engine(store: SqlRunStore, job: Job, run_id: str, prepare: Build | None) -> Engine:
     """The job's engine, reading the run's cancel requests at each cycle boundary (the
     watcher thread cuts long async work; this makes a cancel exact between cycles),
-    handed to ``prepare`` (a worker's shutdown cancels it)."""
+    handed to ``prepare`` (a worker's shutdown cancels it); instrumented when this
+    process records metrics (:func:`converge.service.metering.recording`)."""
     built: list[Engine] = []
 
     def after_cycle(cycle: int, percent: float) -> None:
@@ -84,6 +86,9 @@ def _engine(store: SqlRunStore, job: Job, run_id: str, prepare: Build | None) ->
             built[0].cancel(run_id)
 
     built.append(job.build_engine(store, progress=after_cycle))
+    metrics = recording()  # a process of a pool that serves /metrics (docs/operations.md)
+    if metrics is not None:
+        metrics.instrument(built[0])
     if prepare is not None:
         prepare(built[0])
     return built[0]

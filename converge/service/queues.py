@@ -88,6 +88,12 @@ class LocalRunPool:
             self._pending[run_id] += 1
         future.add_done_callback(lambda done: self._forget(done, run_id))
 
+    @property
+    def accepting(self) -> bool:
+        """Whether :meth:`send` takes messages (the pool is not closing): readiness."""
+        with self._lock:
+            return not self._closing
+
     def pending(self) -> set[str]:
         """The runs whose messages this pool has not finished (waiting or executing)."""
         with self._lock:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection
 from audit.run_queue import queue_run, resumes_to_recover, runs_to_recover
 from audit.store import SqlRunStore
 from converge.jobs import Job
+from converge.service.metering import recording
 from converge.service.queues import RunQueue
 from engine import RunHeader, RunStatus, new_run_id
 
@@ -62,6 +63,12 @@ def recover_runs(store: SqlRunStore, queue: RunQueue) -> list[str]:
 RESEND_S = 60.0
 """How long (seconds) :class:`ExpiredLeases` waits before sending a run again that it
 already sent and that is still unclaimed (every worker busy, a message lost)."""
+
+
+def _count_takeover() -> None:
+    metrics = recording()  # converge_lease_takeovers_total (docs/operations.md)
+    if metrics is not None:
+        metrics.takeover()
 
 
 class ExpiredLeases:
@@ -110,6 +117,8 @@ class ExpiredLeases:
             else:
                 log.warning("run %s: its lease expired, sent again for another worker", run_id)
             self.queue.send(run_id, "run")
+            if status != RunStatus.QUEUED and run_id not in self._sent:
+                _count_takeover()
             self._sent[run_id] = now
             sent.append(run_id)
         return sent

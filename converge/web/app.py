@@ -18,10 +18,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from audit.store import SqlRunStore
+from converge import metrics
+from converge.access import MetricsAccess
 from converge.errors import LoginRequired
 from converge.service import LocalRunPool, RunQueue
 from converge.service.queues import reachable_by_processes
-from converge.web import gates, live, runs, session, signed
+from converge.service.readiness import Readiness, store_current
+from converge.web import gates, live, operations, runs, session, signed
 from converge.web.auth import csrf_token
 from converge.web.feeds import LiveRuns, StreamCaps
 from converge.web.limits import FailureLimiter
@@ -144,6 +147,8 @@ def create_app(
     clock: Callable[[], float] = time.time,
     run_queue: RunQueue | None = None,
     stream_caps: StreamCaps | None = None,
+    readiness: Readiness | None = None,
+    metrics_access: MetricsAccess = MetricsAccess.TOKEN,
 ) -> FastAPI:
     """The inbox over ``store``: pages, ``/api`` and ``/login``.
 
@@ -156,6 +161,9 @@ def create_app(
     process for an in-memory store), so a request never runs a job
     (``app.state.run_queue``). ``stream_caps``: the event streams open at once, per
     token and in all (:class:`converge.web.feeds.StreamCaps`, its defaults when None).
+    ``readiness``: what ``GET /readyz`` checks (default: the store answers with the
+    current schema); ``metrics_access``: who reads ``GET /metrics`` without a token
+    (:mod:`converge.web.operations`).
     """
     # no Swagger UI: it loads its assets from a CDN; the schema stays at /api/openapi.json
     app = FastAPI(
@@ -173,6 +181,9 @@ def create_app(
     app.state.clock = clock
     app.state.live = LiveRuns(store, caps=stream_caps)  # GET /api/runs/{id}/events
     app.state.sessions = SessionWatch(store, clock)  # streams end with their token
+    app.state.readiness = readiness or Readiness({"store": store_current(store)})
+    app.state.metrics_access = metrics_access
+    app.state.queue_depth = metrics.QueueDepth(store)  # read at each scrape
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.filters["age"] = _age
     templates.env.filters["when"] = _when
@@ -218,6 +229,7 @@ def create_app(
     app.include_router(signed.router)  # CLI-signed decisions (converge.web.signed)
     app.include_router(runs.router)
     app.include_router(live.router)
+    app.include_router(operations.router)  # /healthz, /readyz, /metrics
     app.add_middleware(BodyLimit)
     app.openapi = _openapi_of(app)  # type: ignore[method-assign]
     return app

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -16,6 +17,7 @@ from audit.people import (
     add_comment,
     run_with_comments,
 )
+from converge import metrics
 from converge.access import Action, Person
 from converge.decisions import DecisionReport, decide
 from converge.governance import gate_history
@@ -97,8 +99,9 @@ async def _decide(
     """Record the decision as ``who`` (the access policy asked in ``decide``); a resume
     it starts is sent to the app's run queue (a worker, or the server's own pool),
     never run in this request."""
+    started = time.perf_counter()
     try:
-        return await run_in_threadpool(
+        report = await run_in_threadpool(
             lambda: decide(
                 store_of(request),
                 gate_id,
@@ -110,6 +113,9 @@ async def _decide(
         )
     except ConvergeError as exc:
         raise http_error(exc) from exc
+    metrics.DECISION_SECONDS.observe(time.perf_counter() - started)  # docs/operations.md
+    metrics.gate_decided(report.gate)
+    return report
 
 
 # -- the JSON API -----------------------------------------------------------------------

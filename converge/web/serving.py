@@ -11,10 +11,15 @@ nothing is trusted unless listed.
 
 from __future__ import annotations
 
+import threading
+from types import FrameType
+
 import uvicorn
 from fastapi import FastAPI
 
-__all__ = ["GRACEFUL_SHUTDOWN_S", "server_config"]
+from converge.service.readiness import Readiness
+
+__all__ = ["GRACEFUL_SHUTDOWN_S", "DrainingServer", "server_config"]
 
 GRACEFUL_SHUTDOWN_S = 3
 """Seconds uvicorn waits for requests in flight after SIGTERM before closing them
@@ -52,3 +57,31 @@ def server_config(
         ssl_keyfile=tls_key,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+
+
+class DrainingServer(uvicorn.Server):
+    """A uvicorn server that, at its first SIGTERM or SIGINT, turns ``readiness`` false
+    at once and goes on taking requests for ``drain_s`` seconds (a load balancer or
+    a kubelet sees ``/readyz`` answer 503 and stops sending), then shuts down as
+    uvicorn does (requests in flight get :data:`GRACEFUL_SHUTDOWN_S`). A second
+    signal while draining shuts down at once."""
+
+    def __init__(self, config: uvicorn.Config, readiness: Readiness, drain_s: float) -> None:
+        super().__init__(config)
+        self.readiness = readiness
+        self.drain_s = drain_s
+        self._timer: threading.Timer | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """The signal handler uvicorn installs (see the class)."""
+        if self.readiness.draining or self.drain_s <= 0:
+            self.readiness.drain()
+            if self._timer is not None:
+                self._timer.cancel()
+            super().handle_exit(sig, frame)
+            return
+        self.readiness.drain()
+        stop = super().handle_exit
+        self._timer = threading.Timer(self.drain_s, stop, (sig, frame))
+        self._timer.daemon = True
+        self._timer.start()

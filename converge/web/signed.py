@@ -13,6 +13,7 @@ browser never sees a key.
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
@@ -20,6 +21,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, WithJsonSchema
 from starlette.concurrency import run_in_threadpool
 
+from converge import metrics
 from converge.access import Action, Person
 from converge.decisions import DecisionReport, checked_value, decide, job_of_run
 from converge.governance import statement_for
@@ -164,10 +166,13 @@ async def api_signed_decision(
         )
         return report, _report(request, report)
 
+    started = time.perf_counter()
     try:
         report, out = await run_in_threadpool(record)
     except ConvergeError as exc:
         raise http_error(exc) from exc
+    metrics.DECISION_SECONDS.observe(time.perf_counter() - started)  # docs/operations.md
+    metrics.gate_decided(report.gate)
     if report.still_needed:
         return JSONResponse(out, status_code=200)
     return out
