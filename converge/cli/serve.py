@@ -15,9 +15,11 @@ import typer
 from audit.ledger import require_key, start_sequencing
 from audit.store import SqlRunStore
 from converge.cli.commands import CommandGroup
+from converge.cli.logformat import LogFormatOption, start_logging
 from converge.cli.render import DbOption, fail, open_run_store
 from converge.cli.service import BrokerOption, QueueOption
 from converge.interrupts import SIGNALS
+from converge.logs import LogFormat
 from converge.service import (
     BackgroundQueue,
     DeadlineKeeper,
@@ -55,6 +57,7 @@ def serve_cmd(
             help="Proxies (comma-separated addresses) whose X-Forwarded-For is believed.",
         ),
     ] = None,
+    log_format: LogFormatOption = LogFormat.text,
 ) -> None:
     """Serve the approval inbox: pending gates, gate and run pages, the JSON API.
 
@@ -70,7 +73,11 @@ def serve_cmd(
     of its worker processes stop at their next cycle boundary and go back to the
     queue. Without a broker, it takes up at start what no process executes (queued
     runs, runs put back or crashed, decided resumes), as `converge worker --recover`.
+
+    Its log lines, uvicorn's access lines and its worker processes' go to stderr,
+    as text or with --log-format json one JSON object a line (docs/service.md).
     """
+    start_logging(log_format, "serve")
     if (tls_cert is None) != (tls_key is None):
         fail("--tls-cert and --tls-key go together")
     try:
@@ -107,6 +114,7 @@ def serve_cmd(
             forwarded_allow_ips=forwarded_allow_ips,
             tls_cert=tls_cert,
             tls_key=tls_key,
+            own_logging=True,  # through converge.logs, in --log-format
         )
         uvicorn.Server(config).run()
     finally:

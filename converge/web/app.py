@@ -25,6 +25,7 @@ from converge.web import gates, live, runs, session, signed
 from converge.web.auth import csrf_token
 from converge.web.feeds import LiveRuns, StreamCaps
 from converge.web.limits import FailureLimiter
+from converge.web.logged import LogContext
 from converge.web.sessions import SessionWatch
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -219,6 +220,7 @@ def create_app(
     app.include_router(runs.router)
     app.include_router(live.router)
     app.add_middleware(BodyLimit)
+    app.add_middleware(LogContext)  # run, gate and person on each line (converge.logs)
     app.openapi = _openapi_of(app)  # type: ignore[method-assign]
     return app
 

@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from audit.people import Principal, authenticate, log_access, token_hash
 from audit.store import SqlRunStore
 from converge.errors import LoginRequired
+from converge.logs import note
 from converge.web.limits import FailureLimiter
 
 SESSION_COOKIE = "converge_session"
@@ -98,6 +99,7 @@ async def checked_token(request: Request, token: str, action: str) -> Principal:
         raise HTTPException(
             401, "unknown, expired or revoked API token", headers={"WWW-Authenticate": "Bearer"}
         )
+    note(person=who.name)  # on this request's log lines, its access line included
     return who
 
 
@@ -113,6 +115,7 @@ async def page_principal(request: Request) -> Principal:
     )
     if who is None:
         raise LoginRequired()
+    note(person=who.name)
     return who
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -19,6 +20,7 @@ from audit.people import (
 from converge.access import Action, Person
 from converge.decisions import DecisionReport, decide
 from converge.governance import gate_history
+from converge.logs import note
 from converge.web.asking import api_person, ask_gate, client_of, page_person
 from converge.web.auth import check_csrf, store_of
 from converge.web.errors import answers, http_error
@@ -27,6 +29,7 @@ from engine import ConvergeError, GateDecision
 from engine.status import GateStatus, RunStatus
 
 router = APIRouter()
+log = logging.getLogger("converge.web")
 
 if TYPE_CHECKING:
     GateFilter = str
@@ -98,7 +101,7 @@ async def _decide(
     it starts is sent to the app's run queue (a worker, or the server's own pool),
     never run in this request."""
     try:
-        return await run_in_threadpool(
+        report = await run_in_threadpool(
             lambda: decide(
                 store_of(request),
                 gate_id,
@@ -110,6 +113,12 @@ async def _decide(
         )
     except ConvergeError as exc:
         raise http_error(exc) from exc
+    note(run_id=report.gate.run_id)  # on its access line too
+    log.info(
+        "gate %s %s by %s", gate_id, "approved" if decision.approved else "rejected", who.name,
+        extra={"event": "gate_decided", "run_id": report.gate.run_id, "person": who.name},
+    )  # fmt: skip
+    return report
 
 
 # -- the JSON API -----------------------------------------------------------------------

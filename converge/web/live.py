@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -33,10 +34,10 @@ from starlette.concurrency import run_in_threadpool
 from audit.people import Principal, token_hash
 from audit.store import SqlRunStore
 from converge.access import Action, Person, check, event_as_seen, gate_view, person_of, run_view
+from converge.errors import TooManyStreams
 from converge.web.asking import ask_run
 from converge.web.auth import BEARER, SESSION_COOKIE, api_principal, checked_token, store_of
 from converge.web.errors import Problem, answers, http_error
-from converge.errors import TooManyStreams
 from converge.web.feeds import LiveEvent, LiveRuns, Sent, sse_bytes
 from converge.web.sessions import SessionWatch
 from engine import ConvergeError
@@ -54,6 +55,7 @@ LIVE_KINDS = (*EVENT_KINDS, "gate_comment")
 """Every ``event:`` a stream may send (the run page listens to each)."""
 
 router = APIRouter()
+log = logging.getLogger("converge.web")
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,10 @@ async def _events(
     finally:
         sessions.unwatch(viewer.digest, ended)
         live.unsubscribe(run_id, sub)
+        log.info(
+            "stream of run %s closed", run_id,
+            extra={"event": "stream_closed", "run_id": run_id, "person": viewer.person.name},
+        )  # fmt: skip
 
 
 RUN_EVENT: dict[str, Any] = {
@@ -292,4 +298,8 @@ async def api_run_events(
             exc.status, str(exc), headers={"Retry-After": str(exc.retry_after_s)}
         ) from exc
     sessions: SessionWatch = request.app.state.sessions
+    log.info(
+        "stream of run %s opened after seq %d", run_id, start,
+        extra={"event": "stream_opened", "person": viewer.person.name},
+    )  # fmt: skip
     return EventSourceResponse(_events(live, sessions, run_id, start, viewer), ping=KEEP_ALIVE_S)
