@@ -274,6 +274,7 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 _configured: list[LogFormat] = []
+_handlers: list[logging.Handler] = []
 QUIET_LOGGERS = ("amqp", "kombu", "urllib3", "httpx", "httpcore", "asyncio")
 """Libraries whose INFO lines say nothing an operator acts on: WARNING and above."""
 
@@ -302,10 +303,9 @@ def configure_logging(
     handler: logging.Handler = _Stderr() if stream is None else logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter(process) if chosen is LogFormat.json else TextFormatter())
     root = logging.getLogger()
-    for old in list(root.handlers):
-        if getattr(old, "_converge", False):
-            root.removeHandler(old)
-    handler._converge = True  # type: ignore[attr-defined]
+    while _handlers:  # the one this function installed before
+        root.removeHandler(_handlers.pop())
+    _handlers.append(handler)
     root.addHandler(handler)
     root.setLevel(level)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "celery"):
