@@ -87,7 +87,8 @@ def follow(url: str, headers: dict[str, str]) -> tuple[Followed, threading.Threa
 def _last_upstream(headers: httpx.Headers) -> str:
     """The server that answered: the last of nginx's ``$upstream_addr`` (a request
     passed on after a refused connection names both)."""
-    return headers.get("x-upstream", "").split(",")[-1].strip()
+    named: str = headers.get("x-upstream", "")
+    return named.split(",")[-1].strip()
 
 
 @contextmanager
