@@ -26,8 +26,9 @@ Secrets are never written: every message, field and traceback goes through
 :func:`redact`, which removes API tokens (``cvg_...``), the password of any
 URL (``scheme://user:***@host``), bearer credentials and session cookies, and
 the exact values of the secrets of this process's environment
-(``$CONVERGE_AUDIT_KEY``, the passwords of ``$CONVERGE_DB`` and
-``$CONVERGE_BROKER``, and any value :func:`keep_secret` was given).
+(``$CONVERGE_AUDIT_KEY``, ``$CONVERGE_WEB_SECRET``, the passwords of
+``$CONVERGE_DB`` and ``$CONVERGE_BROKER``, and any value :func:`keep_secret` was
+given).
 """
 
 from __future__ import annotations
@@ -78,7 +79,13 @@ EVENTS = {
 }
 """The ``event`` of a record that names none, by logger (its longest known prefix);
 a record of ``converge.NAME`` that names none is ``NAME``, any other ``log``."""
-SECRET_ENV = ("CONVERGE_AUDIT_KEY", "CONVERGE_DB", "CONVERGE_BROKER", "CONVERGE_BACKEND")
+SECRET_ENV = (
+    "CONVERGE_AUDIT_KEY",
+    "CONVERGE_WEB_SECRET",
+    "CONVERGE_DB",
+    "CONVERGE_BROKER",
+    "CONVERGE_BACKEND",
+)
 """Environment variables whose secrets (a key, a URL's password) are never logged."""
 MIN_SECRET_CHARS = 6
 """Shorter values are not redacted by value (they would blank ordinary words)."""
@@ -122,7 +129,7 @@ def _secrets_of_environment(environ: Mapping[str, str]) -> None:
         value = environ.get(name)
         if not value:
             continue
-        if name == "CONVERGE_AUDIT_KEY":
+        if name in ("CONVERGE_AUDIT_KEY", "CONVERGE_WEB_SECRET"):
             keep_secret(value)
         for match in re.finditer(r"://[^\s:/@]*:([^\s@/]+)@", value):
             keep_secret(match.group(1))

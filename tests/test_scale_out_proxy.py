@@ -10,6 +10,8 @@ and it has every event of the run once, as the store has them."""
 from __future__ import annotations
 
 import json
+import re
+import secrets
 import signal
 import threading
 import time
@@ -22,6 +24,7 @@ import httpx
 
 from audit import open_store
 from audit.people import add_token
+from converge.web.auth import WEB_SECRET_ENV
 from engine.status import RunStatus
 from tests.hitlfixtures import store_url_for
 from tests.pgfixtures import require_pg
@@ -93,12 +96,14 @@ def _last_upstream(headers: httpx.Headers) -> str:
 
 @contextmanager
 def two_servers_behind_nginx(url: str, workdir: Path) -> Iterator[tuple[str, dict[str, Served]]]:
-    """Two ``converge serve`` of ``url`` (believing the proxy's X-Forwarded-For) behind
-    nginx; yields the proxy's base URL and each server by its ``host:port``."""
+    """Two ``converge serve`` of ``url`` (believing the proxy's X-Forwarded-For, one
+    ``$CONVERGE_WEB_SECRET``) behind nginx; yields the proxy's base URL and each
+    server by its ``host:port``."""
     behind = ("--forwarded-allow-ips", "127.0.0.1")
+    env = {WEB_SECRET_ENV: "the-secret-of-the-forms-" + secrets.token_hex(16)}
     with (
-        served_cli(url, workdir / "one.log", *behind) as one,
-        served_cli(url, workdir / "two.log", *behind) as two,
+        served_cli(url, workdir / "one.log", *behind, env=env) as one,
+        served_cli(url, workdir / "two.log", *behind, env=env) as two,
         nginx_in_front([one.base, two.base], workdir) as proxy,
     ):
         yield proxy, {s.base.removeprefix("http://"): s for s in (one, two)}
@@ -218,3 +223,43 @@ def test_a_client_whose_server_is_killed_mid_stream_reconnects_through_nginx_and
     assert received == stored, (first.events, again.events)  # none missed, none twice
     assert again.events[-1][1] == "run_stopped" and len(again.events) > 1
     assert json.dumps(received) == json.dumps(sorted(set(received)))
+
+
+def _csrf(page: httpx.Response) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found is not None, page.text[:2000]
+    return found.group(1)
+
+
+def test_a_pages_form_rendered_by_one_server_is_accepted_by_the_other(tmp_path: Path) -> None:
+    """Round robin sends a form's post to either server: the servers of one store
+    share the key of their forms' CSRF tokens (``$CONVERGE_WEB_SECRET``), so a gate
+    decided and a run forked from the pages work whichever server rendered them."""
+    require_pg()
+    with store_url_for("postgresql", tmp_path) as url:
+        [(run_id, gate_id)], token = _gate_runs(url, 1)
+        with (
+            two_servers_behind_nginx(url, tmp_path) as (proxy, servers),
+            httpx.Client(timeout=30) as browser,
+        ):
+            one, two = (s.base for s in servers.values())
+            login = browser.get(f"{one}/login")
+            signed = browser.post(
+                f"{one}/login", data={"csrf": _csrf(login), "token": token, "next": "/"}
+            )
+            assert signed.status_code == 303, signed.text
+            page = browser.get(f"{one}/gates/{gate_id}")
+            decided = browser.post(
+                f"{two}/gates/{gate_id}/decision",
+                data={"csrf": _csrf(page), "decision": "approve", "reason": "fine"},
+            )
+            assert decided.status_code == 303, decided.text  # not 403
+            bearer = {"Authorization": f"Bearer {token}"}
+            _wait_status(proxy, run_id, bearer, RunStatus.STOPPED)
+            run_page = browser.get(f"{two}/runs/{run_id}")
+            forked = browser.post(
+                f"{one}/runs/{run_id}/fork", data={"csrf": _csrf(run_page), "cycle": "1"}
+            )
+            assert forked.status_code == 303, forked.text
+            fork = forked.headers["location"].rsplit("/", 1)[-1]
+            _wait_status(proxy, fork, bearer, RunStatus.STOPPED)

@@ -68,6 +68,8 @@ def serve_cmd(
     and --tls-key it serves HTTPS (session cookies are then Secure). Clients are
     known by their connection's address (sign-in limits count per address);
     X-Forwarded-For is believed only from the proxies of --forwarded-allow-ips.
+    Several servers of one store behind a proxy share $CONVERGE_WEB_SECRET, the
+    key of their forms' CSRF tokens (docs/scale-out.md).
 
     SIGTERM (or Ctrl-C) stops it within 10 s: requests in flight get 3 s, the runs
     of its worker processes stop at their next cycle boundary and go back to the

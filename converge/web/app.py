@@ -22,7 +22,7 @@ from converge.errors import LoginRequired
 from converge.service import LocalRunPool, RunQueue
 from converge.service.queues import reachable_by_processes
 from converge.web import gates, live, runs, session, signed
-from converge.web.auth import csrf_token
+from converge.web.auth import csrf_token, shared_secret
 from converge.web.feeds import LiveRuns, StreamCaps
 from converge.web.limits import FailureLimiter
 from converge.web.logged import LogContext
@@ -148,8 +148,9 @@ def create_app(
 ) -> FastAPI:
     """The inbox over ``store``: pages, ``/api`` and ``/login``.
 
-    ``secret`` keys the CSRF tokens of the forms (default: random per app, so a
-    restart invalidates open forms); ``clock`` gives unix seconds for ages and
+    ``secret`` keys the CSRF tokens of the forms (default: ``$CONVERGE_WEB_SECRET``,
+    which the servers of one store behind a proxy share, else random per app, so
+    a restart invalidates open forms); ``clock`` gives unix seconds for ages and
     deadlines (tests inject one). Bodies over 64 KiB are refused with 413.
     ``run_queue`` is where a decision sends the resume of its run (a Celery queue,
     :class:`converge.workers.CeleryRunQueue`); default: a
@@ -169,7 +170,7 @@ def create_app(
     if run_queue is None:
         run_queue = LocalRunPool(store, in_process=not reachable_by_processes(store))
     app.state.run_queue = run_queue
-    app.state.secret = secret or secrets.token_bytes(32)
+    app.state.secret = secret or shared_secret() or secrets.token_bytes(32)
     app.state.limiter = FailureLimiter(store)
     app.state.clock = clock
     app.state.live = LiveRuns(store, caps=stream_caps)  # GET /api/runs/{id}/events

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 from functools import partial
 from typing import Annotated
 
@@ -26,6 +27,15 @@ from converge.web.limits import FailureLimiter
 
 SESSION_COOKIE = "converge_session"
 LOGIN_CSRF_COOKIE = "converge_login_csrf"
+WEB_SECRET_ENV = "CONVERGE_WEB_SECRET"
+"""The key of the forms' CSRF tokens, shared by the servers of one store behind a
+proxy (a form rendered by one is posted to another); unset, each app draws its own."""
+
+
+def shared_secret() -> bytes | None:
+    """``$CONVERGE_WEB_SECRET`` as bytes (None when unset or empty)."""
+    value = os.environ.get(WEB_SECRET_ENV, "")
+    return value.encode() if value else None
 
 
 def store_of(request: Request) -> SqlRunStore:
