@@ -82,7 +82,8 @@ def test_a_json_line_has_utc_time_level_event_message_and_the_fields_bound_to_it
         "person": "alice",
     }
     assert datetime.fromisoformat(str(first["time"])).utcoffset() is not None  # ISO 8601, UTC
-    assert second["event"] == "test_logs" and "run_id" not in second and second["level"] == "warning"
+    assert second["event"] == "test_logs"  # converge.NAME without an event: NAME
+    assert "run_id" not in second and second["level"] == "warning"
     text = as_text.getvalue().splitlines()
     assert text[0] == (
         "2026-01-15T08:00:00.123Z INFO gate_decided: gate g-1 approved "
