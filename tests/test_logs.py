@@ -158,13 +158,21 @@ def test_the_secrets_of_the_environment_are_learnt_when_logging_is_configured(
         logging.getLogger("converge.anything").warning(
             "key another-key-of-the-store, password brokerpass77 (alone)"
         )
+        try:
+            raise ValueError(f"boom with {TOKEN}")
+        except ValueError as exc:  # what the interpreter does with an uncaught one
+            sys.excepthook(ValueError, exc, exc.__traceback__)
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
         sys.excepthook = hooks
-    line = json.loads(out.getvalue().splitlines()[-1])
+    line, uncaught = (json.loads(x) for x in out.getvalue().splitlines()[-2:])
     assert line["message"] == "key ***, password *** (alone)"
     assert line["process"] == "worker"
+    # an uncaught exception is one JSON line too, its traceback inside, redacted
+    assert uncaught["event"] == "uncaught_exception" and uncaught["level"] == "critical"
+    assert "ValueError: boom with cvg_***" in uncaught["exception"]
+    assert TOKEN not in out.getvalue()
 
 
 def test_an_unknown_log_format_is_refused_naming_the_option() -> None:
