@@ -280,7 +280,6 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
-_configured: list[LogFormat] = []
 _handlers: list[logging.Handler] = []
 QUIET_LOGGERS = ("amqp", "kombu", "urllib3", "httpx", "httpcore", "asyncio")
 """Libraries whose INFO lines say nothing an operator acts on: WARNING and above."""
@@ -288,7 +287,8 @@ QUIET_LOGGERS = ("amqp", "kombu", "urllib3", "httpx", "httpcore", "asyncio")
 
 def structured() -> bool:
     """Whether this process writes its logs as JSON lines (:func:`configure_logging`)."""
-    return bool(_configured) and _configured[-1] is LogFormat.json
+    root = logging.getLogger().handlers
+    return any(h in root and isinstance(h.formatter, JsonFormatter) for h in _handlers)
 
 
 def configure_logging(
@@ -323,7 +323,6 @@ def configure_logging(
         logging.getLogger(name).setLevel(max(level, logging.WARNING))
     logging.captureWarnings(True)
     os.environ[LOG_FORMAT_ENV] = chosen.value
-    _configured.append(chosen)
     if chosen is LogFormat.json:
         sys.excepthook = _log_uncaught
         threading.excepthook = _log_uncaught_in_thread

@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import sys
+import threading
 from collections.abc import Iterator
 from datetime import datetime
 
@@ -25,6 +26,7 @@ from converge.logs import (
     configure_logging,
     keep_secret,
     note,
+    structured,
 )
 
 TOKEN = "cvg_Q2hhbmdlTWUtbm90LWEtcmVhbC10b2tlbi1hdC1hbGw"
@@ -148,10 +150,11 @@ def test_the_secrets_of_the_environment_are_learnt_when_logging_is_configured(
     monkeypatch.setenv(LOG_FORMAT_ENV, "text")
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    hooks = sys.excepthook
+    hooks = sys.excepthook, threading.excepthook
     out = io.StringIO()
     try:
         configure_logging("json", process="worker", stream=out)
+        assert structured()
         import os
 
         assert os.environ[LOG_FORMAT_ENV] == "json"  # the processes it starts follow
@@ -165,7 +168,9 @@ def test_the_secrets_of_the_environment_are_learnt_when_logging_is_configured(
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
-        sys.excepthook = hooks
+        sys.excepthook, threading.excepthook = hooks
+        logging.captureWarnings(False)
+    assert not structured()  # this process's commands print their errors again
     line, uncaught = (json.loads(x) for x in out.getvalue().splitlines()[-2:])
     assert line["message"] == "key ***, password *** (alone)"
     assert line["process"] == "worker"
