@@ -73,6 +73,7 @@ EVENTS = {
     "uvicorn.asgi": "server",
     "sse_starlette": "stream",
     "celery": "worker",
+    "multiprocessing": "worker",
     "kombu": "broker",
     "amqp": "broker",
     "py.warnings": "python_warning",
@@ -281,6 +282,9 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 _handlers: list[logging.Handler] = []
+UNPROPAGATED_LOGGERS = ("multiprocessing",)
+"""Loggers that do not propagate to the root (billiard's, of Celery's pool: "Process
+'ForkPoolWorker-1' pid:... exited with 'exitcode 143'"): given the handler themselves."""
 QUIET_LOGGERS = ("amqp", "kombu", "urllib3", "httpx", "httpcore", "asyncio")
 """Libraries whose INFO lines say nothing an operator acts on: WARNING and above."""
 
@@ -311,9 +315,15 @@ def configure_logging(
     handler.setFormatter(JsonFormatter(process) if chosen is LogFormat.json else TextFormatter())
     root = logging.getLogger()
     while _handlers:  # the one this function installed before
-        root.removeHandler(_handlers.pop())
+        old = _handlers.pop()
+        for logger in (root, *(logging.getLogger(n) for n in UNPROPAGATED_LOGGERS)):
+            logger.removeHandler(old)
     _handlers.append(handler)
     root.addHandler(handler)
+    for name in UNPROPAGATED_LOGGERS:  # their own handler: theirs never reach the root's
+        logger = logging.getLogger(name)
+        logger.propagate = False
+        logger.addHandler(handler)
     root.setLevel(level)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "celery"):
         logger = logging.getLogger(name)

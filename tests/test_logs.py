@@ -150,6 +150,8 @@ def test_the_secrets_of_the_environment_are_learnt_when_logging_is_configured(
     monkeypatch.setenv(LOG_FORMAT_ENV, "text")
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    pool = logging.getLogger("multiprocessing")  # billiard's (Celery's pool): no propagation
+    pool_handlers, pool_propagates = list(pool.handlers), pool.propagate
     hooks = sys.excepthook, threading.excepthook
     out = io.StringIO()
     try:
@@ -161,6 +163,7 @@ def test_the_secrets_of_the_environment_are_learnt_when_logging_is_configured(
         logging.getLogger("converge.anything").warning(
             "key another-key-of-the-store, password brokerpass77 (alone)"
         )
+        pool.error("Process %r pid:%r exited with %r", "ForkPoolWorker-1", 7, "exitcode 143")
         try:
             raise ValueError(f"boom with {TOKEN}")
         except ValueError as exc:  # what the interpreter does with an uncaught one
@@ -169,9 +172,11 @@ def test_the_secrets_of_the_environment_are_learnt_when_logging_is_configured(
         root.handlers[:] = handlers
         root.setLevel(level)
         sys.excepthook, threading.excepthook = hooks
+        pool.handlers[:], pool.propagate = pool_handlers, pool_propagates
         logging.captureWarnings(False)
     assert not structured()  # this process's commands print their errors again
-    line, uncaught = (json.loads(x) for x in out.getvalue().splitlines()[-2:])
+    line, exited, uncaught = (json.loads(x) for x in out.getvalue().splitlines()[-3:])
+    assert exited["event"] == "worker" and "exited with" in exited["message"]
     assert line["message"] == "key ***, password *** (alone)"
     assert line["process"] == "worker"
     # an uncaught exception is one JSON line too, its traceback inside, redacted
