@@ -1,6 +1,6 @@
 """A real reverse proxy in front of several ``converge serve``: Debian's nginx, started by
-the test on 127.0.0.1 with a configuration it writes (round robin over the servers,
-streams unbuffered, ``X-Forwarded-For`` appended), stopped after.
+the test on 127.0.0.1 with the configuration of docs/scale-out.md (:data:`SITE`: round
+robin over the servers, streams unbuffered, ``X-Forwarded-For`` appended), stopped after.
 
 ``make test`` installs nginx as root when it is missing; under ``CI`` a missing nginx
 fails the test, elsewhere it skips it.
@@ -9,6 +9,7 @@ fails the test, elsewhere it skips it.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -20,12 +21,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.realserve import free_port
+from tests.realserve import ROOT, free_port
 
-__all__ = ["NGINX", "nginx_in_front"]
+__all__ = ["NGINX", "SITE", "nginx_in_front", "site_config"]
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
-CONFIG = """\
+SITE = ROOT / "docs" / "scale-out" / "nginx.conf"
+"""The proxy's configuration as docs/scale-out.md shows it (round robin over the
+servers, streams unbuffered, ``X-Forwarded-For`` appended, ``X-Upstream`` naming the
+server that answered): the tests run this file, so the page cannot drift from them."""
+MAIN = """\
 worker_processes 1;
 pid {root}/nginx.pid;
 error_log {root}/error.log warn;
@@ -37,28 +42,24 @@ http {{
     fastcgi_temp_path {root}/fastcgi;
     uwsgi_temp_path {root}/uwsgi;
     scgi_temp_path {root}/scgi;
-    upstream inbox {{
-{servers}
-    }}
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://inbox;
-            proxy_http_version 1.1;
-            proxy_set_header Host $host;
-            proxy_set_header Connection "";
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-            proxy_set_header X-Forwarded-Proto $scheme;
-            proxy_buffering off;
-            proxy_read_timeout 3600s;
-            proxy_next_upstream error timeout;
-        }}
-    }}
+{site}
 }}
 """
-"""nginx's configuration: one upstream of the servers, Server-Sent Events passed
-through as they come (no buffering), the client's address appended to
-``X-Forwarded-For`` (the servers believe it from 127.0.0.1 only)."""
+"""What a test's nginx adds around :data:`SITE`: its files under the test's directory."""
+_SERVERS = re.compile(r"^( *)server 127\.0\.0\.1:\d+( [^;]*)?;\n", re.M)
+
+
+def site_config(bases: list[str], port: int) -> str:
+    """:data:`SITE` with the servers ``bases`` (``http://host:port``, same options as
+    the page's) and listening on 127.0.0.1:``port``."""
+    text = SITE.read_text()
+    found = list(_SERVERS.finditer(text))
+    assert found, f"{SITE} names no server 127.0.0.1:PORT"
+    indent, options = found[0].group(1), found[0].group(2) or ""
+    servers = "".join(f"{indent}server {b.removeprefix('http://')}{options};\n" for b in bases)
+    text = text[: found[0].start()] + servers + text[found[-1].end() :]
+    assert "listen 127.0.0.1:8080;" in text
+    return text.replace("listen 127.0.0.1:8080;", f"listen 127.0.0.1:{port};")
 
 
 def _require_nginx() -> None:
@@ -78,9 +79,8 @@ def nginx_in_front(bases: list[str], workdir: Path) -> Iterator[str]:
     root = workdir / "nginx"
     root.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    servers = "\n".join(f"        server {b.removeprefix('http://')};" for b in bases)
     conf = root / "nginx.conf"
-    conf.write_text(CONFIG.format(root=root, servers=servers, port=port))
+    conf.write_text(MAIN.format(root=root, site=site_config(bases, port)))
     proc = subprocess.Popen(
         [NGINX, "-c", str(conf), "-p", str(root), "-g", "daemon off;"],
         stdout=subprocess.DEVNULL,

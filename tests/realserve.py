@@ -51,17 +51,18 @@ def free_port() -> int:
 
 
 def converge_process(
-    *args: str, log: Path, env: Mapping[str, str] | None = None
+    *args: str, log: Path, env: Mapping[str, str] | None = None, errors: Path | None = None
 ) -> subprocess.Popen[bytes]:
     """``converge ARGS`` in a new interpreter from the repository root, its output
-    (stdout and stderr) appended to ``log``; ``env`` over this environment."""
-    with log.open("ab") as out:
+    (stdout and stderr) appended to ``log`` (stderr to ``errors`` when given: its log
+    lines apart); ``env`` over this environment."""
+    with log.open("ab") as out, (errors or log).open("ab") as err:
         return subprocess.Popen(
             [sys.executable, "-m", "converge.cli", *args],
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=out,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.STDOUT if errors is None else err,
             env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
         )
 
@@ -88,10 +89,15 @@ class Served:
     proc: subprocess.Popen[bytes]
     base: str
     log: Path
+    errors: Path | None = None
+    """Where its stderr goes, when apart from ``log``."""
 
     def output(self) -> str:
-        """What it printed so far."""
-        return self.log.read_text(errors="replace")
+        """What it printed so far (stdout, then stderr when apart)."""
+        text = self.log.read_text(errors="replace")
+        if self.errors is not None and self.errors.exists():
+            text += self.errors.read_text(errors="replace")
+        return text
 
 
 @contextmanager
@@ -101,13 +107,16 @@ def served_cli(
     *args: str,
     env: Mapping[str, str] | None = None,
     port: int | None = None,
+    errors: Path | None = None,
 ) -> Iterator[Served]:
     """``converge serve --db URL ARGS`` on ``port`` (a free one by default); yields
-    it once it listens. Afterwards it gets SIGTERM (it must exit within 10 s) and
-    is killed if it is still there."""
+    it once it listens (its stderr to ``errors`` when given). Afterwards it gets
+    SIGTERM (it must exit within 10 s) and is killed if it is still there."""
     port = free_port() if port is None else port
-    proc = converge_process("serve", "--db", url, "--port", str(port), *args, log=log, env=env)
-    served = Served(proc, f"http://127.0.0.1:{port}", log)
+    proc = converge_process(
+        "serve", "--db", url, "--port", str(port), *args, log=log, env=env, errors=errors
+    )
+    served = Served(proc, f"http://127.0.0.1:{port}", log, errors)
     try:
         deadline = time.monotonic() + LISTEN_WITHIN_S
         while "Uvicorn running on" not in served.output():

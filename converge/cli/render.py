@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -26,6 +27,7 @@ from converge.cli.tables import Column, fitted_table, word_widths, wrap_words
 from converge.explaining import explain_result
 from converge.interrupts import cancel_on_signals
 from converge.jobs import Job
+from converge.logs import structured
 from converge.notifications import notify_after_command
 from converge.reports import (
     Report,
@@ -145,7 +147,11 @@ def readable_budget(budget: Any) -> str:
 
 def say_error(message: str) -> None:
     """Print an error on stderr, ``error: MESSAGE`` (the message as text); a message
-    of several lines (a job file's errors, each at its line) is one ``error:`` each."""
+    of several lines (a job file's errors, each at its line) is one ``error:`` each.
+    A process logging JSON lines (``--log-format json``) logs it as one instead."""
+    if structured():
+        logging.getLogger("converge.cli").error(message, extra={"event": "error"})
+        return
     for line in message.splitlines() or [""]:
         err.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
 

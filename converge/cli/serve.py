@@ -16,9 +16,11 @@ from audit.ledger import require_key, start_sequencing
 from audit.store import SqlRunStore
 from converge.access import MetricsAccess
 from converge.cli.commands import CommandGroup
+from converge.cli.logformat import LogFormatOption, start_logging
 from converge.cli.render import DbOption, fail, open_run_store
 from converge.cli.service import BrokerOption, QueueOption
 from converge.interrupts import SIGNALS
+from converge.logs import LogFormat
 from converge.service import (
     BackgroundQueue,
     DeadlineKeeper,
@@ -83,6 +85,7 @@ def serve_cmd(
     ] = None,
     metrics_access: MetricsOption = MetricsAccess.TOKEN,
     drain_seconds: DrainOption = DRAIN_S,
+    log_format: LogFormatOption = LogFormat.text,
 ) -> None:
     """Serve the approval inbox: pending gates, gate and run pages, the JSON API.
 
@@ -93,6 +96,8 @@ def serve_cmd(
     and --tls-key it serves HTTPS (session cookies are then Secure). Clients are
     known by their connection's address (sign-in limits count per address);
     X-Forwarded-For is believed only from the proxies of --forwarded-allow-ips.
+    Several servers of one store behind a proxy share $CONVERGE_WEB_SECRET, the
+    key of their forms' CSRF tokens (docs/scale-out.md).
 
     GET /healthz, /readyz and /metrics serve the operator (docs/operations.md).
 
@@ -101,7 +106,11 @@ def serve_cmd(
     the runs of its worker processes stop at their next cycle boundary and go back
     to the queue. Without a broker, it takes up at start what no process executes (queued
     runs, runs put back or crashed, decided resumes), as `converge worker --recover`.
+
+    Its log lines, uvicorn's access lines and its worker processes' go to stderr,
+    as text or with --log-format json one JSON object a line (docs/service.md).
     """
+    start_logging(log_format, "serve")
     if (tls_cert is None) != (tls_key is None):
         fail("--tls-cert and --tls-key go together")
     shared_directory()  # the pool's metrics, summed: before prometheus_client loads
@@ -138,6 +147,7 @@ def serve_cmd(
             forwarded_allow_ips=forwarded_allow_ips,
             tls_cert=tls_cert,
             tls_key=tls_key,
+            own_logging=True,  # through converge.logs, in --log-format
         )
         DrainingServer(config, readiness, drain_seconds).run()
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -17,10 +18,10 @@ from audit.ledger import require_key, start_sequencing
 from audit.run_queue import DEFAULT_LEASE_S, LEASE_ENV, requeue_stopped
 from audit.store import SqlRunStore
 from converge.cli.commands import CommandGroup
+from converge.cli.logformat import LogFormatOption, start_logging
 from converge.cli.render import (
     BAD_INPUT,
     DbOption,
-    err,
     fail,
     missing_sqlite_file,
     open_run_store,
@@ -28,6 +29,7 @@ from converge.cli.render import (
     say_error,
 )
 from converge.interrupts import SIGNALS, Shutdown
+from converge.logs import LOG_FORMAT_ENV, LogFormat
 from converge.run_queue import Action
 from converge.service import (
     DeadlineKeeper,
@@ -43,6 +45,7 @@ from engine import ConvergeError, StopReason, UserCancelled, check_run_id
 from engine.result import counted
 
 app = CommandGroup()
+log = logging.getLogger("converge.worker")
 
 LeaseOption = Annotated[
     float | None,
@@ -125,6 +128,7 @@ def worker(
     lease_seconds: LeaseOption = None,
     health_port: HealthPortOption = None,
     health_host: HealthHostOption = "127.0.0.1",
+    log_format: LogFormatOption = LogFormat.text,
 ) -> None:
     """Run suggestors and whole runs sent to a queue, until stopped.
 
@@ -146,7 +150,10 @@ def worker(
     off: docs/scale-out.md) is sent again and claimed by another worker.
 
     --health-port serves /healthz, /readyz and /metrics (docs/operations.md).
+    Its log lines (Celery's included) go to stderr, as text or with --log-format
+    json one JSON object a line (docs/service.md).
     """
+    start_logging(log_format, "pool" if runs_from_stdin else "worker")
     if run_id is not None:
         try:
             check_run_id(run_id, "--run")
@@ -255,7 +262,13 @@ def _consume(
         out.print(f"health and metrics on http://{health[0]}:{server.port}", highlight=False)
     try:
         run_worker(
-            url, backend, queue=queue, concurrency=concurrency, hostname=hostname, loglevel=loglevel
+            url,
+            backend,
+            queue=queue,
+            concurrency=concurrency,
+            hostname=hostname,
+            loglevel=loglevel,
+            own_logging=True,  # converge.logs, in --log-format
         )
     finally:
         if server is not None:
@@ -284,7 +297,8 @@ def keep_deadlines(db: str, broker: str, queue: str, parent: str) -> None:
     process: applies the store's gate deadlines, sending the resumes to ``queue``,
     sends again the runs whose lease expired (:class:`converge.service.ExpiredLeases`),
     and integrates pending run heads into the ledger, until process ``parent`` (the
-    worker) is gone."""
+    worker) is gone. Logs as the worker ($CONVERGE_LOG_FORMAT, which it set)."""
+    start_logging(LogFormat(os.environ.get(LOG_FORMAT_ENV) or "text"), "worker")
     store = open_run_store(db or None)
     assert isinstance(store, SqlRunStore)
     from converge.workers import CeleryRunQueue
@@ -363,7 +377,10 @@ def _put_back(store: SqlRunStore, run_id: str, stop: StopReason) -> None:
     """A run cancelled because this process is stopping goes back to the queue, for
     the next ``converge serve`` (or ``converge worker --recover``) to go on with."""
     if isinstance(stop, UserCancelled) and requeue_stopped(store, run_id):
-        err.print(f"run {run_id}: stopped with this worker, put back in the queue", markup=False)
+        log.warning(
+            "run %s: stopped with this worker, put back in the queue", run_id,
+            extra={"event": "run_put_back", "run_id": run_id},
+        )  # fmt: skip
 
 
 def _stopping(shutdown: Shutdown, parent: int | None) -> Shutdown:

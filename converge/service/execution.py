@@ -24,6 +24,7 @@ from audit.run_queue import cancel_requested, clear_cancel, take_queued
 from audit.store import SqlRunStore
 from converge.decisions import job_of_run
 from converge.jobs import Job
+from converge.logs import bound
 from converge.run_queue import Action
 from converge.service.metering import recording
 from engine import ConvergeError, Engine, RunBusy, RunFinished, RunResult, check_run_id
@@ -47,7 +48,23 @@ def execute_run(
     (``converge.interrupts.Shutdown.track``). Raises ``RunNotFound`` and
     ``ConvergeError`` (the run recorded no job, a reference of its job no longer
     imports; ``InvalidRunId``: a queued run whose id is no run id), ``AuditKeyError``
-    (a keyed store without its key: nothing taken or written)."""
+    (a keyed store without its key: nothing taken or written). Its log lines carry
+    the run id; its next stop is logged (``run_stopped``)."""
+    with bound(run_id=run_id):
+        log.info("run %s: %s here", run_id, action, extra={"event": "run_executing"})
+        result = _execute(store, run_id, action, prepare)
+        if result is not None:
+            stop = result.stop_reason
+            log.info(
+                "run %s stopped: %s", run_id, stop,
+                extra={"event": "run_stopped", "gate_id": getattr(stop, "gate_id", None)},
+            )  # fmt: skip
+        return result
+
+
+def _execute(
+    store: SqlRunStore, run_id: str, action: Action, prepare: Build | None
+) -> RunResult | None:
     require_key(store, f"executing run {run_id}")
     row = store.run(run_id)
     status = row.status

@@ -25,9 +25,10 @@ from converge.service import LocalRunPool, RunQueue
 from converge.service.queues import reachable_by_processes
 from converge.service.readiness import Readiness, store_current
 from converge.web import gates, live, operations, runs, session, signed
-from converge.web.auth import csrf_token
+from converge.web.auth import csrf_token, shared_secret
 from converge.web.feeds import LiveRuns, StreamCaps
 from converge.web.limits import FailureLimiter
+from converge.web.logged import LogContext
 from converge.web.sessions import SessionWatch
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -152,8 +153,9 @@ def create_app(
 ) -> FastAPI:
     """The inbox over ``store``: pages, ``/api`` and ``/login``.
 
-    ``secret`` keys the CSRF tokens of the forms (default: random per app, so a
-    restart invalidates open forms); ``clock`` gives unix seconds for ages and
+    ``secret`` keys the CSRF tokens of the forms (default: ``$CONVERGE_WEB_SECRET``,
+    which the servers of one store behind a proxy share, else random per app, so
+    a restart invalidates open forms); ``clock`` gives unix seconds for ages and
     deadlines (tests inject one). Bodies over 64 KiB are refused with 413.
     ``run_queue`` is where a decision sends the resume of its run (a Celery queue,
     :class:`converge.workers.CeleryRunQueue`); default: a
@@ -176,7 +178,7 @@ def create_app(
     if run_queue is None:
         run_queue = LocalRunPool(store, in_process=not reachable_by_processes(store))
     app.state.run_queue = run_queue
-    app.state.secret = secret or secrets.token_bytes(32)
+    app.state.secret = secret or shared_secret() or secrets.token_bytes(32)
     app.state.limiter = FailureLimiter(store)
     app.state.clock = clock
     app.state.live = LiveRuns(store, caps=stream_caps)  # GET /api/runs/{id}/events
@@ -231,6 +233,7 @@ def create_app(
     app.include_router(live.router)
     app.include_router(operations.router)  # /healthz, /readyz, /metrics
     app.add_middleware(BodyLimit)
+    app.add_middleware(LogContext)  # run, gate and person on each line (converge.logs)
     app.openapi = _openapi_of(app)  # type: ignore[method-assign]
     return app
 

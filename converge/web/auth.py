@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 from functools import partial
 from typing import Annotated
 
@@ -21,10 +22,20 @@ from starlette.concurrency import run_in_threadpool
 from audit.people import Principal, authenticate, log_access, token_hash
 from audit.store import SqlRunStore
 from converge.errors import LoginRequired
+from converge.logs import note
 from converge.web.limits import FailureLimiter
 
 SESSION_COOKIE = "converge_session"
 LOGIN_CSRF_COOKIE = "converge_login_csrf"
+WEB_SECRET_ENV = "CONVERGE_WEB_SECRET"
+"""The key of the forms' CSRF tokens, shared by the servers of one store behind a
+proxy (a form rendered by one is posted to another); unset, each app draws its own."""
+
+
+def shared_secret() -> bytes | None:
+    """``$CONVERGE_WEB_SECRET`` as bytes (None when unset or empty)."""
+    value = os.environ.get(WEB_SECRET_ENV, "")
+    return value.encode() if value else None
 
 
 def store_of(request: Request) -> SqlRunStore:
@@ -98,6 +109,7 @@ async def checked_token(request: Request, token: str, action: str) -> Principal:
         raise HTTPException(
             401, "unknown, expired or revoked API token", headers={"WWW-Authenticate": "Bearer"}
         )
+    note(person=who.name)  # on this request's log lines, its access line included
     return who
 
 
@@ -113,6 +125,7 @@ async def page_principal(request: Request) -> Principal:
     )
     if who is None:
         raise LoginRequired()
+    note(person=who.name)
     return who
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
@@ -21,6 +22,7 @@ from converge import metrics
 from converge.access import Action, Person
 from converge.decisions import DecisionReport, decide
 from converge.governance import gate_history
+from converge.logs import note
 from converge.web.asking import api_person, ask_gate, client_of, page_person
 from converge.web.auth import check_csrf, store_of
 from converge.web.errors import answers, http_error
@@ -29,6 +31,7 @@ from engine import ConvergeError, GateDecision
 from engine.status import GateStatus, RunStatus
 
 router = APIRouter()
+log = logging.getLogger("converge.web")
 
 if TYPE_CHECKING:
     GateFilter = str
@@ -115,6 +118,11 @@ async def _decide(
         raise http_error(exc) from exc
     metrics.DECISION_SECONDS.observe(time.perf_counter() - started)  # docs/operations.md
     metrics.gate_decided(report.gate)
+    note(run_id=report.gate.run_id)  # on its access line too
+    log.info(
+        "gate %s %s by %s", gate_id, "approved" if decision.approved else "rejected", who.name,
+        extra={"event": "gate_decided", "run_id": report.gate.run_id, "person": who.name},
+    )  # fmt: skip
     return report
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -54,6 +55,7 @@ LIVE_KINDS = (*EVENT_KINDS, "gate_comment")
 """Every ``event:`` a stream may send (the run page listens to each)."""
 
 router = APIRouter()
+log = logging.getLogger("converge.web")
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,10 @@ async def _events(
     finally:
         sessions.unwatch(viewer.digest, ended)
         live.unsubscribe(run_id, sub)
+        log.info(
+            "stream of run %s closed", run_id,
+            extra={"event": "stream_closed", "run_id": run_id, "person": viewer.person.name},
+        )  # fmt: skip
 
 
 RUN_EVENT: dict[str, Any] = {
@@ -292,4 +298,8 @@ async def api_run_events(
             exc.status, str(exc), headers={"Retry-After": str(exc.retry_after_s)}
         ) from exc
     sessions: SessionWatch = request.app.state.sessions
+    log.info(
+        "stream of run %s opened after seq %d", run_id, start,
+        extra={"event": "stream_opened", "person": viewer.person.name},
+    )  # fmt: skip
     return EventSourceResponse(_events(live, sessions, run_id, start, viewer), ping=KEEP_ALIVE_S)

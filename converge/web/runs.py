@@ -3,6 +3,7 @@ and the diff of two runs (:mod:`converge.web.time_travel`)."""
 
 from __future__ import annotations
 
+import logging
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -31,6 +32,7 @@ from engine import ConvergeError, StopCategory
 from engine.stop import ALL_VARIANTS
 
 router = APIRouter()
+log = logging.getLogger("converge.web")
 
 STOP_KINDS = tuple(v.model_fields["kind"].default for v in ALL_VARIANTS)
 """Every stop reason's ``kind`` code, in the order of docs/stop-reasons.md."""
@@ -239,9 +241,14 @@ async def _fork(request: Request, run_id: str, body: ForkRequest, who: Person) -
         return fork_as(store, run_id, body.cycle, changes, who.name, queue)
 
     try:
-        return await run_in_threadpool(forked)
+        fork = await run_in_threadpool(forked)
     except ConvergeError as exc:
         raise http_error(exc) from exc
+    log.info(
+        "run %s forked at cycle %s: %s", run_id, body.cycle, fork,
+        extra={"event": "run_forked", "person": who.name},
+    )  # fmt: skip
+    return fork
 
 
 @router.get("/api/runs/{run_id}/diff/{other}", responses=answers(401, 404))

@@ -36,13 +36,16 @@ def server_config(
     tls_key: str | None = None,
     log_level: str = "info",
     lifespan: str = "auto",
+    own_logging: bool = False,
 ) -> uvicorn.Config:
     """The uvicorn settings serving ``app`` on ``host``:``port``.
 
     ``forwarded_allow_ips``: comma-separated addresses or networks of the proxies
     whose ``X-Forwarded-*`` headers are believed (``*``: any peer; None or empty:
     none, the peer address is the client's). ``tls_cert`` / ``tls_key``: PEM files
-    to serve HTTPS.
+    to serve HTTPS. ``own_logging``: uvicorn's error and access lines go to the
+    handlers of the root logger (:func:`converge.logs.configure_logging`) instead
+    of uvicorn's own.
     """
     trusted = (forwarded_allow_ips or "").strip()
     return uvicorn.Config(
@@ -50,6 +53,7 @@ def server_config(
         host=host,
         port=port,
         log_level=log_level,
+        log_config=None if own_logging else uvicorn.config.LOGGING_CONFIG,
         lifespan=lifespan,  # type: ignore[arg-type]  # uvicorn's Literal
         proxy_headers=bool(trusted),
         forwarded_allow_ips=trusted or None,

@@ -7,6 +7,7 @@ form must repeat); the session cookie holds the token, HttpOnly and SameSite=Str
 from __future__ import annotations
 
 import hmac
+import logging
 import secrets
 
 from fastapi import APIRouter, HTTPException, Request
@@ -16,6 +17,7 @@ from audit.people import Principal
 from converge.web.auth import LOGIN_CSRF_COOKIE, SESSION_COOKIE, check_csrf, checked_token
 
 router = APIRouter()
+log = logging.getLogger("converge.web")
 
 LOGIN_FIELDS = frozenset({"csrf", "token", "next"})
 
@@ -59,6 +61,7 @@ async def login(request: Request) -> Response:
             raise
         who = None
     if who is None:
+        log.warning("sign-in refused: unknown token", extra={"event": "sign_in_refused"})
         csrf = secrets.token_urlsafe(24)
         response: Response = request.app.state.render(
             request,
@@ -71,6 +74,7 @@ async def login(request: Request) -> Response:
         )
         response.set_cookie(LOGIN_CSRF_COOKIE, csrf, httponly=True, samesite="strict")
         return response
+    log.info("%s signed in", who.name, extra={"event": "signed_in", "person": who.name})
     response = RedirectResponse(
         _safe_next(target if isinstance(target, str) else None), status_code=303
     )
