@@ -22,6 +22,7 @@ from sqlalchemy.exc import ArgumentError
 
 from audit import SqlRunStore, open_store, resolve_url
 from converge.cli.next_steps import next_lines, waiting_at_gate
+from converge.cli.pipes import drop_stdout
 from converge.cli.tables import Column, fitted_table, word_widths, wrap_words
 from converge.explaining import explain_result
 from converge.interrupts import cancel_on_signals
@@ -64,45 +65,6 @@ class Output(Console):
     def on_broken_pipe(self) -> None:
         """Drop the rest of the output (:func:`drop_stdout`); carry on."""
         drop_stdout()
-
-
-class ClosedPipeGuard:
-    """``sys.stdout`` for the console script: a write or flush that meets a reader
-    gone (``BrokenPipeError``) drops the rest of the output (:func:`drop_stdout`)
-    instead of raising, so a command's exit code never depends on its reader;
-    :func:`stdout_closed` then says so (for the commands that follow a run, which
-    stop there). Any other attribute is the wrapped stream's."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        """Write ``text`` (length returned, also when dropped)."""
-        try:
-            return int(self._stream.write(text))
-        except BrokenPipeError:
-            drop_stdout()
-            return len(text)
-
-    def flush(self) -> None:
-        """Flush the wrapped stream (to the null device once the reader is gone)."""
-        try:
-            self._stream.flush()
-        except BrokenPipeError:
-            drop_stdout()
-            self._stream.flush()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-_READER_GONE: list[bool] = []
-"""Non-empty once stdout's reader closed the pipe (:func:`drop_stdout`)."""
-
-
-def stdout_closed() -> bool:
-    """Whether stdout's reader closed the pipe (the output now goes nowhere)."""
-    return bool(_READER_GONE)
 
 
 out = Output()
@@ -367,20 +329,6 @@ def render_result(
     except BrokenPipeError:
         drop_stdout()
         raise typer.Exit(result.stop_reason.exit_code) from None
-
-
-def drop_stdout() -> None:
-    """Point stdout at the null device, once its reader closed the pipe: what is
-    still buffered, and the flush at exit, then go nowhere instead of failing (a
-    failed flush at exit would turn the exit code into 120)."""
-    _READER_GONE.append(True)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # no real file descriptor (a test's capture)
-        pass
-    finally:
-        os.close(devnull)
 
 
 def print_next_commands(

@@ -1,0 +1,70 @@
+"""The CLI's commands are loaded on use (issue 58, C1): the table the help lists them
+from is what the commands say now, and neither ``--version`` nor ``--help`` imports
+a command's module (tests/test_cli_rough_edges.py checks the help's rows against the
+built commands' summaries)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from converge.cli import catalog
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_catalog_is_what_the_commands_give_now() -> None:
+    assert catalog.from_commands() == catalog.COMMANDS, (
+        "converge/cli/catalog.py is stale: run python -m converge.cli.catalog"
+    )
+
+
+def _modules_after(args: list[str]) -> dict[str, object]:
+    """Run the console script's ``main`` on ``args`` in a fresh interpreter: what it
+    printed and which modules it had imported."""
+    script = (
+        "import json, sys\n"
+        "from converge.cli import main\n"
+        f"sys.argv = ['converge', *{args!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stdout = sys.__stdout__\n"
+        "print('\\n' + json.dumps(sorted(sys.modules)))\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    printed, _, modules = res.stdout.rpartition("\n[")
+    return {"printed": printed, "modules": json.loads("[" + modules)}
+
+
+def test_version_imports_neither_typer_nor_any_command() -> None:
+    seen = _modules_after(["--version"])
+    modules = seen["modules"]
+    assert isinstance(modules, list)
+    assert "converge" in str(seen["printed"])
+    assert not [m for m in modules if m.startswith(("typer", "click", "rich", "converge.cli."))]
+
+
+def test_help_lists_every_command_without_importing_one() -> None:
+    seen = _modules_after(["--help"])
+    modules = seen["modules"]
+    assert isinstance(modules, list)
+    for entry in catalog.COMMANDS:
+        assert entry.name in str(seen["printed"])
+    command_modules = {f"converge.cli.{m}" for m in catalog.MODULES}
+    assert command_modules & set(modules) == set()
+    assert not [m for m in modules if m.startswith(("audit", "sqlalchemy"))]
+
+
+def test_a_command_imports_its_own_module_not_the_others() -> None:
+    modules = _modules_after(["schema"])["modules"]
+    assert isinstance(modules, list)
+    assert "converge.cli.schema" in modules
+    assert not {"converge.cli.serve", "converge.cli.timetravel", "converge.cli.worker"} & set(
+        modules
+    )
