@@ -44,7 +44,7 @@ _PLAIN = (str, int, float, dict, list, tuple)
 class _StopBase(BaseModel):
     """Behaviour shared by every variant; the data lives in the subclasses."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     category_: ClassVar[StopCategory]
     advice: ClassVar[str] = ""
@@ -457,7 +457,9 @@ StopReason = Annotated[
 ]
 """Why a run ended: exactly one of the 21 variants (a pydantic discriminated union)."""
 
-STOP_REASON_ADAPTER: TypeAdapter[StopReason] = TypeAdapter(StopReason)
+STOP_REASON_ADAPTER: TypeAdapter[StopReason] = TypeAdapter(
+    StopReason, config=ConfigDict(defer_build=True)
+)
 
 ALL_VARIANTS: tuple[type[_StopBase], ...] = (
     Converged,

@@ -6,6 +6,7 @@ built commands' summaries)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ def test_the_catalog_is_what_the_commands_give_now() -> None:
     )
 
 
-def _modules_after(args: list[str]) -> dict[str, object]:
+def _modules_after(args: list[str], cache: Path | None = None) -> dict[str, object]:
     """Run the console script's ``main`` on ``args`` in a fresh interpreter: what it
     printed and which modules it had imported."""
     script = (
@@ -35,8 +36,14 @@ def _modules_after(args: list[str]) -> dict[str, object]:
         "sys.stdout = sys.__stdout__\n"
         "print('\\n' + json.dumps(sorted(sys.modules)))\n"
     )
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)} if cache else None
     res = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     printed, _, modules = res.stdout.rpartition("\n[")
     return {"printed": printed, "modules": json.loads("[" + modules)}
@@ -50,8 +57,8 @@ def test_version_imports_neither_typer_nor_any_command() -> None:
     assert not [m for m in modules if m.startswith(("typer", "click", "rich", "converge.cli."))]
 
 
-def test_help_lists_every_command_without_importing_one() -> None:
-    seen = _modules_after(["--help"])
+def test_help_lists_every_command_without_importing_one(tmp_path: Path) -> None:
+    seen = _modules_after(["--help"], tmp_path)
     modules = seen["modules"]
     assert isinstance(modules, list)
     for entry in catalog.COMMANDS:
@@ -68,3 +75,14 @@ def test_a_command_imports_its_own_module_not_the_others() -> None:
     assert not {"converge.cli.serve", "converge.cli.timetravel", "converge.cli.worker"} & set(
         modules
     )
+
+
+def test_the_second_help_is_the_first_printed_again_without_typer(tmp_path: Path) -> None:
+    first = _modules_after(["--help"], tmp_path)
+    second = _modules_after(["--help"], tmp_path)
+    assert second["printed"] == first["printed"]
+    assert "typer" in first["modules"]  # type: ignore[operator]
+    modules = second["modules"]
+    assert isinstance(modules, list)
+    assert not [m for m in modules if m.startswith(("typer", "click", "rich"))]
+    assert {p.name[:5] for p in (tmp_path / "converge").iterdir()} == {"help-"}

@@ -57,7 +57,9 @@ def __getattr__(name: str) -> Any:
 def main() -> None:  # pragma: no cover - the console script
     """Entry point of the ``converge`` console script.
 
-    ``converge --version`` prints the version with nothing else imported. A reader
+    ``converge --version`` prints the version with nothing else imported;
+    ``converge --help`` prints the root help kept from the last time
+    (:mod:`converge.cli.helpcache`), rendering it only when nothing is kept. A reader
     that closes the pipe (``converge runs | head -1``) ends the output, quietly: the
     rest goes to the null device (:class:`~converge.cli.pipes.ClosedPipeGuard`) and
     the command exits with the code its result gives (``run``, ``approve`` and
@@ -70,6 +72,17 @@ def main() -> None:  # pragma: no cover - the console script
         sys.stdout.write(f"converge {__version__}\n")
         return
     from converge.cli.pipes import ClosedPipeGuard, drop_stdout
+
+    recorder = None
+    if sys.argv[1:] == ["--help"]:  # the root help: kept as printed (converge.cli.helpcache)
+        from converge.cli import helpcache
+
+        text = helpcache.cached()
+        if text is not None:
+            sys.stdout.write(text)
+            return
+        recorder = helpcache.Recorder(sys.stdout)
+        sys.stdout = recorder
     from converge.cli.root import app
 
     sys.stdout = ClosedPipeGuard(sys.stdout)
@@ -78,3 +91,7 @@ def main() -> None:  # pragma: no cover - the console script
     except BrokenPipeError:
         drop_stdout()
         raise SystemExit(1) from None
+    except SystemExit as done:
+        if recorder is not None and done.code in (0, None):
+            helpcache.remember(recorder.text)
+        raise
