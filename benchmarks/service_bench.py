@@ -110,6 +110,9 @@ def _paused_runs(db: str, workdir: str) -> tuple[list[str], str]:
         for _ in range(S1_APPROVALS + 1):  # the first approval warms the connections up
             job.build_engine(store).run(job.spec.initial or None)
         gates = [g.gate_id for g in store.gates(pending=True)]
+        # the raw limit's table, made before the server starts: its first write then
+        # never waits for the server's start (SQLite: "database is locked")
+        _floor_table().create(store.sql_engine, checkfirst=True)
         return gates, add_token(store, "bench")
     finally:
         store.close()
@@ -218,23 +221,28 @@ def _floor(client: Any, engine: Any, table: Any) -> float:
     return time.perf_counter() - t0
 
 
+def _floor_table() -> Any:
+    """The table the raw limit inserts into (:func:`_floor`)."""
+    from sqlalchemy import Column, Double, Integer, MetaData, Table
+
+    return Table(
+        "s1_floor", MetaData(), Column("id", Integer, primary_key=True), Column("at", Double)
+    )
+
+
 def _approve_all(db: str, gates: list[str], client: Any) -> tuple[list[float], list[float], float]:
     """Approve every gate through the API, one after the other (the first one
     untimed, a warm-up), each followed by the raw limit (:func:`_floor`); each timed
     answer's time and each limit's (seconds), and the time from the first timed
     approval until every run stopped."""
-    from sqlalchemy import Column, Double, Integer, MetaData, Table
-
     from audit import open_store
 
     answers: list[float] = []
     floors: list[float] = []
     store = open_store(db)
-    table = Table(
-        "s1_floor", MetaData(), Column("id", Integer, primary_key=True), Column("at", Double)
-    )
+    table = _floor_table()
     try:
-        table.create(store.sql_engine, checkfirst=True)
+        table.create(store.sql_engine, checkfirst=True)  # made with the runs: no write here
         warmup, *timed = gates  # the server's first decision opens its broker connection
         _approve(client, warmup)
         _floor(client, store.sql_engine, table)
