@@ -358,7 +358,21 @@ def _measure(suite: Suite, kind: str, name: str, where: str, extra: Any) -> None
                     f"  S1 ({rep + 1}/{S1_REPEATS}): approving {len(gates)} runs on {kind}, {where}"
                 )
                 reps.append(_approve_all(db, gates, client))
+                _log_phases(reps[-1][0])
     _rows(suite, size, reps)
+
+
+def _log_phases(answers: list[float]) -> None:
+    """Where the slow answers fall: those while the pool's slots first fill (a worker
+    process starting for each, without a broker) against the later ones (ms)."""
+    first, rest = answers[:S1_POOL], answers[S1_POOL:]
+    if not first or not rest:
+        return
+    log(
+        f"    answers while the {S1_POOL} slots first fill: median "
+        f"{statistics.median(first) * 1000:.0f} ms, max {max(first) * 1000:.0f} ms; "
+        f"after: median {statistics.median(rest) * 1000:.0f} ms, max {max(rest) * 1000:.0f} ms"
+    )
 
 
 @contextmanager
