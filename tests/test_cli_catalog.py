@@ -11,14 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from converge.cli import catalog
+from converge.cli import catalog, cataloging
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_catalog_is_what_the_commands_give_now() -> None:
-    assert catalog.from_commands() == catalog.COMMANDS, (
-        "converge/cli/catalog.py is stale: run python -m converge.cli.catalog"
+    assert cataloging.from_commands() == catalog.COMMANDS, (
+        "converge/cli/catalog.py is stale: run python -m converge.cli.cataloging"
     )
 
 

@@ -9,25 +9,19 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.measure import Measurement
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from audit import SqlRunStore, open_store, resolve_url
-from converge.cli.next_steps import next_lines, waiting_at_gate
 from converge.cli.pipes import drop_stdout
 from converge.cli.tables import Column, fitted_table, word_widths, wrap_words
-from converge.explaining import explain_result
-from converge.interrupts import cancel_on_signals
-from converge.jobs import Job
-from converge.notifications import notify_after_command
 from converge.reports import (
     Report,
     ReportSpec,
@@ -36,6 +30,9 @@ from converge.reports import (
     readable,
 )
 from engine import ConvergeError, RunResult, RunStore, StopReason
+
+if TYPE_CHECKING:  # imported where used: a command that only reads pays for none
+    from converge.jobs import Job
 
 UNWRAPPED = 100_000
 """The width of stdout piped or redirected without ``$COLUMNS``: no line is wrapped."""
@@ -173,6 +170,11 @@ def execute_with_progress(
     job: Job, store: RunStore | None, *, as_json: bool, resume: Any = None
 ) -> RunResult:
     """Build the job's engine and run it (or ``resume(engine)``) under a progress bar."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from converge.interrupts import cancel_on_signals
+    from converge.notifications import notify_after_command
+
     show = not as_json and err.is_terminal
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -336,6 +338,8 @@ def print_next_commands(
 ) -> None:
     """:func:`converge.cli.next_steps.next_lines`, one line each (``next:``, ``or:``):
     never wrapped inside a table cell, as they are copied and pasted."""
+    from converge.cli.next_steps import next_lines
+
     for line in next_lines(reason, run_id, db, reports=reports):
         label, rest = line[:5], line[5:]
         out.print(f"[bold]{label}[/]{escape(rest)}", highlight=False, soft_wrap=True)
@@ -351,6 +355,10 @@ def _render_result(
     store: RunStore | None = None,
     db: str | None = None,
 ) -> None:
+    from converge.cli.next_steps import waiting_at_gate
+    from converge.explaining import explain_result
+    from converge.jobs import Job
+
     if isinstance(job, Job):
         if reports is None:
             reports = job.spec.report
