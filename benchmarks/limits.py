@@ -186,7 +186,9 @@ def _pg_connection() -> Iterator[Any]:
 
 def build_format_floor(n: int, connect: Callable[[], Any], marker: str = "?") -> Prepare:
     """The format floor of ``n`` facts in :data:`FORMAT_CYCLES` transactions, on the
-    DB-API connection ``connect()`` gives (``marker``: its parameter style)."""
+    DB-API connection ``connect()`` gives (``marker``: its parameter style; ``%s``,
+    psycopg's, writes the event rows with ``COPY`` as the store does on PostgreSQL,
+    the fastest way it has to insert rows)."""
     facts = _format_facts(n)
     per = n // FORMAT_CYCLES
     marks8 = ", ".join([marker] * 8)
@@ -207,7 +209,12 @@ def build_format_floor(n: int, connect: Callable[[], Any], marker: str = "?") ->
                 rows, chunk, prev, _ = format_cycle(
                     facts[c * per : (c + 1) * per], c * per, prev, c
                 )
-                cur.executemany(f"INSERT INTO audit_events VALUES ({marks8})", rows)
+                if marker == "%s":
+                    with cur.copy("COPY audit_events FROM STDIN") as copy:
+                        for row in rows:
+                            copy.write_row(row)
+                else:
+                    cur.executemany(f"INSERT INTO audit_events VALUES ({marks8})", rows)
                 cur.execute(f"INSERT INTO fact_chunks VALUES ({marks4})", chunk)
                 con.commit()
             return prev
