@@ -21,7 +21,7 @@ from sqlalchemy.exc import ArgumentError
 
 from audit import SqlRunStore, open_store, resolve_url
 from converge.cli.pipes import drop_stdout
-from converge.cli.tables import Column, fitted_table, word_widths, wrap_words
+from converge.cli.tables import Column, fitted_table, natural_width, word_widths, wrap_words
 from converge.reports import (
     Report,
     ReportSpec,
@@ -220,18 +220,22 @@ def fit_width() -> int | None:
 def print_fitted(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> None:
     """A table of plain-text ``rows`` fitted to :func:`fit_width` (low-priority
     columns dropped, :func:`converge.cli.tables.fitted_table`), printed whole."""
-    print_table(fitted_table(title, columns, rows, fit_width()))
+    width = fit_width()
+    table = fitted_table(title, columns, rows, width)
+    print_table(table, None if width is not None else natural_width(columns, rows))
 
 
-def print_table(table: Table) -> None:
+def print_table(table: Table, needed: int | None = None) -> None:
     """Print ``table`` whole: on a terminal (or with ``$COLUMNS``) it wraps to that
-    width; piped or redirected, it takes the width its cells need, so no value is
-    cut or broken."""
+    width; piped or redirected, it takes the width its cells need (``needed``
+    characters or fewer, when the caller knows; else rich measures it, which costs
+    as much as printing it), so no value is cut or broken."""
     width = fit_width()
     if width is not None:
         out.print(table)
         return
-    needed = Measurement.get(out, out.options.update(max_width=100_000), table).maximum
+    if needed is None:
+        needed = Measurement.get(out, out.options.update(max_width=100_000), table).maximum
     # an Output too: a closed pipe ends a run's output with the run's exit code
     wide = Output(width=max(needed, out.width), no_color=out.no_color, highlight=False)
     wide.print(table, crop=False)
