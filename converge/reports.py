@@ -60,7 +60,7 @@ class ReportSpec(BaseModel):
     dependency path reads better with ``" -> "``).
     """
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     key: str = Field(min_length=1, description="The fact key whose facts are the rows.")
     columns: list[str] | None = Field(

@@ -23,7 +23,7 @@ class Budget(BaseModel):
     NaN and infinities (no limit is written ``null`` or ``0``).
     """
 
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     max_cycles: int | None = Field(
         default=100, ge=0, description="Cycles (never exceeded); null or 0: unlimited."
@@ -73,7 +73,7 @@ class Budget(BaseModel):
 class DimensionStatus(BaseModel):
     """Use of one budget dimension: ``used``, ``limit`` (None = unlimited), ``percent``."""
 
-    model_config = ConfigDict(defer_build=True, frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     used: float
     limit: float | None
@@ -88,7 +88,7 @@ class BudgetStatus(BaseModel):
     ``percent`` is the maximum percent over the limited dimensions (0 if none).
     """
 
-    model_config = ConfigDict(defer_build=True, frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     dimensions: dict[str, DimensionStatus]
     percent: float

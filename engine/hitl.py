@@ -23,7 +23,7 @@ class GateDecision(BaseModel):
     it in the chained event of the decision, and ``verify`` checks it.
     """
 
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     approved: bool
     by: str

@@ -44,7 +44,7 @@ _PLAIN = (str, int, float, dict, list, tuple)
 class _StopBase(BaseModel):
     """Behaviour shared by every variant; the data lives in the subclasses."""
 
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     category_: ClassVar[StopCategory]
     advice: ClassVar[str] = ""

@@ -62,7 +62,7 @@ __all__ = [
 class SpecBase(BaseModel):
     """Base of the spec models: frozen, unknown fields rejected, ``to_policy()``."""
 
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     yields: ClassVar[type[BaseModel]]
     """The ``StopReason`` variant the policy of this kind stops with."""

@@ -21,7 +21,7 @@ __all__ = ["shape_problem"]
 
 class _Shape(BaseModel):
     # strict: "1" is no integer and true no number; extra: a newer exporter's fields
-    model_config = ConfigDict(defer_build=True, strict=True, extra="allow")
+    model_config = ConfigDict(strict=True, extra="allow")
 
 
 class _Signed(_Shape):

@@ -38,7 +38,7 @@ __all__ = [
 class HitlSpec(BaseModel):
     """``gates: [{hitl: {...}}]``: a ``gates.hitl.require_approval`` policy."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     keys: list[str] | None = Field(
         default=None, description="Only proposals of these keys wait for a person."
@@ -109,7 +109,7 @@ class HitlSpec(BaseModel):
 class SchemaSpec(BaseModel):
     """``gates: [{schema: {key: K, model: module:Model}}]``: content schema per key."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     key: str = Field(description="The fact key whose proposals are validated.")
     model: str = Field(description="A reference to a pydantic model (not called).")
@@ -121,7 +121,7 @@ class SchemaSpec(BaseModel):
 class MinConfidenceSpec(BaseModel):
     """``gates: [{min_confidence: {threshold: 0.5}}]``."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     threshold: float = Field(
         ge=0, le=1, description="Proposals below this confidence are rejected (0..1)."
@@ -138,7 +138,7 @@ class GateSpec(BaseModel):
     """One entry of ``gates:``: exactly one of ``hitl``, ``schema``,
     ``min_confidence`` or ``promotion`` (a reference to a PromotionGate)."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     hitl: HitlSpec | None = Field(
         default=None, description="A human-in-the-loop gate (`gates[].hitl`)."
@@ -180,7 +180,7 @@ class ModelSettingsSpec(BaseModel):
     (pydantic-ai ``ModelSettings``; a local server needs ``max_tokens`` and, for a
     structured output on a small model, the output tool named in ``extra_body``)."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     max_tokens: int | None = Field(
         default=None, gt=0, description="Most tokens one response may generate."
@@ -229,7 +229,7 @@ class AgentSpec(BaseModel):
     request carries (:class:`ModelSettingsSpec`).
     """
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, description="The suggestor name of the agent (unique).")
     model: str | None = Field(
@@ -296,7 +296,7 @@ class CelerySpec(BaseModel):
     ``broker`` and ``backend`` are URLs, or ``$NAME`` to read one from the
     environment (keeps credentials out of the job recorded with each run)."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     broker: str = Field(
         min_length=1, description="The broker URL (RabbitMQ `amqp://`, Redis), or `$NAME`."
@@ -317,7 +317,7 @@ class CelerySpec(BaseModel):
 class ExecutorSpec(BaseModel):
     """Where the job's suggestors execute; absent = in-process."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     celery: CelerySpec = Field(
         description=(
@@ -333,7 +333,7 @@ VISIBLE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
 class JobSpec(BaseModel):
     """The parsed job file (see the module docstring for the format)."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(
         min_length=1, description="The job's name (recorded with each run; `converge runs --job`)."
