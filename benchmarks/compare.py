@@ -59,6 +59,10 @@ AUDIT_ROWS = frozenset(
         "W2 throughput, PostgreSQL",
         "limit: sqlite3 executemany",
         "limit: sha256 chain",
+        "W2 throughput, SQLite WAL, vs format floor",
+        "W2 throughput, PostgreSQL, vs format floor",
+        "limit: format, SQLite",
+        "limit: format, PostgreSQL",
     }
 )
 """Rows shown only with ``--compare-audit`` (the store-bound W2 rows and their floor)."""

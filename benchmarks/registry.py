@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from benchmarks.agents_bench import run_w4
+from benchmarks.cli_bench import run_c1
 from benchmarks.fork_bench import run_f1
 from benchmarks.harness import Row
 from benchmarks.ledger_bench import run_w7
@@ -48,6 +49,7 @@ NAMES = (
     "l1",
     "l1s",
     "m1",
+    "c1",
 )
 """Every name ``--only`` accepts, as ``--help`` lists them."""
 
@@ -85,5 +87,6 @@ RUNNERS: dict[str, Callable[[Suite], None]] = {
     "l1": run_l1,  # event commit → SSE client, 1 and 20 streams (issue 43), ~10 s
     "l1s": run_l1_streams,  # only with --only l1s: 100 idle / 200 busy streams, ~5 min
     "m1": run_m1,  # metrics off / on / on in multiprocess mode on the write path (issue 57)
+    "c1": run_c1,  # each command's CPU over its import floor, whole processes (issue 58)
 }
 """Each workload's name → the function adding its rows, in the report's order."""

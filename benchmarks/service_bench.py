@@ -110,6 +110,9 @@ def _paused_runs(db: str, workdir: str) -> tuple[list[str], str]:
         for _ in range(S1_APPROVALS + 1):  # the first approval warms the connections up
             job.build_engine(store).run(job.spec.initial or None)
         gates = [g.gate_id for g in store.gates(pending=True)]
+        # the raw limit's table, made before the server starts: its first write then
+        # never waits for the server's start (SQLite: "database is locked")
+        _floor_table().create(store.sql_engine, checkfirst=True)
         return gates, add_token(store, "bench")
     finally:
         store.close()
@@ -218,23 +221,28 @@ def _floor(client: Any, engine: Any, table: Any) -> float:
     return time.perf_counter() - t0
 
 
+def _floor_table() -> Any:
+    """The table the raw limit inserts into (:func:`_floor`)."""
+    from sqlalchemy import Column, Double, Integer, MetaData, Table
+
+    return Table(
+        "s1_floor", MetaData(), Column("id", Integer, primary_key=True), Column("at", Double)
+    )
+
+
 def _approve_all(db: str, gates: list[str], client: Any) -> tuple[list[float], list[float], float]:
     """Approve every gate through the API, one after the other (the first one
     untimed, a warm-up), each followed by the raw limit (:func:`_floor`); each timed
     answer's time and each limit's (seconds), and the time from the first timed
     approval until every run stopped."""
-    from sqlalchemy import Column, Double, Integer, MetaData, Table
-
     from audit import open_store
 
     answers: list[float] = []
     floors: list[float] = []
     store = open_store(db)
-    table = Table(
-        "s1_floor", MetaData(), Column("id", Integer, primary_key=True), Column("at", Double)
-    )
+    table = _floor_table()
     try:
-        table.create(store.sql_engine, checkfirst=True)
+        table.create(store.sql_engine, checkfirst=True)  # made with the runs: no write here
         warmup, *timed = gates  # the server's first decision opens its broker connection
         _approve(client, warmup)
         _floor(client, store.sql_engine, table)
@@ -350,7 +358,21 @@ def _measure(suite: Suite, kind: str, name: str, where: str, extra: Any) -> None
                     f"  S1 ({rep + 1}/{S1_REPEATS}): approving {len(gates)} runs on {kind}, {where}"
                 )
                 reps.append(_approve_all(db, gates, client))
+                _log_phases(reps[-1][0])
     _rows(suite, size, reps)
+
+
+def _log_phases(answers: list[float]) -> None:
+    """Where the slow answers fall: those while the pool's slots first fill (a worker
+    process starting for each, without a broker) against the later ones (ms)."""
+    first, rest = answers[:S1_POOL], answers[S1_POOL:]
+    if not first or not rest:
+        return
+    log(
+        f"    answers while the {S1_POOL} slots first fill: median "
+        f"{statistics.median(first) * 1000:.0f} ms, max {max(first) * 1000:.0f} ms; "
+        f"after: median {statistics.median(rest) * 1000:.0f} ms, max {max(rest) * 1000:.0f} ms"
+    )
 
 
 @contextmanager

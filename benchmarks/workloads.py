@@ -325,6 +325,33 @@ def run_w2(suite: Suite) -> None:
             note=note,
         )
         suite.add(row, series)
+        _format_row(suite, name, label, row, series)
+
+
+FORMAT_RATIOS = {"w2-sqlite": ("SQLite", 1.15), "w2-pg": ("PostgreSQL", 1.3)}
+"""Each audited W2 row's store and its target against the format floor (issue 58)."""
+
+
+def _format_row(suite: Suite, name: str, label: str, row: Row, series: Any) -> None:
+    """The audited W2 row again, against its format floor (plain loop + the format's
+    texts, hashes and rows on the same store, :func:`benchmarks.limits.build_format_floor`),
+    with the target of :data:`FORMAT_RATIOS`."""
+    store, ratio = FORMAT_RATIOS[name]
+    floor = suite.limit(["plain loop", f"format, {store}"], lambda s: 1 / s)
+    if floor is None or row.ours is None:
+        return
+    again = Row(
+        label + ", vs format floor",
+        row.size,
+        "facts/s",
+        True,
+        row.ours,
+        target=(">=", floor.median / ratio),
+        limit=floor,
+        limit_name="loop + format",
+        note=f"target: format floor / {ratio}",
+    )
+    suite.add(again, series)
 
 
 def run_w3(suite: Suite) -> None:

@@ -457,7 +457,7 @@ StopReason = Annotated[
 ]
 """Why a run ended: exactly one of the 21 variants (a pydantic discriminated union)."""
 
-STOP_REASON_ADAPTER: TypeAdapter[StopReason] = TypeAdapter(StopReason)
+STOP_REASON_ADAPTER = TypeAdapter[StopReason](StopReason, config=ConfigDict(defer_build=True))
 
 ALL_VARIANTS: tuple[type[_StopBase], ...] = (
     Converged,

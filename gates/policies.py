@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pydantic import TypeAdapter
+from pydantic import ConfigDict, TypeAdapter
 
 from engine.budget import Budget
 from engine.errors import ConfigurationError
@@ -95,7 +95,9 @@ __all__ = [
 ]
 
 
-_LIST_ADAPTER: TypeAdapter[list[StopConditionSpec]] = TypeAdapter(list[StopConditionSpec])
+_LIST_ADAPTER: TypeAdapter[list[StopConditionSpec]] = TypeAdapter(
+    list[StopConditionSpec], config=ConfigDict(defer_build=True)
+)
 
 _LOWERED = (MaxRoundsSpec, TimeoutSpec, InvocationBudgetSpec)
 

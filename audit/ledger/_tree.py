@@ -15,9 +15,8 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import select
 
 from audit.core import StoreCore
@@ -36,6 +35,9 @@ from engine.errors import ConvergeError, LedgerForked
 from engine.hashing.ledger import entry_message, key_fingerprint
 from engine.hashing.merkle import EMPTY, leaf_hash
 from engine.hashing.proofs import MerkleTree, verify_consistency
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 HEAD_TYPE = "converge.ledger_head/1"
 """The ``type`` of a signed ledger head."""

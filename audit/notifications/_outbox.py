@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, and_, exists, not_, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from audit.cells import bad_cell
 from audit.ledger import require_key
@@ -180,6 +179,9 @@ def recorded(store: SqlRunStore, gate_ids: Sequence[str]) -> dict[str, list[Deli
 
 def _insert_new(store: SqlRunStore, conn: Connection, values: dict[str, Any]) -> bool:
     """Insert a delivery row unless one exists (then nothing): True when inserted."""
+    # imported here: the PostgreSQL dialect's modules are not every command's
+    from sqlalchemy.dialects import postgresql, sqlite
+
     dialect = postgresql if store.is_postgres else sqlite
     nd = notification_deliveries
     stmt = dialect.insert(nd).values(**values).on_conflict_do_nothing().returning(nd.c.gate_id)

@@ -23,9 +23,7 @@ import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from typing import TYPE_CHECKING, Any
 
 from audit.cells import loads as _loads
 from audit.ledger import HEAD_TYPE, parse_checkpoint
@@ -46,6 +44,9 @@ from engine.hashing.checkpoint import checkpoint_digest
 from engine.hashing.ledger import entry_message
 from engine.hashing.merkle import leaf_hash, merkle_scheme, text_leaves
 from engine.hashing.proofs import MerkleTree, verify_inclusion
+
+if TYPE_CHECKING:  # cryptography is imported where a key is used
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 FORMATS = (FORMAT, FORMAT_V1)
 """The bundle formats read."""

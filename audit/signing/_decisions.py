@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import select
 
 from audit.core import StoreCore
@@ -26,6 +25,9 @@ from audit.signing._known_people import person, public_key_from_pem, public_keys
 from audit.signing._statements import SigningKeyError, canonical, check_signature
 from audit.tables import audit_events
 from audit.trail import ChainRow
+
+if TYPE_CHECKING:  # cryptography is imported where a key is used
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 __all__ = [
     "DECISION_TYPE",

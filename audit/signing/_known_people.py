@@ -12,15 +12,17 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Column, Connection, Double, String, Table, Text, insert, select, update
 
 from audit.core import StoreCore
 from audit.signing._statements import SigningKeyError, key_id
 from audit.tables import METADATA
 from engine.errors import ConfigurationError
+
+if TYPE_CHECKING:  # cryptography is imported where a key is used
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 __all__ = [
     "Person",
@@ -72,6 +74,9 @@ def ensure_people_table(store: StoreCore) -> None:
 def public_key_from_pem(pem: str) -> Ed25519PublicKey:
     """The Ed25519 public key of PEM SubjectPublicKeyInfo text; ``SigningKeyError``
     when it is not one."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     try:
         public = serialization.load_pem_public_key(pem.encode("utf-8"))
     except (ValueError, TypeError) as exc:

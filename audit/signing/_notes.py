@@ -21,13 +21,13 @@ import binascii
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from typing import TYPE_CHECKING
 
 from audit.signing._statements import Signer, key_id
 from engine.errors import CheckpointError, SigningKeyError
+
+if TYPE_CHECKING:  # cryptography is imported where a key is used
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 __all__ = [
     "COSIGNATURE",
@@ -56,6 +56,8 @@ _NAMES = {ED25519: "converge", COSIGNATURE: "converge-witness"}
 
 
 def _raw(public: Ed25519PublicKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
     return public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
@@ -103,6 +105,8 @@ def parse_vkey(text: str) -> VerifierKey:
 
     Raises ``CheckpointError`` saying what is wrong (its hash not the key's included).
     """
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     parts = text.strip().split("+", 2)  # base64 has '+' too
     if len(parts) != 3 or not parts[0] or any(c.isspace() for c in parts[0]):
         raise CheckpointError("not a verifier key (NAME+HASH+BASE64, c2sp.org/signed-note)")
@@ -187,6 +191,8 @@ def sign_note(text: str, signer: Signer) -> Note:
 
 def signed_by(note: Note, vkey: VerifierKey) -> str | None:
     """Why ``note`` carries no valid signature of ``vkey`` (type 0x01), or None when it does."""
+    from cryptography.exceptions import InvalidSignature
+
     found = _find(note, vkey)
     if found is None:
         return f"no signature by {vkey.name}"
@@ -213,6 +219,8 @@ def cosigned_at(note: Note, vkey: VerifierKey) -> int:
 
     Raises ``CheckpointError`` when there is none or it does not verify.
     """
+    from cryptography.exceptions import InvalidSignature
+
     found = _find(note, vkey)
     if vkey.kind != COSIGNATURE:
         raise CheckpointError(f"{vkey.name} is not a witness's verifier key (type 0x04)")

@@ -18,16 +18,19 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from sqlalchemy import Connection, insert, inspect, select
 
 from audit.core import StoreCore
 from audit.tables import SIGNATURE_TABLES, runs, signatures
 from engine.errors import SigningKeyError
+
+if TYPE_CHECKING:  # cryptography is imported where a key is used, not by every reader
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
 
 __all__ = [
     "KEY_FILE",
@@ -58,6 +61,8 @@ canonical: Callable[[Any], str] = json.JSONEncoder(
 
 def key_id(public: Ed25519PublicKey) -> str:
     """The first 16 hex digits of the sha256 of the raw 32-byte public key."""
+    from cryptography.hazmat.primitives import serialization
+
     raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return hashlib.sha256(raw).hexdigest()[:16]
 
@@ -90,6 +95,9 @@ def generate_keys(directory: Path) -> tuple[Path, Path]:
     for path in (key_path, pub_path):
         if path.exists():
             raise SigningKeyError(f"{path} exists already: a key is never overwritten")
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     directory.mkdir(parents=True, exist_ok=True)
     private = Ed25519PrivateKey.generate()
     pem = private.private_bytes(
@@ -120,6 +128,9 @@ def load_signer(path: str | Path) -> Signer:
 
     Raises ``SigningKeyError`` naming the file when it cannot be read or is not one.
     """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     path = Path(path)
     try:
         private = serialization.load_pem_private_key(_read(path, "signing key"), password=None)
@@ -135,6 +146,9 @@ def load_public_key(path: str | Path) -> Ed25519PublicKey:
 
     Raises ``SigningKeyError`` naming the file when it cannot be read or is not one.
     """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     path = Path(path)
     try:
         public = serialization.load_pem_public_key(_read(path, "public key"))
@@ -153,6 +167,8 @@ def signer_from_env(path: str | Path | None = None) -> Signer | None:
 
 def check_signature(public: Ed25519PublicKey, signed: dict[str, Any]) -> str | None:
     """Why ``signed`` is not a statement signed by ``public`` (None: it is)."""
+    from cryptography.exceptions import InvalidSignature
+
     sig = signed.get("sig")
     if not isinstance(sig, str):
         return "no signature"

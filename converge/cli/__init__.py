@@ -2,7 +2,9 @@
 
 It parses, calls the library, and renders with rich; every figure it shows is
 reachable from Python. One module per command group, each with its own
-``typer.Typer`` whose commands are added to the one :data:`app` here:
+``typer.Typer`` whose commands join the one :data:`app`
+(:mod:`converge.cli.root`), each loaded when it is used
+(:mod:`converge.cli.catalog` lists them):
 
 - :mod:`converge.cli.run`: ``run``;
 - :mod:`converge.cli.audit`: ``runs`` (:mod:`converge.cli.runs`), ``show``, ``facts``,
@@ -38,100 +40,59 @@ the pipe early (``converge run job.yaml | head``) changes no exit code.
 from __future__ import annotations
 
 import sys
-from typing import Annotated
-
-import typer
-
-from converge import __version__
-from converge.cli import (
-    audit,
-    checkpoints,
-    config,
-    events,
-    gates,
-    history,
-    model,
-    proofs,
-    report,
-    resuming,
-    retention,
-    run,
-    schema,
-    serve,
-    service,
-    timetravel,
-    tokens,
-    worker,
-)
-from converge.cli.commands import CommandGroup
-from converge.cli.render import ClosedPipeGuard, drop_stdout
+from typing import Any
 
 __all__ = ["app", "main"]
 
-app = CommandGroup(
-    name="converge",
-    help="Run convergence jobs whose every stop is typed, audited and explainable.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 
+def __getattr__(name: str) -> Any:
+    """``converge.cli.app``: the root group (:mod:`converge.cli.root`), imported on
+    first use so that ``converge --version`` needs no typer."""
+    if name == "app":
+        from converge.cli.root import app
 
-def _print_version(value: bool) -> None:
-    if value:
-        typer.echo(f"converge {__version__}")
-        raise typer.Exit(0)
-
-
-@app.callback()
-def _group(
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version",
-            help="Print the version and exit.",
-            callback=_print_version,
-            is_eager=True,
-        ),
-    ] = False,
-) -> None:
-    """Run convergence jobs whose every stop is typed, audited and explainable."""
-
-
-# added without a name, a sub-app's commands join the top level (`converge runs`,
-# not `converge audit runs`), in this order in the help
-app.add_typer(run.app)
-app.add_typer(audit.app)
-app.add_typer(events.app)
-app.add_typer(gates.app)
-app.add_typer(resuming.app)
-app.add_typer(history.app)
-app.add_typer(service.app)
-app.add_typer(tokens.app)
-app.add_typer(config.app)
-app.add_typer(retention.app)
-app.add_typer(serve.app)
-app.add_typer(report.app)
-app.add_typer(schema.app)
-app.add_typer(worker.app)
-app.add_typer(model.app)
-app.add_typer(proofs.app)
-app.add_typer(checkpoints.app)
-app.add_typer(timetravel.app)
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:  # pragma: no cover - the console script
     """Entry point of the ``converge`` console script.
 
-    A reader that closes the pipe (``converge runs | head -1``) ends the output,
-    quietly: the rest goes to the null device (:class:`ClosedPipeGuard`) and the
-    command exits with the code its result gives (``run``, ``approve`` and
+    ``converge --version`` prints the version with nothing else imported;
+    ``converge --help`` prints the root help kept from the last time
+    (:mod:`converge.cli.helpcache`), rendering it only when nothing is kept. A reader
+    that closes the pipe (``converge runs | head -1``) ends the output, quietly: the
+    rest goes to the null device (:class:`~converge.cli.pipes.ClosedPipeGuard`) and
+    the command exits with the code its result gives (``run``, ``approve`` and
     ``resume`` their stop's, :func:`converge.cli.render.render_result`; ``verify``
     0 for an intact store); ``watch`` stops following and exits 1.
     """
+    if sys.argv[1:] == ["--version"]:
+        from converge import __version__
+
+        sys.stdout.write(f"converge {__version__}\n")
+        return
+    from converge.cli.pipes import ClosedPipeGuard, drop_stdout
+
+    recorder = None
+    if sys.argv[1:] == ["--help"]:  # the root help: kept as printed (converge.cli.helpcache)
+        from converge.cli import helpcache
+
+        text = helpcache.cached()
+        if text is not None:
+            sys.stdout.write(text)
+            return
+        recorder = helpcache.Recorder(sys.stdout)
+        sys.stdout = recorder
+    from converge.cli.root import app
+
     sys.stdout = ClosedPipeGuard(sys.stdout)
     try:
         app()
     except BrokenPipeError:
         drop_stdout()
         raise SystemExit(1) from None
+    except SystemExit as done:
+        if recorder is not None and done.code in (0, None):
+            helpcache.remember(recorder.text)
+        raise

@@ -9,18 +9,35 @@ where it wraps, and where the source did). :class:`CommandGroup` (a ``typer.Type
 gives its commands :class:`Command` and its groups :class:`Group`, which show flags
 bare, a command's summary as one paragraph and each paragraph of its help flowed
 (:func:`flowed`), so all wrap to the terminal.
+
+The root group is a :class:`LazyGroup`: it knows its commands from the table
+:data:`converge.cli.catalog.COMMANDS` and imports a command's module only when that
+command runs (or its own help is asked), so ``converge runs`` does not import what
+``converge serve`` or ``converge fork`` need.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable
 from typing import Any
 
 import typer
+import typer.main
 from typer.core import TyperCommand, TyperGroup, TyperOption
+from typer.models import DefaultPlaceholder, TyperInfo
 
-__all__ = ["Command", "CommandGroup", "Group", "bare_flags", "flowed", "summary"]
+__all__ = [
+    "Command",
+    "CommandGroup",
+    "Group",
+    "LazyGroup",
+    "bare_flags",
+    "flowed",
+    "sub_commands",
+    "summary",
+]
 
 
 def summary(help_text: str | None) -> str | None:
@@ -102,3 +119,83 @@ class CommandGroup(typer.Typer):
         """As ``typer.Typer.command``, with :class:`Command` as the default ``cls``."""
         kwargs.setdefault("cls", Command)
         return super().command(name, **kwargs)
+
+
+def sub_commands(app: typer.Typer, rich_markup_mode: Any = None) -> dict[str, Any]:
+    """The click commands of ``app`` (a command module's ``typer.Typer``) by name, built
+    as ``converge``'s root builds the commands of a sub-app added without a name."""
+    mode = app.rich_markup_mode if rich_markup_mode is None else rich_markup_mode
+    if isinstance(mode, DefaultPlaceholder):
+        mode = mode.value
+    group = typer.main.get_group_from_info(
+        TyperInfo(app),
+        pretty_exceptions_short=app.pretty_exceptions_short,
+        suggest_commands=True,
+        rich_markup_mode=mode,
+    )
+    return dict(group.commands)
+
+
+class LazyGroup(Group):
+    """The root ``converge`` group: its commands are those of
+    :data:`converge.cli.catalog.COMMANDS`, each imported from its module when it is
+    resolved (``converge NAME``, ``converge NAME --help``); the root's help lists
+    them from the table's one-line summaries, importing none. ``commands`` (all of
+    them, built) imports every module."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._built: dict[str, Any] = {}
+        self._listing = False
+        super().__init__(*args, **kwargs)
+
+    @property  # type: ignore[override]
+    def commands(self) -> dict[str, Any]:
+        """Every command, built (imports every command module), in the help's order."""
+        from converge.cli.catalog import COMMANDS
+
+        for entry in COMMANDS:
+            self._build(entry.name)
+        return {e.name: self._built[e.name] for e in COMMANDS if e.name in self._built}
+
+    @commands.setter
+    def commands(self, value: dict[str, Any]) -> None:
+        self._built.update(value or {})
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """The commands' names, in the help's order (none imported)."""
+        from converge.cli.catalog import COMMANDS
+
+        return [entry.name for entry in COMMANDS]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """The command ``cmd_name``, its module imported (None when there is none); while
+        the root's help is written, a stand-in with the table's summary."""
+        if self._listing:
+            from converge.cli.catalog import COMMANDS
+
+            entry = next((e for e in COMMANDS if e.name == cmd_name), None)
+            if entry is None:
+                return None
+            return TyperCommand(name=entry.name, short_help=entry.summary, help=entry.summary)
+        return self._build(cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """The root's help: its options and the commands listed from the table."""
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def _build(self, name: str) -> Any:
+        if name in self._built:
+            return self._built[name]
+        from converge.cli.catalog import COMMANDS
+
+        entry = next((e for e in COMMANDS if e.name == name), None)
+        if entry is None:
+            return None
+        app = importlib.import_module(f"converge.cli.{entry.module}").app
+        for built_name, command in sub_commands(app, self.rich_markup_mode).items():
+            self._built.setdefault(built_name, command)
+        return self._built.get(name)

@@ -10,25 +10,20 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.measure import Measurement
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from audit import SqlRunStore, open_store, resolve_url
-from converge.cli.next_steps import next_lines, waiting_at_gate
-from converge.cli.tables import Column, fitted_table, word_widths, wrap_words
-from converge.explaining import explain_result
-from converge.interrupts import cancel_on_signals
-from converge.jobs import Job
+from converge.cli.pipes import drop_stdout
+from converge.cli.tables import Column, fitted_table, natural_width, word_widths, wrap_words
 from converge.logs import structured
-from converge.notifications import notify_after_command
 from converge.reports import (
     Report,
     ReportSpec,
@@ -37,6 +32,9 @@ from converge.reports import (
     readable,
 )
 from engine import ConvergeError, RunResult, RunStore, StopReason
+
+if TYPE_CHECKING:  # imported where used: a command that only reads pays for none
+    from converge.jobs import Job
 
 UNWRAPPED = 100_000
 """The width of stdout piped or redirected without ``$COLUMNS``: no line is wrapped."""
@@ -66,45 +64,6 @@ class Output(Console):
     def on_broken_pipe(self) -> None:
         """Drop the rest of the output (:func:`drop_stdout`); carry on."""
         drop_stdout()
-
-
-class ClosedPipeGuard:
-    """``sys.stdout`` for the console script: a write or flush that meets a reader
-    gone (``BrokenPipeError``) drops the rest of the output (:func:`drop_stdout`)
-    instead of raising, so a command's exit code never depends on its reader;
-    :func:`stdout_closed` then says so (for the commands that follow a run, which
-    stop there). Any other attribute is the wrapped stream's."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        """Write ``text`` (length returned, also when dropped)."""
-        try:
-            return int(self._stream.write(text))
-        except BrokenPipeError:
-            drop_stdout()
-            return len(text)
-
-    def flush(self) -> None:
-        """Flush the wrapped stream (to the null device once the reader is gone)."""
-        try:
-            self._stream.flush()
-        except BrokenPipeError:
-            drop_stdout()
-            self._stream.flush()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-_READER_GONE: list[bool] = []
-"""Non-empty once stdout's reader closed the pipe (:func:`drop_stdout`)."""
-
-
-def stdout_closed() -> bool:
-    """Whether stdout's reader closed the pipe (the output now goes nowhere)."""
-    return bool(_READER_GONE)
 
 
 out = Output()
@@ -217,6 +176,11 @@ def execute_with_progress(
     job: Job, store: RunStore | None, *, as_json: bool, resume: Any = None
 ) -> RunResult:
     """Build the job's engine and run it (or ``resume(engine)``) under a progress bar."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from converge.interrupts import cancel_on_signals
+    from converge.notifications import notify_after_command
+
     show = not as_json and err.is_terminal
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -262,18 +226,22 @@ def fit_width() -> int | None:
 def print_fitted(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> None:
     """A table of plain-text ``rows`` fitted to :func:`fit_width` (low-priority
     columns dropped, :func:`converge.cli.tables.fitted_table`), printed whole."""
-    print_table(fitted_table(title, columns, rows, fit_width()))
+    width = fit_width()
+    table = fitted_table(title, columns, rows, width)
+    print_table(table, None if width is not None else natural_width(columns, rows))
 
 
-def print_table(table: Table) -> None:
+def print_table(table: Table, needed: int | None = None) -> None:
     """Print ``table`` whole: on a terminal (or with ``$COLUMNS``) it wraps to that
-    width; piped or redirected, it takes the width its cells need, so no value is
-    cut or broken."""
+    width; piped or redirected, it takes the width its cells need (``needed``
+    characters or fewer, when the caller knows; else rich measures it, which costs
+    as much as printing it), so no value is cut or broken."""
     width = fit_width()
     if width is not None:
         out.print(table)
         return
-    needed = Measurement.get(out, out.options.update(max_width=100_000), table).maximum
+    if needed is None:
+        needed = Measurement.get(out, out.options.update(max_width=100_000), table).maximum
     # an Output too: a closed pipe ends a run's output with the run's exit code
     wide = Output(width=max(needed, out.width), no_color=out.no_color, highlight=False)
     wide.print(table, crop=False)
@@ -375,25 +343,13 @@ def render_result(
         raise typer.Exit(result.stop_reason.exit_code) from None
 
 
-def drop_stdout() -> None:
-    """Point stdout at the null device, once its reader closed the pipe: what is
-    still buffered, and the flush at exit, then go nowhere instead of failing (a
-    failed flush at exit would turn the exit code into 120)."""
-    _READER_GONE.append(True)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # no real file descriptor (a test's capture)
-        pass
-    finally:
-        os.close(devnull)
-
-
 def print_next_commands(
     reason: StopReason, run_id: str = "", db: str | None = None, *, reports: bool = False
 ) -> None:
     """:func:`converge.cli.next_steps.next_lines`, one line each (``next:``, ``or:``):
     never wrapped inside a table cell, as they are copied and pasted."""
+    from converge.cli.next_steps import next_lines
+
     for line in next_lines(reason, run_id, db, reports=reports):
         label, rest = line[:5], line[5:]
         out.print(f"[bold]{label}[/]{escape(rest)}", highlight=False, soft_wrap=True)
@@ -409,6 +365,10 @@ def _render_result(
     store: RunStore | None = None,
     db: str | None = None,
 ) -> None:
+    from converge.cli.next_steps import waiting_at_gate
+    from converge.explaining import explain_result
+    from converge.jobs import Job
+
     if isinstance(job, Job):
         if reports is None:
             reports = job.spec.report

@@ -34,6 +34,7 @@ from converge.cli.actors import (
     runner,
 )
 from converge.cli.commands import CommandGroup
+from converge.cli.pipes import stdout_closed
 from converge.cli.render import (
     DbOption,
     JsonOption,
@@ -41,7 +42,6 @@ from converge.cli.render import (
     fail,
     open_run_store,
     out,
-    stdout_closed,
 )
 from converge.cli.watching import watch_events
 from converge.jobs import load_job

@@ -22,7 +22,7 @@ from rich.console import JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["Column", "fitted_table", "table_width", "word_widths"]
+__all__ = ["Column", "fitted_table", "natural_width", "table_width", "word_widths"]
 
 BORDER = 3
 """Characters a column adds to a row besides its cells: a padding space on each
@@ -62,6 +62,15 @@ def _need(column: Column, cells: Sequence[str]) -> int:
 def table_width(needs: Sequence[int]) -> int:
     """The width (characters) of a table whose columns are ``needs`` wide."""
     return sum(needs) + BORDER * len(needs) + 1
+
+
+def natural_width(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> int:
+    """The width (characters) a table of ``rows`` takes with no limit, each column as
+    wide as its header or widest cell: what rich would measure, or more."""
+    wants = [
+        max(cell_len(c.header), _widest([row[i] for row in rows])) for i, c in enumerate(columns)
+    ]
+    return table_width(wants)
 
 
 def fitted_table(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -72,6 +73,8 @@ HealthHostOption = Annotated[str, typer.Option("--health-host", help="Interface 
 
 PARENT_POLL_S = 0.2
 """How often (seconds) ``worker --run --parent PID`` checks that its parent lives."""
+POOL_NICE = 10
+"""How much lower a pool process (``--runs-from-stdin``) runs than its server."""
 
 
 @app.command()
@@ -339,6 +342,10 @@ def _serve_pool(db: str | None, parent: int | None) -> None:
     ``parent`` end it at once when idle, else once its run stopped at a cycle
     boundary (as ``--run``), the run put back in the queue for the next pool
     (:func:`audit.run_queue.requeue_stopped`)."""
+    # a pool process yields the CPU to the server that started it, which answers
+    # people: its start (imports, the store) and its runs never delay an answer
+    with contextlib.suppress(OSError):
+        os.nice(POOL_NICE)
     shutdown = _stopping(Shutdown(exit_when_idle=True), parent)
     store = open_run_store(db, must_exist=True)
     assert isinstance(store, SqlRunStore)

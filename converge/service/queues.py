@@ -151,16 +151,23 @@ class LocalRunPool:
                 if child.poll() is None:
                     return child
                 self._children.discard(child)
-            cmd = [sys.executable, "-m", "converge.cli", "worker", "--runs-from-stdin"]
-            cmd += ["--parent", str(os.getpid())]
-            env = {**os.environ, "CONVERGE_DB": self.store.url}
-            if self.store.key is not None:
-                env[KEY_ENV] = self.store.key.decode()
-            child = subprocess.Popen(
-                cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
-            )
+        # started outside the lock: a send() (an approval's answer) never waits for it
+        cmd = [sys.executable, "-m", "converge.cli", "worker", "--runs-from-stdin"]
+        cmd += ["--parent", str(os.getpid())]
+        env = {**os.environ, "CONVERGE_DB": self.store.url}
+        if self.store.key is not None:
+            env[KEY_ENV] = self.store.key.decode()
+        child = subprocess.Popen(
+            cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+        )
+        with self._lock:
             self._children.add(child)
-            return child
+            closing = self._closing
+        if closing:  # close() began meanwhile: this one is not needed
+            child.terminate()
+            self._children.discard(child)
+            return None
+        return child
 
     def _forget(self, future: Future[int | None], run_id: str) -> None:
         with self._lock:
