@@ -6,10 +6,9 @@
   :data:`FOR_NOBODY` (they act for no person), and a new one in neither fails.
 - The matrix: every role of docs/access.md's table against every surface (the JSON
   API and the pages of the real ``converge serve``, the real commands) and action,
-  on SQLite and PostgreSQL. The expected answer is the docs table's; a refusal is a
-  403 (exit 2 with one line) that writes nothing but one row of the access log; an
-  allowed action succeeds. Then what a job's ``visible_to`` and a gate's approvers
-  narrow, and what a restricted gate shows on each surface.
+  on SQLite and PostgreSQL, answered as the docs table says: a refusal is a 403 (exit
+  2, one line) writing nothing but one access-log row; an allowed action succeeds.
+  Then what ``visible_to`` and a gate's approvers narrow, and a restricted gate.
 """
 
 from __future__ import annotations
@@ -41,8 +40,7 @@ from tests.test_access_policy import doc_table
 
 # -- every route and every command asks ------------------------------------------------
 PUBLIC = PUBLIC_ROUTES
-"""The routes that act for nobody: signing in and out, the API's document, the probes
-(the access policy's list; ``/metrics`` asks it, unless ``--metrics`` opens it)."""
+"""The routes that act for nobody (the access policy's list: sign-in, docs, probes)."""
 
 
 class AskRecorder:

@@ -150,12 +150,7 @@ COMMANDS: tuple[Entry, ...] = (
     Entry(
         "prune",
         "retention",
-        "Remove the stopped runs older than a date: their events, facts, checkpoints and "
-        "model recordings. Each leaves a tombstone in the ledger (its chain head, last "
-        "seq, facts root, who pruned it, when, why), so that the ledger and every other "
-        "run still verify and `converge verify --all` reports it as pruned. Paused, "
-        "queued and running runs are never pruned, nor a run with a fork still paused. "
-        "Admins only (with --token); without a token, whoever holds the database.",
+        "Remove the stopped runs older than a date, a tombstone of each kept in the ledger.",
     ),
     Entry(
         "serve",
