@@ -165,7 +165,14 @@ def test_facts_and_lineage_show_who_approved_a_fact_and_why(tmp_path: Path) -> N
 
     listed = run_cli(["facts", run_id, "--key", "license.unknown", "--db", db], env=UNSET)
     as_json = json.loads(run_cli(["facts", run_id, "--db", db, "--json"]).stdout)
-    lineage = run_cli(["lineage", run_id, "license#79", "--db", db], env=UNSET)
+    # the vendored component's license fact: its id's number counts the packages of
+    # the environment before it (an extra that adds one moves it)
+    [vendored] = [
+        f["id"]
+        for f in as_json
+        if f["key"] == "license" and f["content"]["name"] == "legacy-left-pad"
+    ]
+    lineage = run_cli(["lineage", run_id, vendored, "--db", db], env=UNSET)
 
     [row] = [line for line in listed.stdout.splitlines() if "license.unknown#0" in line]
     assert decision in row, listed.stdout
@@ -178,7 +185,7 @@ def test_facts_and_lineage_show_who_approved_a_fact_and_why(tmp_path: Path) -> N
         "decided_at": by_id["license.unknown#0"]["decision"]["decided_at"],
     }
     # the license fact the human's answer became: derived from the decision, named
-    assert by_id["license#79"]["after_decisions"][0]["gate_id"] == gate_id
+    assert by_id[vendored]["after_decisions"][0]["gate_id"] == gate_id
     assert "decision" not in by_id["package#0"] and "after_decisions" not in by_id["package#0"]
     [node] = [line for line in lineage.stdout.splitlines() if "license.unknown#0" in line]
     assert decision in node, lineage.stdout
