@@ -41,10 +41,12 @@ def test_the_follower_hears_of_another_process_commit_and_of_nothing_else(
     assert isinstance(watch, kind)
     other = open_store(store.url)  # another connection, as another process would be
 
+    commit = threading.Timer(0.05, lambda: run_job(quorum_job(1), other))
+
     async def listen() -> tuple[set[str] | None, set[str] | None, float]:
         quiet = await watch.changed(0.3)
         started = time.monotonic()
-        threading.Timer(0.05, lambda: run_job(quorum_job(1), other)).start()
+        commit.start()
         heard = await watch.changed(10.0)
         return quiet, heard, time.monotonic() - started
 
@@ -52,6 +54,8 @@ def test_the_follower_hears_of_another_process_commit_and_of_nothing_else(
         quiet, heard, took = asyncio.run(listen())
     finally:
         watch.close()
+        if commit.is_alive():
+            commit.join(30)  # the other process's run done before its store closes
         other.close()
     assert quiet == set()  # nothing committed: nothing heard, no read asked for
     assert heard is None or len(heard) >= 1  # SQLite: "something"; PostgreSQL: the run
