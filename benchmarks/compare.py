@@ -11,6 +11,12 @@ code really is the old code. The order alternates (old then new, new then old,
 ...) so a machine that drifts favours neither side. The plain-loop limit runs in
 the same subprocesses: its ratio is the drift of the machine itself.
 
+On a busy machine the medians of each side drift apart with the load; the
+**paired** figure is steadier: each round's old and new ran back to back, so the
+round's own ratio divided by that round's plain-loop ratio (the drift between
+the two sides' subprocesses) is taken, and the median of those over the rounds
+(with their range) is shown beside the ratio of the medians.
+
 A figure is the median over the rounds of each round's median, with the range
 of the round medians. The ratio is new cost / old cost: new / old for times,
 old / new for throughputs, so that above 1 always means the new tree is slower.
@@ -103,6 +109,17 @@ class Figure:
         old, new = statistics.median(self.old), statistics.median(self.new)
         return cost_ratio(old, new, self.higher_is_better)
 
+    def paired(self, drift: Sequence[float | None] = ()) -> list[float]:
+        """Each round's new cost / old cost, divided by that round's ``drift`` (the
+        plain-loop limit's ratio) when given; rounds missing a figure are left out."""
+        ratios = []
+        for i, (old, new) in enumerate(zip(self.old, self.new, strict=False)):
+            ratio = cost_ratio(old, new, self.higher_is_better)
+            correction = drift[i] if i < len(drift) else 1.0
+            if ratio is not None and correction:
+                ratios.append(ratio / correction)
+        return ratios
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form, with the medians and the ratio."""
         return {
@@ -115,6 +132,7 @@ class Figure:
             "old_median": statistics.median(self.old) if self.old else None,
             "new_median": statistics.median(self.new) if self.new else None,
             "new_cost_over_old": self.ratio(),
+            "paired_rounds": self.paired(),
         }
 
 
@@ -164,22 +182,43 @@ def _median_range(values: Sequence[float]) -> str:
     return f"{fmt(statistics.median(values))} ({fmt(min(values))}-{fmt(max(values))})"
 
 
+DRIFT_ROW = "limit: plain loop"
+"""The row whose per-round ratio is the machine's drift between the two sides."""
+
+
+def _ratio_range(values: Sequence[float]) -> str:
+    if not values:
+        return "—"
+    return f"{statistics.median(values):.3f}x ({min(values):.3f}-{max(values):.3f})"
+
+
 def render_comparison(figures: Sequence[Figure]) -> str:
-    """The markdown table: old and new medians over the rounds, the ratio, the verdict."""
+    """The markdown table: old and new medians over the rounds, the ratio, the paired
+    ratio corrected for the drift (median and range over the rounds), the verdict."""
+    limit = next((f for f in figures if f.workload == DRIFT_ROW), None)
+    drift: list[float | None] = (
+        []
+        if limit is None
+        else [
+            cost_ratio(o, n, limit.higher_is_better)
+            for o, n in zip(limit.old, limit.new, strict=False)
+        ]
+    )
     lines = [
         "| workload | size | unit | old median (min-max) | new median (min-max) "
-        "| new cost / old | verdict |",
-        "|" + "---|" * 7,
+        "| new cost / old | paired, drift-corrected (min-max) | verdict |",
+        "|" + "---|" * 8,
     ]
     for f in figures:
         ratio = f.ratio()
         said = verdict(ratio, f.old, f.new)
+        paired = f.paired() if f is limit else f.paired(drift)
         if f.workload.startswith("limit:"):  # the same code on both sides: the machine
             said = said.replace("new is", "drift: the new side's runs were", 1)
         lines.append(
             f"| {f.workload} | {f.size} | {f.unit} | {_median_range(f.old)} "
             f"| {_median_range(f.new)} | {'—' if ratio is None else f'{ratio:.3f}x'} "
-            f"| {said} |"
+            f"| {_ratio_range(paired)} | {said} |"
         )
     return "\n".join(lines)
 

@@ -109,12 +109,28 @@ def test_the_table_shows_both_medians_the_ratio_and_the_verdict() -> None:
     w2.old, w2.new = [300_000.0, 320_000.0, 310_000.0], [250_000.0, 240_000.0, 260_000.0]
     only_new = Figure("W9 new", "N=1", "ms", False, [], [1.0])
     table = render_comparison([w2, only_new])
-    assert "| old median (min-max) | new median (min-max) | new cost / old | verdict |" in table
+    assert (
+        "| old median (min-max) | new median (min-max) | new cost / old "
+        "| paired, drift-corrected (min-max) | verdict |"
+    ) in table
     assert (
         "| W2 throughput, no store | 100x100x10 | facts/s | 310,000 (300,000-320,000) "
-        "| 250,000 (240,000-260,000) | 1.240x | new is 24.0% slower |"
+        "| 250,000 (240,000-260,000) | 1.240x | 1.200x (1.192-1.333) | new is 24.0% slower |"
     ) in table
-    assert "| W9 new | N=1 | ms | — | 1.00 (1.00-1.00) | — | — |" in table
+    assert "| W9 new | N=1 | ms | — | 1.00 (1.00-1.00) | — | — | — |" in table
+
+
+def test_the_paired_ratio_takes_out_the_drift_of_each_round() -> None:
+    """A round where the whole machine was 2x slower for the new side (the plain loop,
+    the same code on both sides, says so) does not count against the new tree."""
+    loop = Figure("limit: plain loop", "20,000", "facts/s", True)
+    loop.old, loop.new = [100.0, 100.0, 100.0], [100.0, 50.0, 100.0]
+    w1 = Figure("W1 chain", "K=250", "µs/invocation", False)
+    w1.old, w1.new = [10.0, 10.0, 10.0], [10.5, 21.0, 10.5]
+    assert w1.paired([1.0, 2.0, 1.0]) == pytest.approx([1.05, 1.05, 1.05])
+    table = render_comparison([loop, w1])
+    assert "| 1.050x (1.050-1.050) |" in table
+    assert "| 1.000x (1.000-2.000) | drift: the new side's runs were" in table
 
 
 def test_the_rounds_alternate_the_order_of_the_sides(tmp_path: Path) -> None:

@@ -127,3 +127,25 @@ def test_the_command_map_of_converge_cli_names_every_command_and_subcommand() ->
             f"{entry.module}: {n}" for n in names if f"``{n}``" not in lines.get(entry.module, "")
         ]
     assert missing == [], f"converge.cli's command map leaves out {missing}"
+
+
+def test_the_help_cache_keeps_only_the_latest_renderings(tmp_path: Path) -> None:
+    """Old renderings (other terminal sizes, older versions) and a killed process's
+    partial write do not pile up in the user's cache."""
+    from converge.cli import helpcache
+
+    cache = tmp_path / "converge"
+    cache.mkdir()
+    old = [cache / f"help-old{i}.txt" for i in range(helpcache.KEPT + 3)]
+    for age, path in enumerate(reversed(old)):
+        path.write_text("stale")
+        os.utime(path, (1_000_000 - age, 1_000_000 - age))
+    partial = cache / "help-old0.123.tmp"
+    partial.write_text("cut short")
+    os.utime(partial, (1_000_000, 1_000_000))
+    _modules_after(["--help"], tmp_path)
+    left = sorted(p.name for p in cache.iterdir())
+    assert len(left) == helpcache.KEPT
+    assert [name for name in left if name.startswith("help-old")] == sorted(
+        p.name for p in old[-(helpcache.KEPT - 1) :]
+    )

@@ -7,7 +7,9 @@ depends only on the table and the root group (their source files), the renderer'
 versions and how the output is shown (a terminal or not, its size, the colour and
 width variables), so the first ``converge --help`` keeps what it printed in
 ``$XDG_CACHE_HOME/converge`` (``~/.cache/converge``) under a key of all of these,
-and a later one with the same key prints it back. A cache that cannot be read or
+and a later one with the same key prints it back. Only the :data:`KEPT` most recent
+renderings stay (one per terminal size or upgrade): each new one removes the older
+ones and any partial write left by a killed process. A cache that cannot be read or
 written is skipped: the help is rendered as usual.
 """
 
@@ -17,10 +19,14 @@ import hashlib
 import importlib.util
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Recorder", "cached", "remember"]
+__all__ = ["KEPT", "Recorder", "cached", "remember"]
+
+KEPT = 4
+"""How many renderings of the help the cache keeps, the most recently written."""
 
 _ENV = ("COLUMNS", "LINES", "TERM", "COLORTERM", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE")
 _SOURCES = ("catalog.py", "root.py", "commands.py", "helpcache.py")
@@ -69,8 +75,19 @@ def remember(text: str) -> None:
         partial = target.with_suffix(f".{os.getpid()}.tmp")
         partial.write_text(text, encoding="utf-8")
         os.replace(partial, target)
+        _forget_older(directory)
     except OSError:
         pass
+
+
+def _forget_older(directory: Path) -> None:
+    """Remove all but the :data:`KEPT` newest renderings, and partial writes older than a
+    minute (a killed process's; a running one's is younger)."""
+    kept = sorted(directory.glob("help-*.txt"), key=lambda p: p.stat().st_mtime_ns)
+    stale = time.time() - 60
+    partials = [p for p in directory.glob("help-*.tmp") if p.stat().st_mtime < stale]
+    for old in [*kept[:-KEPT], *partials]:
+        old.unlink(missing_ok=True)
 
 
 class Recorder:
