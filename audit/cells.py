@@ -18,11 +18,21 @@ from typing import Any
 
 import orjson
 from sqlalchemy import Float, Integer, String, Table, Text
+from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
 from engine.facts import canonical_json
 
-__all__ = ["bad_cell", "json_cell", "loads", "of_type", "same_cell", "same_json"]
+__all__ = [
+    "bad_cell",
+    "cells",
+    "json_cell",
+    "loads",
+    "of_type",
+    "same_cell",
+    "same_json",
+    "unchanged",
+]
 
 
 JSON_COLUMNS = frozenset({"job_spec", "suggestors", "usage", "reason", "proposal", "extra"})
@@ -109,6 +119,18 @@ def same_cell(column: str, cell: Any, value: Any) -> bool:
         number = (int, float)
         return of_type(cell, number) and of_type(value, number) and float(cell) == float(value)
     return type(cell) is type(value) and bool(cell == value)
+
+
+def cells(row: Mapping[Any, Any], *columns: str) -> dict[str, Any]:
+    """The cells ``columns`` of ``row`` (a row's mapping) by column name: the fields a
+    record takes as they are stored (``KeyError`` for a column the row lacks)."""
+    return {column: row[column] for column in columns}
+
+
+def unchanged(table: Table, row: Any, *columns: str) -> list[ColumnElement[bool]]:
+    """The conditions that ``table``'s ``columns`` still hold what ``row`` read (its
+    attributes of those names): a compare-and-set's ``where``."""
+    return [table.c[column] == getattr(row, column) for column in columns]
 
 
 # orjson parses a 100k-fact chunk or bundle several times faster than ``json``, but

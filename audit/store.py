@@ -17,9 +17,9 @@ the ledger and its sequencer (:mod:`audit.ledger`), :mod:`audit.queries` and
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from functools import partial, wraps
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
 from sqlalchemy import Engine, insert, select
 
@@ -32,10 +32,12 @@ from audit.tables import CHECKPOINT_PART_CHARS, SCHEMA_VERSION, meta
 from audit.trail import KEY_FINGERPRINT
 from audit.url import read_only_sqlite, resolve_url
 from engine.errors import StoreError
-from engine.store import BatchItem, GateRecord, RunOutcome
+from engine.store import BatchItem, RunOutcome
 
 if TYPE_CHECKING:
     import networkx as nx
+
+_P = ParamSpec("_P")
 
 __all__ = [
     "CHECKPOINT_PART_CHARS",
@@ -53,6 +55,20 @@ which pays for large batches; a small batch's commit costs less than a thread ho
 
 KEY_ENV = "CONVERGE_AUDIT_KEY"
 """Environment variable holding the HMAC key of the chain (unset = plain sha256)."""
+
+
+def _then_integrated(
+    write: Callable[Concatenate[StoreCore, _P], None],
+) -> Callable[Concatenate[SqlRunStore, _P], None]:
+    """A store method: ``write`` (a function of :mod:`audit.trail`), then the run's
+    heads integrated into the ledger before the process exits."""
+
+    @wraps(write)
+    def method(store: SqlRunStore, /, *args: _P.args, **kwargs: _P.kwargs) -> None:
+        write(store, *args, **kwargs)
+        integrate_own(store, store.signer)
+
+    return method
 
 
 def _key_bytes(key: bytes | str | None) -> bytes | None:
@@ -144,19 +160,6 @@ class SqlRunStore(StoreCore):
         if self.signer is not None:
             signing.sign_facts_root(self, self.signer, run_id)
 
-    def pause_run(
-        self,
-        run_id: str,
-        events: Sequence[BatchItem],
-        outcome: RunOutcome,
-        gate: GateRecord,
-        checkpoint: dict[str, Any],
-    ) -> None:
-        """:func:`audit.trail.pause_run`, then the run's heads integrated into the
-        ledger before it exits."""
-        trail.pause_run(self, run_id, events, outcome, gate, checkpoint)
-        integrate_own(self, self.signer)
-
     def load_checkpoint(self, run_id: str) -> dict[str, Any]:
         """:func:`audit.trail.load_checkpoint`, a fork's inherited facts read from its
         parent (``ParentMissing`` when the parent is gone)."""
@@ -164,6 +167,7 @@ class SqlRunStore(StoreCore):
             self, run_id, lambda started: inherited_facts(self, run_id, started)[0]
         )
 
+    pause_run = _then_integrated(trail.pause_run)
     start_run = trail.start_run
     append_events = trail.append_events
     save_checkpoint = trail.save_checkpoint

@@ -118,15 +118,9 @@ def build_langgraph_fanout(
     n: int = N_AGENTS, cycles: int = CYCLES, latency_s: float = LATENCY_S
 ) -> Prepare:
     """W4 in LangGraph: a driver fans out to ``n`` async agent nodes, ``cycles`` supersteps."""
-    from langgraph.graph import END, START, StateGraph
+    from benchmarks.langgraph_workloads import fan_out_graph
 
     agents = _agents(n, latency_s)
-
-    def driver(state: _FanState) -> dict[str, Any]:
-        return {"tick": state["tick"] + 1}
-
-    def route(state: _FanState) -> list[str] | str:
-        return [f"a{j}" for j in range(n)] if state["tick"] <= cycles else END
 
     def make(j: int) -> Any:
         agent = agents[j]
@@ -137,14 +131,7 @@ def build_langgraph_fanout(
 
         return node
 
-    graph = StateGraph(_FanState)
-    graph.add_node("driver", driver)
-    for j in range(n):
-        graph.add_node(f"a{j}", make(j))
-        graph.add_edge(f"a{j}", "driver")
-    graph.add_edge(START, "driver")
-    graph.add_conditional_edges("driver", route, [*(f"a{j}" for j in range(n)), END])
-    app = graph.compile()
+    app = fan_out_graph(_FanState, [make(j) for j in range(n)], cycles, prefix="a")
     config: Any = {"recursion_limit": 2 * cycles + 10, "max_concurrency": n}
 
     def prepare() -> Callable[[], object]:

@@ -26,7 +26,7 @@ from sqlalchemy import insert
 
 from audit import SqlRunStore, open_store
 from audit.tables import runs as runs_table
-from benchmarks.harness import Row, Stat
+from benchmarks.harness import Row
 from benchmarks.session import Suite
 from engine import AuditEvent, Budget, Fact, Provenance, RunHeader, fact_to_dict
 
@@ -147,14 +147,8 @@ def run_q1(suite: Suite) -> None:
     """Q1 ``runs(category="budget")`` over N recorded runs (:func:`build_runs_query`), ms."""
     for n in suite.sizes.query_runs:
         series = suite.time(build_runs_query(n, suite.workdir))
-        row = Row(
-            "Q1 runs --category budget",
-            f"{n:,} runs",
-            "ms",
-            False,
-            Stat.of(series, lambda t: t * 1000),
-            target=("<=", 50.0) if n == 100_000 else None,
-        )
+        target = ("<=", 50.0) if n == 100_000 else None
+        row = Row.in_ms("Q1 runs --category budget", f"{n:,} runs", series, target=target)
         suite.add(row, series)
 
 

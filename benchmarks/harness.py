@@ -134,6 +134,12 @@ class Row:
     series_run: int = 1
     runs: int = 0
 
+    @staticmethod
+    def in_ms(workload: str, size: str, series: Series, **more: Any) -> Row:
+        """A row of ``series``' run times in milliseconds (lower is better); ``more``:
+        the other fields (``target``, ``note``...)."""
+        return Row(workload, size, "ms", False, Stat.of(series, lambda t: t * 1000), **more)
+
     @property
     def met(self) -> bool | None:
         """Whether the median meets the target (None without a target or a figure)."""

@@ -59,16 +59,33 @@ def build_chain(k: int) -> Callable[[], Callable[[], object]]:
     return prepare
 
 
+def fan_out_graph(state: type, nodes: list[Any], cycles: int, *, prefix: str) -> Any:
+    """A compiled graph whose ``driver`` node counts ``tick`` and fans out to every
+    node of ``nodes`` (named ``PREFIX0``, ``PREFIX1``...) while ``tick <= cycles``;
+    each node leads back to the driver. ``state`` is the graph's state (a
+    ``TypedDict`` with an int ``tick``)."""
+    names = [f"{prefix}{j}" for j in range(len(nodes))]
+
+    def driver(state: Any) -> dict[str, Any]:
+        return {"tick": state["tick"] + 1}
+
+    def route(state: Any) -> list[str] | str:
+        return list(names) if state["tick"] <= cycles else END
+
+    graph: Any = StateGraph(state)
+    graph.add_node("driver", driver)
+    for name, node in zip(names, nodes, strict=True):
+        graph.add_node(name, node)
+        graph.add_edge(name, "driver")
+    graph.add_edge(START, "driver")
+    graph.add_conditional_edges("driver", route, [*names, END])
+    return graph.compile()
+
+
 def build_throughput(
     workers: int = 100, facts: int = 100, cycles: int = 10
 ) -> Callable[[], Callable[[], object]]:
     """W2: a driver node fans out to ``workers`` nodes for ``cycles`` supersteps."""
-
-    def driver(state: FactsState) -> dict[str, Any]:
-        return {"tick": state["tick"] + 1}
-
-    def route(state: FactsState) -> list[str] | str:
-        return [f"w{j}" for j in range(workers)] if state["tick"] <= cycles else END
 
     def make(j: int) -> Any:
         key = f"w{j}"
@@ -80,14 +97,7 @@ def build_throughput(
 
         return work
 
-    graph = StateGraph(FactsState)
-    graph.add_node("driver", driver)
-    for j in range(workers):
-        graph.add_node(f"w{j}", make(j))
-        graph.add_edge(f"w{j}", "driver")
-    graph.add_edge(START, "driver")
-    graph.add_conditional_edges("driver", route, [*(f"w{j}" for j in range(workers)), END])
-    app = graph.compile()
+    app = fan_out_graph(FactsState, [make(j) for j in range(workers)], cycles, prefix="w")
     config: Any = {"recursion_limit": 2 * cycles + 10}
 
     def prepare() -> Callable[[], object]:

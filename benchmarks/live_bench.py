@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import httpx
@@ -64,16 +65,27 @@ def _serve(db: str) -> tuple[subprocess.Popen[str], str]:
     return proc, f"http://127.0.0.1:{port}"
 
 
+def note_arrivals(
+    lines: Iterable[str], arrived: dict[int, float], stop: threading.Event | None = None
+) -> None:
+    """Read a server-sent event stream's ``lines``: when each event arrived (unix
+    seconds) into ``arrived``, by its ``id``; returns at the stream's end or once
+    ``stop`` is set."""
+    seq = 0
+    for line in lines:
+        if line.startswith("id: "):
+            seq = int(line[4:])
+        elif line.startswith("data: "):
+            arrived[seq] = time.time()
+        if stop is not None and stop.is_set():
+            return
+
+
 def _client(url: str, token: str, arrived: dict[int, float], ready: threading.Event) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     with httpx.stream("GET", url, headers=headers, timeout=120) as answer:
         ready.set()
-        seq = 0
-        for line in answer.iter_lines():
-            if line.startswith("id: "):
-                seq = int(line[4:])
-            elif line.startswith("data: "):
-                arrived[seq] = time.time()
+        note_arrivals(answer.iter_lines(), arrived)
 
 
 def _one(base: str, token: str, db: str, streams: int, run_id: str) -> list[float]:

@@ -129,13 +129,7 @@ def run_r1(suite: Suite) -> None:
         )
         load_row.runs = len(load)
         suite.rows.append(load_row)
-        row = Row(
-            "R1 resume: total to stop",
-            f"{n:,} facts",
-            "ms",
-            False,
-            Stat.of(series, lambda t: t * 1000),
-            target=target,
-            note=gc_note(mon),
+        row = Row.in_ms(
+            "R1 resume: total to stop", f"{n:,} facts", series, target=target, note=gc_note(mon)
         )
         suite.add(row, series)

@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks.harness import Row, Stat
-from benchmarks.live_bench import _serve
+from benchmarks.live_bench import _serve, note_arrivals
 from benchmarks.session import Suite, log
 from engine import Budget, Context, Engine, Proposal, RunResult, suggestor
 from engine.events import RunEvent
@@ -96,14 +96,7 @@ class Streams:
                         if self.stop.is_set():
                             return
                     return
-                seq = 0
-                for line in answer.iter_lines():
-                    if line.startswith("id: "):
-                        seq = int(line[4:])
-                    elif line.startswith("data: "):
-                        arrived[seq] = time.time()
-                    if self.stop.is_set():
-                        return
+                note_arrivals(answer.iter_lines(), arrived, self.stop)
 
         t = threading.Thread(target=read, daemon=True)
         t.start()

@@ -9,6 +9,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
+def check_per_suggestor(value: dict[str, int]) -> dict[str, int]:
+    """A ``per_suggestor`` mapping (suggestor name -> invocations, 0 disables one) as
+    given; ``ValueError`` naming the first negative limit (a pydantic validator)."""
+    for name, limit in value.items():
+        if limit < 0:
+            raise ValueError(f"per_suggestor[{name!r}] must be >= 0, got {limit}")
+    return value
+
+
 class Budget(BaseModel):
     """The limits of one run. ``None`` or ``0`` means unlimited (as awaken: 0 = disabled).
 
@@ -50,14 +59,7 @@ class Budget(BaseModel):
     per_suggestor: dict[str, int] = Field(
         default_factory=dict, description="Executions per suggestor, by name (never exceeded)."
     )
-
-    @field_validator("per_suggestor")
-    @classmethod
-    def _non_negative(cls, value: dict[str, int]) -> dict[str, int]:
-        for name, limit in value.items():
-            if limit < 0:
-                raise ValueError(f"per_suggestor[{name!r}] must be >= 0, got {limit}")
-        return value
+    _non_negative = field_validator("per_suggestor")(check_per_suggestor)
 
     @staticmethod
     def unlimited() -> Budget:

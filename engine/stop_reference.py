@@ -13,59 +13,36 @@ from typing import Any, assert_never
 
 from pydantic import BaseModel
 
-from engine.stop import (
-    ALL_VARIANTS,
-    AgentRefused,
-    ConsecutiveErrorsExceeded,
-    Converged,
-    CostBudgetExhausted,
-    CriteriaMet,
-    CriteriaUnmet,
-    CycleBudgetExhausted,
-    Error,
-    FactBudgetExhausted,
-    Finished,
-    HitlGatePending,
-    HumanInterventionRequired,
-    InvariantViolated,
-    InvocationBudgetExhausted,
-    LoopDetected,
-    PolicyStopped,
-    PromotionRejected,
-    StopReason,
-    StopRequested,
-    TimeBudgetExhausted,
-    TokenBudgetExhausted,
-    UserCancelled,
-)
+from engine import stop
+from engine.stop import ALL_VARIANTS, StopReason
 from engine.stop_categories import EXIT_CODES, PRIORITIES, StopCategory
 
 
 def stop_category_of(reason: StopReason) -> StopCategory:
     """The category of a stop reason, via an exhaustive match (mypy checks it)."""
     match reason:
-        case Converged() | CriteriaMet() | Finished():
+        case stop.Converged() | stop.CriteriaMet() | stop.Finished():
             return StopCategory.SUCCESS
-        case UserCancelled() | StopRequested():
+        case stop.UserCancelled() | stop.StopRequested():
             return StopCategory.CANCELLED
         case (
-            CycleBudgetExhausted()
-            | FactBudgetExhausted()
-            | TokenBudgetExhausted()
-            | TimeBudgetExhausted()
-            | CostBudgetExhausted()
-            | InvocationBudgetExhausted()
+            stop.CycleBudgetExhausted()
+            | stop.FactBudgetExhausted()
+            | stop.TokenBudgetExhausted()
+            | stop.TimeBudgetExhausted()
+            | stop.CostBudgetExhausted()
+            | stop.InvocationBudgetExhausted()
         ):
             return StopCategory.BUDGET
-        case InvariantViolated() | PromotionRejected() | CriteriaUnmet():
+        case stop.InvariantViolated() | stop.PromotionRejected() | stop.CriteriaUnmet():
             return StopCategory.VALIDATION
-        case Error() | ConsecutiveErrorsExceeded() | AgentRefused():
+        case stop.Error() | stop.ConsecutiveErrorsExceeded() | stop.AgentRefused():
             return StopCategory.ERROR
-        case LoopDetected() | PolicyStopped():
+        case stop.LoopDetected() | stop.PolicyStopped():
             return StopCategory.POLICY
-        case HitlGatePending():
+        case stop.HitlGatePending():
             return StopCategory.HITL
-        case HumanInterventionRequired():
+        case stop.HumanInterventionRequired():
             return StopCategory.HUMAN
         case _:
             assert_never(reason)

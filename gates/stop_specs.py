@@ -15,31 +15,12 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from engine import stop
+from engine.budget import check_per_suggestor
 from engine.errors import ConfigurationError
 from engine.policy import StopPolicy
 from engine.references import resolve_reference
-from engine.stop import (
-    ConsecutiveErrorsExceeded,
-    CostBudgetExhausted,
-    CycleBudgetExhausted,
-    Finished,
-    InvocationBudgetExhausted,
-    LoopDetected,
-    PolicyStopped,
-    TimeBudgetExhausted,
-    TokenBudgetExhausted,
-)
-from gates.stop_policies import (
-    ConsecutiveErrors,
-    ContentMatch,
-    CostBudget,
-    InvocationBudget,
-    LoopDetection,
-    MaxRounds,
-    StopOnSuggestor,
-    Timeout,
-    TokenBudget,
-)
+from gates import stop_policies as policies
 
 __all__ = [
     "SPEC_TYPES",
@@ -79,12 +60,12 @@ class MaxRoundsSpec(SpecBase):
 
     type: Literal["max_rounds"]
     rounds: int = Field(ge=0, description="cycles; 0 disables")
-    yields = CycleBudgetExhausted
+    yields = stop.CycleBudgetExhausted
     origin = "awaken, tirea"
 
     def to_policy(self) -> StopPolicy:
         """A :class:`MaxRounds` policy."""
-        return MaxRounds(self.rounds)
+        return policies.MaxRounds(self.rounds)
 
 
 class TimeoutSpec(SpecBase):
@@ -92,12 +73,12 @@ class TimeoutSpec(SpecBase):
 
     type: Literal["timeout"]
     seconds: float = Field(ge=0, description="seconds of wall-clock time, pauses excluded")
-    yields = TimeBudgetExhausted
+    yields = stop.TimeBudgetExhausted
     origin = "awaken, tirea"
 
     def to_policy(self) -> StopPolicy:
         """A :class:`Timeout` policy."""
-        return Timeout(self.seconds)
+        return policies.Timeout(self.seconds)
 
 
 class TokenBudgetSpec(SpecBase):
@@ -105,12 +86,12 @@ class TokenBudgetSpec(SpecBase):
 
     type: Literal["token_budget"]
     max_total: int = Field(ge=0, description="tokens, input + output; 0 disables")
-    yields = TokenBudgetExhausted
+    yields = stop.TokenBudgetExhausted
     origin = "awaken"
 
     def to_policy(self) -> StopPolicy:
         """A :class:`TokenBudget` policy."""
-        return TokenBudget(self.max_total)
+        return policies.TokenBudget(self.max_total)
 
 
 class ConsecutiveErrorsSpec(SpecBase):
@@ -118,12 +99,12 @@ class ConsecutiveErrorsSpec(SpecBase):
 
     type: Literal["consecutive_errors"]
     max: int = Field(ge=0, description="failed executions in a row; 0 disables")
-    yields = ConsecutiveErrorsExceeded
+    yields = stop.ConsecutiveErrorsExceeded
     origin = "awaken"
 
     def to_policy(self) -> StopPolicy:
         """A :class:`ConsecutiveErrors` policy."""
-        return ConsecutiveErrors(self.max)
+        return policies.ConsecutiveErrors(self.max)
 
 
 class StopOnSuggestorSpec(SpecBase):
@@ -131,12 +112,12 @@ class StopOnSuggestorSpec(SpecBase):
 
     type: Literal["stop_on_suggestor"]
     name: str = Field(min_length=1, description="a registered suggestor name")
-    yields = Finished
+    yields = stop.Finished
     origin = "tirea"
 
     def to_policy(self) -> StopPolicy:
         """A :class:`StopOnSuggestor` policy."""
-        return StopOnSuggestor(self.name)
+        return policies.StopOnSuggestor(self.name)
 
 
 class StopOnToolSpec(SpecBase):
@@ -144,12 +125,12 @@ class StopOnToolSpec(SpecBase):
 
     type: Literal["stop_on_tool"]
     tool_name: str = Field(min_length=1, description="a registered suggestor name")
-    yields = Finished
+    yields = stop.Finished
     origin = "tirea"
 
     def to_policy(self) -> StopPolicy:
         """A :class:`StopOnSuggestor` policy (the id says ``stop_on_tool``)."""
-        return StopOnSuggestor(self.tool_name, id="stop_on_tool")
+        return policies.StopOnSuggestor(self.tool_name, id="stop_on_tool")
 
 
 class ContentMatchSpec(SpecBase):
@@ -158,7 +139,7 @@ class ContentMatchSpec(SpecBase):
     type: Literal["content_match"]
     pattern: str = Field(min_length=1, description="Python regex, searched (re.search)")
     key: str | None = Field(default=None, description="only facts of this key; None = all")
-    yields = PolicyStopped
+    yields = stop.PolicyStopped
     origin = "awaken"
 
     @field_validator("pattern")
@@ -172,7 +153,7 @@ class ContentMatchSpec(SpecBase):
 
     def to_policy(self) -> StopPolicy:
         """A :class:`ContentMatch` policy."""
-        return ContentMatch(self.pattern, self.key)
+        return policies.ContentMatch(self.pattern, self.key)
 
 
 class LoopDetectionSpec(SpecBase):
@@ -180,12 +161,12 @@ class LoopDetectionSpec(SpecBase):
 
     type: Literal["loop_detection"]
     window: int = Field(ge=0, description="invocations; longest period caught; 0 disables")
-    yields = LoopDetected
+    yields = stop.LoopDetected
     origin = "tirea, budgets guide"
 
     def to_policy(self) -> StopPolicy:
         """A :class:`LoopDetection` policy."""
-        return LoopDetection(self.window)
+        return policies.LoopDetection(self.window)
 
 
 class CostBudgetSpec(SpecBase):
@@ -193,12 +174,12 @@ class CostBudgetSpec(SpecBase):
 
     type: Literal["cost_budget"]
     max_usd: float = Field(ge=0, description="USD; 0 disables")
-    yields = CostBudgetExhausted
+    yields = stop.CostBudgetExhausted
     origin = "budgets guide"
 
     def to_policy(self) -> StopPolicy:
         """A :class:`CostBudget` policy."""
-        return CostBudget(self.max_usd)
+        return policies.CostBudget(self.max_usd)
 
 
 class InvocationBudgetSpec(SpecBase):
@@ -212,20 +193,13 @@ class InvocationBudgetSpec(SpecBase):
     per_suggestor: dict[str, int] = Field(
         default_factory=dict, description="invocations per suggestor name; 0 disables one"
     )
-    yields = InvocationBudgetExhausted
+    _non_negative = field_validator("per_suggestor")(check_per_suggestor)
+    yields = stop.InvocationBudgetExhausted
     origin = "budgets guide"
-
-    @field_validator("per_suggestor")
-    @classmethod
-    def _non_negative(cls, value: dict[str, int]) -> dict[str, int]:
-        for name, limit in value.items():
-            if limit < 0:
-                raise ValueError(f"per_suggestor[{name!r}] must be >= 0, got {limit}")
-        return value
 
     def to_policy(self) -> StopPolicy:
         """An :class:`InvocationBudget` policy."""
-        return InvocationBudget(self.max_total, dict(self.per_suggestor))
+        return policies.InvocationBudget(self.max_total, dict(self.per_suggestor))
 
 
 class CustomPolicySpec(SpecBase):
@@ -238,7 +212,7 @@ class CustomPolicySpec(SpecBase):
 
     type: Literal["policy"] = "policy"
     policy: str = Field(pattern=r"^[\w.]+:[\w.]+$", description="'module:Attr' reference")
-    yields = PolicyStopped
+    yields = stop.PolicyStopped
     origin = "awaken, tirea"
 
     def to_policy(self) -> StopPolicy:

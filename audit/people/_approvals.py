@@ -15,7 +15,8 @@ resumes the run with :attr:`VoteOutcome.decision`.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,11 +52,12 @@ class Vote:
     ts: float
 
 
-@dataclass(frozen=True, slots=True)
-class VoteOutcome:
-    """The gate's votes after one more: ``decision`` is set when this vote decided it."""
+class Tally:
+    """The ``votes`` cast on a gate, the approvals it ``required`` and its
+    ``decision`` (None while a quorum is short): the base of the records that
+    report a vote's effect, which declare these fields."""
 
-    gate_id: str
+    __slots__ = ()
     votes: tuple[Vote, ...]
     required: int
     decision: GateDecision | None
@@ -68,14 +70,17 @@ class VoteOutcome:
     @property
     def still_needed(self) -> int:
         """Approvals still needed to approve the gate (0 once decided)."""
-        return still_needed(self.votes, self.required, self.decision)
+        return 0 if self.decision is not None else max(self.required - self.approvals, 0)
 
 
-def still_needed(votes: Sequence[Vote], required: int, decision: GateDecision | None) -> int:
-    """Approvals ``votes`` still need to reach ``required`` (0 once ``decision`` is set)."""
-    if decision is not None:
-        return 0
-    return max(required - sum(1 for v in votes if v.approved), 0)
+@dataclass(frozen=True, slots=True)
+class VoteOutcome(Tally):
+    """The gate's votes after one more: ``decision`` is set when this vote decided it."""
+
+    gate_id: str
+    votes: tuple[Vote, ...]
+    required: int
+    decision: GateDecision | None
 
 
 def _decision(votes: list[Vote], required: int) -> tuple[GateDecision, Vote] | None:
@@ -188,13 +193,24 @@ def cast_vote(
     before it resumed the run) may repeat that vote: nothing new is recorded, and
     the outcome carries the recorded decision for the caller to apply.
     """
+    with pending_gate(store, gate_id, required, now) as (conn, gate, at):
+        return vote_in(store, conn, gate, decision, required, at)
+
+
+@contextmanager
+def pending_gate(
+    store: SqlRunStore, gate_id: str, required: int, now: float | None
+) -> Iterator[tuple[Connection, GateRecord, float]]:
+    """A write transaction deciding the gate ``gate_id`` that needs ``required``
+    approvals: ``(conn, gate, at)``, the gate locked in it (:func:`locked_pending_gate`)
+    and ``at``, ``now`` or the current time (unix seconds). Raises ``ValueError`` for a
+    ``required`` < 1, and as :func:`locked_pending_gate`."""
     if required < 1:
         raise ValueError(f"required must be >= 1, got {required}")
     ensure_inbox_tables(store)
     at = time.time() if now is None else now
     with store.transaction() as conn:
-        gate = locked_pending_gate(store, conn, gate_id, at)
-        return vote_in(store, conn, gate, decision, required, at)
+        yield conn, locked_pending_gate(store, conn, gate_id, at), at
 
 
 def locked_pending_gate(

@@ -13,15 +13,13 @@ decided state are one unit.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, select
 
 from audit.ledger import require_key
-from audit.people._approvals import Vote, locked_pending_gate, still_needed, vote_in
+from audit.people._approvals import Tally, Vote, pending_gate, vote_in
 from audit.people._people import actors_in, groups_in, holds_token_or_group
-from audit.people._schema import ensure_inbox_tables
 from audit.signing import Person, anyone_in, person_in, ready_to_read
 from audit.store import SqlRunStore
 from audit.tables import api_tokens, gates
@@ -102,7 +100,7 @@ def _decider(conn: Connection, name: str, run_id: str, registry: bool, inbox: bo
 
 
 @dataclass(frozen=True, slots=True)
-class Recorded:
+class Recorded(Tally):
     """What :func:`record_decision` recorded: the ``gate`` as stored afterwards, the
     ``votes`` cast on it (a quorum gate's; empty otherwise), the ``approvals`` it
     needs, and ``decision``: the gate's decision when this one decided it (a
@@ -112,11 +110,6 @@ class Recorded:
     votes: tuple[Vote, ...]
     required: int
     decision: GateDecision | None
-
-    @property
-    def still_needed(self) -> int:
-        """Approvals still needed (0 once decided)."""
-        return still_needed(self.votes, self.required, self.decision)
 
 
 def record_decision(
@@ -143,12 +136,7 @@ def record_decision(
     decisive), ``GateExpired`` (nothing recorded), ``DuplicateVote``, ``ValueError``
     for a ``required`` < 1, ``StoreError``.
     """
-    if required < 1:
-        raise ValueError(f"required must be >= 1, got {required}")
-    ensure_inbox_tables(store)
-    at = time.time() if now is None else now
-    with store.transaction() as conn:
-        gate = locked_pending_gate(store, conn, gate_id, at)
+    with pending_gate(store, gate_id, required, now) as (conn, gate, at):
         cast: tuple[Vote, ...] = ()
         final: GateDecision | None = decision
         if required > 1:

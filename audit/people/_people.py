@@ -10,9 +10,10 @@ The access log keeps every refused request (403, 429) and failed sign-in.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection, Table, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from audit.cells import bad_cell
@@ -26,18 +27,31 @@ MAX_DETAIL_CHARS = 1_000
 """The longest detail an access-log row keeps (characters)."""
 
 
+def _read_set(
+    store: SqlRunStore, read: Callable[[Connection, str], set[str]], key: str
+) -> set[str]:
+    """``read(conn, key)`` in a read transaction; empty before the inbox tables exist."""
+    if not inbox_readable(store):
+        return set()
+    with store.transaction(write=False) as conn:
+        return read(conn, key)
+
+
+def _insert_once(store: SqlRunStore, table: Table, **values: object) -> None:
+    """Insert one row into ``table``; a row already there (its key taken) is kept."""
+    try:
+        with store.transaction() as conn:
+            conn.execute(insert(table).values(**values))
+    except StoreError as exc:
+        if not isinstance(exc.__cause__, IntegrityError):
+            raise
+
+
 def add_to_groups(store: SqlRunStore, name: str, groups: list[str]) -> None:
     """Make ``name`` a member of each of ``groups`` (already a member: unchanged)."""
     ensure_inbox_tables(store)
     for group in groups:
-        try:
-            with store.transaction() as conn:
-                conn.execute(
-                    insert(group_members).values(group_name=group, name=name, added_at=time.time())
-                )
-        except StoreError as exc:
-            if not isinstance(exc.__cause__, IntegrityError):
-                raise
+        _insert_once(store, group_members, group_name=group, name=name, added_at=time.time())
 
 
 def remove_from_group(store: SqlRunStore, name: str, group: str) -> None:
@@ -53,10 +67,7 @@ def remove_from_group(store: SqlRunStore, name: str, group: str) -> None:
 
 def groups_of(store: SqlRunStore, name: str) -> set[str]:
     """The groups ``name`` belongs to."""
-    if not inbox_readable(store):
-        return set()
-    with store.transaction(write=False) as conn:
-        return groups_in(conn, name)
+    return _read_set(store, groups_in, name)
 
 
 def groups_in(conn: Connection, name: str) -> set[str]:
@@ -107,22 +118,12 @@ def holds_token_or_group(conn: Connection, name: str) -> bool:
 def record_actor(store: SqlRunStore, run_id: str, name: str, action: str) -> None:
     """Record that ``name`` ``action``-ed the run (``submitted``, ``ran``, ``resumed``)."""
     ensure_inbox_tables(store)
-    try:
-        with store.transaction() as conn:
-            conn.execute(
-                insert(run_actors).values(run_id=run_id, name=name, action=action, ts=time.time())
-            )
-    except StoreError as exc:
-        if not isinstance(exc.__cause__, IntegrityError):
-            raise
+    _insert_once(store, run_actors, run_id=run_id, name=name, action=action, ts=time.time())
 
 
 def actors_of(store: SqlRunStore, run_id: str) -> set[str]:
     """Everyone who submitted, ran or resumed ``run_id``."""
-    if not inbox_readable(store):
-        return set()
-    with store.transaction(write=False) as conn:
-        return actors_in(conn, run_id)
+    return _read_set(store, actors_in, run_id)
 
 
 def actors_in(conn: Connection, run_id: str) -> set[str]:

@@ -25,6 +25,7 @@ from audit.queries._pruned import (
 from audit.queries._queries import (
     CANDIDATES,
     DEFAULT_LIMIT,
+    RunFilter,
     RunRow,
     StoredEvent,
     UnreadableRun,
@@ -45,6 +46,7 @@ __all__ = [
     "DEFAULT_LIMIT",
     "CycleSummary",
     "ForkLink",
+    "RunFilter",
     "RunRow",
     "StoredEvent",
     "Tombstone",

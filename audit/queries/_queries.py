@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pydantic import ValidationError
 from sqlalchemy import Connection, Row, Select, select
@@ -203,22 +203,34 @@ def run_row(r: Row[Any]) -> RunRow:
     )
 
 
-def runs_query(
-    *,
-    category: str | None = None,
-    kind: str | None = None,
-    since: float | None = None,
-    job: str | None = None,
-    status: str | None = None,
-    limit: int | None = DEFAULT_LIMIT,
-    postgres: bool | None = None,
-) -> Select[Any]:
+class RunFilter(TypedDict, total=False):
+    """Which runs a listing keeps, newest first (a key left out, or None: any): stop
+    ``category`` and ``kind``, ``job``, ``status`` (``crashed`` included), start time
+    ``since`` (unix seconds); ``limit`` bounds the rows read (default 100; None or 0:
+    all)."""
+
+    category: str | None
+    kind: str | None
+    since: float | None
+    job: str | None
+    status: str | None
+    limit: int | None
+
+
+def runs_query(*, postgres: bool | None = None, **filters: Unpack[RunFilter]) -> Select[Any]:
     """The ``SELECT`` over ``runs``, newest first; each filter is served by an index.
     With ``postgres`` (the dialect, True or False), each run's lease too
-    (:func:`audit.writing._lease.with_leases`).
+    (:func:`audit.writing._lease.with_leases`). ``TypeError`` for a key that is no
+    filter.
 
     ``status="crashed"`` selects ``running`` rows (the caller keeps the dead ones).
     """
+    unknown = sorted(filters.keys() - RunFilter.__optional_keys__)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r} (not a run filter)")
+    category, kind, job = filters.get("category"), filters.get("kind"), filters.get("job")
+    status, since = filters.get("status"), filters.get("since")
+    limit = filters.get("limit", DEFAULT_LIMIT)
     q = select(runs) if postgres is None else with_leases(select(runs), postgres)
     if category is not None:
         q = q.where(runs.c.category == category)
@@ -248,30 +260,16 @@ class UnreadableRun:
         return {"run_id": self.run_id, "error": str(self.error), "column": self.error.column}
 
 
-def read_runs(
-    store: StoreCore,
-    *,
-    category: str | None = None,
-    kind: str | None = None,
-    since: float | None = None,
-    job: str | None = None,
-    status: str | None = None,
-    limit: int | None = DEFAULT_LIMIT,
-) -> list[RunRow | UnreadableRun]:
+def read_runs(store: StoreCore, **filters: Unpack[RunFilter]) -> list[RunRow | UnreadableRun]:
     """Recorded runs, newest first, filtered as :func:`list_runs`; a row that
     cannot be read is an :class:`UnreadableRun` in its place, so one corrupt row
     never hides the others."""
+    status, limit = filters.get("status"), filters.get("limit", DEFAULT_LIMIT)
     # whether the writer lives is not a column
     live = status in (RunStatus.CRASHED, RunStatus.RUNNING)
-    q = runs_query(
-        category=category,
-        kind=kind,
-        since=since,
-        job=job,
-        status=status,
-        limit=None if live else limit,
-        postgres=store.is_postgres,
-    )
+    read = filters.copy()
+    read["limit"] = None if live else limit
+    q = runs_query(postgres=store.is_postgres, **read)
     out: list[RunRow | UnreadableRun] = []
     with store.transaction(write=False) as conn:
         for r in conn.execute(q):
@@ -286,24 +284,14 @@ def read_runs(
     return out
 
 
-def list_runs(
-    store: StoreCore,
-    *,
-    category: str | None = None,
-    kind: str | None = None,
-    since: float | None = None,
-    job: str | None = None,
-    status: str | None = None,
-    limit: int | None = DEFAULT_LIMIT,
-) -> list[RunRow]:
-    """Recorded runs, newest first, filtered by stop ``category``/``kind``, ``job``,
-    ``status`` (``crashed`` included) and start time ``since`` (unix seconds);
-    ``limit`` (default 100; None or 0 = all) bounds the rows read. ``CorruptRow``
-    for the first row that cannot be read (:func:`read_runs` lists the others)."""
+def list_runs(store: StoreCore, **filters: Unpack[RunFilter]) -> list[RunRow]:
+    """Recorded runs, newest first, filtered by :class:`RunFilter` (stop
+    ``category``/``kind``, ``job``, ``status`` (``crashed`` included), start time
+    ``since`` (unix seconds); ``limit``, default 100, None or 0 = all, bounds the rows
+    read). ``CorruptRow`` for the first row that cannot be read (:func:`read_runs`
+    lists the others)."""
     rows: list[RunRow] = []
-    for r in read_runs(
-        store, category=category, kind=kind, since=since, job=job, status=status, limit=limit
-    ):
+    for r in read_runs(store, **filters):
         if isinstance(r, UnreadableRun):
             raise r.error
         rows.append(r)

@@ -8,11 +8,8 @@ first run (``_warming``).
 from __future__ import annotations
 
 from audit.run_queue._queue import (
-    DEFAULT_LEASE_S,
-    LEASE_ENV,
     cancel_requested,
     clear_cancel,
-    lease_seconds,
     queue_run,
     request_cancel,
     requeue_stopped,
@@ -21,6 +18,7 @@ from audit.run_queue._queue import (
 )
 from audit.run_queue._waiting import resumes_to_recover, waiting_jobs
 from audit.run_queue._warming import warm_store
+from audit.writing import DEFAULT_LEASE_S, LEASE_ENV, lease_seconds
 
 __all__ = [
     "DEFAULT_LEASE_S",

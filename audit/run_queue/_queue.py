@@ -24,10 +24,7 @@ from audit.store import SqlRunStore
 from audit.tables import SERVICE_TABLES, run_cancels, runs
 from audit.trail import GENESIS, REQUEUED, append, locked_run_row
 from audit.writing import (
-    DEFAULT_LEASE_S,
-    LEASE_ENV,
     grant,
-    lease_seconds,
     read_lease,
     running_held,
     this_writer,
@@ -38,19 +35,6 @@ from engine.errors import RunBusy, StoreError
 from engine.run_ids import check_run_id
 from engine.status import RunStatus
 from engine.store import AuditEvent, RunHeader
-
-__all__ = [
-    "DEFAULT_LEASE_S",
-    "LEASE_ENV",
-    "cancel_requested",
-    "clear_cancel",
-    "lease_seconds",
-    "queue_run",
-    "request_cancel",
-    "requeue_stopped",
-    "runs_to_recover",
-    "take_queued",
-]
 
 
 def ensure_service_tables(store: SqlRunStore) -> None:
@@ -96,6 +80,10 @@ def queue_run(store: SqlRunStore, header: RunHeader) -> None:
         raise StoreError(f"job spec of run {header.run_id} is not JSON: {exc}") from exc
 
 
+_TAKE_READS = tuple(runs.c[c] for c in ["status", "pid", "hostname", "last_seq", "epoch"])
+"""The columns of its run a take reads (and locks)."""
+
+
 def take_queued(store: SqlRunStore, run_id: str) -> None:
     """Take a queued run for this process (``queued`` → ``running``, this pid).
 
@@ -106,16 +94,7 @@ def take_queued(store: SqlRunStore, run_id: str) -> None:
     """
     pid, host = this_writer()
     with store.transaction() as conn:
-        row = locked_run_row(
-            store,
-            conn,
-            run_id,
-            runs.c.status,
-            runs.c.pid,
-            runs.c.hostname,
-            runs.c.last_seq,
-            runs.c.epoch,
-        )
+        row = locked_run_row(store, conn, run_id, *_TAKE_READS)
         lease = read_lease(conn, run_id)
         orphan = row.status == RunStatus.RUNNING and row.last_seq == 0
         held = lease.held if lease is not None else writer_alive(row.pid, row.hostname)

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
-from audit.cells import bad_cell, json_cell
+from audit.cells import bad_cell, cells, json_cell, unchanged
 from audit.core import StoreCore, json_compact
 from audit.tables import gates, runs
 from audit.trail._checkpoints import put_checkpoint
@@ -33,6 +33,10 @@ from engine.store import AuditEvent, BatchItem, Claim, GateRecord, RunOutcome
 
 _DECIDED = (GateStatus.APPROVED, GateStatus.REJECTED, GateStatus.EXPIRED)
 _GOES_ON = frozenset(c.value for c in RESUMABLE)  # categories a stopped run can resume from
+_CLAIM_READS = tuple(
+    runs.c[c] for c in ["status", "epoch", "last_seq", "pid", "hostname", "stop_kind", "category"]
+)
+"""The columns of its run a claim reads (and locks)."""
 
 
 def pause_run(
@@ -172,18 +176,7 @@ def claim_resume(
     require_key(store, f"resuming run {run_id}")
     pid, host = this_writer()
     with store.transaction() as conn:
-        row = locked_run_row(
-            store,
-            conn,
-            run_id,
-            runs.c.status,
-            runs.c.epoch,
-            runs.c.last_seq,
-            runs.c.pid,
-            runs.c.hostname,
-            runs.c.stop_kind,
-            runs.c.category,
-        )
+        row = locked_run_row(store, conn, run_id, *_CLAIM_READS)
         was = row.status
         lease = read_lease(conn, run_id)
         if was == RunStatus.RUNNING:
@@ -207,12 +200,7 @@ def claim_resume(
         )
         done = conn.execute(
             update(runs)
-            .where(
-                runs.c.run_id == run_id,
-                runs.c.epoch == row.epoch,
-                runs.c.status == row.status,
-                runs.c.last_seq == row.last_seq,
-            )
+            .where(runs.c.run_id == run_id, *unchanged(runs, row, "epoch", "status", "last_seq"))
             .values(status=RunStatus.RUNNING, pid=pid, hostname=host, epoch=epoch)
         )
         if done.rowcount != 1:
@@ -292,6 +280,10 @@ def _rules_shape(rules: Any) -> str | None:
     return _fields_shape(rules, _RULE_FIELDS)
 
 
+_GATE_CELLS = tuple(c.name for c in gates.c)
+"""The ``gates`` columns, each a :class:`GateRecord` field of its name."""
+
+
 def gate_record(m: Any) -> GateRecord:
     """A ``gates`` row (its mapping) as a :class:`engine.store.GateRecord`;
     ``CorruptRow`` naming the first cell that cannot be read."""
@@ -310,21 +302,4 @@ def gate_record(m: Any) -> GateRecord:
         why = _rules_shape(extra.get("rules"))
     if why is not None:
         raise CorruptRow("gates", where, "extra", why)
-    return GateRecord(
-        gate_id=m["gate_id"],
-        run_id=m["run_id"],
-        proposal_id=m["proposal_id"],
-        proposal=proposal,
-        suggestor=m["suggestor"],
-        summary=m["summary"],
-        cycle=m["cycle"],
-        policy=m["policy"],
-        status=m["status"],
-        opened_at=m["opened_at"],
-        expires_at=m["expires_at"],
-        on_timeout=m["on_timeout"],
-        decided_by=m["decided_by"],
-        decided_at=m["decided_at"],
-        reason=m["reason"],
-        extra=extra,
-    )
+    return GateRecord(**{**cells(m, *_GATE_CELLS), "proposal": proposal, "extra": extra})

@@ -37,6 +37,7 @@ from typing import Any, Protocol
 from sqlalchemy import Connection, Double, Select, delete, insert, literal_column, select, update
 from sqlalchemy.sql.elements import ColumnElement
 
+from audit.cells import unchanged
 from audit.tables import run_leases, runs
 from audit.writing._liveness import holder_alive, holder_id, writer_alive
 from engine.errors import RunBusy, StoreError
@@ -178,9 +179,7 @@ def grant(
         update(run_leases)
         .where(
             run_leases.c.run_id == run_id,
-            run_leases.c.holder == before.holder,
-            run_leases.c.epoch == before.epoch,
-            run_leases.c.expires_at == before.expires_at,
+            *unchanged(run_leases, before, "holder", "epoch", "expires_at"),
         )
         .values(**values)
     )

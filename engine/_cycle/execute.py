@@ -13,12 +13,15 @@ returned, the exception it raised, or a marker (timed out, cancelled).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from engine._cycle.accounting import elapsed_ms
 from engine._cycle.collect import Collect, Outcome
 from engine._cycle.cycling import Cycling
 from engine._cycle.run import Run
+from engine.context import Context
 from engine.effect import Effect
 from engine.errors import ConfigurationError, ExecutorUnavailable, StopRun
 from engine.executor import CANCELLED, NOT_DONE, TIMED_OUT, CycleWork
@@ -34,10 +37,38 @@ __all__ = [
     "admit",
     "execute_async",
     "execute_elsewhere",
+    "execute_in_order",
 ]
 
 CANCEL_POLL_S = 0.05
 """How often (seconds) in-flight async work checks for ``Engine.cancel()``."""
+
+
+def execute_in_order(
+    execute: Sequence[Callable[[Context], Any]],
+    ctx: Context,
+    eligible: Iterable[int],
+    stop_on_error: bool,
+) -> list[Outcome]:
+    """Run the sync suggestors ``execute[i]`` of ``eligible`` on ``ctx``, in order, on
+    this thread: an outcome each (what it returned, or the exception it raised), up to
+    the first refusal, ``StopRun`` or (``stop_on_error``) exception.
+    ``KeyboardInterrupt`` and ``SystemExit`` propagate."""
+    outcomes: list[Outcome] = []
+    for i in eligible:
+        try:
+            out = execute[i](ctx)
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                raise
+            outcomes.append(exc)
+            if stop_on_error or isinstance(exc, StopRun):
+                break
+            continue
+        outcomes.append(out)
+        if type(out) is Effect and out.refusal is not None:
+            break
+    return outcomes
 
 
 @dataclass(slots=True)
@@ -63,7 +94,6 @@ class Execute:
                 cycle.runner = asyncio.Runner()
             return Collect(eligible, cycle.runner.run(execute_async(settings, run, eligible)))
         ctx = run.context
-        outcomes: list[Outcome] = []
         stop_on_error = settings.on_error == "stop"
         execute = settings.registry.execute
         budget = run.budget
@@ -71,20 +101,7 @@ class Execute:
             # a prefix: outcomes still pair by slot; collection keeps the rest as cut
             eligible = admit(settings, run, eligible)
             run.cursor.admit(eligible)
-        for i in eligible:
-            try:
-                out = execute[i](ctx)
-            except BaseException as exc:
-                if isinstance(exc, KeyboardInterrupt | SystemExit):
-                    raise
-                outcomes.append(exc)
-                if stop_on_error or isinstance(exc, StopRun):
-                    break
-                continue
-            outcomes.append(out)
-            if type(out) is Effect and out.refusal is not None:
-                break
-        return Collect(self.eligible, outcomes)
+        return Collect(self.eligible, execute_in_order(execute, ctx, eligible, stop_on_error))
 
     async def arun(self, cycle: Cycling) -> Collect:
         """Execute inside the caller's event loop (blocking work off it)."""

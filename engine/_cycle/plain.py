@@ -21,16 +21,28 @@ from math import isfinite
 from typing import Any, Protocol
 
 from engine._cycle.collector import FREEZE_AFTER_FACTS, CollectorFreeze
+from engine._cycle.execute import execute_in_order
 from engine._cycle.judge import after_merge, fixed_point, judge_budgets
 from engine._cycle.run import Run
 from engine.budget import Budget
-from engine.effect import Effect
-from engine.errors import StopRun
 from engine.facts import MAX_INT, Fact, Proposal, Provenance
 from engine.result import RunResult
 from engine.settings import EngineSettings
 
 _MIN_INT = -MAX_INT  # negating MAX_INT copies 1.7 kB: once, not per proposal
+
+
+def is_plain(out: Any) -> bool:
+    """True for an outcome the plain loop merges as it is: a list of plain
+    :class:`Proposal` (not a subclass), or None."""
+    if type(out) is not list:
+        return out is None
+    plain = True
+    for p in out:  # a loop, not all(): no generator frame on the hot path
+        if type(p) is not Proposal:
+            plain = False
+            break
+    return plain
 
 
 class GeneralSteps(Protocol):
@@ -121,14 +133,7 @@ def run_plain(
                 if isinstance(exc, KeyboardInterrupt | SystemExit):
                     raise
                 out = exc
-            plain = True
-            if type(out) is list:
-                for p in out:
-                    if type(p) is not Proposal:
-                        plain = False
-                        break
-            elif out is not None:
-                plain = False
+            plain = is_plain(out)
             if plain and not recorded:
                 effects = [(last[0], out)] if out else []
             else:
@@ -242,31 +247,14 @@ class PlainLoop:
         ctx = self.run.context
         execute, names = settings.registry.execute, settings.registry.names
         stop_on_error = settings.on_error == "stop"
-        outcomes: list[Any] = []
-        plain = True
         # a copy: a key's subscribers are the registry's own list, which a
         # suggestor registered during this cycle would join (it runs from the next)
-        for i in eligible[:]:
-            try:
-                out = execute[i](ctx)
-            except BaseException as exc:
-                if isinstance(exc, KeyboardInterrupt | SystemExit):
-                    raise
-                outcomes.append(exc)
+        outcomes: list[Any] = execute_in_order(execute, ctx, eligible[:], stop_on_error)
+        plain = True
+        for out in outcomes:
+            if not is_plain(out):
                 plain = False
-                if stop_on_error or isinstance(exc, StopRun):
-                    break
-                continue
-            outcomes.append(out)
-            if type(out) is list:
-                for p in out:
-                    if type(p) is not Proposal:
-                        plain = False
-                        break
-            elif out is not None:
-                plain = False
-                if type(out) is Effect and out.refusal is not None:
-                    break
+                break
         effects: list[tuple[str, list[Proposal]]] = []
         if plain:
             # a loop, not a comprehension: a comprehension is a frame a cycle (Python 3.11)

@@ -8,7 +8,7 @@ record twice)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from typing import Any
@@ -250,14 +250,6 @@ class Recovery:
     def replaying(self) -> bool:
         """True while replayed facts or gates wait to be met again."""
         return bool(self._replayed or self._replayed_gates)
-
-    @property
-    def replayed(self) -> Mapping[str, dict[str, Any]]:
-        return self._replayed
-
-    @property
-    def replayed_gates(self) -> AbstractSet[str]:
-        return self._replayed_gates
 
     @property
     def resumed_from(self) -> str:

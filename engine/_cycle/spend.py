@@ -76,10 +76,6 @@ class Spend:
         return self._last_error
 
     @property
-    def dropped(self) -> int:
-        return self._dropped
-
-    @property
     def exhausted_overrides(self) -> AbstractSet[str]:
         return self._exhausted_overrides
 

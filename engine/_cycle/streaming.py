@@ -60,19 +60,24 @@ def _first_step(run: Run) -> Step:
     return MERGE if run.gating.pending_gate is not None or run.cursor.merge_effects else PRELUDE
 
 
+def _begin(settings: EngineSettings, run: Run) -> tuple[Step, Cycling]:
+    """The first step of a streamed run and its cycle state (as ``steps.drive_sync``)."""
+    run.facts.remaining = partial(remaining_budget, settings, run)
+    run.facts.suggestors = settings.registry.names
+    recovery = run.recovery
+    run.facts.replayed = recovery.execution if recovery.recorded_executions else None
+    first = _first_step(run)
+    return first, Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()))
+
+
 def stream_sync(
     settings: EngineSettings, run: Run, buffer: EventBuffer
 ) -> Iterator[RunEvent | RunResult]:
     """Walk the run's steps on this thread, yielding its events after each step, then
     its result. Closed early (the caller stopped iterating), the run is cancelled
     and walked to its stop (``UserCancelled``, recorded) before the close returns."""
-    run.facts.remaining = partial(remaining_budget, settings, run)
-    run.facts.suggestors = settings.registry.names  # as steps.drive_sync's
-    recovery = run.recovery
-    run.facts.replayed = recovery.execution if recovery.recorded_executions else None
-    step: Step = _first_step(run)
+    step, cycle = _begin(settings, run)
     answer: Answer = step
-    cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()))
     try:
         yield from buffer.take()
         while True:
@@ -99,13 +104,8 @@ async def stream_async(
     settings: EngineSettings, run: Run, buffer: EventBuffer
 ) -> AsyncIterator[RunEvent | RunResult]:
     """As :func:`stream_sync`, inside the caller's event loop (as ``drive_async``)."""
-    run.facts.remaining = partial(remaining_budget, settings, run)
-    run.facts.suggestors = settings.registry.names  # as steps.drive_sync's
-    recovery = run.recovery
-    run.facts.replayed = recovery.execution if recovery.recorded_executions else None
-    step: Step = _first_step(run)
+    step, cycle = _begin(settings, run)
     answer: Answer = step
-    cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()))
     try:
         for event in buffer.take():
             yield event

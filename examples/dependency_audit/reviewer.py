@@ -345,20 +345,21 @@ def reviewed_audit(
             when=decide,
             summary="Classify the license of {content[name]} {content[version]}",
         ),
-        require_approval(
-            keys=[g.LICENSE],
-            suggestors=[REVIEWER],
-            when=not_spdx,
-            summary=NOT_SPDX_SUMMARY,
-            name=NOT_SPDX_GATE,
-            validate_value=spdx_value,
-        ),
-        require_approval(
-            keys=[g.LICENSE],
-            suggestors=[REVIEWER],
-            when=uncertain,
-            summary=REVIEW_SUMMARY,
-            validate_value=spdx_value,
+        # the reviewer's answer waits for a person when it is no SPDX expression, or
+        # when the reviewer is unsure; the person's answer must be SPDX
+        *(
+            require_approval(
+                keys=[g.LICENSE],
+                suggestors=[REVIEWER],
+                when=when,
+                summary=summary,
+                name=name,
+                validate_value=spdx_value,
+            )
+            for when, summary, name in (
+                (not_spdx, NOT_SPDX_SUMMARY, NOT_SPDX_GATE),
+                (uncertain, REVIEW_SUMMARY, None),
+            )
         ),
         *extra_gates,
     ]
