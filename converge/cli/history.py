@@ -63,7 +63,7 @@ def print_history(store: SqlRunStore, gate_id: str, as_json: bool) -> None:
 
 
 def _detail(detail: Any) -> str:
-    """An entry's detail as a person reads it (:func:`converge.cli.render.readable`):
+    """An entry's detail as a person reads it (:func:`converge.reports.readable`):
     ``key=value`` fields, times in ISO UTC, a nested mapping in parentheses."""
     if isinstance(detail, dict):
         return "; ".join(

@@ -24,17 +24,12 @@ from audit import SqlRunStore, open_store, resolve_url
 from converge.cli.pipes import drop_stdout
 from converge.cli.tables import Column, fitted_table, natural_width, word_widths, wrap_words
 from converge.logs import structured
-from converge.reports import (
-    Report,
-    ReportSpec,
-    build_reports,
-    facts_by_key,
-    readable,
-)
-from engine import ConvergeError, RunResult, RunStore, StopReason
+from engine import ConvergeError, RunStore
 
 if TYPE_CHECKING:  # imported where used: a command that only reads pays for none
     from converge.jobs import Job
+    from converge.reports import Report, ReportSpec
+    from engine import RunResult, StopReason
 
 UNWRAPPED = 100_000
 """The width of stdout piped or redirected without ``$COLUMNS``: no line is wrapped."""
@@ -94,6 +89,8 @@ def local_time(ts: float | None) -> str:
 def readable_budget(budget: Any) -> str:
     """A recorded budget (``{"max_cycles": 20, ...}``) as ``cycles 20, facts 10000,
     seconds 120``: its limits only; anything else as :func:`readable`."""
+    from converge.reports import readable
+
     if not isinstance(budget, dict):
         return readable(budget)
     limits = [
@@ -368,6 +365,7 @@ def _render_result(
     from converge.cli.next_steps import waiting_at_gate
     from converge.explaining import explain_result
     from converge.jobs import Job
+    from converge.reports import build_reports, facts_by_key
 
     if isinstance(job, Job):
         if reports is None:
