@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from engine.effect import Usage
 from engine.facts import Fact, fact_to_dict
-from engine.hitl import GateDecision
 from engine.status import GateStatus
 
-if TYPE_CHECKING:  # an outcome's type only: a store's reader builds no stop model
+if TYPE_CHECKING:  # types only: a store's reader builds no stop or decision model
+    from engine.hitl import GateDecision
     from engine.stop import StopReason
 
 EVENT_KINDS = (

@@ -15,7 +15,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from audit.queries import forks_of, last_budget_status, timeline
 from converge.cli import proofs
@@ -67,6 +66,8 @@ def show_cmd(
     token: ReaderTokenOption = None,
 ) -> None:
     """A run: header, timeline of cycles, stop reason with explain and budget status."""
+    from rich.table import Table
+
     from converge.access import Action, sight
     from converge.explaining import counts_of, explain_stop
 

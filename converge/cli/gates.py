@@ -50,13 +50,13 @@ from converge.cli.render import (
 from converge.cli.runmodels import AllowModelChangeOption, ModelOption, model_choice
 from converge.cli.service import BrokerOption, QueueOption
 from converge.cli.tables import Column
-from engine import ConvergeError, GateDecision, GateRecord
+from engine import ConvergeError, GateRecord
 
 if TYPE_CHECKING:  # imported where used: listing gates decides nothing and runs no job
     from converge.decisions import DecisionReport, Execute
     from converge.jobs import Job
     from converge.jobs.models import ModelChoice
-    from engine import Engine, RunResult
+    from engine import Engine, GateDecision, RunResult
 
 app = CommandGroup()
 
@@ -406,6 +406,8 @@ def approve_cmd(
 ) -> None:
     """Approve a gate (with one approval of its quorum) and resume its run to the next
     stop, with the models the run recorded (--model, --allow-model-change: another)."""
+    from engine import GateDecision
+
     proof = Proof(token, sign_with, server)
 
     def make(who: str) -> GateDecision:
@@ -437,6 +439,8 @@ def reject_cmd(
 ) -> None:
     """Reject a gate (its proposal is dropped and recorded) and resume the run, with the
     models it recorded (--model, --allow-model-change: another)."""
+    from engine import GateDecision
+
     proof = Proof(token, sign_with, server)
 
     def make(who: str) -> GateDecision:
