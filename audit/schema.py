@@ -7,7 +7,6 @@ from sqlalchemy import Connection, Table, insert, inspect, select, text, update
 from sqlalchemy.exc import DBAPIError
 
 from audit.core import StoreCore
-from audit.ledger import LEDGER_HEAD, LEDGER_SINCE
 from audit.shadows import check_readable, install_shadows, read_shape, shadow_statements
 from audit.tables import (
     SCHEMA_VERSION,
@@ -77,6 +76,8 @@ def _open_to_read(store: StoreCore) -> bool:
 
 
 def _check_and_create(conn: Connection, shown: str) -> None:
+    from audit.ledger import LEDGER_HEAD
+
     insp = inspect(conn)
     existing = set(insp.get_table_names())
     version: str | None = None
@@ -144,6 +145,8 @@ def _prefer_lz4(conn: Connection, table: Table) -> None:
 
 def _upgrade_from_1(conn: Connection, existing: set[str]) -> str:
     """Version 1 had no ledger: add it; runs recorded before are not checked against it."""
+    from audit.ledger import LEDGER_HEAD, LEDGER_SINCE
+
     for table in (ledger, checkpoint_parts):
         if table.name not in existing:
             table.create(conn)

@@ -21,23 +21,26 @@ from collections.abc import Callable, Sequence
 from functools import partial, wraps
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
-from sqlalchemy import Engine, insert, select
+from sqlalchemy import Connection, Engine, insert, select
 
-from audit import ledger, queries, schema, signing, trail
-from audit import verify as verifying
+from audit import queries, schema, trail
 from audit.core import StoreCore
-from audit.ledger import integrate_own, key_fingerprint
 from audit.queries import inherited_facts, lineage_graph
 from audit.tables import CHECKPOINT_PART_CHARS, SCHEMA_VERSION, meta
-from audit.trail import KEY_FINGERPRINT
+from audit.trail import KEY_FINGERPRINT, VerifyReport
 from audit.url import read_only_sqlite, resolve_url
 from engine.errors import StoreError
+from engine.hashing.ledger import key_fingerprint
 from engine.store import BatchItem, RunOutcome
 
 if TYPE_CHECKING:
     import networkx as nx
 
+    from audit.signing import Signer
+
 _P = ParamSpec("_P")
+# the ledger, signing and verify rooms are imported by the methods that use them: a
+# store opened to list runs never writes a head, signs or verifies
 
 __all__ = [
     "CHECKPOINT_PART_CHARS",
@@ -65,6 +68,8 @@ def _then_integrated(
 
     @wraps(write)
     def method(store: SqlRunStore, /, *args: _P.args, **kwargs: _P.kwargs) -> None:
+        from audit.ledger import integrate_own
+
         write(store, *args, **kwargs)
         integrate_own(store, store.signer)
 
@@ -98,7 +103,7 @@ class SqlRunStore(StoreCore):
     keeps_fact_chunks = True
     write_behind_events: int | None = WRITE_BEHIND_EVENTS
     """Batches of this many events or more are committed by a writer thread (None: never)."""
-    signer: signing.Signer | None = None
+    signer: Signer | None = None
     """Signs each run's final facts root (``open_store``: ``$CONVERGE_SIGNING_KEY``)."""
 
     def __init__(self, url: str, *, key: bytes | None = None, engine: Engine | None = None):
@@ -109,7 +114,7 @@ class SqlRunStore(StoreCore):
             engine=engine,
             commit=partial(trail.commit, self),
             part_chars=CHECKPOINT_PART_CHARS,
-            heads=ledger.SEQUENCED_HEADS,
+            heads=_LEDGER_HEADS,
         )
 
     # -- the store and its key -----------------------------------------------------
@@ -118,7 +123,11 @@ class SqlRunStore(StoreCore):
         the ledger, and release the database connections."""
         self.leases.close()
         self.writer.close()
-        ledger.stop_sequencing(self, self.signer)
+        timing = self.ledger_timing
+        if timing.runner is not None or timing.ever_recorded:  # else: nothing to stop or integrate
+            from audit.ledger import stop_sequencing
+
+            stop_sequencing(self, self.signer)
         self.sql_engine.dispose()
 
     ensure_schema = schema.ensure_schema
@@ -155,10 +164,14 @@ class SqlRunStore(StoreCore):
         """:func:`audit.trail.finish_run`, then the run's heads integrated into the
         ledger before it exits, and its final facts root signed
         (``$CONVERGE_SIGNING_KEY``)."""
+        from audit.ledger import integrate_own
+
         trail.finish_run(self, run_id, events, outcome, checkpoint)
         integrate_own(self, self.signer)
         if self.signer is not None:
-            signing.sign_facts_root(self, self.signer, run_id)
+            from audit.signing import sign_facts_root
+
+            sign_facts_root(self, self.signer, run_id)
 
     def load_checkpoint(self, run_id: str) -> dict[str, Any]:
         """:func:`audit.trail.load_checkpoint`, a fork's inherited facts read from its
@@ -194,10 +207,51 @@ class SqlRunStore(StoreCore):
         return lineage_graph(self.facts(run_id), fact_id)
 
     # -- verify ------------------------------------------------------------------------
-    verify = verifying.verify_run
-    verify_all = verifying.verify_all
-    anchor = verifying.anchor
-    verify_anchor = verifying.verify_anchor
+    def verify(self, run_id: str) -> VerifyReport:
+        """:func:`audit.verify.verify_run`: the report of one run (``RunNotFound``)."""
+        from audit.verify import verify_run
+
+        return verify_run(self, run_id)
+
+    def verify_all(self) -> list[VerifyReport]:
+        """:func:`audit.verify.verify_all`: every run's report, then the rows no run or
+        ledger accounts for."""
+        from audit.verify import verify_all
+
+        return verify_all(self)
+
+    def anchor(self) -> str:
+        """:func:`audit.verify.anchor`: the ledger head, ``seq:hash``."""
+        from audit.verify import anchor
+
+        return anchor(self)
+
+    def verify_anchor(self, anchor: str) -> list[VerifyReport]:
+        """:func:`audit.verify.verify_anchor`: :meth:`verify_all`, plus what the ledger
+        no longer holds of ``anchor`` (``ValueError`` for text that is no anchor)."""
+        from audit.verify import verify_anchor
+
+        return verify_anchor(self, anchor)
+
+
+class _LedgerHeads:
+    """The store's :class:`audit.core.HeadLedger`: :data:`audit.ledger.SEQUENCED_HEADS`,
+    imported at the first head a commit records (a store that only reads never does)."""
+
+    def record(
+        self, store: StoreCore, conn: Connection, run_id: str, last_seq: int, head: str
+    ) -> None:
+        from audit.ledger import SEQUENCED_HEADS
+
+        SEQUENCED_HEADS.record(store, conn, run_id, last_seq, head)
+
+    def recorded(self, store: StoreCore, run_id: str, last_seq: int, head: str) -> None:
+        from audit.ledger import SEQUENCED_HEADS
+
+        SEQUENCED_HEADS.recorded(store, run_id, last_seq, head)
+
+
+_LEDGER_HEADS = _LedgerHeads()
 
 
 def open_store(
@@ -227,7 +281,10 @@ def open_store(
     try:
         store.ensure_schema()
         store.check_key()
-        store.signer = None if read_only else signing.signer_from_env()
+        if not read_only:
+            from audit.signing import signer_from_env
+
+            store.signer = signer_from_env()
     except BaseException:
         store.close()
         raise

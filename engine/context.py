@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.budget import RemainingBudget
 from engine.effect import Usage, usage_problem
 from engine.facts import Fact, content_key
+
+if TYPE_CHECKING:  # a type only: the budget's models are built where a run is
+    from engine.budget import RemainingBudget
 
 _EMPTY: tuple[Fact, ...] = ()
 

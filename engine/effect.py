@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import isfinite
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.facts import Proposal
-from engine.stop import StopReason
+
+if TYPE_CHECKING:  # a signal's type only: a store's reader builds no stop model
+    from engine.stop import StopReason
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,11 +12,7 @@ from engine.effect import Usage
 from engine.facts import Fact, fact_to_dict
 from engine.hashing.merkle import facts_root
 from engine.stop import StopReason, stop_reason_to_dict
-
-
-def counted(n: int, noun: str) -> str:
-    """``n`` and ``noun``, plural unless ``n`` is 1: ``1 cycle``, ``55 cycles``."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+from engine.wording import counted as counted  # its home: engine.wording (no model to build)
 
 
 @dataclass(frozen=True, slots=True)

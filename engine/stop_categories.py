@@ -78,3 +78,31 @@ PRIORITIES: dict[StopCategory, int] = {
 RESUMABLE = frozenset(
     {StopCategory.BUDGET, StopCategory.POLICY, StopCategory.HITL, StopCategory.CANCELLED}
 )
+
+STOP_KINDS: dict[str, StopCategory] = {
+    "converged": StopCategory.SUCCESS,
+    "criteria_met": StopCategory.SUCCESS,
+    "finished": StopCategory.SUCCESS,
+    "user_cancelled": StopCategory.CANCELLED,
+    "stop_requested": StopCategory.CANCELLED,
+    "cycle_budget_exhausted": StopCategory.BUDGET,
+    "fact_budget_exhausted": StopCategory.BUDGET,
+    "token_budget_exhausted": StopCategory.BUDGET,
+    "time_budget_exhausted": StopCategory.BUDGET,
+    "cost_budget_exhausted": StopCategory.BUDGET,
+    "invocation_budget_exhausted": StopCategory.BUDGET,
+    "invariant_violated": StopCategory.VALIDATION,
+    "promotion_rejected": StopCategory.VALIDATION,
+    "criteria_unmet": StopCategory.VALIDATION,
+    "error": StopCategory.ERROR,
+    "consecutive_errors_exceeded": StopCategory.ERROR,
+    "agent_refused": StopCategory.ERROR,
+    "loop_detected": StopCategory.POLICY,
+    "policy_stopped": StopCategory.POLICY,
+    "hitl_gate_pending": StopCategory.HITL,
+    "human_intervention_required": StopCategory.HUMAN,
+}
+"""Every stop variant's ``kind`` and its category, in the order of the stop table
+(:data:`engine.stop.ALL_VARIANTS`; tests/test_stop_reasons.py checks they agree): what
+a reader that prints kinds (``converge runs --kind``) knows without building the
+stop models."""

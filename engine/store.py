@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from engine.effect import Usage
 from engine.facts import Fact, fact_to_dict
-from engine.hitl import GateDecision
 from engine.status import GateStatus
-from engine.stop import StopReason
+
+if TYPE_CHECKING:  # types only: a store's reader builds no stop or decision model
+    from engine.hitl import GateDecision
+    from engine.stop import StopReason
 
 EVENT_KINDS = (
     "run_started",

@@ -74,7 +74,8 @@ def delayed(url: str, clock: Clock | None = None, *, delay: float = 3600.0) -> S
 def no_end_pass(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """As a process killed before its end-of-run pass: heads stay pending."""
     with monkeypatch.context() as m:
-        m.setattr("audit.store.integrate_own", lambda *a, **k: None)
+        # the store imports it from the ledger's face where a run ends
+        m.setattr("audit.ledger.integrate_own", lambda *a, **k: None)
         yield
 
 

@@ -247,3 +247,13 @@ def test_mypy_proves_a_match_over_stop_reason_exhaustive_and_catches_a_missing_v
     assert "missing.py" in out and "LoopDetected" in out, out
     assert "assert_never" in out or "Never" in out, out
     assert proc.returncode == 1
+
+
+def test_the_static_table_of_kinds_is_every_variants_kind_and_category() -> None:
+    """engine.stop_categories.STOP_KINDS, what a listing knows without the models, is
+    each variant's kind and category, in the order of the stop table."""
+    from engine.stop_categories import STOP_KINDS
+
+    assert list(STOP_KINDS.items()) == [
+        (v.model_fields["kind"].default, v.category_) for v in ALL_VARIANTS
+    ]

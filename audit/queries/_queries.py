@@ -17,9 +17,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from pydantic import ValidationError
 from sqlalchemy import Connection, Row, Select, select
 
 from audit.cells import bad_cell, json_cell
@@ -30,7 +29,12 @@ from audit.writing import running_held, with_leases
 from engine.effect import Usage
 from engine.errors import AmbiguousRunId, CorruptRow, RunNotFound
 from engine.status import RunStatus
-from engine.stop import StopReason, parse_stop_reason, stop_reason_to_dict
+from engine.stop_categories import STOP_KINDS
+
+if TYPE_CHECKING:  # the models are built where a reason is parsed (run_row)
+    from pydantic import ValidationError
+
+    from engine.stop import StopReason
 
 DEFAULT_LIMIT = 100
 
@@ -82,7 +86,7 @@ class RunRow:
             "category": self.category,
             "stop_reason": None
             if self.stop_reason is None
-            else stop_reason_to_dict(self.stop_reason),
+            else self.stop_reason.model_dump(mode="json"),
             "cycles": self.cycles,
             "facts_count": self.facts_count,
             "facts_root": self.facts_root,
@@ -129,12 +133,16 @@ class StoredEvent:
         }
 
 
-def run_row(r: Row[Any]) -> RunRow:
+def run_row(r: Row[Any], *, reasons: bool = True) -> RunRow:
     """A :class:`RunRow` from a ``runs`` row (the JSON columns parsed).
 
     Raises ``CorruptRow`` naming the first cell it cannot read: not of its
     column's type, a ``reason`` that is no stop reason, a ``usage`` that is no
     ``{input_tokens, output_tokens, cost_usd}`` object, ``suggestors`` no list.
+    ``reasons=False``: the ``reason`` is only checked to be a JSON object of a
+    known ``kind`` (:data:`engine.stop_categories.STOP_KINDS`) and not parsed
+    (``stop_reason`` None; ``kind`` and ``category`` are the row's): no stop model
+    is built, for a listing that prints only those.
     """
     m = r._mapping
     where = f"run {m['run_id']}"
@@ -159,10 +167,12 @@ def run_row(r: Row[Any]) -> RunRow:
         data, why = json_cell(m["reason"], dict)
         if why is not None:
             raise CorruptRow("runs", where, "reason", why)
-        try:
-            reason = parse_stop_reason(data)
-        except ValidationError as exc:
-            raise CorruptRow("runs", where, "reason", _invalid(exc)) from exc
+        if reasons:
+            reason = _parsed_reason(data, where)
+        elif data.get("kind") not in STOP_KINDS:
+            raise CorruptRow(
+                "runs", where, "reason", f"not a stop reason (kind {data.get('kind')!r})"
+            )
     u, why = json_cell(m["usage"], dict) if m["usage"] else ({}, None)
     if why is not None:
         raise CorruptRow("runs", where, "usage", why)
@@ -260,10 +270,13 @@ class UnreadableRun:
         return {"run_id": self.run_id, "error": str(self.error), "column": self.error.column}
 
 
-def read_runs(store: StoreCore, **filters: Unpack[RunFilter]) -> list[RunRow | UnreadableRun]:
+def read_runs(
+    store: StoreCore, *, reasons: bool = True, **filters: Unpack[RunFilter]
+) -> list[RunRow | UnreadableRun]:
     """Recorded runs, newest first, filtered as :func:`list_runs`; a row that
     cannot be read is an :class:`UnreadableRun` in its place, so one corrupt row
-    never hides the others."""
+    never hides the others. ``reasons=False``: stop reasons checked, not parsed
+    (:func:`run_row`), for a listing of kinds and categories."""
     status, limit = filters.get("status"), filters.get("limit", DEFAULT_LIMIT)
     # whether the writer lives is not a column
     live = status in (RunStatus.CRASHED, RunStatus.RUNNING)
@@ -274,7 +287,7 @@ def read_runs(store: StoreCore, **filters: Unpack[RunFilter]) -> list[RunRow | U
     with store.transaction(write=False) as conn:
         for r in conn.execute(q):
             try:
-                out.append(run_row(r))
+                out.append(run_row(r, reasons=reasons))
             except CorruptRow as exc:
                 out.append(UnreadableRun(str(r._mapping["run_id"]), exc))
     if live:
@@ -403,6 +416,18 @@ def _stored_event(r: Row[Any]) -> StoredEvent:
     if why is not None:
         raise CorruptRow("audit_events", f"run {m['run_id']} event {m['seq']}", "payload", why)
     return StoredEvent(r.run_id, r.seq, r.kind, r.cycle, r.ts, payload, r.hash)
+
+
+def _parsed_reason(data: dict[str, Any], where: str) -> StopReason:
+    """The stop reason of a ``reason`` cell's JSON object (``CorruptRow`` when it is none)."""
+    from pydantic import ValidationError
+
+    from engine.stop import parse_stop_reason
+
+    try:
+        return parse_stop_reason(data)
+    except ValidationError as exc:
+        raise CorruptRow("runs", where, "reason", _invalid(exc)) from exc
 
 
 def _invalid(exc: ValidationError) -> str:

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from audit.queries._queries import StoredEvent
-from engine.budget import BudgetStatus
 from engine.errors import CorruptRow
+
+if TYPE_CHECKING:  # built where a budget is read: a listing builds no budget model
+    from engine.budget import BudgetStatus
 
 
 @dataclass
@@ -162,6 +162,10 @@ def _fold(s: CycleSummary, ev: StoredEvent, decided: dict[str, str]) -> None:
 def last_budget_status(events: Iterable[StoredEvent]) -> BudgetStatus | None:
     """The budget status of the run's last ``run_stopped`` event (None if it never
     stopped); ``CorruptRow`` when it is no budget status."""
+    from pydantic import ValidationError
+
+    from engine.budget import BudgetStatus
+
     found: BudgetStatus | None = None
     for ev in events:
         if ev.kind == "run_stopped" and "budget_status" in ev.payload:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, insert, select, update
 
@@ -26,10 +26,12 @@ from engine.errors import (
     RunFinished,
     StoreError,
 )
-from engine.hitl import GateDecision, iso_utc
 from engine.status import GateStatus, RunStatus
 from engine.stop_categories import RESUMABLE
 from engine.store import AuditEvent, BatchItem, Claim, GateRecord, RunOutcome
+
+if TYPE_CHECKING:  # a decision's type only: a reader of gates builds no decision model
+    from engine.hitl import GateDecision
 
 _DECIDED = (GateStatus.APPROVED, GateStatus.REJECTED, GateStatus.EXPIRED)
 _GOES_ON = frozenset(c.value for c in RESUMABLE)  # categories a stopped run can resume from
@@ -128,6 +130,8 @@ def settle_gate(
         raise GateNotFound(f"no gate {gate_id!r} in audit store {store.shown}")
     rec = gate_record(row._mapping)
     if done.rowcount != 1:
+        from engine.hitl import iso_utc
+
         raise GateAlreadyDecided(gate_id, rec.status, rec.decided_by, iso_utc(rec.decided_at))
     # the decision enters the run's chain in the compare-and-set's transaction
     decided = AuditEvent(

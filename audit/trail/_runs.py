@@ -23,7 +23,6 @@ from engine.hashing.checkpoint import fold_digest
 from engine.hashing.ledger import key_fingerprint
 from engine.run_ids import check_run_id
 from engine.status import RunStatus
-from engine.stop import stop_reason_to_dict
 from engine.store import AuditEvent, BatchItem, RunHeader, RunOutcome
 
 
@@ -192,6 +191,8 @@ def outcome_values(outcome: RunOutcome) -> dict[str, Any]:
     """The outcome columns of a stopped or paused run. ``cycles`` and
     ``facts_count`` are left as the committed events prove them (equal to the
     outcome's, unless a failed write lost events: then the row still verifies)."""
+    from engine.stop import stop_reason_to_dict  # a writer's: a reader builds no stop model
+
     reason = outcome.stop_reason
     u = outcome.usage
     return {

@@ -16,16 +16,17 @@ import contextlib
 import getpass
 import os
 from collections.abc import Callable
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from audit.people import Principal, record_actor
 from audit.store import SqlRunStore
-from converge.access import STORE, Action, Person, Resource, ask, person_of, run_view
 from converge.cli.render import fail
-from converge.governance import cli_runner, token_person
 from engine import ConvergeError, RunStore
+
+if TYPE_CHECKING:  # imported where asked: a command read without a token asks nothing
+    from audit.people import Principal
+    from converge.access import Action, Person, Resource
 
 __all__ = [
     "ActorOption",
@@ -105,6 +106,9 @@ def runner(
     anything is written. Exits 2 with one line when refused (an unknown person, a
     missing or bad token, a token of someone else); unchecked without a store
     (``--no-audit``: nothing is recorded)."""
+    from audit.people import Principal
+    from converge.governance import cli_runner
+
     if not isinstance(store, SqlRunStore):
         return Principal(actor(by), "admin")
     try:
@@ -125,6 +129,8 @@ def asked(
     (written to the access log, nothing else). Without a store, nothing to ask."""
     if not isinstance(store, SqlRunStore):
         return None
+    from converge.access import ask, person_of
+
     try:
         person = person_of(who)
         target = resource() if callable(resource) else resource
@@ -139,6 +145,8 @@ def ask_read(store: SqlRunStore, person: Person | None, action: Action, run_id: 
     ``action`` (see, follow, export) to run ``run_id``; None (no token) may."""
     if person is None:
         return
+    from converge.access import ask, run_view
+
     try:
         ask(store, person, action, run_view(store, run_id), client="cli")
     except ConvergeError as exc:
@@ -162,6 +170,8 @@ def manager(store: SqlRunStore, token: str | None) -> None:
     person = reader(store, token)
     if person is None:
         return
+    from converge.access import STORE, Action, ask
+
     try:
         ask(store, person, Action.MANAGE_PEOPLE, STORE, client="cli")
     except ConvergeError as exc:
@@ -173,6 +183,9 @@ def reader(store: SqlRunStore, token: str | None) -> Person | None:
     token (the database's holder, who sees everything)."""
     if not token:
         return None
+    from converge.access import person_of
+    from converge.governance import token_person
+
     try:
         who = token_person(store, token)
         return person_of(who)
@@ -185,6 +198,8 @@ def record(store: RunStore | None, run_id: str, name: str, action: str) -> None:
     without a store)."""
     if not isinstance(store, SqlRunStore):
         return
+    from audit.people import record_actor
+
     # the run itself is recorded; a failure here only loses the name for four eyes
     with contextlib.suppress(ConvergeError):
         record_actor(store, run_id, name, action)

@@ -15,11 +15,8 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from audit.ledger import integrate_pending
 from audit.queries import forks_of, last_budget_status, timeline
-from converge.access import Action, sight
 from converge.cli import proofs
 from converge.cli.actors import ReaderTokenOption, ask_read, reader
 from converge.cli.commands import CommandGroup
@@ -46,10 +43,9 @@ from converge.cli.render import (
 )
 from converge.cli.runs import runs_cmd
 from converge.cli.tables import Column
-from converge.explaining import counts_of, explain_stop
 from engine import ConvergeError
-from engine.result import counted
 from engine.status import RunStatus
+from engine.wording import counted
 
 __all__ = ["CATEGORIES", "KINDS", "STATUSES", "app", "one_of", "print_json", "read_store"]
 
@@ -70,6 +66,11 @@ def show_cmd(
     token: ReaderTokenOption = None,
 ) -> None:
     """A run: header, timeline of cycles, stop reason with explain and budget status."""
+    from rich.table import Table
+
+    from converge.access import Action, sight
+    from converge.explaining import counts_of, explain_stop
+
     store = read_store(db, token)
     run_id = resolve_run(store, run_id)
     person = reader(store, token)
@@ -261,6 +262,8 @@ def anchor_cmd(
     if proofs.signing_configured(signing_key):
         proofs.signed_anchor(db, signing_key, as_json)
         return
+    from audit.ledger import integrate_pending
+
     store = read_store(db)
     try:
         left = integrate_pending(store)  # the anchor covers every head committed before

@@ -20,14 +20,17 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
 
 from audit.signing import Signer, load_signer
 from converge.cli.render import err, fail
-from engine import ConvergeError, GateDecision
+from engine import ConvergeError
+
+if TYPE_CHECKING:  # a type only: `converge gates` builds no decision model
+    from engine import GateDecision
 
 __all__ = ["Proof", "ServerOption", "SignWithOption", "TokenOption", "decide_remotely"]
 

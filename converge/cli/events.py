@@ -111,7 +111,7 @@ def _field(name: str, value: Any) -> str:
 
 def payload_summary(payload: dict[str, Any]) -> str:
     """One short line of an event's payload, as a person reads it: each field as
-    ``name=value`` (:func:`converge.cli.render.readable`: unix seconds in ISO UTC,
+    ``name=value`` (:func:`converge.reports.readable`: unix seconds in ISO UTC,
     a budget as its limits, a mapping as ``key=value``), empty fields left out, a
     long list shown by its size (``initial_facts=2 items``), a long value cut to
     :data:`FIELD_CHARS` (a decision's :data:`WHOLE_FIELDS` first, never cut); at most

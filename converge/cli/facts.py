@@ -7,20 +7,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
-from rich.tree import Tree
 
 from audit.queries import fork_link, lineage_graph, mark_inherited
-from converge.access import Action, sight
 from converge.cli.actors import ReaderTokenOption, ask_read, reader
 from converge.cli.decided import decisions
 from converge.cli.reading import print_json, read_store, warn_if_tampered
 from converge.cli.render import DbOption, JsonOption, fail, out, print_fitted, resolve_run
 from converge.cli.tables import Column
-from converge.reports import readable
 from engine import ConvergeError, Fact, fact_to_dict
 
 if TYPE_CHECKING:
     import networkx as nx
+    from rich.tree import Tree
 
 __all__ = ["FACT_COLUMNS", "facts_cmd", "lineage_cmd"]
 
@@ -35,6 +33,9 @@ def facts_cmd(
     """The facts of a run, in promotion order, with provenance; beside a fact a
     person's decision promoted, its gate, who decided and why (and beside the facts
     derived from it, that gate)."""
+    from converge.access import Action, sight
+    from converge.reports import readable
+
     store = read_store(db, token)
     run_id = resolve_run(store, run_id)
     person = reader(store, token)
@@ -91,6 +92,8 @@ def lineage_cmd(
 ) -> None:
     """The facts a fact was derived from, as a tree (its parents, their parents...);
     in a fork, the facts taken from its parent name the parent run."""
+    from converge.access import Action, sight
+
     store = read_store(db, token)
     run_id = resolve_run(store, run_id)
     person = reader(store, token)
@@ -138,6 +141,8 @@ def lineage_cmd(
 def _label(graph: nx.DiGraph[str], node: str, decision: str) -> str:
     """A node of the tree: the fact, its content and provenance, and ``decision``
     (the gate that promoted it, who decided and why) when a person's decision did."""
+    from converge.reports import readable
+
     fact: Fact | None = graph.nodes[node].get("fact")
     if fact is None:
         return f"[red]{escape(node)}[/] (not recorded)"
@@ -154,6 +159,8 @@ def _label(graph: nx.DiGraph[str], node: str, decision: str) -> str:
 def _lineage_tree(graph: nx.DiGraph[str], fact_id: str, labels: dict[str, str]) -> Tree:
     """The fact at the root, its parents below it (a node seen twice is not expanded
     again), each with its ``labels``."""
+    from rich.tree import Tree
+
     root = Tree(labels[fact_id])
     seen = {fact_id}
     todo: list[tuple[Tree, str]] = [(root, fact_id)]

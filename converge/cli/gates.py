@@ -12,15 +12,13 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from audit.ledger import require_key
 from audit.queries import UnreadableGate, read_gates, resolve_gate_id
 from audit.store import SqlRunStore
-from converge.access import Action, ask, check, gate_view, run_view, run_views
 from converge.cli.actors import (
     ReaderTokenOption,
     actor,
@@ -50,28 +48,15 @@ from converge.cli.render import (
     say_error,
 )
 from converge.cli.runmodels import AllowModelChangeOption, ModelOption, model_choice
-from converge.cli.service import BrokerOption, DetachedProcess, QueueOption, run_queue_for
+from converge.cli.service import BrokerOption, QueueOption
 from converge.cli.tables import Column
-from converge.decisions import (
-    DecisionReport,
-    Execute,
-    decide,
-    expire_due,
-    job_of_run,
-)
-from converge.governance import cli_decider
-from converge.jobs import Job
-from converge.jobs.models import ModelChoice
-from converge.notifications import notify_after_command
-from converge.reports import readable
-from engine import (
-    ConvergeError,
-    Engine,
-    GateDecision,
-    GateRecord,
-    RunResult,
-)
-from engine.errors import DuplicateVote
+from engine import ConvergeError, GateRecord
+
+if TYPE_CHECKING:  # imported where used: listing gates decides nothing and runs no job
+    from converge.decisions import DecisionReport, Execute
+    from converge.jobs import Job
+    from converge.jobs.models import ModelChoice
+    from engine import Engine, GateDecision, RunResult
 
 app = CommandGroup()
 
@@ -122,6 +107,8 @@ def _cli_execute(store: SqlRunStore, as_json: bool) -> Execute:
 
 def _content(g: GateRecord) -> str:
     """The proposal's key and content, as the reviewer needs them to decide."""
+    from converge.reports import readable
+
     return f"{g.proposal.get('key', '?')}: {readable(g.proposal.get('content'))}"
 
 
@@ -154,6 +141,8 @@ def gates_cmd(
     """List HITL gates (newest first); only lists, unless --expire. A gate that
     cannot be read is one error line naming its cell (exit 1), the others listed.
     With --token: the gates its person may read (docs/access.md)."""
+    # the policy, the decisions and the notifications are imported when asked for
+    # (--token, --expire): a listing needs none of them
     # only --expire writes: a listing reads an archived or older store as it is
     store = _store(db) if expire else read_store(db, token)
     person = reader(store, token)
@@ -162,6 +151,8 @@ def gates_cmd(
             fail("give a gate and --history: converge gates GATE --history")
         gate_id = resolve_gate(store, gate)
         if person is not None:
+            from converge.access import Action, ask, gate_view, run_view
+
             try:
                 record = store.get_gate(gate_id)
                 view = gate_view(record, run_view(store, record.run_id))
@@ -172,11 +163,16 @@ def gates_cmd(
         return
     try:
         if expire:
+            from converge.decisions import expire_due
+            from converge.notifications import notify_after_command
+
             for gate_id in expire_due(store, _quiet_execute(store)):
                 err.print(escape(f"gate {gate_id} expired: decided by its on_timeout"))
             notify_after_command(store)
         found = read_gates(store, pending=pending)
         if person is not None:
+            from converge.access import Action, check, gate_view, run_views
+
             views = run_views(store, {g.run_id for g in found if g.run_id})
             found = [
                 g
@@ -271,13 +267,22 @@ def _decide(
     as_json: bool,
     detach: tuple[str | None, str] | None = None,
     proof: Proof = Proof(),  # noqa: B008 (frozen, never mutated)
-    models: ModelChoice = ModelChoice(),  # noqa: B008 (frozen, never mutated)
+    models: ModelChoice | None = None,
 ) -> None:
     """Decide as ``by`` (None: :func:`cli_decider`'s default) the decision ``make``
     makes for that name; ``detach`` = (broker, queue) sends the resume there
     instead of running it; ``proof``: the decider's token and signing key, or the
     server to decide through (:mod:`converge.cli.deciding`); ``models``: another
-    model than the run recorded, asked for (:mod:`converge.jobs.models`)."""
+    model than the run recorded, asked for (:mod:`converge.jobs.models`; None: the
+    recorded ones)."""
+    from audit.ledger import require_key
+    from converge.cli.service import DetachedProcess, run_queue_for
+    from converge.decisions import decide, job_of_run
+    from converge.governance import cli_decider
+    from converge.jobs.models import ModelChoice
+    from engine.errors import DuplicateVote
+
+    models = ModelChoice() if models is None else models
     if by is not None and not by.strip():
         fail("--by must name who decides (it is recorded in the audit trail)")
     if models != ModelChoice() and (detach is not None or proof.server is not None):
@@ -401,6 +406,8 @@ def approve_cmd(
 ) -> None:
     """Approve a gate (with one approval of its quorum) and resume its run to the next
     stop, with the models the run recorded (--model, --allow-model-change: another)."""
+    from engine import GateDecision
+
     proof = Proof(token, sign_with, server)
 
     def make(who: str) -> GateDecision:
@@ -432,6 +439,8 @@ def reject_cmd(
 ) -> None:
     """Reject a gate (its proposal is dropped and recorded) and resume the run, with the
     models it recorded (--model, --allow-model-change: another)."""
+    from engine import GateDecision
+
     proof = Proof(token, sign_with, server)
 
     def make(who: str) -> GateDecision:

@@ -9,9 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from audit.people import add_comment
 from audit.store import SqlRunStore
-from converge.access import Action, gate_view, run_view
 from converge.cli.actors import ActorOption, RunnerTokenOption, asked, runner
 from converge.cli.commands import CommandGroup
 from converge.cli.render import (
@@ -22,8 +20,6 @@ from converge.cli.render import (
     print_fitted,
 )
 from converge.cli.tables import Column
-from converge.governance import gate_history
-from converge.reports import iso_utc, readable
 from engine import ConvergeError
 
 app = CommandGroup()
@@ -39,6 +35,9 @@ HISTORY_COLUMNS = (
 def print_history(store: SqlRunStore, gate_id: str, as_json: bool) -> None:
     """Print the gate's history (exit 2 for an unknown gate or one that cannot be
     read, 1 when some entry cannot be read: it is listed as ``unreadable``)."""
+    from converge.governance import gate_history
+    from converge.reports import iso_utc
+
     try:
         entries = gate_history(store, gate_id)
     except ConvergeError as exc:
@@ -63,8 +62,10 @@ def print_history(store: SqlRunStore, gate_id: str, as_json: bool) -> None:
 
 
 def _detail(detail: Any) -> str:
-    """An entry's detail as a person reads it (:func:`converge.cli.render.readable`):
+    """An entry's detail as a person reads it (:func:`converge.reports.readable`):
     ``key=value`` fields, times in ISO UTC, a nested mapping in parentheses."""
+    from converge.reports import readable
+
     if isinstance(detail, dict):
         return "; ".join(
             f"{k}=({readable(v, k)})" if isinstance(v, dict) else f"{k}={readable(v, k)}"
@@ -89,6 +90,9 @@ def comment_cmd(
     to read the gate (docs/access.md); a refusal exits 2 and records nothing but a
     row of the access log.
     """
+    from audit.people import add_comment
+    from converge.access import Action, gate_view, run_view
+
     store = open_run_store(db, must_exist=True)
     assert isinstance(store, SqlRunStore)
     who = runner(store, by, token, doing="comment on a gate")

@@ -11,31 +11,21 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from audit import SCHEMA_VERSION, SqlRunStore
-from audit.ledger import check_consistency, head_line, integrate_pending, parse_head, signed_head
-from audit.proofs import export_fact, export_run, read_bundle, verify_bundle, write_bundle
-from audit.signing import (
-    COSIGNATURE,
-    ED25519,
-    SIGNING_KEY_ENV,
-    Signer,
-    generate_keys,
-    load_public_key,
-    signer_from_env,
-    write_vkey,
-)
-from converge.access import Action
+from audit.signing import SIGNING_KEY_ENV
 from converge.cli.actors import ReaderTokenOption, ask_read, reader
-from converge.cli.checkpoints import read_text, read_vkey
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, fail, open_run_store, out, resolve_run
 from engine import ConvergeError
 from engine.errors import BundleError
+
+if TYPE_CHECKING:  # the rest is imported by the commands that use it: `anchor` pays for none
+    from audit.signing import Signer
 
 app = CommandGroup()
 keys_app = CommandGroup(help="Ed25519 signing keys.", no_args_is_help=True)
@@ -56,6 +46,8 @@ PublicKeyOption = Annotated[
 
 def _signer(path: str | None) -> Signer:
     """The signer of ``--signing-key`` or ``$CONVERGE_SIGNING_KEY``; exits 2 without one."""
+    from audit.signing import signer_from_env
+
     try:
         signer = signer_from_env(path)
     except ConvergeError as exc:
@@ -101,6 +93,8 @@ def keys_generate_cmd(
     DIR/converge.pub (PEM) and DIR/converge.vkey (the C2SP verifier key that checks
     its checkpoints, or with --witness its cosignatures); an existing key is never
     overwritten (exit 2)."""
+    from audit.signing import COSIGNATURE, ED25519, generate_keys, load_public_key, write_vkey
+
     try:
         key, pub = generate_keys(directory)
         vkey = write_vkey(directory, load_public_key(pub), COSIGNATURE if witness else ED25519)
@@ -137,6 +131,11 @@ def export_cmd(
     ledger's head, signed, with the inclusion proof and the ledger's checkpoint note),
     or with --fact a one-fact bundle; `converge verify-bundle FILE --public-key KEY`
     checks it with no database."""
+    from audit.ledger import integrate_pending
+    from audit.proofs import export_fact, export_run, write_bundle
+    from converge.access import Action
+    from converge.cli.checkpoints import read_text
+
     signer = _signer(signing_key)
     note = None if checkpoint is None else read_text(checkpoint, "--checkpoint")
     store = _export_store(db)
@@ -162,6 +161,8 @@ def export_cmd(
 
 
 def _public(path: Path) -> Any:
+    from audit.signing import load_public_key
+
     try:
         return load_public_key(path)
     except ConvergeError as exc:
@@ -186,6 +187,9 @@ def verify_bundle_cmd(
 ) -> None:
     """Check a proof bundle offline with the public key alone; one line per check,
     exit 0 when every check passes, 1 when any fails (2: not a bundle)."""
+    from audit.proofs import read_bundle, verify_bundle
+    from converge.cli.checkpoints import read_vkey
+
     public = _public(public_key)
     cosigner = None if witness is None else read_vkey(witness, "--witness")
     try:
@@ -210,6 +214,8 @@ def verify_bundle_cmd(
 def signed_anchor(db: str | None, signing_key: str | None, as_json: bool) -> None:
     """``converge anchor`` with a signing key: sign the ledger's RFC 6962 head, keep
     it in the store and print it as one line without spaces."""
+    from audit.ledger import head_line, integrate_pending, signed_head
+
     signer = _signer(signing_key)
     store = _write_store(db)
     try:
@@ -232,6 +238,8 @@ def signing_configured(signing_key: str | None) -> bool:
 
 def _head_arg(text: str, option: str) -> dict[str, Any]:
     """A signed head given on the command line, or the file that holds it."""
+    from audit.ledger import parse_head
+
     path = Path(text)
     if not text.lstrip().startswith("{") and path.is_file():
         text = path.read_text(encoding="utf-8")
@@ -246,6 +254,8 @@ def verify_consistency_cmd(
 ) -> None:
     """``converge verify --from HEAD1 --to HEAD2 --public-key KEY``: the ledger only
     grew between two signed heads (exit 0), or where it forked (exit 1)."""
+    from audit.ledger import check_consistency
+
     if public_key is None:
         fail("--from/--to need --public-key KEY (the key that signed the heads)")
     public = _public(public_key)

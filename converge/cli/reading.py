@@ -16,7 +16,7 @@ from audit.queries import tamper_hint
 from converge.cli.render import err, fail, open_run_store
 from engine import ConvergeError, Fact, StopCategory
 from engine.status import RunStatus
-from engine.stop import ALL_VARIANTS
+from engine.stop_categories import STOP_KINDS
 
 __all__ = [
     "CATEGORIES",
@@ -30,7 +30,7 @@ __all__ = [
 
 STATUSES = tuple(s.value for s in RunStatus)
 CATEGORIES = tuple(c.value for c in StopCategory)
-KINDS = tuple(sorted(v.model_fields["kind"].default for v in ALL_VARIANTS))
+KINDS = tuple(sorted(STOP_KINDS))
 
 
 def read_store(db: str | None, token: str | None = None) -> SqlRunStore:

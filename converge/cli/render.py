@@ -16,25 +16,29 @@ import typer
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.measure import Measurement
-from rich.table import Table
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from audit import SqlRunStore, open_store, resolve_url
 from converge.cli.pipes import drop_stdout
-from converge.cli.tables import Column, fitted_table, natural_width, word_widths, wrap_words
-from converge.logs import structured
-from converge.reports import (
-    Report,
-    ReportSpec,
-    build_reports,
-    facts_by_key,
-    readable,
+from converge.cli.tables import (
+    Column,
+    fitted_table,
+    kept_columns,
+    natural_width,
+    plain_table,
+    word_widths,
+    wrap_words,
 )
-from engine import ConvergeError, RunResult, RunStore, StopReason
+from converge.logs import structured
+from engine import ConvergeError, RunStore
 
 if TYPE_CHECKING:  # imported where used: a command that only reads pays for none
+    from rich.table import Table
+
     from converge.jobs import Job
+    from converge.reports import Report, ReportSpec
+    from engine import RunResult, StopReason
 
 UNWRAPPED = 100_000
 """The width of stdout piped or redirected without ``$COLUMNS``: no line is wrapped."""
@@ -94,6 +98,8 @@ def local_time(ts: float | None) -> str:
 def readable_budget(budget: Any) -> str:
     """A recorded budget (``{"max_cycles": 20, ...}``) as ``cycles 20, facts 10000,
     seconds 120``: its limits only; anything else as :func:`readable`."""
+    from converge.reports import readable
+
     if not isinstance(budget, dict):
         return readable(budget)
     limits = [
@@ -227,8 +233,24 @@ def print_fitted(title: str, columns: Sequence[Column], rows: Sequence[Sequence[
     """A table of plain-text ``rows`` fitted to :func:`fit_width` (low-priority
     columns dropped, :func:`converge.cli.tables.fitted_table`), printed whole."""
     width = fit_width()
+    if width is None and out.color_system is None and out.encoding.lower() in ("utf-8", "utf8"):
+        # piped, no colours: the text rich would print, without rich's renderer
+        keep = kept_columns(columns, rows)
+        text = plain_table(title, [columns[i] for i in keep], [[r[i] for i in keep] for r in rows])
+        if text is not None:
+            _write(text)
+            return
     table = fitted_table(title, columns, rows, width)
     print_table(table, None if width is not None else natural_width(columns, rows))
+
+
+def _write(text: str) -> None:
+    """``text`` on stdout as :data:`out` writes (a closed pipe: :meth:`Output.on_broken_pipe`)."""
+    try:
+        out.file.write(text)
+        out.file.flush()
+    except BrokenPipeError:
+        out.on_broken_pipe()
 
 
 def print_table(table: Table, needed: int | None = None) -> None:
@@ -255,6 +277,8 @@ def report_table(report: Report, width: int | None = None) -> Table:
     never ``BSD-3-Cla`` / ``use``); only a table whose words cannot fit folds. The
     title is printed apart by :func:`print_reports`: as a table title, rich wraps
     it to the table's width (a two-column count table broke "Counts by license")."""
+    from rich.table import Table
+
     table = Table(title_justify="left")
     rows = report.rows
     widths = None
@@ -280,6 +304,8 @@ def report_table(report: Report, width: int | None = None) -> Table:
 
 
 def _plain_report_table(report: Report) -> Table:
+    from rich.table import Table
+
     table = Table()
     for col in report.columns:
         table.add_column(escape(col), no_wrap=True)
@@ -365,9 +391,12 @@ def _render_result(
     store: RunStore | None = None,
     db: str | None = None,
 ) -> None:
+    from rich.table import Table
+
     from converge.cli.next_steps import waiting_at_gate
     from converge.explaining import explain_result
     from converge.jobs import Job
+    from converge.reports import build_reports, facts_by_key
 
     if isinstance(job, Job):
         if reports is None:

@@ -4,11 +4,12 @@ started (:mod:`converge.jobs.models`; refused otherwise, naming both)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from converge.jobs.models import ModelChoice
+if TYPE_CHECKING:  # imported where a choice is made: converge.jobs is a run's
+    from converge.jobs.models import ModelChoice
 
 __all__ = ["AllowModelChangeOption", "ModelOption", "model_choice"]
 
@@ -32,4 +33,6 @@ AllowModelChangeOption = Annotated[
 
 def model_choice(model: str | None, allow_change: bool) -> ModelChoice:
     """The :class:`ModelChoice` of the options (``--model ""`` counts as not given)."""
+    from converge.jobs.models import ModelChoice
+
     return ModelChoice(model=(model or "").strip() or None, allow_change=allow_change)

@@ -10,7 +10,6 @@ import typer
 
 from audit import SqlRunStore, parse_since
 from audit.queries import ForkLink, RunRow, UnreadableRun, fork_links, read_runs
-from converge.access import Action, check, run_views
 from converge.cli.actors import ReaderTokenOption, reader
 from converge.cli.reading import CATEGORIES, KINDS, STATUSES, one_of, print_json, read_store
 from converge.cli.render import DbOption, JsonOption, fail, print_fitted, say_error
@@ -72,7 +71,10 @@ def runs_cmd(
     if limit is None:
         limit = 0 if by is not None else DEFAULT_LIMIT
     store = read_store(db, token)
-    found = _found(store, token, category, kind, since_ts, job, status, limit)
+    # the table and --by print each stop's kind and category: no stop model to build
+    found = _found(
+        store, token, category, kind, since_ts, job, status, limit, reasons=as_json and by is None
+    )
     # a row that cannot be read: one error line each, the others listed, exit 1
     rows = [r for r in found if isinstance(r, RunRow)]
     unreadable = [r for r in found if isinstance(r, UnreadableRun)]
@@ -100,15 +102,26 @@ def _found(
     job: str | None,
     status: str | None,
     limit: int,
+    *,
+    reasons: bool = True,
 ) -> list[RunRow | UnreadableRun]:
     """The runs the options select, those of ``token``'s person may see (exits 2 when
-    the store fails)."""
+    the store fails); ``reasons``: their stop reasons parsed (:func:`audit.queries.read_runs`)."""
     person = reader(store, token)
     try:
         found = read_runs(
-            store, category=category, kind=kind, since=since, job=job, status=status, limit=limit
+            store,
+            category=category,
+            kind=kind,
+            since=since,
+            job=job,
+            status=status,
+            limit=limit,
+            reasons=reasons,
         )
         if person is not None:
+            from converge.access import Action, check, run_views
+
             views = run_views(store, [r.run_id for r in found if isinstance(r, RunRow)])
             found = [
                 r

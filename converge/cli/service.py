@@ -13,16 +13,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from audit.queries import RunRow
-from audit.run_queue import request_cancel
 from audit.store import SqlRunStore
-from converge.access import Action as Access
-from converge.access import job_view, run_view
 from converge.cli.actors import (
     ActorOption,
     ReaderTokenOption,
@@ -43,13 +39,12 @@ from converge.cli.render import (
     open_run_store,
     out,
 )
-from converge.cli.watching import watch_events
-from converge.jobs import load_job
 from converge.run_queue import Action
-from converge.service import RunQueue, submit_run
 from engine import ConvergeError
-from engine.result import counted
 from engine.status import RunStatus
+
+if TYPE_CHECKING:  # imported where used: `approve` needs none of the service
+    from converge.service import RunQueue
 
 app = CommandGroup()
 
@@ -117,6 +112,11 @@ def submit(
     (`converge worker --recover` sends again what no worker took). Follow it with
     `converge watch RUN`.
     """
+    from converge.access import Action as Access
+    from converge.access import job_view
+    from converge.jobs import load_job
+    from converge.service import submit_run
+
     try:
         job = load_job(job_file)
     except ConvergeError as exc:
@@ -149,6 +149,10 @@ def cancel(
     resume RUN` goes on from there. Who cancels is checked as for `converge run`
     (a known person; with tokens required, the token's own person) and recorded.
     """
+    from audit.run_queue import request_cancel
+    from converge.access import Action as Access
+    from converge.access import run_view
+
     store = open_run_store(db, must_exist=True)
     assert isinstance(store, SqlRunStore)
     try:
@@ -185,6 +189,10 @@ def watch(
     stop (--until-pause: exit 10 at the pause instead). --json prints the events
     as JSON lines. Exits 2 for an unknown run, and 124 when --timeout passes first.
     """
+    from converge.access import Action as Access
+    from converge.cli.watching import watch_events
+    from engine.wording import counted
+
     store = open_run_store(db, read_only=not token, must_exist=True)
     assert isinstance(store, SqlRunStore)
 
@@ -239,6 +247,10 @@ def follow(
 ) -> RunRow | None:
     """Read ``run_id`` every :data:`WATCH_POLL_S` until it stops or pauses (its row) or
     ``timeout`` seconds pass (None), with a progress line on a terminal."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from engine.wording import counted
+
     started = clock()
     with Progress(
         TextColumn("[bold]{task.description}"),

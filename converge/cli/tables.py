@@ -16,13 +16,24 @@ import re
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from rich.console import JustifyMethod
 from rich.markup import escape
-from rich.table import Table
 
-__all__ = ["Column", "fitted_table", "natural_width", "table_width", "word_widths"]
+if TYPE_CHECKING:  # built where a table goes through rich (plain_table: none)
+    from rich.table import Table
+
+__all__ = [
+    "Column",
+    "fitted_table",
+    "kept_columns",
+    "natural_width",
+    "plain_table",
+    "table_width",
+    "word_widths",
+]
 
 BORDER = 3
 """Characters a column adds to a row besides its cells: a padding space on each
@@ -82,12 +93,10 @@ def fitted_table(
     """A rich table of ``rows`` (plain text, escaped here) that fits ``width``
     characters (None: no limit, every column shown). Columns are dropped, lowest
     priority first, until the others fit; the caption names those dropped."""
+    from rich.table import Table
+
     cells = [[row[i] for row in rows] for i in range(len(columns))]
-    keep = [
-        i
-        for i, c in enumerate(columns)
-        if not (c.optional and rows and not any(v.strip() for v in cells[i]))
-    ]
+    keep = kept_columns(columns, rows)
     needs = {i: _need(columns[i], cells[i]) for i in keep}
     dropped: list[str] = []
     while width is not None and table_width([needs[i] for i in keep]) > width:
@@ -121,6 +130,83 @@ def fitted_table(
     for row in rows:
         table.add_row(*(escape(row[i]) for i in keep))
     return table
+
+
+def kept_columns(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> list[int]:
+    """The indexes of the columns a table of ``rows`` shows with no width limit: all
+    but an ``optional`` one no row has a value in."""
+    return [
+        i
+        for i, c in enumerate(columns)
+        if not (c.optional and rows and not any(row[i].strip() for row in rows))
+    ]
+
+
+_PLAIN = re.compile(r"[ -\[\]-~]*")
+"""A line a plain table prints as it is: printable ASCII (no tab, no control character)
+but the backslash (rich's ``escape`` and markup do not give every one back as it was)."""
+_EMOJI = re.compile(r":\S*?:")
+"""What rich might take for an emoji code (``:smile:``): such a cell is left to rich."""
+
+
+def plain_table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> str | None:
+    """The text rich prints for :func:`fitted_table` ``(title, columns, rows, None)`` on
+    a console without colours (rich's default box, every column as wide as its widest
+    line, a cell of several lines as many lines), built without rich: printing 100
+    rows through rich's renderer cost as much as a listing's query and imports. None
+    when rich might print it otherwise: no rows, no title or one wider than the table, a text
+    that is not printable ASCII or holds a backslash, a line with spaces at either end
+    (rich strips some), something rich could read as an emoji code, a column centred."""
+    if not rows or not title or any(c.justify not in ("left", "right") for c in columns):
+        return None
+    texts = [title, *(c.header for c in columns)]
+    cells = [[cell.split("\n") for cell in row] for row in rows]
+    for text in texts:
+        if "\n" in text or not _plain(text):
+            return None
+    for row in cells:
+        for lines in row:
+            if not all(_plain(line) for line in lines):
+                return None
+    widths = [
+        max(len(c.header), *(len(line) for row in cells for line in row[i]))
+        for i, c in enumerate(columns)
+    ]
+    total = table_width(widths)
+    if len(title) > total:
+        return None
+    out = [title.ljust(total), _rule("┏", "━", "┳", "┓", widths)]
+    out.append(_line("┃", [[c.header] for c in columns], columns, widths, 0))
+    out.append(_rule("┡", "━", "╇", "┩", widths))
+    for row in cells:
+        out.extend(_line("│", row, columns, widths, n) for n in range(max(map(len, row))))
+    out.append(_rule("└", "─", "┴", "┘", widths))
+    return "\n".join(out) + "\n"
+
+
+def _plain(text: str) -> bool:
+    return (
+        _PLAIN.fullmatch(text) is not None and text == text.strip() and _EMOJI.search(text) is None
+    )
+
+
+def _rule(left: str, fill: str, cross: str, right: str, widths: Sequence[int]) -> str:
+    return left + cross.join(fill * (w + 2) for w in widths) + right
+
+
+def _line(
+    edge: str,
+    cells: Sequence[Sequence[str]],
+    columns: Sequence[Column],
+    widths: Sequence[int],
+    n: int,
+) -> str:
+    """Line ``n`` of a row whose cells are ``cells`` (each its lines)."""
+    parts = []
+    for lines, c, w in zip(cells, columns, widths, strict=True):
+        text = lines[n] if n < len(lines) else ""
+        parts.append(text.rjust(w) if c.justify == "right" else text.ljust(w))
+    return edge + edge.join(f" {p} " for p in parts) + edge
 
 
 def _widths(needs: list[int], wants: list[int], width: int | None) -> list[int] | None:
