@@ -23,7 +23,7 @@ import typer
 from audit.people import Principal, record_actor
 from audit.store import SqlRunStore
 from converge.access import STORE, Action, Person, Resource, ask, person_of, run_view
-from converge.cli.render import fail
+from converge.cli.render import fail, open_sql_store
 from converge.governance import cli_runner, token_person
 from engine import ConvergeError, RunStore
 
@@ -35,6 +35,7 @@ __all__ = [
     "actor",
     "ask_read",
     "asked",
+    "managed_store",
     "manager",
     "named",
     "reader",
@@ -166,6 +167,15 @@ def manager(store: SqlRunStore, token: str | None) -> None:
         ask(store, person, Action.MANAGE_PEOPLE, STORE, client="cli")
     except ConvergeError as exc:
         fail(str(exc))
+
+
+def managed_store(db: str | None, token: str | None, *, must_exist: bool = True) -> SqlRunStore:
+    """The store of ``--db`` (:func:`~converge.cli.render.open_sql_store`) once
+    ``token``'s person may change its people, tokens or settings (:func:`manager`:
+    exit 2, one line, in the access log, when they may not)."""
+    store = open_sql_store(db, must_exist=must_exist)
+    manager(store, token)
+    return store
 
 
 def reader(store: SqlRunStore, token: str | None) -> Person | None:

@@ -14,13 +14,7 @@ from audit.store import SqlRunStore
 from converge.access import Action, gate_view, run_view
 from converge.cli.actors import ActorOption, RunnerTokenOption, asked, runner
 from converge.cli.commands import CommandGroup
-from converge.cli.render import (
-    DbOption,
-    fail,
-    open_run_store,
-    out,
-    print_fitted,
-)
+from converge.cli.render import DbOption, fail, open_sql_store, out, print_fitted
 from converge.cli.tables import Column
 from converge.governance import gate_history
 from converge.reports import iso_utc, readable
@@ -89,8 +83,7 @@ def comment_cmd(
     to read the gate (docs/access.md); a refusal exits 2 and records nothing but a
     row of the access log.
     """
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db)
     who = runner(store, by, token, doing="comment on a gate")
     try:
         gate = store.get_gate(gate_id)

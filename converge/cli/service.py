@@ -27,22 +27,14 @@ from converge.cli.actors import (
     ActorOption,
     ReaderTokenOption,
     RunnerTokenOption,
-    ask_read,
     asked,
-    reader,
     record,
     runner,
 )
 from converge.cli.commands import CommandGroup
 from converge.cli.pipes import stdout_closed
-from converge.cli.render import (
-    DbOption,
-    JsonOption,
-    err,
-    fail,
-    open_run_store,
-    out,
-)
+from converge.cli.reading import read_run
+from converge.cli.render import DbOption, JsonOption, err, fail, open_run_store, open_sql_store, out
 from converge.cli.watching import watch_events
 from converge.jobs import load_job
 from converge.run_queue import Action
@@ -149,8 +141,7 @@ def cancel(
     resume RUN` goes on from there. Who cancels is checked as for `converge run`
     (a known person; with tokens required, the token's own person) and recorded.
     """
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db)
     try:
         rid = store.resolve_run_id(run_id)
         who = runner(store, by, token, doing="cancel a run")  # before the request is written
@@ -185,18 +176,14 @@ def watch(
     stop (--until-pause: exit 10 at the pause instead). --json prints the events
     as JSON lines. Exits 2 for an unknown run, and 124 when --timeout passes first.
     """
-    store = open_run_store(db, read_only=not token, must_exist=True)
-    assert isinstance(store, SqlRunStore)
+    store, rid, person = read_run(db, token, run_id, Access.FOLLOW_RUN)
 
     def write(line: str) -> None:
         out.print(line, highlight=False, markup=False, soft_wrap=True)
         if stdout_closed():  # nobody reads on: stop following (a paused run may wait days)
             raise BrokenPipeError("the reader of stdout closed the pipe")
 
-    person = reader(store, token)
     try:
-        rid = store.resolve_run_id(run_id)
-        ask_read(store, person, Access.FOLLOW_RUN, rid)
         row = watch_events(
             store,
             rid,

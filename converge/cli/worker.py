@@ -26,6 +26,7 @@ from converge.cli.render import (
     fail,
     missing_sqlite_file,
     open_run_store,
+    open_sql_store,
     out,
     say_error,
 )
@@ -189,8 +190,7 @@ def _recover_here(db: str | None, concurrency: int) -> None:
     processes (as ``converge serve``'s pool), to their next stop; returns once they
     all stopped. SIGTERM or SIGINT stop them at their cycle boundary (put back in
     the queue) and exit 130."""
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db)
     pool = LocalRunPool(store, concurrency)
     for signum in SIGNALS:
         signal.signal(signum, _interrupted)
@@ -321,8 +321,7 @@ def _run_here(db: str | None, run_id: str, resume: bool, parent: int | None) -> 
     do; 130 when SIGTERM, SIGINT or the end of process ``parent`` cancelled it)."""
     shutdown = _stopping(Shutdown(), parent)
     with shutdown.executing():  # a stop asked while the store opens waits for the run
-        store = open_run_store(db, must_exist=True)
-        assert isinstance(store, SqlRunStore)
+        store = open_sql_store(db)
         try:
             code = _execute_message(store, shutdown, "resume" if resume else "run", run_id)
         finally:
@@ -347,8 +346,7 @@ def _serve_pool(db: str | None, parent: int | None) -> None:
     with contextlib.suppress(OSError):
         os.nice(POOL_NICE)
     shutdown = _stopping(Shutdown(exit_when_idle=True), parent)
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db)
     try:
         for line in sys.stdin:
             message = read_message(line)
