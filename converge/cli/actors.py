@@ -16,6 +16,7 @@ import contextlib
 import getpass
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated
 
 import typer
@@ -28,9 +29,11 @@ from converge.governance import cli_runner, token_person
 from engine import ConvergeError, RunStore
 
 __all__ = [
+    "NO_RUNNER_OPTIONS",
     "ActorOption",
     "ManagerTokenOption",
     "ReaderTokenOption",
+    "RunnerFlags",
     "RunnerTokenOption",
     "actor",
     "ask_read",
@@ -62,6 +65,24 @@ RunnerTokenOption = Annotated[
     ),
 ]
 
+
+@dataclass(frozen=True, slots=True)
+class RunnerFlags:
+    """``--by`` and ``--token`` of a command that runs, resumes, forks, cancels or
+    comments, as given (an option group: :func:`converge.cli.commands.option_groups`)."""
+
+    by: ActorOption = None
+    token: RunnerTokenOption = None
+
+    def principal(
+        self, store: RunStore | None, *, doing: str = "run, submit, resume or fork a run"
+    ) -> Principal:
+        """Who acts, checked before anything is written: :func:`runner`."""
+        return runner(store, self.by, self.token, doing=doing)
+
+
+NO_RUNNER_OPTIONS = RunnerFlags()
+"""Neither option given: the default of a command's :class:`RunnerFlags` parameter."""
 
 ReaderTokenOption = Annotated[
     str | None,

@@ -12,8 +12,8 @@ import typer
 from audit.people import add_comment
 from audit.store import SqlRunStore
 from converge.access import Action, gate_view, run_view
-from converge.cli.actors import ActorOption, RunnerTokenOption, asked, runner
-from converge.cli.commands import CommandGroup
+from converge.cli.actors import NO_RUNNER_OPTIONS, RunnerFlags, asked
+from converge.cli.commands import CommandGroup, option_groups
 from converge.cli.render import DbOption, fail, open_sql_store, out, print_fitted
 from converge.cli.tables import Column
 from converge.governance import gate_history
@@ -69,11 +69,11 @@ def _detail(detail: Any) -> str:
 
 
 @app.command("comment")
+@option_groups()
 def comment_cmd(
     gate_id: Annotated[str, typer.Argument(help="The gate to comment on.")],
     text: Annotated[str, typer.Argument(help="The comment.")],
-    by: ActorOption = None,
-    token: RunnerTokenOption = None,
+    acting: RunnerFlags = NO_RUNNER_OPTIONS,
     db: DbOption = None,
 ) -> None:
     """Comment on a gate; the comment goes into its run's hash chain (who, when, text).
@@ -84,7 +84,7 @@ def comment_cmd(
     row of the access log.
     """
     store = open_sql_store(db)
-    who = runner(store, by, token, doing="comment on a gate")
+    who = acting.principal(store, doing="comment on a gate")
     try:
         gate = store.get_gate(gate_id)
     except ConvergeError as exc:

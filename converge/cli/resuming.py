@@ -10,7 +10,7 @@ import typer
 from audit.ledger import require_key
 from audit.queries import read_gates
 from converge.access import Action, run_view
-from converge.cli.actors import ActorOption, RunnerTokenOption, asked, runner
+from converge.cli.actors import NO_RUNNER_OPTIONS, RunnerFlags, asked
 from converge.cli.budgets import NO_BUDGET_OPTIONS, BudgetFlags, resumed_budget
 from converge.cli.commands import CommandGroup, option_groups
 from converge.cli.legs import finish_leg
@@ -36,8 +36,7 @@ def resume_cmd(
     budget: BudgetFlags = NO_BUDGET_OPTIONS,
     db: DbOption = None,
     as_json: JsonOption = False,
-    by: ActorOption = None,
-    token: RunnerTokenOption = None,
+    acting: RunnerFlags = NO_RUNNER_OPTIONS,
     model: ModelOption = None,
     allow_model_change: AllowModelChangeOption = False,
 ) -> None:
@@ -49,7 +48,7 @@ def resume_cmd(
         require_key(store, f"resuming run {run_id}")  # before anything is written
     except ConvergeError as exc:
         fail(str(exc))
-    who = runner(store, by, token)  # four eyes relies on it: checked before any write
+    who = acting.principal(store)  # four eyes relies on it: checked before any write
     asked(store, who, Action.START_RUN, lambda: run_view(store, run_id))
     try:
         # a pending gate of this run past its deadline: decided by on_timeout first,

@@ -10,7 +10,7 @@ import typer
 from audit.ledger import require_key
 from audit.store import SqlRunStore
 from converge.access import Action, job_view
-from converge.cli.actors import ActorOption, RunnerTokenOption, asked, runner
+from converge.cli.actors import NO_RUNNER_OPTIONS, RunnerFlags, asked
 from converge.cli.budgets import NO_BUDGET_OPTIONS, BudgetFlags
 from converge.cli.commands import CommandGroup, option_groups
 from converge.cli.legs import finish_leg, job_for
@@ -66,8 +66,7 @@ def run(
         ),
     ] = False,
     budget: BudgetFlags = NO_BUDGET_OPTIONS,
-    by: ActorOption = None,
-    token: RunnerTokenOption = None,
+    acting: RunnerFlags = NO_RUNNER_OPTIONS,
 ) -> None:
     # every error of the file, its references that name nothing included: refused at
     # once, before a store is created
@@ -83,7 +82,7 @@ def run(
         except ConvergeError as exc:
             fail(str(exc))
     # who runs, checked before anything is written: four eyes relies on the name
-    who = runner(store, by, token)
+    who = acting.principal(store)
     asked(store, who, Action.START_RUN, job_view(job.spec.name, job.raw))
     if otel or any(os.environ.get(v) for v in OTLP_ENDPOINTS):
         result = _run_traced(job, store, as_json=as_json)

@@ -23,18 +23,11 @@ from audit.run_queue import request_cancel
 from audit.store import SqlRunStore
 from converge.access import Action as Access
 from converge.access import job_view, run_view
-from converge.cli.actors import (
-    ActorOption,
-    ReaderTokenOption,
-    RunnerTokenOption,
-    asked,
-    record,
-    runner,
-)
-from converge.cli.commands import CommandGroup
+from converge.cli.actors import NO_RUNNER_OPTIONS, ReaderTokenOption, RunnerFlags, asked, record
+from converge.cli.commands import CommandGroup, option_groups
 from converge.cli.pipes import stdout_closed
 from converge.cli.reading import read_run
-from converge.cli.render import DbOption, JsonOption, err, fail, open_run_store, open_sql_store, out
+from converge.cli.render import DbOption, JsonOption, err, fail, open_sql_store, out
 from converge.cli.watching import watch_events
 from converge.jobs import load_job
 from converge.run_queue import Action
@@ -94,14 +87,14 @@ def run_queue_for(broker: str | None, queue: str, db: str | None) -> RunQueue:
 
 
 @app.command()
+@option_groups()
 def submit(
     job_file: Annotated[str, typer.Argument(help="The job file (YAML).")],
     db: DbOption = None,
     broker: BrokerOption = None,
     queue: QueueOption = "converge",
     as_json: JsonOption = False,
-    by: ActorOption = None,
-    token: RunnerTokenOption = None,
+    acting: RunnerFlags = NO_RUNNER_OPTIONS,
 ) -> None:
     """Put a run of a job on a queue and print its run id at once.
 
@@ -113,9 +106,8 @@ def submit(
         job = load_job(job_file)
     except ConvergeError as exc:
         fail(str(exc))
-    store = open_run_store(db)
-    assert isinstance(store, SqlRunStore)
-    who = runner(store, by, token)  # before the run is queued: four eyes relies on it
+    store = open_sql_store(db, must_exist=False)
+    who = acting.principal(store)  # before the run is queued: four eyes relies on it
     asked(store, who, Access.START_RUN, job_view(job.spec.name, job.raw))
     try:
         run_id = submit_run(job, store, run_queue_for(broker, queue, db))
@@ -129,11 +121,11 @@ def submit(
 
 
 @app.command()
+@option_groups()
 def cancel(
     run_id: Annotated[str, typer.Argument(help="The run to cancel (queued or running).")],
     db: DbOption = None,
-    by: ActorOption = None,
-    token: RunnerTokenOption = None,
+    acting: RunnerFlags = NO_RUNNER_OPTIONS,
 ) -> None:
     """Stop a queued or running run, on whichever worker holds it.
 
@@ -144,7 +136,7 @@ def cancel(
     store = open_sql_store(db)
     try:
         rid = store.resolve_run_id(run_id)
-        who = runner(store, by, token, doing="cancel a run")  # before the request is written
+        who = acting.principal(store, doing="cancel a run")  # before the request is written
         asked(store, who, Access.CANCEL_RUN, lambda: run_view(store, rid))
         status = request_cancel(store, rid, who.name)
     except ConvergeError as exc:

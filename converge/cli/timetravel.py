@@ -31,13 +31,12 @@ from rich.table import Table
 from audit.store import SqlRunStore
 from converge.access import Action, run_view
 from converge.cli.actors import (
-    ActorOption,
+    NO_RUNNER_OPTIONS,
     ReaderTokenOption,
-    RunnerTokenOption,
+    RunnerFlags,
     ask_read,
     asked,
     reader,
-    runner,
 )
 from converge.cli.audit import print_json, read_store
 from converge.cli.budgets import NO_BUDGET_OPTIONS, BudgetFlags
@@ -75,8 +74,7 @@ def fork_cmd(
     budget: BudgetFlags = NO_BUDGET_OPTIONS,
     db: DbOption = None,
     as_json: JsonOption = False,
-    by: ActorOption = None,
-    token: RunnerTokenOption = None,
+    acting: RunnerFlags = NO_RUNNER_OPTIONS,
 ) -> None:
     """Start a new run from the state after cycle N of a recorded run (the parent is
     not changed); exits with the fork's stop code, 2 when the cycle cannot be rebuilt
@@ -89,7 +87,7 @@ def fork_cmd(
     run_id = resolve_run(store, run_id)
     job = job_for(job_file, store, run_id)
     given = budget.over(job.spec.budget)
-    who = runner(store, by, token)  # before the fork writes anything
+    who = acting.principal(store)  # before the fork writes anything
     asked(store, who, Action.FORK_RUN, lambda: run_view(store, run_id))
     unverified = unverified_parent(store, run_id, at_cycle)
     result = execute_with_progress(

@@ -25,7 +25,6 @@ from converge.cli.render import (
     DbOption,
     fail,
     missing_sqlite_file,
-    open_run_store,
     open_sql_store,
     out,
     say_error,
@@ -233,8 +232,7 @@ def _consume(
         from converge.workers import CeleryRunQueue, run_worker
     except ImportError as exc:
         fail(str(exc))
-    store = open_run_store(db)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db, must_exist=False)
     runs = CeleryRunQueue(url, queue)
     store_url = store.url
     try:
@@ -285,8 +283,7 @@ def _check_key(db: str | None) -> None:
     key: every run, resume and deadline the worker takes would be refused."""
     if missing_sqlite_file(db) is not None:
         return  # no store yet: nothing keyed (--run says the store is missing)
-    store = open_run_store(db)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db, must_exist=False)
     try:
         require_key(store, "starting converge worker")
     except ConvergeError as exc:
@@ -302,8 +299,7 @@ def keep_deadlines(db: str, broker: str, queue: str, parent: str) -> None:
     and integrates pending run heads into the ledger, until process ``parent`` (the
     worker) is gone. Logs as the worker ($CONVERGE_LOG_FORMAT, which it set)."""
     start_logging(LogFormat(os.environ.get(LOG_FORMAT_ENV) or "text"), "worker")
-    store = open_run_store(db or None)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db or None, must_exist=False)
     from converge.workers import CeleryRunQueue
 
     runs = CeleryRunQueue(broker, queue)
