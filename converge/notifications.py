@@ -39,20 +39,8 @@ from email.message import EmailMessage
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from audit.notifications import (
-    CHAIN_SINK,
-    DELIVERED,
-    EVENTS,
-    FAILED,
-    SENDING,
-    Delivery,
-    claim,
-    deliveries,
-    delivery,
-    gates_to_notify,
-    record_attempt,
-    recorded,
-)
+from audit import notifications as outbox
+from audit.notifications import Delivery, deliveries
 from audit.store import SqlRunStore
 from converge.errors import NotSent
 from engine import ConvergeError
@@ -289,7 +277,7 @@ def _deliver(
     store: SqlRunStore, gate: GateRecord, event: str, sink: Sink, clock: Clock, sleep: Sleep
 ) -> Delivery:
     """Send one claimed notification, recording each attempt; its last record."""
-    before = delivery(store, gate.gate_id, event, sink.key)
+    before = outbox.delivery(store, gate.gate_id, event, sink.key)
     first = (before.attempts if before is not None else 0) + 1
     last = max(MAX_ATTEMPTS, first)
     body = payload(gate, event)
@@ -304,8 +292,8 @@ def _deliver(
         except NotSent as exc:  # retrying would not help
             ok, answer, unsendable = False, str(exc), True
         done = ok or unsendable or n >= last
-        status = DELIVERED if ok else (FAILED if done else SENDING)
-        recorded_ = record_attempt(
+        status = outbox.DELIVERED if ok else (outbox.FAILED if done else outbox.SENDING)
+        recorded_ = outbox.record_attempt(
             store,
             gate.gate_id,
             event,
@@ -339,19 +327,19 @@ def _notify_gate(
         (event, sink.key)
         for event in events
         for sink in sinks
-        if have.get((event, sink.key), SENDING) == SENDING
+        if have.get((event, sink.key), outbox.SENDING) == outbox.SENDING
     ]
-    escalate = "escalated" in events and ("escalated", CHAIN_SINK) not in have
+    escalate = "escalated" in events and ("escalated", outbox.CHAIN_SINK) not in have
     if not wanted and not escalate:
         return []
     escalate_to = _names(rules.get("escalate_to")) if escalate else None
-    taken = claim(store, gate, wanted, now=now, escalate_to=escalate_to)
+    taken = outbox.claim(store, gate, wanted, now=now, escalate_to=escalate_to)
     by_key = {s.key: s for s in sinks}
     out: list[Delivery] = []
-    for event, key in sorted(taken, key=lambda t: EVENTS.index(t[0])):
-        if key == CHAIN_SINK:
+    for event, key in sorted(taken, key=lambda t: outbox.EVENTS.index(t[0])):
+        if key == outbox.CHAIN_SINK:
             log.info("gate %s escalated to %s", gate.gate_id, ", ".join(escalate_to or ()))
-            found = delivery(store, gate.gate_id, event, key)
+            found = outbox.delivery(store, gate.gate_id, event, key)
             if found is not None:
                 out.append(found)
             continue
@@ -370,8 +358,8 @@ def notify_due(
     process's claims are left to it. A gate that fails (a store error, a bad
     sink) is logged and skipped; ``StoreError`` when the gates cannot be listed."""
     now = clock()
-    candidates = gates_to_notify(store)
-    told = recorded(store, [g.gate_id for g in candidates])
+    candidates = outbox.gates_to_notify(store)
+    told = outbox.recorded(store, [g.gate_id for g in candidates])
     out: list[Delivery] = []
     for gate in candidates:
         try:
@@ -395,7 +383,7 @@ def notify_after_command(store: object) -> None:
         sys.stderr.write(f"converge: notifications not sent: {exc}\n")
         return
     for d in done:
-        if d.status == FAILED:
+        if d.status == outbox.FAILED:
             sys.stderr.write(
                 f"converge: notifying {d.sink} of gate {d.gate_id} {d.event} failed "
                 f"after {d.attempts} attempt(s): {d.answer}\n"

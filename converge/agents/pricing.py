@@ -2,13 +2,17 @@
 
 A ``price`` given to an agent (``(usd_per_million_input, usd_per_million_output)``)
 overrides genai-prices; :class:`PricedModel` makes pydantic-ai's own ``cost_limit``
-see it. :func:`priceable` says whether genai-prices knows a model at all;
-:func:`reports_no_cost` whether its responses can carry their own cost.
+see it (an :class:`AnsweringModel`: a wrapped model whose requests one method
+answers, as the models that answer from a recording are). :func:`priceable` says
+whether genai-prices knows a model at all; :func:`reports_no_cost` whether its
+responses can carry their own cost.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from decimal import Decimal
+from functools import partial
 
 import genai_prices
 from pydantic_ai.messages import ModelMessage, ModelResponse
@@ -16,19 +20,29 @@ from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
-__all__ = ["Price", "PricedModel", "cost_usd", "model_label", "priceable", "reports_no_cost"]
+__all__ = [
+    "AnsweringModel",
+    "Ask",
+    "Price",
+    "PricedModel",
+    "cost_usd",
+    "model_label",
+    "priceable",
+    "reports_no_cost",
+]
 
 Price = tuple[float, float]
 """``(usd_per_million_input_tokens, usd_per_million_output_tokens)``."""
 
+Ask = Callable[[], Awaitable[ModelResponse]]
+"""Sends the request being answered to the wrapped model (:class:`AnsweringModel`)."""
 
-class PricedModel(WrapperModel):
-    """A model whose responses carry the cost of ``price`` (per million tokens), so
-    pydantic-ai's ``cost_limit`` applies to models genai-prices does not know."""
 
-    def __init__(self, wrapped: Model, price: Price) -> None:
-        super().__init__(wrapped)
-        self.price = price
+class AnsweringModel(WrapperModel):
+    """``wrapped``, each request answered by :meth:`answer` (which may ask the wrapped
+    model): :class:`PricedModel`, and the models that answer from a recording
+    (:class:`converge.agents.tape.TapeModel`,
+    :class:`converge.agents.recovered.RecordedRun`)."""
 
     async def request(
         self,
@@ -36,8 +50,27 @@ class PricedModel(WrapperModel):
         model_settings: ModelSettings | None,
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
+        """:meth:`answer`'s response to this request."""
+        ask = partial(super().request, messages, model_settings, model_request_parameters)
+        return await self.answer(messages, ask)
+
+    async def answer(self, messages: list[ModelMessage], ask: Ask) -> ModelResponse:
+        """The response to ``messages`` (the last one the request); ``ask()`` sends the
+        request to the wrapped model. This one: the wrapped model's."""
+        return await ask()
+
+
+class PricedModel(AnsweringModel):
+    """A model whose responses carry the cost of ``price`` (per million tokens), so
+    pydantic-ai's ``cost_limit`` applies to models genai-prices does not know."""
+
+    def __init__(self, wrapped: Model, price: Price) -> None:
+        super().__init__(wrapped)
+        self.price = price
+
+    async def answer(self, messages: list[ModelMessage], ask: Ask) -> ModelResponse:
         """The wrapped model's response, its usage priced at ``price``."""
-        response = await super().request(messages, model_settings, model_request_parameters)
+        response = await ask()
         response.usage.cost = cost_usd(
             response.usage.input_tokens, response.usage.output_tokens, self.price
         )

@@ -20,10 +20,9 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from pydantic_ai.messages import ModelMessage, ModelResponse
-from pydantic_ai.models import Model, ModelRequestParameters
-from pydantic_ai.models.wrapper import WrapperModel
-from pydantic_ai.settings import ModelSettings
+from pydantic_ai.models import Model
 
+from converge.agents.pricing import AnsweringModel, Ask
 from converge.agents.tape import request_digest, response_of
 from engine import Context
 
@@ -53,7 +52,7 @@ def recovered(model: Model, ctx: Context, name: str) -> Model:
     return RecordedRun(model, run)
 
 
-class RecordedRun(WrapperModel):
+class RecordedRun(AnsweringModel):
     """``wrapped`` answering from one recorded agent run (its exchanges, as
     :func:`converge.agents.tape.exchanges` records them) while the requests ask
     what they asked then; the model itself from the first one that does not."""
@@ -65,12 +64,7 @@ class RecordedRun(WrapperModel):
         self.answered = 0
         self.live = False
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
+    async def answer(self, messages: list[ModelMessage], ask: Ask) -> ModelResponse:
         """The recorded response to this request, or the model's (see the class)."""
         self.asked += 1
         if not self.live and self.asked <= len(self.run):
@@ -81,4 +75,4 @@ class RecordedRun(WrapperModel):
                 self.answered += 1
                 return response_of(exchange["response"])
         self.live = True  # another question: the recorded answers no longer apply
-        return await super().request(messages, model_settings, model_request_parameters)
+        return await ask()

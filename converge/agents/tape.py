@@ -34,11 +34,10 @@ from pydantic_ai.messages import (
     TextPart,
     ToolCallPart,
 )
-from pydantic_ai.models import Model, ModelRequestParameters
-from pydantic_ai.models.wrapper import WrapperModel
-from pydantic_ai.settings import ModelSettings
+from pydantic_ai.models import Model
 from pydantic_core import to_jsonable_python
 
+from converge.agents.pricing import AnsweringModel, Ask
 from converge.errors import TapeMissing
 from engine import Context
 
@@ -184,7 +183,7 @@ class ModelTape:
         return TapeModel(model, self, key, index + 1, run)
 
 
-class TapeModel(WrapperModel):
+class TapeModel(AnsweringModel):
     """``wrapped`` (its name, system and profile, so pricing and output handling are
     the same) answering from one recorded agent run instead of sending requests."""
 
@@ -203,12 +202,7 @@ class TapeModel(WrapperModel):
         self.run = run
         self.asked = 0
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
+    async def answer(self, messages: list[ModelMessage], ask: Ask) -> ModelResponse:
         """The next recorded response (never a request to the model); raises
         :class:`TapeMissing` past the recorded ones."""
         self.asked += 1

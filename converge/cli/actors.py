@@ -16,12 +16,13 @@ import contextlib
 import getpass
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from audit.store import SqlRunStore
-from converge.cli.render import fail
+from converge.cli.render import fail, open_sql_store
 from engine import ConvergeError, RunStore
 
 if TYPE_CHECKING:  # imported where asked: a command read without a token asks nothing
@@ -29,13 +30,16 @@ if TYPE_CHECKING:  # imported where asked: a command read without a token asks n
     from converge.access import Action, Person, Resource
 
 __all__ = [
+    "NO_RUNNER_OPTIONS",
     "ActorOption",
     "ManagerTokenOption",
     "ReaderTokenOption",
+    "RunnerFlags",
     "RunnerTokenOption",
     "actor",
     "ask_read",
     "asked",
+    "managed_store",
     "manager",
     "named",
     "reader",
@@ -62,6 +66,24 @@ RunnerTokenOption = Annotated[
     ),
 ]
 
+
+@dataclass(frozen=True, slots=True)
+class RunnerFlags:
+    """``--by`` and ``--token`` of a command that runs, resumes, forks, cancels or
+    comments, as given (an option group: :func:`converge.cli.commands.option_groups`)."""
+
+    by: ActorOption = None
+    token: RunnerTokenOption = None
+
+    def principal(
+        self, store: RunStore | None, *, doing: str = "run, submit, resume or fork a run"
+    ) -> Principal:
+        """Who acts, checked before anything is written: :func:`runner`."""
+        return runner(store, self.by, self.token, doing=doing)
+
+
+NO_RUNNER_OPTIONS = RunnerFlags()
+"""Neither option given: the default of a command's :class:`RunnerFlags` parameter."""
 
 ReaderTokenOption = Annotated[
     str | None,
@@ -176,6 +198,15 @@ def manager(store: SqlRunStore, token: str | None) -> None:
         ask(store, person, Action.MANAGE_PEOPLE, STORE, client="cli")
     except ConvergeError as exc:
         fail(str(exc))
+
+
+def managed_store(db: str | None, token: str | None, *, must_exist: bool = True) -> SqlRunStore:
+    """The store of ``--db`` (:func:`~converge.cli.render.open_sql_store`) once
+    ``token``'s person may change its people, tokens or settings (:func:`manager`:
+    exit 2, one line, in the access log, when they may not)."""
+    store = open_sql_store(db, must_exist=must_exist)
+    manager(store, token)
+    return store
 
 
 def reader(store: SqlRunStore, token: str | None) -> Person | None:

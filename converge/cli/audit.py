@@ -18,15 +18,17 @@ from rich.markup import escape
 
 from audit.queries import forks_of, last_budget_status, timeline
 from converge.cli import proofs
-from converge.cli.actors import ReaderTokenOption, ask_read, reader
+from converge.cli.actors import ReaderTokenOption
 from converge.cli.commands import CommandGroup
 from converge.cli.facts import facts_cmd, lineage_cmd
 from converge.cli.reading import (
     CATEGORIES,
     KINDS,
     STATUSES,
+    RunArgument,
     one_of,
     print_json,
+    read_run,
     read_store,
     warn_if_tampered,
 )
@@ -57,7 +59,7 @@ app.command("runs")(runs_cmd)
 
 @app.command("show")
 def show_cmd(
-    run_id: Annotated[str, typer.Argument(help="The run (its id or a unique prefix).")],
+    run_id: RunArgument,
     db: DbOption = None,
     as_json: JsonOption = False,
     verbose: Annotated[
@@ -68,13 +70,10 @@ def show_cmd(
     """A run: header, timeline of cycles, stop reason with explain and budget status."""
     from rich.table import Table
 
-    from converge.access import Action, sight
+    from converge.access import sight
     from converge.explaining import counts_of, explain_stop
 
-    store = read_store(db, token)
-    run_id = resolve_run(store, run_id)
-    person = reader(store, token)
-    ask_read(store, person, Action.SEE_RUN, run_id)
+    store, run_id, person = read_run(db, token, run_id)
     try:
         seen = sight(store, person, [run_id])
         row = store.run(run_id)

@@ -1,8 +1,9 @@
 """The budget options of ``converge run`` and ``converge resume``, and the budget
 they give.
 
-Both commands take the same ``--max-*`` options, each a total (what a resumed run
-used so far included), parsed into :class:`BudgetFlags` and laid over a budget by
+Both commands, and ``converge fork``, take the same ``--max-*`` options, the fields of
+:class:`BudgetFlags` (an option group, :func:`converge.cli.commands.option_groups`),
+each a total (what a resumed run used so far included), laid over a budget by
 :func:`apply_budget`; ``resume`` also takes ``--add-cycles N``: N cycles more than
 the run has done.
 """
@@ -19,6 +20,7 @@ from converge.cli.render import fail
 from engine import Budget
 
 __all__ = [
+    "NO_BUDGET_OPTIONS",
     "AddCyclesOption",
     "BudgetFlags",
     "MaxCostOption",
@@ -57,19 +59,31 @@ MaxInvocationsOption = Annotated[
     typer.Option("--max-invocations", help="Invocations in total, those made included."),
 ]
 
+AddCyclesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--add-cycles",
+        help="Cycles more than the run has done (instead of the total --max-cycles).",
+    ),
+]
+
 
 @dataclass(frozen=True, slots=True)
 class BudgetFlags:
     """The ``--max-*`` options of ``run``, ``resume`` and ``fork`` as given (None: not
-    given); ``max_cost_usd`` is ``--max-cost`` by its former name."""
+    given), in the order of their help (an option group:
+    :func:`converge.cli.commands.option_groups`); ``max_cost_usd`` is
+    ``--max-cost`` by its former name; ``add_cycles`` is ``resume``'s
+    ``--add-cycles`` (left out of the others)."""
 
-    max_cycles: int | None = None
-    max_facts: int | None = None
-    max_tokens: int | None = None
-    max_seconds: float | None = None
-    max_cost: float | None = None
-    max_cost_usd: float | None = None
-    max_invocations: int | None = None
+    max_cycles: MaxCyclesOption = None
+    add_cycles: AddCyclesOption = None
+    max_facts: MaxFactsOption = None
+    max_tokens: MaxTokensOption = None
+    max_seconds: MaxSecondsOption = None
+    max_cost: MaxCostOption = None
+    max_cost_usd: MaxCostUsdOption = None
+    max_invocations: MaxInvocationsOption = None
 
     def changes(self) -> dict[str, Any]:
         """The :class:`engine.Budget` fields the options set (those given only)."""
@@ -94,6 +108,11 @@ class BudgetFlags:
         return apply_budget(budget, changes, cost_flag=self.cost_flag) if changes else budget
 
 
+NO_BUDGET_OPTIONS = BudgetFlags()
+"""No option given: the default of a command's ``budget`` parameter, whose options
+:func:`converge.cli.commands.option_groups` gives the command."""
+
+
 def apply_budget(
     current: Budget, changes: dict[str, Any], *, cost_flag: str = "--max-cost"
 ) -> Budget:
@@ -107,15 +126,6 @@ def apply_budget(
         where = ".".join(str(p) for p in first["loc"])
         flag = cost_flag if where == "max_cost_usd" else "--" + where.replace("_", "-")
         fail(f"bad budget: {flag}: {first['msg']}")
-
-
-AddCyclesOption = Annotated[
-    int | None,
-    typer.Option(
-        "--add-cycles",
-        help="Cycles more than the run has done (instead of the total --max-cycles).",
-    ),
-]
 
 
 def resumed_budget(

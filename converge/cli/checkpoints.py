@@ -15,7 +15,6 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from audit import SqlRunStore
 from audit.ledger import (
     Checkpoint,
     checkpoint_note,
@@ -37,7 +36,7 @@ from audit.signing import (
     signer_from_env,
 )
 from converge.cli.commands import CommandGroup
-from converge.cli.render import DbOption, err, fail, open_run_store
+from converge.cli.render import DbOption, err, fail, open_sql_store
 from engine import ConvergeError
 from engine.errors import CheckpointError, WitnessRefused
 
@@ -110,8 +109,7 @@ def checkpoint_cmd(
     except ConvergeError as exc:
         fail(str(exc))
     old = None if since is None else _checkpoint(read_text(since, "--from"), "--from")
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db)
     try:
         if signer is None:
             text = kept_checkpoint(store, origin)

@@ -10,6 +10,9 @@ gives its commands :class:`Command` and its groups :class:`Group`, which show fl
 bare, a command's summary as one paragraph and each paragraph of its help flowed
 (:func:`flowed`), so all wrap to the terminal.
 
+:func:`option_groups` lets commands that take the same options declare them once,
+as the fields of a dataclass (:class:`converge.cli.budgets.BudgetFlags`).
+
 The root group is a :class:`LazyGroup`: it knows its commands from the table
 :data:`converge.cli.catalog.COMMANDS` and imports a command's module only when that
 command runs (or its own help is asked), so ``converge runs`` does not import what
@@ -18,10 +21,13 @@ command runs (or its own help is asked), so ``converge runs`` does not import wh
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
 import inspect
-from collections.abc import Callable
-from typing import Any
+import typing
+from collections.abc import Callable, Collection
+from typing import Any, TypeVar
 
 import typer
 import typer.main
@@ -35,6 +41,7 @@ __all__ = [
     "LazyGroup",
     "bare_flags",
     "flowed",
+    "option_groups",
     "sub_commands",
     "summary",
 ]
@@ -74,33 +81,35 @@ def bare_flags(params: list[Any]) -> list[Any]:
     return params
 
 
-class Command(TyperCommand):
+R = TypeVar("R")
+
+
+class _Flowed:
+    """What :class:`Command` and :class:`Group` add to typer's click classes: the
+    help's paragraphs flowed, a one-paragraph summary, flags without placeholders."""
+
+    help: str | None
+    short_help: str | None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = flowed(self.help)
+        if self.short_help is None:
+            self.short_help = summary(self.help)
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        """The parameters, ``--help`` (and a group's ``--version``) included, flags
+        shown bare."""
+        return bare_flags(super().get_params(ctx))  # type: ignore[misc]
+
+
+class Command(_Flowed, TyperCommand):
     """A ``converge`` command: flags without placeholders, a one-paragraph summary,
     its help's paragraphs flowed."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.help = flowed(self.help)
-        if self.short_help is None:
-            self.short_help = summary(self.help)
 
-    def get_params(self, ctx: Any) -> list[Any]:
-        """The command's parameters, ``--help`` included, flags shown bare."""
-        return bare_flags(super().get_params(ctx))
-
-
-class Group(TyperGroup):
+class Group(_Flowed, TyperGroup):
     """A ``converge`` command group (the root and ``token``), as :class:`Command`."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.help = flowed(self.help)
-        if self.short_help is None:
-            self.short_help = summary(self.help)
-
-    def get_params(self, ctx: Any) -> list[Any]:
-        """The group's parameters, ``--help`` and ``--version`` included, flags bare."""
-        return bare_flags(super().get_params(ctx))
 
 
 class CommandGroup(typer.Typer):
@@ -119,6 +128,50 @@ class CommandGroup(typer.Typer):
         """As ``typer.Typer.command``, with :class:`Command` as the default ``cls``."""
         kwargs.setdefault("cls", Command)
         return super().command(name, **kwargs)
+
+
+def option_groups(
+    *, leave_out: Collection[str] = ()
+) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """A decorator for a command whose parameter is annotated with a dataclass (an
+    option group: each field annotated with a typer option, with its default): typer
+    sees the group's options in that parameter's place, in the fields' order (but
+    the fields named in ``leave_out``, which keep their default), and the command
+    is called with the group built from them.
+
+    Raises ``TypeError`` when a field's name is already a parameter's."""
+
+    def decorate(command: Callable[..., R]) -> Callable[..., R]:
+        signature = inspect.signature(command, eval_str=True)
+        params: list[inspect.Parameter] = []
+        groups: dict[str, tuple[type[Any], list[str]]] = {}
+        for param in signature.parameters.values():
+            group = param.annotation
+            if not (isinstance(group, type) and dataclasses.is_dataclass(group)):
+                params.append(param)
+                continue
+            hints = typing.get_type_hints(group, include_extras=True)
+            fields = [f for f in dataclasses.fields(group) if f.name not in leave_out]
+            groups[param.name] = (group, [f.name for f in fields])
+            params += [
+                inspect.Parameter(f.name, param.kind, default=f.default, annotation=hints[f.name])
+                for f in fields
+            ]
+        names = [p.name for p in params]
+        if len(set(names)) != len(names):
+            raise TypeError(f"{command.__name__}: an option group repeats a parameter's name")
+
+        @functools.wraps(command)
+        def with_groups(**kwargs: Any) -> R:
+            for name, (group, fields) in groups.items():
+                kwargs[name] = group(**{f: kwargs.pop(f) for f in fields})
+            return command(**kwargs)
+
+        with_groups.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        with_groups.__annotations__ = {p.name: p.annotation for p in params}
+        return with_groups
+
+    return decorate
 
 
 def sub_commands(app: typer.Typer, rich_markup_mode: Any = None) -> dict[str, Any]:

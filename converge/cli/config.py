@@ -10,7 +10,7 @@ import typer
 
 from audit.settings import SETTINGS, set_setting, settings
 from audit.store import SqlRunStore
-from converge.cli.actors import ManagerTokenOption, manager
+from converge.cli.actors import ManagerTokenOption, managed_store
 from converge.cli.commands import CommandGroup
 from converge.cli.render import DbOption, JsonOption, fail, open_run_store, out
 from engine import ConvergeError
@@ -38,9 +38,7 @@ def set_cmd(
 
     Example: converge config set require-token true
     """
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
-    manager(store, token)
+    store = managed_store(db, token)
     try:
         stored = set_setting(store, name, value)
     except ConvergeError as exc:

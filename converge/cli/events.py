@@ -12,17 +12,17 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from converge.access import Action, sight
-from converge.cli.actors import ReaderTokenOption, ask_read, reader
-from converge.cli.audit import one_of, print_json, read_store
+from converge.access import sight
+from converge.cli.actors import ReaderTokenOption
+from converge.cli.audit import one_of, print_json
 from converge.cli.commands import CommandGroup
+from converge.cli.reading import RunArgument, read_run
 from converge.cli.render import (
     DbOption,
     JsonOption,
     fail,
     print_fitted,
     readable_budget,
-    resolve_run,
 )
 from converge.cli.tables import Column
 from converge.reports import iso_utc, readable
@@ -35,7 +35,7 @@ app = CommandGroup()
 
 @app.command("events")
 def events_cmd(
-    run_id: Annotated[str, typer.Argument(help="The run (its id or a unique prefix).")],
+    run_id: RunArgument,
     kinds: Annotated[
         list[str] | None,
         typer.Option(
@@ -53,10 +53,7 @@ def events_cmd(
     person may see them (a gate they may not read: its existence and status)."""
     for kind in kinds or ():
         one_of("--kind", kind, EVENT_KINDS)
-    store = read_store(db, token)
-    run_id = resolve_run(store, run_id)
-    person = reader(store, token)
-    ask_read(store, person, Action.SEE_RUN, run_id)
+    store, run_id, person = read_run(db, token, run_id)
     try:
         seen = sight(store, person, [run_id])
         events = [seen.event(e.to_dict()) for e in store.events(run_id, kinds or None)]

@@ -9,10 +9,10 @@ import typer
 from rich.markup import escape
 
 from audit.queries import fork_link, lineage_graph, mark_inherited
-from converge.cli.actors import ReaderTokenOption, ask_read, reader
+from converge.cli.actors import ReaderTokenOption
 from converge.cli.decided import decisions
-from converge.cli.reading import print_json, read_store, warn_if_tampered
-from converge.cli.render import DbOption, JsonOption, fail, out, print_fitted, resolve_run
+from converge.cli.reading import RunArgument, print_json, read_run, warn_if_tampered
+from converge.cli.render import DbOption, JsonOption, fail, out, print_fitted
 from converge.cli.tables import Column
 from engine import ConvergeError, Fact, fact_to_dict
 
@@ -24,7 +24,7 @@ __all__ = ["FACT_COLUMNS", "facts_cmd", "lineage_cmd"]
 
 
 def facts_cmd(
-    run_id: Annotated[str, typer.Argument(help="The run (its id or a unique prefix).")],
+    run_id: RunArgument,
     key: Annotated[str | None, typer.Option("--key", help="Only facts of this key.")] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
@@ -33,13 +33,10 @@ def facts_cmd(
     """The facts of a run, in promotion order, with provenance; beside a fact a
     person's decision promoted, its gate, who decided and why (and beside the facts
     derived from it, that gate)."""
-    from converge.access import Action, sight
+    from converge.access import sight
     from converge.reports import readable
 
-    store = read_store(db, token)
-    run_id = resolve_run(store, run_id)
-    person = reader(store, token)
-    ask_read(store, person, Action.SEE_RUN, run_id)
+    store, run_id, person = read_run(db, token, run_id)
     try:
         every = store.facts(run_id)
         seen = sight(store, person, [run_id])
@@ -84,7 +81,7 @@ FACT_COLUMNS = (
 
 
 def lineage_cmd(
-    run_id: Annotated[str, typer.Argument(help="The run (its id or a unique prefix).")],
+    run_id: RunArgument,
     fact_id: Annotated[str, typer.Argument(help="The fact (e.g. license#3).")],
     db: DbOption = None,
     as_json: JsonOption = False,
@@ -92,12 +89,9 @@ def lineage_cmd(
 ) -> None:
     """The facts a fact was derived from, as a tree (its parents, their parents...);
     in a fork, the facts taken from its parent name the parent run."""
-    from converge.access import Action, sight
+    from converge.access import sight
 
-    store = read_store(db, token)
-    run_id = resolve_run(store, run_id)
-    person = reader(store, token)
-    ask_read(store, person, Action.SEE_RUN, run_id)
+    store, run_id, person = read_run(db, token, run_id)
     try:
         link = fork_link(store, run_id)
         every = store.facts(run_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -25,7 +26,7 @@ from converge.cli.actors import (
     named,
     reader,
 )
-from converge.cli.commands import CommandGroup
+from converge.cli.commands import CommandGroup, option_groups
 from converge.cli.deciding import (
     Proof,
     ServerOption,
@@ -42,7 +43,7 @@ from converge.cli.render import (
     execute_with_progress,
     fail,
     local_time,
-    open_run_store,
+    open_sql_store,
     print_fitted,
     render_result,
     say_error,
@@ -81,8 +82,7 @@ def _gate_dict(g: GateRecord) -> dict[str, Any]:
 
 def _store(db: str | None) -> SqlRunStore:
     # every command here reads a store the runs were recorded in: never create one
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db)
     return store
 
 
@@ -376,7 +376,36 @@ def _finish(result: RunResult, as_json: bool, job: Job, store: SqlRunStore, db: 
     raise typer.Exit(result.stop_reason.exit_code)
 
 
+@dataclass(frozen=True, slots=True)
+class Deciding:
+    """The options ``approve`` and ``reject`` share, in the order of their help (an
+    option group: :func:`converge.cli.commands.option_groups`)."""
+
+    db: DbOption = None
+    as_json: JsonOption = False
+    detach: DetachOption = False
+    broker: BrokerOption = None
+    queue: QueueOption = "converge"
+    token: TokenOption = None
+    sign_with: SignWithOption = None
+    server: ServerOption = None
+    model: ModelOption = None
+    allow_model_change: AllowModelChangeOption = False
+
+    def decide(self, gate_id: str, by: str | None, make: Callable[[str], GateDecision]) -> None:
+        """:func:`_decide` with these options: the decision ``make`` makes for ``by``."""
+        detached = (self.broker, self.queue) if self.detach else None
+        proof = Proof(self.token, self.sign_with, self.server)
+        choice = model_choice(self.model, self.allow_model_change)
+        _decide(gate_id, by, make, self.db, self.as_json, detached, proof, choice)
+
+
+DECIDING = Deciding()
+"""No option given: the default of ``approve``'s and ``reject``'s ``options``."""
+
+
 @app.command("approve")
+@option_groups()
 def approve_cmd(
     gate_id: Annotated[
         str, typer.Argument(help="The gate to approve (a prefix, or its run's id).")
@@ -393,32 +422,20 @@ def approve_cmd(
             "checked by the gate policy's validate_value hook.",
         ),
     ] = None,
-    db: DbOption = None,
-    as_json: JsonOption = False,
-    detach: DetachOption = False,
-    broker: BrokerOption = None,
-    queue: QueueOption = "converge",
-    token: TokenOption = None,
-    sign_with: SignWithOption = None,
-    server: ServerOption = None,
-    model: ModelOption = None,
-    allow_model_change: AllowModelChangeOption = False,
+    options: Deciding = DECIDING,
 ) -> None:
     """Approve a gate (with one approval of its quorum) and resume its run to the next
     stop, with the models the run recorded (--model, --allow-model-change: another)."""
     from engine import GateDecision
 
-    proof = Proof(token, sign_with, server)
-
     def make(who: str) -> GateDecision:
         return GateDecision.approve(by=who, reason=reason, value=value)
 
-    detached = (broker, queue) if detach else None
-    choice = model_choice(model, allow_model_change)
-    _decide(gate_id, by, make, db, as_json, detached, proof, choice)
+    options.decide(gate_id, by, make)
 
 
 @app.command("reject")
+@option_groups()
 def reject_cmd(
     gate_id: Annotated[str, typer.Argument(help="The gate to reject (a prefix, or its run's id).")],
     by: DeciderOption = None,
@@ -426,26 +443,13 @@ def reject_cmd(
         str | None,
         typer.Option("--reason", help="Why (recorded; required unless the gate says otherwise)."),
     ] = None,
-    db: DbOption = None,
-    as_json: JsonOption = False,
-    detach: DetachOption = False,
-    broker: BrokerOption = None,
-    queue: QueueOption = "converge",
-    token: TokenOption = None,
-    sign_with: SignWithOption = None,
-    server: ServerOption = None,
-    model: ModelOption = None,
-    allow_model_change: AllowModelChangeOption = False,
+    options: Deciding = DECIDING,
 ) -> None:
     """Reject a gate (its proposal is dropped and recorded) and resume the run, with the
     models it recorded (--model, --allow-model-change: another)."""
     from engine import GateDecision
 
-    proof = Proof(token, sign_with, server)
-
     def make(who: str) -> GateDecision:
         return GateDecision.reject(by=who, reason=reason)
 
-    detached = (broker, queue) if detach else None
-    choice = model_choice(model, allow_model_change)
-    _decide(gate_id, by, make, db, as_json, detached, proof, choice)
+    options.decide(gate_id, by, make)

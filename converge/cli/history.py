@@ -10,15 +10,9 @@ from typing import Annotated, Any
 import typer
 
 from audit.store import SqlRunStore
-from converge.cli.actors import ActorOption, RunnerTokenOption, asked, runner
-from converge.cli.commands import CommandGroup
-from converge.cli.render import (
-    DbOption,
-    fail,
-    open_run_store,
-    out,
-    print_fitted,
-)
+from converge.cli.actors import NO_RUNNER_OPTIONS, RunnerFlags, asked
+from converge.cli.commands import CommandGroup, option_groups
+from converge.cli.render import DbOption, fail, open_sql_store, out, print_fitted
 from converge.cli.tables import Column
 from engine import ConvergeError
 
@@ -76,11 +70,11 @@ def _detail(detail: Any) -> str:
 
 
 @app.command("comment")
+@option_groups()
 def comment_cmd(
     gate_id: Annotated[str, typer.Argument(help="The gate to comment on.")],
     text: Annotated[str, typer.Argument(help="The comment.")],
-    by: ActorOption = None,
-    token: RunnerTokenOption = None,
+    acting: RunnerFlags = NO_RUNNER_OPTIONS,
     db: DbOption = None,
 ) -> None:
     """Comment on a gate; the comment goes into its run's hash chain (who, when, text).
@@ -93,9 +87,8 @@ def comment_cmd(
     from audit.people import add_comment
     from converge.access import Action, gate_view, run_view
 
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
-    who = runner(store, by, token, doing="comment on a gate")
+    store = open_sql_store(db)
+    who = acting.principal(store, doing="comment on a gate")
     try:
         gate = store.get_gate(gate_id)
     except ConvergeError as exc:

@@ -20,7 +20,8 @@ from audit import SCHEMA_VERSION, SqlRunStore
 from audit.signing import SIGNING_KEY_ENV
 from converge.cli.actors import ReaderTokenOption, ask_read, reader
 from converge.cli.commands import CommandGroup
-from converge.cli.render import DbOption, fail, open_run_store, out, resolve_run
+from converge.cli.reading import RunArgument
+from converge.cli.render import DbOption, fail, open_run_store, open_sql_store, out, resolve_run
 from engine import ConvergeError
 from engine.errors import BundleError
 
@@ -59,8 +60,7 @@ def _signer(path: str | None) -> Signer:
 
 def _write_store(db: str | None) -> SqlRunStore:
     """The existing store of ``--db``, opened to write (signatures are kept in it)."""
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db)
     return store
 
 
@@ -110,7 +110,7 @@ def keys_generate_cmd(
 
 @app.command("export")
 def export_cmd(
-    run_id: Annotated[str, typer.Argument(help="The run (its id or a unique prefix).")],
+    run_id: RunArgument,
     proof: Annotated[Path, typer.Option("--proof", help="The bundle file to write (JSON).")],
     fact: Annotated[
         str | None,

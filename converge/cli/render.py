@@ -151,6 +151,14 @@ def open_run_store(
         fail(str(exc))
 
 
+def open_sql_store(db: str | None, *, must_exist: bool = True) -> SqlRunStore:
+    """The audit store for ``--db`` opened to write (:func:`open_run_store`); exits 2
+    on a bad URL and, with ``must_exist``, on a SQLite file that does not exist."""
+    store = open_run_store(db, must_exist=must_exist)
+    assert isinstance(store, SqlRunStore)
+    return store
+
+
 def missing_sqlite_file(db: str | None) -> str | None:
     """The path of the SQLite file ``db`` names (``--db``, ``$CONVERGE_DB`` or
     ``converge.db``) when that file does not exist; None when it exists or ``db``

@@ -16,11 +16,10 @@ from typing import Annotated
 import typer
 
 from audit import SqlRunStore
-from converge.access import Action
-from converge.cli.actors import ReaderTokenOption, ask_read, reader
+from converge.cli.actors import ReaderTokenOption
 from converge.cli.commands import CommandGroup
-from converge.cli.reading import warn_if_tampered
-from converge.cli.render import DbOption, fail, open_run_store, print_reports, resolve_run
+from converge.cli.reading import RunArgument, read_run, warn_if_tampered
+from converge.cli.render import DbOption, fail, print_reports
 from converge.jobs import job_from_record
 from converge.reports import (
     FORMATS,
@@ -56,7 +55,7 @@ def run_reports(store: SqlRunStore, run_id: str, key: str | None = None) -> list
 
 @app.command("report")
 def report_cmd(
-    run_id: Annotated[str, typer.Argument(help="The run (its id or a unique prefix).")],
+    run_id: RunArgument,
     key: Annotated[
         str | None, typer.Option("--key", help="Only the reports of this fact key.")
     ] = None,
@@ -72,10 +71,7 @@ def report_cmd(
     """The report tables of a recorded run (its job file's report: entries)."""
     if fmt not in FORMATS:
         fail(f"--format {fmt!r} is not one of: {', '.join(FORMATS)}")
-    store = open_run_store(db, read_only=not token, must_exist=True)
-    assert isinstance(store, SqlRunStore)
-    run_id = resolve_run(store, run_id)  # a unique prefix of the id will do
-    ask_read(store, reader(store, token), Action.SEE_RUN, run_id)
+    store, run_id, _ = read_run(db, token, run_id)  # a unique prefix of the id will do
     try:
         specs = run_reports(store, run_id, key)
         facts: list[Fact] = store.facts(run_id)

@@ -9,29 +9,17 @@ import typer
 
 from audit.ledger import require_key
 from audit.queries import read_gates
-from audit.store import SqlRunStore
 from converge.access import Action, run_view
-from converge.cli.actors import ActorOption, RunnerTokenOption, asked, runner
-from converge.cli.budgets import (
-    AddCyclesOption,
-    BudgetFlags,
-    MaxCostOption,
-    MaxCostUsdOption,
-    MaxCyclesOption,
-    MaxFactsOption,
-    MaxInvocationsOption,
-    MaxSecondsOption,
-    MaxTokensOption,
-    resumed_budget,
-)
-from converge.cli.commands import CommandGroup
+from converge.cli.actors import NO_RUNNER_OPTIONS, RunnerFlags, asked
+from converge.cli.budgets import NO_BUDGET_OPTIONS, BudgetFlags, resumed_budget
+from converge.cli.commands import CommandGroup, option_groups
 from converge.cli.legs import finish_leg
 from converge.cli.render import (
     DbOption,
     JsonOption,
     execute_with_progress,
     fail,
-    open_run_store,
+    open_sql_store,
     resolve_run,
 )
 from converge.cli.runmodels import AllowModelChangeOption, ModelOption, model_choice
@@ -42,33 +30,25 @@ app = CommandGroup()
 
 
 @app.command("resume")
+@option_groups()
 def resume_cmd(
     run_id: Annotated[str, typer.Argument(help="A run stopped by a budget, policy or cancel.")],
-    max_cycles: MaxCyclesOption = None,
-    add_cycles: AddCyclesOption = None,
-    max_facts: MaxFactsOption = None,
-    max_tokens: MaxTokensOption = None,
-    max_seconds: MaxSecondsOption = None,
-    max_cost: MaxCostOption = None,
-    max_cost_usd: MaxCostUsdOption = None,
-    max_invocations: MaxInvocationsOption = None,
+    budget: BudgetFlags = NO_BUDGET_OPTIONS,
     db: DbOption = None,
     as_json: JsonOption = False,
-    by: ActorOption = None,
-    token: RunnerTokenOption = None,
+    acting: RunnerFlags = NO_RUNNER_OPTIONS,
     model: ModelOption = None,
     allow_model_change: AllowModelChangeOption = False,
 ) -> None:
     """Continue a stopped, expired-gate or crashed run (more budget optional), with the
     models it recorded (--model, --allow-model-change: another)."""
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db)
     run_id = resolve_run(store, run_id)  # a unique prefix of the id will do
     try:
         require_key(store, f"resuming run {run_id}")  # before anything is written
     except ConvergeError as exc:
         fail(str(exc))
-    who = runner(store, by, token)  # four eyes relies on it: checked before any write
+    who = acting.principal(store)  # four eyes relies on it: checked before any write
     asked(store, who, Action.START_RUN, lambda: run_view(store, run_id))
     try:
         # a pending gate of this run past its deadline: decided by on_timeout first,
@@ -83,12 +63,9 @@ def resume_cmd(
         current = Budget.model_validate(checkpoint["budget"])
     except (ConvergeError, KeyError, ValueError) as exc:
         fail(str(exc))
-    flags = BudgetFlags(
-        max_cycles, max_facts, max_tokens, max_seconds, max_cost, max_cost_usd, max_invocations
-    )
     # no budget given: the run's own (a crashed leg's: the budget it was resumed with)
     given = resumed_budget(
-        current, checkpoint, flags.changes(), add_cycles, cost_flag=flags.cost_flag
+        current, checkpoint, budget.changes(), budget.add_cycles, cost_flag=budget.cost_flag
     )
     result = execute_with_progress(
         job, store, as_json=as_json, resume=lambda engine: engine.resume_run(run_id, given)

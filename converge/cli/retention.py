@@ -20,7 +20,14 @@ from converge.cli.actors import ManagerTokenOption, actor, reader
 from converge.cli.commands import CommandGroup
 from converge.cli.proofs import SigningKeyOption
 from converge.cli.reading import print_json
-from converge.cli.render import DbOption, JsonOption, fail, local_time, open_run_store, out
+from converge.cli.render import (
+    DbOption,
+    JsonOption,
+    fail,
+    local_time,
+    open_sql_store,
+    out,
+)
 from engine import ConvergeError
 
 app = CommandGroup()
@@ -122,8 +129,7 @@ def prune_cmd(
 
     Example: converge prune --keep-days 90 --archive /srv/archive --signing-key k.key
     """
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db)
     try:
         person = reader(store, token)
         if person is not None:

@@ -10,18 +10,9 @@ import typer
 from audit.ledger import require_key
 from audit.store import SqlRunStore
 from converge.access import Action, job_view
-from converge.cli.actors import ActorOption, RunnerTokenOption, asked, runner
-from converge.cli.budgets import (
-    BudgetFlags,
-    MaxCostOption,
-    MaxCostUsdOption,
-    MaxCyclesOption,
-    MaxFactsOption,
-    MaxInvocationsOption,
-    MaxSecondsOption,
-    MaxTokensOption,
-)
-from converge.cli.commands import CommandGroup
+from converge.cli.actors import NO_RUNNER_OPTIONS, RunnerFlags, asked
+from converge.cli.budgets import NO_BUDGET_OPTIONS, BudgetFlags
+from converge.cli.commands import CommandGroup, option_groups
 from converge.cli.legs import finish_leg, job_for
 from converge.cli.render import (
     BAD_INPUT,
@@ -52,6 +43,7 @@ OTLP_ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDP
     "--max-cycles, --max-seconds, --max-tokens, --max-cost... replace those limits "
     f"of the job file's budget: for this run.\n\n{EXIT_CODES}"
 )
+@option_groups(leave_out={"add_cycles"})
 def run(
     job_file: Annotated[str, typer.Argument(help="The job file (YAML).")],
     db: DbOption = None,
@@ -73,26 +65,16 @@ def run(
             "on by itself when OTEL_EXPORTER_OTLP_ENDPOINT is set.",
         ),
     ] = False,
-    max_cycles: MaxCyclesOption = None,
-    max_facts: MaxFactsOption = None,
-    max_tokens: MaxTokensOption = None,
-    max_seconds: MaxSecondsOption = None,
-    max_cost: MaxCostOption = None,
-    max_cost_usd: MaxCostUsdOption = None,
-    max_invocations: MaxInvocationsOption = None,
-    by: ActorOption = None,
-    token: RunnerTokenOption = None,
+    budget: BudgetFlags = NO_BUDGET_OPTIONS,
+    acting: RunnerFlags = NO_RUNNER_OPTIONS,
 ) -> None:
     # every error of the file, its references that name nothing included: refused at
     # once, before a store is created
     job = job_for(job_file, references=True)
     # --max-* over the job file's budget: (recorded in the run's checkpoints, so a
     # resume of this run goes on with it)
-    flags = BudgetFlags(
-        max_cycles, max_facts, max_tokens, max_seconds, max_cost, max_cost_usd, max_invocations
-    )
-    if flags.changes():
-        job.spec = job.spec.model_copy(update={"budget": flags.over(job.spec.budget)})
+    if budget.changes():
+        job.spec = job.spec.model_copy(update={"budget": budget.over(job.spec.budget)})
     store = open_run_store(db, enabled=not no_audit)
     if isinstance(store, SqlRunStore):
         try:  # a keyed store's runs need its key: refused before anything is written
@@ -100,7 +82,7 @@ def run(
         except ConvergeError as exc:
             fail(str(exc))
     # who runs, checked before anything is written: four eyes relies on the name
-    who = runner(store, by, token)
+    who = acting.principal(store)
     asked(store, who, Action.START_RUN, job_view(job.spec.name, job.raw))
     if otel or any(os.environ.get(v) for v in OTLP_ENDPOINTS):
         result = _run_traced(job, store, as_json=as_json)

@@ -17,7 +17,7 @@ from audit.store import SqlRunStore
 from converge.access import MetricsAccess
 from converge.cli.commands import CommandGroup
 from converge.cli.logformat import LogFormatOption, start_logging
-from converge.cli.render import DbOption, fail, open_run_store
+from converge.cli.render import DbOption, fail, open_sql_store
 from converge.cli.service import BrokerOption, QueueOption
 from converge.interrupts import SIGNALS
 from converge.logs import LogFormat
@@ -119,8 +119,7 @@ def serve_cmd(
         from converge.web.serving import DrainingServer, server_config
     except ImportError as exc:
         fail(f"converge serve needs the 'web' extra: pip install 'converge-engine[web]' ({exc})")
-    store = open_run_store(db)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db, must_exist=False)
     try:  # a keyed store: its decisions and deadlines need the key, checked now
         require_key(store, "starting converge serve")
     except ConvergeError as exc:

@@ -19,26 +19,11 @@ import typer
 
 from audit.queries import RunRow
 from audit.store import SqlRunStore
-from converge.cli.actors import (
-    ActorOption,
-    ReaderTokenOption,
-    RunnerTokenOption,
-    ask_read,
-    asked,
-    reader,
-    record,
-    runner,
-)
-from converge.cli.commands import CommandGroup
+from converge.cli.actors import NO_RUNNER_OPTIONS, ReaderTokenOption, RunnerFlags, asked, record
+from converge.cli.commands import CommandGroup, option_groups
 from converge.cli.pipes import stdout_closed
-from converge.cli.render import (
-    DbOption,
-    JsonOption,
-    err,
-    fail,
-    open_run_store,
-    out,
-)
+from converge.cli.reading import read_run
+from converge.cli.render import DbOption, JsonOption, err, fail, open_sql_store, out
 from converge.run_queue import Action
 from engine import ConvergeError
 from engine.status import RunStatus
@@ -97,14 +82,14 @@ def run_queue_for(broker: str | None, queue: str, db: str | None) -> RunQueue:
 
 
 @app.command()
+@option_groups()
 def submit(
     job_file: Annotated[str, typer.Argument(help="The job file (YAML).")],
     db: DbOption = None,
     broker: BrokerOption = None,
     queue: QueueOption = "converge",
     as_json: JsonOption = False,
-    by: ActorOption = None,
-    token: RunnerTokenOption = None,
+    acting: RunnerFlags = NO_RUNNER_OPTIONS,
 ) -> None:
     """Put a run of a job on a queue and print its run id at once.
 
@@ -121,9 +106,8 @@ def submit(
         job = load_job(job_file)
     except ConvergeError as exc:
         fail(str(exc))
-    store = open_run_store(db)
-    assert isinstance(store, SqlRunStore)
-    who = runner(store, by, token)  # before the run is queued: four eyes relies on it
+    store = open_sql_store(db, must_exist=False)
+    who = acting.principal(store)  # before the run is queued: four eyes relies on it
     asked(store, who, Access.START_RUN, job_view(job.spec.name, job.raw))
     try:
         run_id = submit_run(job, store, run_queue_for(broker, queue, db))
@@ -137,11 +121,11 @@ def submit(
 
 
 @app.command()
+@option_groups()
 def cancel(
     run_id: Annotated[str, typer.Argument(help="The run to cancel (queued or running).")],
     db: DbOption = None,
-    by: ActorOption = None,
-    token: RunnerTokenOption = None,
+    acting: RunnerFlags = NO_RUNNER_OPTIONS,
 ) -> None:
     """Stop a queued or running run, on whichever worker holds it.
 
@@ -153,11 +137,10 @@ def cancel(
     from converge.access import Action as Access
     from converge.access import run_view
 
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db)
     try:
         rid = store.resolve_run_id(run_id)
-        who = runner(store, by, token, doing="cancel a run")  # before the request is written
+        who = acting.principal(store, doing="cancel a run")  # before the request is written
         asked(store, who, Access.CANCEL_RUN, lambda: run_view(store, rid))
         status = request_cancel(store, rid, who.name)
     except ConvergeError as exc:
@@ -193,18 +176,14 @@ def watch(
     from converge.cli.watching import watch_events
     from engine.wording import counted
 
-    store = open_run_store(db, read_only=not token, must_exist=True)
-    assert isinstance(store, SqlRunStore)
+    store, rid, person = read_run(db, token, run_id, Access.FOLLOW_RUN)
 
     def write(line: str) -> None:
         out.print(line, highlight=False, markup=False, soft_wrap=True)
         if stdout_closed():  # nobody reads on: stop following (a paused run may wait days)
             raise BrokenPipeError("the reader of stdout closed the pipe")
 
-    person = reader(store, token)
     try:
-        rid = store.resolve_run_id(run_id)
-        ask_read(store, person, Access.FOLLOW_RUN, rid)
         row = watch_events(
             store,
             rid,

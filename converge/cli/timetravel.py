@@ -31,34 +31,25 @@ from rich.table import Table
 from audit.store import SqlRunStore
 from converge.access import Action, run_view
 from converge.cli.actors import (
-    ActorOption,
+    NO_RUNNER_OPTIONS,
     ReaderTokenOption,
-    RunnerTokenOption,
+    RunnerFlags,
     ask_read,
     asked,
     reader,
-    runner,
 )
 from converge.cli.audit import print_json, read_store
-from converge.cli.budgets import (
-    BudgetFlags,
-    MaxCostOption,
-    MaxCostUsdOption,
-    MaxCyclesOption,
-    MaxFactsOption,
-    MaxInvocationsOption,
-    MaxSecondsOption,
-    MaxTokensOption,
-)
-from converge.cli.commands import CommandGroup
+from converge.cli.budgets import NO_BUDGET_OPTIONS, BudgetFlags
+from converge.cli.commands import CommandGroup, option_groups
 from converge.cli.legs import finish_leg, job_for
+from converge.cli.reading import read_run
 from converge.cli.render import (
     DbOption,
     JsonOption,
     err,
     execute_with_progress,
     fail,
-    open_run_store,
+    open_sql_store,
     out,
     resolve_run,
 )
@@ -70,6 +61,7 @@ app = CommandGroup()
 
 
 @app.command("fork")
+@option_groups(leave_out={"add_cycles"})
 def fork_cmd(
     run_id: Annotated[str, typer.Argument(help="The run to fork (its id or a unique prefix).")],
     at_cycle: Annotated[
@@ -79,17 +71,10 @@ def fork_cmd(
         str | None,
         typer.Option("--job", help="Run this job file instead of the one the run recorded."),
     ] = None,
-    max_cycles: MaxCyclesOption = None,
-    max_facts: MaxFactsOption = None,
-    max_tokens: MaxTokensOption = None,
-    max_seconds: MaxSecondsOption = None,
-    max_cost: MaxCostOption = None,
-    max_cost_usd: MaxCostUsdOption = None,
-    max_invocations: MaxInvocationsOption = None,
+    budget: BudgetFlags = NO_BUDGET_OPTIONS,
     db: DbOption = None,
     as_json: JsonOption = False,
-    by: ActorOption = None,
-    token: RunnerTokenOption = None,
+    acting: RunnerFlags = NO_RUNNER_OPTIONS,
 ) -> None:
     """Start a new run from the state after cycle N of a recorded run (the parent is
     not changed); exits with the fork's stop code, 2 when the cycle cannot be rebuilt
@@ -98,19 +83,15 @@ def fork_cmd(
     A parent that fails another check of `converge verify` (its fact chunks, its row)
     is warned of: the fork takes its facts from the parent's chained events, checked
     up to N."""
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db)
     run_id = resolve_run(store, run_id)
     job = job_for(job_file, store, run_id)
-    flags = BudgetFlags(
-        max_cycles, max_facts, max_tokens, max_seconds, max_cost, max_cost_usd, max_invocations
-    )
-    budget = flags.over(job.spec.budget)
-    who = runner(store, by, token)  # before the fork writes anything
+    given = budget.over(job.spec.budget)
+    who = acting.principal(store)  # before the fork writes anything
     asked(store, who, Action.FORK_RUN, lambda: run_view(store, run_id))
     unverified = unverified_parent(store, run_id, at_cycle)
     result = execute_with_progress(
-        job, store, as_json=as_json, resume=lambda engine: engine.fork(run_id, at_cycle, budget)
+        job, store, as_json=as_json, resume=lambda engine: engine.fork(run_id, at_cycle, given)
     )
     if unverified:  # the fork took the parent's chain (a refusal said so in one line)
         err.print(unverified, highlight=False, soft_wrap=True)
@@ -268,9 +249,7 @@ def replay_cmd(
 
     Example: converge replay 3b83f89c --job examples/dependency_audit/reviewed.yaml
     """
-    store = read_store(db, token)
-    run_id = resolve_run(store, run_id)
-    ask_read(store, reader(store, token), Action.SEE_RUN, run_id)
+    store, run_id, _ = read_run(db, token, run_id)
     try:
         report = replay_run(store, run_id, job_file, live=live)
     except ConvergeError as exc:

@@ -25,15 +25,13 @@ from audit.people import (
     revoke_tokens,
 )
 from audit.signing import SigningKeyError, add_person
-from audit.store import SqlRunStore
-from converge.cli.actors import ManagerTokenOption, manager
+from converge.cli.actors import ManagerTokenOption, managed_store
 from converge.cli.commands import CommandGroup
 from converge.cli.render import (
     DbOption,
     JsonOption,
     fail,
     local_time,
-    open_run_store,
     out,
     print_fitted,
 )
@@ -84,9 +82,7 @@ def add_cmd(
         lifetime = None if expires is None else parse_duration(expires)
     except ValueError as exc:
         fail(f"--expires: {exc}")
-    store = open_run_store(db)
-    assert isinstance(store, SqlRunStore)
-    manager(store, token)
+    store = managed_store(db, token, must_exist=False)
     try:
         made = add_token(store, name, role, lifetime)
     except ConvergeError as exc:
@@ -104,9 +100,7 @@ def list_cmd(
     db: DbOption = None, as_json: JsonOption = False, token: ManagerTokenOption = None
 ) -> None:
     """List the tokens: person, role, created, expires, revoked (never the token)."""
-    store = open_run_store(db, must_exist=True)  # the inbox tables may be created
-    assert isinstance(store, SqlRunStore)
-    manager(store, token)
+    store = managed_store(db, token)  # the inbox tables may be created
     try:
         tokens = list_tokens(store)
     except ConvergeError as exc:
@@ -158,9 +152,7 @@ def revoke_cmd(
 ) -> None:
     """Revoke every token of NAME at once: the API refuses them, and their open
     streams and sessions end within a second or two."""
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
-    manager(store, token)
+    store = managed_store(db, token)
     try:
         count = revoke_tokens(store, name)
     except ConvergeError as exc:
@@ -194,9 +186,7 @@ def user_add_cmd(
             pem = public_key.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             fail(f"--public-key: cannot read {public_key}: {exc}")
-    store = open_run_store(db)
-    assert isinstance(store, SqlRunStore)
-    manager(store, token)
+    store = managed_store(db, token, must_exist=False)
     try:
         who = add_person(store, name, pem)
         add_to_groups(store, name, list(group or []))
@@ -221,9 +211,7 @@ def access_log_cmd(
     """The access log, oldest first: every refused request or command (403, exit 2),
     failed sign-in (401) and client over the sign-in limit (429): when, from where, as
     whom, the action, its run or gate, and why (docs/access.md)."""
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
-    manager(store, token)
+    store = managed_store(db, token)
     try:
         entries = access_entries(store, target)
     except ConvergeError as exc:

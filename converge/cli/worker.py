@@ -25,7 +25,7 @@ from converge.cli.render import (
     DbOption,
     fail,
     missing_sqlite_file,
-    open_run_store,
+    open_sql_store,
     out,
     say_error,
 )
@@ -189,8 +189,7 @@ def _recover_here(db: str | None, concurrency: int) -> None:
     processes (as ``converge serve``'s pool), to their next stop; returns once they
     all stopped. SIGTERM or SIGINT stop them at their cycle boundary (put back in
     the queue) and exit 130."""
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db)
     pool = LocalRunPool(store, concurrency)
     for signum in SIGNALS:
         signal.signal(signum, _interrupted)
@@ -233,8 +232,7 @@ def _consume(
         from converge.workers import CeleryRunQueue, run_worker
     except ImportError as exc:
         fail(str(exc))
-    store = open_run_store(db)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db, must_exist=False)
     runs = CeleryRunQueue(url, queue)
     store_url = store.url
     try:
@@ -285,8 +283,7 @@ def _check_key(db: str | None) -> None:
     key: every run, resume and deadline the worker takes would be refused."""
     if missing_sqlite_file(db) is not None:
         return  # no store yet: nothing keyed (--run says the store is missing)
-    store = open_run_store(db)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db, must_exist=False)
     try:
         require_key(store, "starting converge worker")
     except ConvergeError as exc:
@@ -302,8 +299,7 @@ def keep_deadlines(db: str, broker: str, queue: str, parent: str) -> None:
     and integrates pending run heads into the ledger, until process ``parent`` (the
     worker) is gone. Logs as the worker ($CONVERGE_LOG_FORMAT, which it set)."""
     start_logging(LogFormat(os.environ.get(LOG_FORMAT_ENV) or "text"), "worker")
-    store = open_run_store(db or None)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db or None, must_exist=False)
     from converge.workers import CeleryRunQueue
 
     runs = CeleryRunQueue(broker, queue)
@@ -321,8 +317,7 @@ def _run_here(db: str | None, run_id: str, resume: bool, parent: int | None) -> 
     do; 130 when SIGTERM, SIGINT or the end of process ``parent`` cancelled it)."""
     shutdown = _stopping(Shutdown(), parent)
     with shutdown.executing():  # a stop asked while the store opens waits for the run
-        store = open_run_store(db, must_exist=True)
-        assert isinstance(store, SqlRunStore)
+        store = open_sql_store(db)
         try:
             code = _execute_message(store, shutdown, "resume" if resume else "run", run_id)
         finally:
@@ -347,8 +342,7 @@ def _serve_pool(db: str | None, parent: int | None) -> None:
     with contextlib.suppress(OSError):
         os.nice(POOL_NICE)
     shutdown = _stopping(Shutdown(exit_when_idle=True), parent)
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db)
     try:
         for line in sys.stdin:
             message = read_message(line)

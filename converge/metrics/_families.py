@@ -16,21 +16,6 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 
 from engine.stop import ALL_VARIANTS
 
-__all__ = [
-    "CYCLES",
-    "DECISION_SECONDS",
-    "FACTS_PROMOTED",
-    "FAMILIES",
-    "GATES_OPENED",
-    "GATE_WAIT_SECONDS",
-    "LEASE_TAKEOVERS",
-    "MODEL_TOKENS",
-    "RUNS_STARTED",
-    "RUNS_STOPPED",
-    "STORE_COMMIT_SECONDS",
-    "SUGGESTOR_SECONDS",
-]
-
 # no ``*_created`` series: when a series began is Prometheus' business
 disable_created_metrics()  # type: ignore[no-untyped-call]
 FAMILIES: Final = CollectorRegistry(auto_describe=True)

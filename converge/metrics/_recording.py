@@ -23,18 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from converge.metrics._families import (
-    CYCLES,
-    FACTS_PROMOTED,
-    GATE_WAIT_SECONDS,
-    GATES_OPENED,
-    LEASE_TAKEOVERS,
-    MODEL_TOKENS,
-    RUNS_STARTED,
-    RUNS_STOPPED,
-    STORE_COMMIT_SECONDS,
-    SUGGESTOR_SECONDS,
-)
+from converge.metrics import _families as families
 from engine import Context, Engine, GateRecord, Suggestor
 from engine.registry import SuggestorRegistry
 from engine.store import BatchItem, PromotedFacts
@@ -73,16 +62,18 @@ def count_events(events: Sequence[BatchItem]) -> None:
         elif kind in ("suggestor_executed", "usage_recorded"):
             _tokens(ev.payload)
         elif kind == "run_started":
-            RUNS_STARTED.inc()
+            families.RUNS_STARTED.inc()
         elif kind == "gate_opened":
-            GATES_OPENED.inc()
+            families.GATES_OPENED.inc()
         elif kind == "run_stopped":
             payload = ev.payload
-            RUNS_STOPPED.labels(str(payload.get("kind")), str(payload.get("category"))).inc()
+            families.RUNS_STOPPED.labels(
+                str(payload.get("kind")), str(payload.get("category"))
+            ).inc()
     if facts:
-        FACTS_PROMOTED.inc(facts)
+        families.FACTS_PROMOTED.inc(facts)
     if cycles:
-        CYCLES.inc(cycles)
+        families.CYCLES.inc(cycles)
 
 
 def _tokens(payload: dict[str, Any]) -> None:
@@ -92,7 +83,7 @@ def _tokens(payload: dict[str, Any]) -> None:
     model = MODELS.get(str(payload.get("suggestor")), NO_MODEL)
     for direction, tokens in (("input", usage[0]), ("output", usage[1])):
         if isinstance(tokens, int) and tokens > 0:
-            MODEL_TOKENS.labels(model, direction).inc(tokens)
+            families.MODEL_TOKENS.labels(model, direction).inc(tokens)
 
 
 def meter_store(store: Any) -> Any:
@@ -109,7 +100,7 @@ def meter_store(store: Any) -> Any:
 
 
 def _metered(method: Callable[..., None]) -> Callable[..., None]:
-    observe = STORE_COMMIT_SECONDS.observe
+    observe = families.STORE_COMMIT_SECONDS.observe
 
     @functools.wraps(method)
     def write(run_id: Any, events: Sequence[BatchItem], *args: Any, **kwargs: Any) -> None:
@@ -131,7 +122,7 @@ class TimedSuggestor:
         self.name = inner.name
         self.dependencies = frozenset(getattr(inner, "dependencies", ()) or ())
         self.is_async = is_async_suggestor(inner)
-        self._seconds = SUGGESTOR_SECONDS.labels(inner.name)
+        self._seconds = families.SUGGESTOR_SECONDS.labels(inner.name)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -186,9 +177,9 @@ def instrument(engine: Engine) -> Engine:
 def gate_decided(gate: GateRecord) -> None:
     """Observe the wait of ``gate`` (opened → decided, seconds) once it is decided."""
     if gate.decided_at is not None and gate.opened_at:
-        GATE_WAIT_SECONDS.observe(max(0.0, gate.decided_at - gate.opened_at))
+        families.GATE_WAIT_SECONDS.observe(max(0.0, gate.decided_at - gate.opened_at))
 
 
 def takeover() -> None:
     """Count one run sent again because its lease expired."""
-    LEASE_TAKEOVERS.inc()
+    families.LEASE_TAKEOVERS.inc()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import KW_ONLY, dataclass, field
 
 from audit.store import SqlRunStore
 from converge.decisions import Clock, expire_due
@@ -29,28 +30,21 @@ KEEP_EVERY_S = 1.0
 """How often (seconds) a keeper looks for gates past their deadline."""
 
 
+@dataclass(eq=False)
 class DeadlineKeeper:
     """A daemon thread applying ``store``'s gate deadlines every ``every_s`` seconds,
     sending the resumes to ``queue``; with ``expired``, each pass also sends again
     the runs whose lease expired. ``tick()`` does one pass (tests call it with
     an injected ``clock``); ``start()``/``stop()`` run the thread."""
 
-    def __init__(
-        self,
-        store: SqlRunStore,
-        queue: RunQueue,
-        *,
-        every_s: float = KEEP_EVERY_S,
-        clock: Clock = time.time,
-        expired: ExpiredLeases | None = None,
-    ) -> None:
-        self.store = store
-        self.expired = expired
-        self.queue = queue
-        self.every_s = every_s
-        self.clock = clock
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+    store: SqlRunStore
+    queue: RunQueue
+    _: KW_ONLY
+    every_s: float = KEEP_EVERY_S
+    clock: Clock = time.time
+    expired: ExpiredLeases | None = None
+    _stop: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _thread: threading.Thread | None = field(default=None, init=False, repr=False)
 
     def tick(self) -> list[str]:
         """Decide the gates past their deadline now, then send the gate notifications

@@ -15,6 +15,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Collection
+from dataclasses import KW_ONLY, dataclass, field
 
 from audit.run_queue import queue_run, resumes_to_recover, runs_to_recover
 from audit.store import SqlRunStore
@@ -71,6 +72,7 @@ def _count_takeover() -> None:
         metrics.takeover()
 
 
+@dataclass(eq=False)
 class ExpiredLeases:
     """The runs whose lease expired (their host died, hung or was cut off: docs/
     scale-out.md), sent again to ``queue`` so that another worker claims them.
@@ -85,21 +87,13 @@ class ExpiredLeases:
     back by a pool process that stopped, left by a server that died), except
     those ``waiting`` returns, which the pool has already."""
 
-    def __init__(
-        self,
-        store: SqlRunStore,
-        queue: RunQueue,
-        *,
-        resend_s: float = RESEND_S,
-        clock: Callable[[], float] = time.monotonic,
-        waiting: Callable[[], Collection[str]] | None = None,
-    ) -> None:
-        self.store = store
-        self.queue = queue
-        self.resend_s = resend_s
-        self.clock = clock
-        self.waiting = waiting
-        self._sent: dict[str, float] = {}
+    store: SqlRunStore
+    queue: RunQueue
+    _: KW_ONLY
+    resend_s: float = RESEND_S
+    clock: Callable[[], float] = time.monotonic
+    waiting: Callable[[], Collection[str]] | None = None
+    _sent: dict[str, float] = field(default_factory=dict, init=False, repr=False)
 
     def tick(self) -> list[str]:
         """One pass: the run ids sent now. Raises ``StoreError`` (the store failed)."""

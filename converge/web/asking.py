@@ -29,7 +29,16 @@ from converge.access import (
 from converge.web.auth import api_principal, page_principal, store_of
 from engine import GateRecord
 
-__all__ = ["api_person", "ask_gate", "ask_on", "ask_run", "client_of", "page_person"]
+__all__ = [
+    "ApiPerson",
+    "PagePerson",
+    "api_person",
+    "ask_gate",
+    "ask_on",
+    "ask_run",
+    "client_of",
+    "page_person",
+]
 
 
 def client_of(request: Request) -> str:
@@ -47,6 +56,12 @@ async def page_person(
 ) -> Person:
     """The signed-in person of the pages (the sign-in page otherwise)."""
     return person_of(who)
+
+
+ApiPerson = Annotated[Person, Depends(api_person)]
+"""A JSON route's parameter: the bearer token's person (:func:`api_person`)."""
+PagePerson = Annotated[Person, Depends(page_person)]
+"""A page's parameter: the signed-in person (:func:`page_person`)."""
 
 
 def ask_on(request: Request, person: Person, action: Action, resource: Resource) -> None:

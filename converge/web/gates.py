@@ -7,7 +7,7 @@ import time
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from starlette.concurrency import run_in_threadpool
@@ -23,7 +23,7 @@ from converge.access import Action, Person
 from converge.decisions import DecisionReport, decide
 from converge.governance import gate_history
 from converge.logs import note
-from converge.web.asking import api_person, ask_gate, client_of, page_person
+from converge.web.asking import ApiPerson, PagePerson, ask_gate, client_of
 from converge.web.auth import check_csrf, store_of
 from converge.web.errors import answers, http_error
 from converge.web.views import UNREADABLE, GateLookups, gate_dict, gate_page_data, gates_list
@@ -130,7 +130,7 @@ async def _decide(
 @router.get("/api/gates", responses=answers(401, 422))
 async def api_gates(
     request: Request,
-    who: Annotated[Person, Depends(api_person)],
+    who: ApiPerson,
     status: Annotated[GateFilter, Query()] = GateStatus.PENDING,
 ) -> list[dict[str, Any]]:
     """The gates this person may read with ``status`` (default pending; ``all``), newest
@@ -142,9 +142,7 @@ async def api_gates(
 
 
 @router.get("/api/gates/{gate_id}", responses=answers(401, 403, 404))
-async def api_gate(
-    request: Request, gate_id: str, who: Annotated[Person, Depends(api_person)]
-) -> dict[str, Any]:
+async def api_gate(request: Request, gate_id: str, who: ApiPerson) -> dict[str, Any]:
     """One gate with its votes and comments (404 unknown; 403 not among its readers)."""
     try:
         data = await run_in_threadpool(_gate_data, request, gate_id, who)
@@ -154,20 +152,17 @@ async def api_gate(
     return data
 
 
-@router.post(
-    "/api/gates/{gate_id}/decision",
-    status_code=202,
-    responses={
-        200: {"description": "A vote recorded; the gate still needs more approvals."},
+def vote_answers(vote: str) -> dict[int | str, dict[str, Any]]:
+    """The ``responses=`` of a route that records ``vote`` (``"A vote"``): 202 when it
+    decided the gate, 200 while a quorum still needs approvals, and its refusals."""
+    return {
+        200: {"description": f"{vote} recorded; the gate still needs more approvals."},
         **answers(400, 401, 403, 404, 409, 413, 422),
-    },
-)
-async def api_decision(
-    request: Request,
-    gate_id: str,
-    body: DecisionIn,
-    who: Annotated[Person, Depends(api_person)],
-) -> Any:
+    }
+
+
+@router.post("/api/gates/{gate_id}/decision", status_code=202, responses=vote_answers("A vote"))
+async def api_decision(request: Request, gate_id: str, body: DecisionIn, who: ApiPerson) -> Any:
     """Approve or reject as the token's person: 202 with the gate and its run (its
     ``url``) when the decision decided the gate and its run's resume was sent to a
     worker; 200 when a quorum still needs approvals. Never runs the job here."""
@@ -183,7 +178,7 @@ async def api_decision(
 
 # -- the pages --------------------------------------------------------------------------
 @router.get("/", response_class=HTMLResponse)
-async def inbox_page(request: Request, who: Annotated[Person, Depends(page_person)]) -> Response:
+async def inbox_page(request: Request, who: PagePerson) -> Response:
     """The pending gates: age, deadline, run, job, summary; then those that cannot
     be read (a corrupt cell, named), and the recently decided."""
     rows = await run_in_threadpool(
@@ -206,9 +201,7 @@ async def inbox_page(request: Request, who: Annotated[Person, Depends(page_perso
 
 
 @router.get("/gates/{gate_id}", response_class=HTMLResponse)
-async def gate_page(
-    request: Request, gate_id: str, who: Annotated[Person, Depends(page_person)]
-) -> Response:
+async def gate_page(request: Request, gate_id: str, who: PagePerson) -> Response:
     """A gate: the proposal, the facts it derives from, its lineage, the decision form."""
     try:
         data = await run_in_threadpool(_gate_data, request, gate_id, who)
@@ -220,9 +213,7 @@ async def gate_page(
 
 
 @router.post("/gates/{gate_id}/decision")
-async def gate_form(
-    request: Request, gate_id: str, who: Annotated[Person, Depends(page_person)]
-) -> Response:
+async def gate_form(request: Request, gate_id: str, who: PagePerson) -> Response:
     """The gate page's form: approve or reject with a reason, as the signed-in person."""
     form = await request.form()
     unknown = sorted(set(form.keys()) - FORM_FIELDS)
@@ -279,10 +270,7 @@ def _comment(request: Request, gate_id: str, who: Person, text: str) -> dict[str
     responses=answers(400, 401, 403, 404, 413, 422),
 )
 async def api_comment(
-    request: Request,
-    gate_id: str,
-    body: CommentIn,
-    who: Annotated[Person, Depends(api_person)],
+    request: Request, gate_id: str, body: CommentIn, who: ApiPerson
 ) -> dict[str, Any]:
     """Comment on a gate as the token's person (anyone who may see it): 201; the
     comment is in the run's hash chain."""
@@ -293,9 +281,7 @@ async def api_comment(
 
 
 @router.get("/api/gates/{gate_id}/history", responses=answers(401, 403, 404))
-async def api_history(
-    request: Request, gate_id: str, who: Annotated[Person, Depends(api_person)]
-) -> list[dict[str, Any]]:
+async def api_history(request: Request, gate_id: str, who: ApiPerson) -> list[dict[str, Any]]:
     """Everything that happened to a gate, oldest first: opened, votes, comments,
     escalation, the decision, refused decisions (403) and notification outcomes."""
 
@@ -310,9 +296,7 @@ async def api_history(
 
 
 @router.post("/gates/{gate_id}/comments")
-async def comment_form(
-    request: Request, gate_id: str, who: Annotated[Person, Depends(page_person)]
-) -> Response:
+async def comment_form(request: Request, gate_id: str, who: PagePerson) -> Response:
     """The gate page's comment form."""
     form = await request.form()
     sent, text = form.get("csrf"), form.get("text")

@@ -7,14 +7,14 @@ import logging
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import BeforeValidator, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from audit.run_queue import request_cancel
 from converge.access import Action, Person, seen_by
-from converge.web.asking import api_person, ask_run, client_of, page_person
+from converge.web.asking import ApiPerson, PagePerson, ask_run, client_of
 from converge.web.auth import check_csrf, store_of
 from converge.web.errors import answers, http_error
 from converge.web.live import LIVE_KINDS
@@ -63,7 +63,7 @@ KindFilter = Annotated[
 @router.get("/api/runs", responses=answers(401, 422))
 async def api_runs(
     request: Request,
-    who: Annotated[Person, Depends(api_person)],
+    who: ApiPerson,
     category: CategoryFilter = None,
     kind: KindFilter = None,
     job: Filter = None,
@@ -93,9 +93,7 @@ def _filters(
 
 
 @router.get("/api/runs/{run_id}", responses=answers(401, 404))
-async def api_run(
-    request: Request, run_id: str, who: Annotated[Person, Depends(api_person)]
-) -> dict[str, Any]:
+async def api_run(request: Request, run_id: str, who: ApiPerson) -> dict[str, Any]:
     """One run as this person may see it: row, stop reason and explain, timeline,
     budget status, gates (a gate they may not read: its stub), its fork link
     (``forked_from``) and its forks (404 unknown; 403 a run its job hides from them)."""
@@ -111,7 +109,7 @@ async def api_run(
 @router.get("/runs", response_class=HTMLResponse)
 async def runs_page(
     request: Request,
-    who: Annotated[Person, Depends(page_person)],
+    who: PagePerson,
     category: Annotated[CategoryFilter, BeforeValidator(_blank_is_none)] = None,
     kind: Annotated[KindFilter, BeforeValidator(_blank_is_none)] = None,
     job: Filter = None,
@@ -126,9 +124,7 @@ async def runs_page(
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-async def run_page(
-    request: Request, run_id: str, who: Annotated[Person, Depends(page_person)]
-) -> Response:
+async def run_page(request: Request, run_id: str, who: PagePerson) -> Response:
     """A run: timeline, stop reason and explain, budget bars, lineage by key, its
     gates, its parent (a fork) and forks; a form to fork it at a cycle for those
     who may."""
@@ -157,9 +153,7 @@ def _cancel(request: Request, run_id: str, who: Person) -> str:
 
 
 @router.post("/api/runs/{run_id}/cancel", status_code=202, responses=answers(401, 403, 404, 409))
-async def api_cancel(
-    request: Request, run_id: str, who: Annotated[Person, Depends(api_person)]
-) -> dict[str, Any]:
+async def api_cancel(request: Request, run_id: str, who: ApiPerson) -> dict[str, Any]:
     """Cancel a queued or running run as the token's person (who may): 202; it
     ends ``UserCancelled`` at its next cycle boundary, on whichever worker holds it."""
     try:
@@ -170,9 +164,7 @@ async def api_cancel(
 
 
 @router.post("/runs/{run_id}/cancel")
-async def cancel_form(
-    request: Request, run_id: str, who: Annotated[Person, Depends(page_person)]
-) -> Response:
+async def cancel_form(request: Request, run_id: str, who: PagePerson) -> Response:
     """The run page's cancel button."""
     form = await request.form()
     sent = form.get("csrf")
@@ -191,10 +183,7 @@ async def cancel_form(
     responses=answers(400, 401, 403, 404, 409, 413, 422),
 )
 async def api_fork(
-    request: Request,
-    run_id: str,
-    body: ForkRequest,
-    who: Annotated[Person, Depends(api_person)],
+    request: Request, run_id: str, body: ForkRequest, who: ApiPerson
 ) -> dict[str, Any]:
     """Fork the run at ``cycle`` as the token's person (who may), with the job it
     recorded and the budget limits given over that job's: the fork is recorded
@@ -208,9 +197,7 @@ async def api_fork(
 
 
 @router.post("/runs/{run_id}/fork")
-async def fork_form(
-    request: Request, run_id: str, who: Annotated[Person, Depends(page_person)]
-) -> Response:
+async def fork_form(request: Request, run_id: str, who: PagePerson) -> Response:
     """The run page's fork form (``cycle``, optional ``max_cycles``): records the
     fork and hands it to the workers, then shows the new run's page."""
     form = await request.form()
@@ -252,12 +239,7 @@ async def _fork(request: Request, run_id: str, body: ForkRequest, who: Person) -
 
 
 @router.get("/api/runs/{run_id}/diff/{other}", responses=answers(401, 404))
-async def api_diff(
-    request: Request,
-    run_id: str,
-    other: str,
-    who: Annotated[Person, Depends(api_person)],
-) -> dict[str, Any]:
+async def api_diff(request: Request, run_id: str, other: str, who: ApiPerson) -> dict[str, Any]:
     """Run ``run_id`` (A) against run ``other`` (B), as ``converge diff A B --json``:
     each run's head, ``same``, ``why``, the first cycle whose facts differ, the facts
     only in A, only in B and changed, the budget used side by side (403 unless this
@@ -269,12 +251,7 @@ async def api_diff(
 
 
 @router.get("/runs/{run_id}/diff/{other}", response_class=HTMLResponse)
-async def diff_page(
-    request: Request,
-    run_id: str,
-    other: str,
-    who: Annotated[Person, Depends(page_person)],
-) -> Response:
+async def diff_page(request: Request, run_id: str, other: str, who: PagePerson) -> Response:
     """Two runs side by side (read-only: viewers too): stops and why they differ,
     facts only in A, only in B and changed (the first 200 of each), budget use."""
     try:

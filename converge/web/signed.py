@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, WithJsonSchema
 from starlette.concurrency import run_in_threadpool
@@ -25,10 +25,10 @@ from converge import metrics
 from converge.access import Action, Person
 from converge.decisions import DecisionReport, checked_value, decide, job_of_run
 from converge.governance import statement_for
-from converge.web.asking import api_person, ask_gate
+from converge.web.asking import ApiPerson, ask_gate
 from converge.web.auth import store_of
 from converge.web.errors import Unprocessable, answers, http_error
-from converge.web.gates import DecisionIn
+from converge.web.gates import DecisionIn, vote_answers
 from converge.web.views import gate_dict
 from engine import ConvergeError, GateAlreadyDecided, GateDecision
 from engine.status import GateStatus
@@ -90,10 +90,7 @@ def _statement(request: Request, gate_id: str, who: Person, body: DecisionIn) ->
     responses=answers(400, 401, 403, 404, 409, 413, 422),
 )
 async def api_statement(
-    request: Request,
-    gate_id: str,
-    body: DecisionIn,
-    who: Annotated[Person, Depends(api_person)],
+    request: Request, gate_id: str, body: DecisionIn, who: ApiPerson
 ) -> StatementOut:
     """The statement of this decision by the token's person, to sign with their
     private key and upload to ``/api/gates/{gate_id}/signed-decision``: the gate,
@@ -124,16 +121,10 @@ def _report(request: Request, report: DecisionReport) -> dict[str, Any]:
 @router.post(
     "/api/gates/{gate_id}/signed-decision",
     status_code=202,
-    responses={
-        200: {"description": "A signed vote recorded; the gate still needs more approvals."},
-        **answers(400, 401, 403, 404, 409, 413, 422),
-    },
+    responses=vote_answers("A signed vote"),
 )
 async def api_signed_decision(
-    request: Request,
-    gate_id: str,
-    body: SignedDecisionIn,
-    who: Annotated[Person, Depends(api_person)],
+    request: Request, gate_id: str, body: SignedDecisionIn, who: ApiPerson
 ) -> Any:
     """Record a decision signed by the token's person (403 when it is not theirs,
     not signed with their registered public key, or not this decision): 202 when it
