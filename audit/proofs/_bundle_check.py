@@ -40,7 +40,7 @@ from audit.signing import (
 from audit.trail import CHECKPOINTED, TERMINAL
 from engine.errors import BundleError, CheckpointError
 from engine.hashing.chain import GENESIS, PLAIN
-from engine.hashing.checkpoint import checkpoint_digest
+from engine.hashing.commitment import checkpoint_sha256
 from engine.hashing.ledger import entry_message
 from engine.hashing.merkle import leaf_hash, merkle_scheme, text_leaves
 from engine.hashing.proofs import MerkleTree, verify_inclusion
@@ -426,7 +426,7 @@ def _checkpoint(blob: str | None, scan: _Scan) -> str | tuple[bool, str]:
     if not saved:
         return False, "a checkpoint no event records"
     seq, payload = saved[-1]
-    if checkpoint_digest(blob) != payload["checkpoint_sha256"]:
+    if checkpoint_sha256(blob) != payload["checkpoint_sha256"]:
         return False, f"the checkpoint differs from the sha256 event seq {seq} records"
     return f"its sha256 is the one event seq {seq} records"
 
