@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, select, update
@@ -40,7 +39,12 @@ from audit.tables import audit_events, fact_chunks, runs
 from audit.trail import append, locked_run_row, put_checkpoint, read_checkpoint
 from engine.errors import FactNotFound, RedactionError
 from engine.facts import canonical_json
-from engine.hashing.commitment import chain_parts, fact_commitment, text_commitment
+from engine.hashing.commitment import (
+    chain_parts,
+    fact_commitment,
+    redaction_note,
+    text_commitment,
+)
 from engine.status import RunStatus
 from engine.store import AuditEvent
 
@@ -68,22 +72,6 @@ class Redaction:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return asdict(self)
-
-
-def redaction_note(value: Any) -> str | None:
-    """``redacted by X at T: reason`` for a redacted fact's payload or content (a
-    dict with ``redacted``: ``{"by", "at", "reason"}``), T in UTC ISO 8601; None for
-    anything else."""
-    mark = value.get("redacted") if isinstance(value, dict) else None
-    if not isinstance(mark, dict):
-        return None
-    at = mark.get("at")
-    when = (
-        datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        if isinstance(at, int | float)
-        else "?"
-    )
-    return f"redacted by {mark.get('by')} at {when}: {mark.get('reason')}"
 
 
 def redact_fact(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from datetime import UTC, datetime
 from typing import Any
 
 from engine.hashing.canonical import canonical_json
@@ -42,6 +43,7 @@ __all__ = [
     "committed_text",
     "fact_commitment",
     "new_salt",
+    "redaction_note",
     "row_commitment",
     "salted_text",
     "text_commitment",
@@ -203,3 +205,19 @@ def checkpoint_sha256(blob: str) -> str:
     except (ValueError, TypeError, AttributeError):
         return checkpoint_digest(blob)  # not what was written: its digest differs
     return checkpoint_digest(canonical_json({**data, "facts": commits}))
+
+
+def redaction_note(value: Any) -> str | None:
+    """``redacted by X at T: reason`` for a redacted fact's payload or content (a
+    dict with ``redacted``: ``{"by", "at", "reason"}``), T in UTC ISO 8601; None for
+    anything else."""
+    mark = value.get("redacted") if isinstance(value, dict) else None
+    if not isinstance(mark, dict):
+        return None
+    at = mark.get("at")
+    when = (
+        datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if isinstance(at, int | float)
+        else "?"
+    )
+    return f"redacted by {mark.get('by')} at {when}: {mark.get('reason')}"
