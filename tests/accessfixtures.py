@@ -189,3 +189,19 @@ def _csrf(page: str) -> str:
     found = re.search(r'name="csrf" value="([^"]+)"', page)
     assert found is not None, page[:500]
     return found.group(1)
+
+
+def redact_attempts(http: Any, cli: Any, run: Any) -> dict[Any, Any]:
+    """The matrix's attempts at redacting (``Action.REDACT``) through the API and the
+    CLI, built with its ``_http``, ``_cli`` and ``_run``: allowed once past the policy,
+    where the stopped run's chain format 1 refuses it (409, exit 2)."""
+    from converge.access import Action
+
+    def api(m: Any, who: str) -> Any:
+        path = f"/api/runs/{run(m, 'stopped')}/facts/seed%230/redact"
+        return http(m.api(who, "POST", path, json={"reason": "request"}), (409,))
+
+    def command(m: Any, who: str) -> Any:
+        return cli(m.cli(who, "redact", run(m, "stopped"), "seed#0", "--reason", "r"), (2,))
+
+    return {(Action.REDACT, "api"): api, (Action.REDACT, "cli"): command}

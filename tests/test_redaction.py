@@ -11,16 +11,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import inspect, select, text
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from sqlalchemy import func, inspect, select, text, update
 
 from audit import SqlRunStore, redact_fact
+from audit.proofs import export_fact, export_run, verify_bundle
 from audit.redaction import redaction_note
 from audit.settings import CHAIN_FORMAT, set_setting
+from audit.signing import Signer
 from audit.tables import audit_events, runs
 from engine import Context, Engine, Proposal, suggestor
 from engine.errors import FactNotFound, RedactionError
 from engine.hashing.canonical import canonical_json
 from engine.hashing.commitment import commitment, text_commitment
+from examples import verify_bundle as stdlib
 from gates import require_approval
 from tests.hitlfixtures import STORES, opened_store
 
@@ -186,3 +191,53 @@ def _approve() -> Any:
     from engine.hitl import GateDecision
 
     return GateDecision.approve(by="bob")
+
+
+def _stdlib_ok(bundle: dict[str, Any], signer: Signer, tmp_path: Path, name: str) -> bool:
+    """The stdlib verifier (examples/verify_bundle.py) on ``bundle``: every check passes."""
+    path, pem = tmp_path / f"{name}.json", tmp_path / "key.pub"
+    path.write_text(json.dumps(bundle))
+    pem.write_bytes(signer.public.public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo))
+    return stdlib.main([str(path), str(pem)]) == 0
+
+
+def test_bundles_of_a_redacted_run_verify_and_name_their_format(
+    store: SqlRunStore, tmp_path: Path
+) -> None:
+    signer = Signer(Ed25519PrivateKey.generate())
+    run_id = _engine(store, gated=True).run(INITIAL).run_id  # paused: its checkpoint kept
+    before = export_run(store, signer, run_id)
+    fact_id = _fact_id(store, run_id, "email")
+    for key in ("email", "contact"):
+        redact_fact(store, run_id, _fact_id(store, run_id, key), by="alice", reason="request")
+    after = export_run(store, signer, run_id)
+    one = export_fact(store, signer, run_id, fact_id)
+    for name, bundle in (("before", before), ("after", after), ("one", one)):
+        assert bundle["format"] == "converge.bundle/3" and bundle["run"]["chain"] == "sha256/2"
+        checks = verify_bundle(bundle, signer.public)
+        assert all(c.ok for c in checks), (name, checks)
+        assert _stdlib_ok(bundle, signer, tmp_path, name), name
+    assert SECRET not in json.dumps(after) and SECRET in json.dumps(before)
+    assert after["run"]["facts_root"] == before["run"]["facts_root"]
+    assert after["checkpoint"] is not None
+    # the content changed without the salt's commitment: every verifier says so
+    tampered = json.loads(json.dumps(before))
+    (event,) = [e for e in tampered["events"] if fact_id in e["payload"]]
+    event["payload"] = event["payload"].replace(SECRET, "bob@example.com")
+    assert not all(c.ok for c in verify_bundle(tampered, signer.public))
+    assert not _stdlib_ok(tampered, signer, tmp_path, "tampered")
+    relabelled = {**after, "format": "converge.bundle/2"}
+    assert not all(c.ok for c in verify_bundle(relabelled, signer.public))
+
+
+def test_a_changed_fact_of_format_2_fails_verify(store: SqlRunStore) -> None:
+    run_id = _engine(store).run(INITIAL).run_id
+    fact = json.dumps(_fact_id(store, run_id, "answer"))
+    with store.transaction() as conn:
+        conn.execute(
+            update(audit_events)
+            .where(audit_events.c.run_id == run_id, audit_events.c.fact_id == fact)
+            .values(payload=func.replace(audit_events.c.payload, '"yes"', '"no"'))
+        )
+    report = store.verify(run_id)
+    assert not report.ok and report.reason == "payload changed"
