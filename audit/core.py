@@ -10,6 +10,7 @@ take it as their first argument, so none of them imports the façade.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -40,6 +41,9 @@ PENDING_FOLDS = "converge_chunk_folds"
 """The key of ``Connection.info`` under which a transaction keeps the chunk folds it
 computed (run id -> facts count, digest chain), kept by the store once it commits."""
 
+
+CHAIN_FORMAT_ENV = "CONVERGE_CHAIN_FORMAT"
+"""The chain format (``1``, ``2``) of new runs in a store whose setting was never set."""
 
 CHAIN_FORMAT_KEY = "setting:chain-format"
 """The ``converge_meta`` key of the store's chain format for new runs (``1``, ``2``)."""
@@ -143,8 +147,9 @@ class StoreCore:
     def fact_commitments(self) -> bool:
         """Whether runs started on this store chain their facts through salted
         commitments (chain format 2, the ``chain-format`` setting: docs/audit-format.md),
-        which redaction needs. Read once per store object; the engine asks at each
-        start (``engine._cycle.start``)."""
+        which redaction needs; a store whose setting was never set takes
+        ``$CONVERGE_CHAIN_FORMAT``. Read once per store object; the engine asks at
+        each start (``engine._cycle.start``)."""
         if self._chain_format is None:
             self._chain_format = 1
             try:
@@ -155,6 +160,8 @@ class StoreCore:
                     ).scalar()
             except StoreError:
                 value = None
+            if value is None:  # never set: $CONVERGE_CHAIN_FORMAT, else format 1
+                value = os.environ.get(CHAIN_FORMAT_ENV)
             if value == "2":
                 self._chain_format = 2
         return self._chain_format == 2
