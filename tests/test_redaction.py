@@ -59,7 +59,7 @@ def _engine(store: SqlRunStore, *, gated: bool = False) -> Engine:
     return engine
 
 
-INITIAL = {"seed": [1], "contact": [SECRET]}
+INITIAL: dict[str, list[Any]] = {"seed": [1], "contact": [SECRET]}
 
 
 @pytest.fixture(params=STORES)
@@ -177,7 +177,7 @@ def test_a_paused_run_with_a_redacted_fact_resumes_to_its_stop(store: SqlRunStor
     for key in ("email", "contact"):
         redact_fact(store, run_id, _fact_id(store, run_id, key), by="alice", reason="request")
     _ok(store, run_id)
-    (gate,) = store.gates(run_id)
+    (gate,) = [g for g in store.gates(pending=True) if g.run_id == run_id]
     resumed = _engine(store, gated=True).resume(gate.gate_id, _approve())
     assert not resumed.stop_reason.is_hitl_pending()
     _ok(store, run_id)

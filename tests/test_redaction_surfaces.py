@@ -6,6 +6,8 @@ SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -17,8 +19,10 @@ from audit import open_store
 from audit.people import add_token
 from audit.settings import CHAIN_FORMAT, set_setting
 from converge.web import create_app
+from tests.c2spfixtures import keys_at
 from tests.faultfixtures import run_cli
 from tests.hitlfixtures import STORES, store_url_for
+from tests.test_go_sumdb import _go, go_audit  # noqa: F401 (the fixture)
 from tests.test_redaction import INITIAL, SECRET, _engine, _fact_id
 
 
@@ -105,3 +109,32 @@ def test_the_api_redacts_as_an_admin_and_answers_403_404_409_422(url: str) -> No
         assert s.verify(run_id).ok and s.verify(old_run).ok
     finally:
         s.close()
+
+
+def test_the_bundle_of_a_redacted_run_verifies_with_the_cli_the_stdlib_script_and_go(
+    url: str,
+    tmp_path: Path,
+    go_audit: Path,  # noqa: F811 (the fixture imported)
+) -> None:
+    run_id, fact_id, admin = _run(url)
+    log = keys_at(tmp_path / "log")
+    args = ["redact", run_id, fact_id, "--reason", "GDPR art. 17", "--token", admin]
+    assert run_cli([*args, "--db", url]).returncode == 0
+    bundle = tmp_path / "run.json"
+    exported = run_cli(
+        ["export", run_id, "--proof", str(bundle), "--signing-key", str(log.key), "--db", url]
+    )
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(bundle.read_text("utf-8"))["format"] == "converge.bundle/3"
+    checked = run_cli(["verify-bundle", str(bundle), "--public-key", str(log.pub)])
+    assert checked.returncode == 0, checked.stdout
+    stdlib = subprocess.run(
+        [sys.executable, "examples/verify_bundle.py", str(bundle), str(log.pub)],
+        cwd=Path(__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert stdlib.returncode == 0, stdlib.stdout + stdlib.stderr
+    code, out = _go(go_audit, "record", log.vkey, bundle)
+    assert code == 0 and f"(run {run_id})" in out, out
