@@ -202,6 +202,8 @@ def promote_effect(
         quoted, cyc, leaf_add, leaf_seeded = rec.constants
         batch_fact, batch_text, batch_row, batch_commit = rec.appenders
         seals = run.integrity.seals if run.integrity.scheme == SALTED else None
+        # a crash recovery promotes again what the dead process recorded: same salts
+        again = run.recovery.replayed if seals is not None and run.recovery.replaying else None
     for pj in range(j0, len(proposals)):
         p = proposals[pj]
         try:
@@ -281,7 +283,8 @@ def promote_effect(
             if seals is None:
                 leaf.update(text.encode())
             else:  # chain format 2: the leaf is its salted commitment, the salt kept beside
-                salt = os.urandom(32)
+                was = again.get(fact[0]) if again else None
+                salt = bytes.fromhex(was["salt"]) if was and "salt" in was else os.urandom(32)
                 seal = seals[fact[0]] = salt.hex()
                 commit = sha256(salt + text.encode()).hexdigest()
                 leaf.update(commit.encode())
