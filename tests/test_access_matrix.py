@@ -364,7 +364,7 @@ ATTEMPTS: dict[tuple[Action, str], Attempt] = {
         m.cli(who, "token", "add", f"new-{who}", "--role", "viewer"), (0,)
     ),
     (Action.PRUNE, "cli"): lambda m, who: _cli(m.cli(who, "prune", "--before", "2000-01-01"), (0,)),
-    **accessfixtures.redact_attempts(_http, _cli, _run),
+    **accessfixtures.redact_attempts(_http, _run),
     (Action.READ_METRICS, "api"): lambda m, who: _http(m.api(who, "GET", "/metrics"), (200,)),
 }
 """For each action and surface, one attempt as a person and what success looks like."""
