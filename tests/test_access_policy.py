@@ -106,7 +106,7 @@ def test_an_action_that_does_not_apply_to_the_resource_is_refused(
             Action.CANCEL_RUN,
         },
         "gate": {Action.SEE_GATE, Action.READ_GATE, Action.COMMENT, Action.DECIDE},
-        "store": {Action.MANAGE_PEOPLE, Action.PRUNE, Action.READ_METRICS},
+        "store": {Action.MANAGE_PEOPLE, Action.PRUNE, Action.REDACT, Action.READ_METRICS},
     }[kind]
     verdict = permits(Person("p", role), action, resource)
     if action not in applies:
