@@ -11,7 +11,8 @@ those below it, the import-linter contract in pyproject.toml):
 - :mod:`audit.people` (who decides: people, groups, tokens, votes, the access log),
   :mod:`audit.run_queue` (runs as a service: queued, taken, requeued),
   :mod:`audit.notifications` (the outbox of gate notifications),
-  :mod:`audit.retention` (``converge prune``: tombstones in the ledger);
+  :mod:`audit.retention` (``converge prune``: tombstones in the ledger),
+  :mod:`audit.redaction` (``converge redact``: a fact's content erased, its commitment kept);
 - :mod:`audit.store`: :class:`SqlRunStore`, the rooms composed into
   :class:`engine.RunStore`;
 - :mod:`audit.verify` (a run's chain, its checkpoint, its gates, the ledger) and
@@ -33,6 +34,7 @@ upgrades), :mod:`audit.shadows` (reading an older store without writing),
 """
 
 from audit.queries import RunRow, StoredEvent, lineage_graph, parse_since
+from audit.redaction import Redaction, redact_fact
 from audit.store import KEY_ENV, SqlRunStore, open_store
 from audit.tables import SCHEMA_VERSION
 from audit.trail import GENESIS, VerifyReport, verify_chain
@@ -43,6 +45,7 @@ __all__ = [
     "GENESIS",
     "KEY_ENV",
     "SCHEMA_VERSION",
+    "Redaction",
     "RunRow",
     "SqlRunStore",
     "StoredEvent",
@@ -51,6 +54,7 @@ __all__ = [
     "lineage_graph",
     "open_store",
     "parse_since",
+    "redact_fact",
     "resolve_url",
     "verify_chain",
 ]

@@ -10,6 +10,7 @@ take it as their first argument, so none of them imports the façade.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -39,6 +40,13 @@ json_compact: Callable[[Any], str] = json.JSONEncoder(
 PENDING_FOLDS = "converge_chunk_folds"
 """The key of ``Connection.info`` under which a transaction keeps the chunk folds it
 computed (run id -> facts count, digest chain), kept by the store once it commits."""
+
+
+CHAIN_FORMAT_ENV = "CONVERGE_CHAIN_FORMAT"
+"""The chain format (``1``, ``2``) of new runs in a store whose setting was never set."""
+
+CHAIN_FORMAT_KEY = "setting:chain-format"
+"""The ``converge_meta`` key of the store's chain format for new runs (``1``, ``2``)."""
 
 
 class StoreCore:
@@ -129,6 +137,34 @@ class StoreCore:
         self.writable = True
         """Whether the store could be written (False, found when opened to read: a
         write-protected SQLite file, a PostgreSQL role that may only ``SELECT``)."""
+        self._chain_format: int | None = None
+
+    def reread_settings(self) -> None:
+        """Forget the settings this object read (a setting was just changed)."""
+        self._chain_format = None
+
+    @property
+    def fact_commitments(self) -> bool:
+        """Whether runs started on this store chain their facts through salted
+        commitments (chain format 2, the ``chain-format`` setting: docs/audit-format.md),
+        which redaction needs; a store whose setting was never set takes
+        ``$CONVERGE_CHAIN_FORMAT``. Read once per store object; the engine asks at
+        each start (``engine._cycle.start``)."""
+        if self._chain_format is None:
+            self._chain_format = 1
+            try:
+                with self.transaction(write=False) as conn:
+                    value = conn.execute(
+                        text("SELECT value FROM converge_meta WHERE key = :k"),
+                        {"k": CHAIN_FORMAT_KEY},
+                    ).scalar()
+            except StoreError:
+                value = None
+            if value is None:  # never set: $CONVERGE_CHAIN_FORMAT, else format 1
+                value = os.environ.get(CHAIN_FORMAT_ENV)
+            if value == "2":
+                self._chain_format = 2
+        return self._chain_format == 2
 
     def forget_run(self, run_id: str) -> None:
         """Drop what this process kept of the run's writes (its last head, its chunk

@@ -24,6 +24,7 @@ from audit.tables import meta
 from engine.errors import ConfigurationError
 
 __all__ = [
+    "CHAIN_FORMAT",
     "REQUIRE_TOKEN",
     "RETENTION_DAYS",
     "SETTINGS",
@@ -65,6 +66,19 @@ def _days_or_off(text: str) -> str:
     return str(int(value))
 
 
+CHAIN_FORMAT = "chain-format"
+"""The chain format of the runs started from now on: ``1`` (facts chained by their
+content, the default) or ``2`` (by salted commitments, so that a fact's content can
+be redacted: docs/audit-format.md). Every run keeps the format it started with."""
+
+
+def _chain_format(text: str) -> str:
+    value = text.strip()
+    if value not in ("1", "2"):
+        raise ValueError(f"{text!r} is not a chain format (1 or 2)")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
     """A store setting: its ``name``, ``default``, what it does (``help``) and the
@@ -77,6 +91,13 @@ class Setting:
 
 
 SETTINGS: dict[str, Setting] = {
+    CHAIN_FORMAT: Setting(
+        CHAIN_FORMAT,
+        "1",
+        "the chain format of runs started from now on: 1 (facts chained by their "
+        "content) or 2 (by salted commitments: facts can be redacted); a run keeps its own",
+        _chain_format,
+    ),
     REQUIRE_TOKEN: Setting(
         REQUIRE_TOKEN,
         "auto",
@@ -124,6 +145,7 @@ def set_setting(store: StoreCore, name: str, value: str) -> str:
     with store.transaction() as conn:
         conn.execute(delete(meta).where(meta.c.key == _PREFIX + name))
         conn.execute(insert(meta).values(key=_PREFIX + name, value=stored))
+    store.reread_settings()
     return stored
 
 

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine import Fact
+from engine.hashing.commitment import redaction_note
 
 __all__ = [
     "FORMATS",
@@ -254,6 +255,9 @@ def readable(value: Any, name: str = "") -> str:
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, dict):
+        note = redaction_note(value) if len(value) == 1 else None
+        if note is not None:  # a redacted fact's content (docs/audit.md, "Redaction")
+            return note
         parts = []
         for k, v in value.items():
             if v is None or v == "" or v == [] or v == {} or v is False:

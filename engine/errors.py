@@ -31,6 +31,7 @@ __all__ = [
     "DuplicateVote",
     "ExecutorUnavailable",
     "ExportError",
+    "FactNotFound",
     "ForkError",
     "GateAlreadyDecided",
     "GateExpired",
@@ -41,6 +42,7 @@ __all__ = [
     "NotFound",
     "ParentMissing",
     "PruneError",
+    "RedactionError",
     "ResumeError",
     "RunBusy",
     "RunFinished",
@@ -294,6 +296,19 @@ class ExecutorUnavailable(ConvergeError):
 class ExportError(ConvergeError):
     """The run cannot be exported: not stopped yet, its chain does not verify, an
     unknown fact id."""
+
+
+class RedactionError(ConvergeError):
+    """A fact cannot be redacted: its run is not stopped or paused, the run's chain
+    format commits to its content (format 1), or it was redacted already."""
+
+
+class FactNotFound(NotFound):
+    """No fact of that id in the run (``fact_id`` names it)."""
+
+    def __init__(self, message: str, fact_id: str = "") -> None:
+        super().__init__(message)
+        self.fact_id = fact_id
 
 
 class PruneError(ConvergeError):

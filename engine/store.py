@@ -38,12 +38,14 @@ EVENT_KINDS = (
     "checkpoint_saved",
     "run_stopped",
     "run_requeued",
+    "fact_redacted",
 )
 """Every audit event kind (docs/audit.md, plus ``run_continued``, and ``gate_vote``:
 one person's approval of a quorum gate, written by ``audit.people``,
 ``gate_escalated``: a pending gate's approvers widened, written by
-``audit.notifications``, and ``run_requeued``: a run its worker stopped as it was
-itself stopping, put back in the queue, written by ``audit.run_queue``)."""
+``audit.notifications``, ``run_requeued``: a run its worker stopped as it was
+itself stopping, put back in the queue, written by ``audit.run_queue``, and
+``fact_redacted``: a fact's content erased, written by ``audit.redaction``)."""
 
 
 class AuditEvent:
@@ -127,6 +129,9 @@ class PromotedFacts:
     facts: list[Fact] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     rows: list[str] = field(default_factory=list)
+    commits: list[str] = field(default_factory=list)
+    """(chain format 2) each fact's salted commitment, hex: its texts and rows carry
+    the salt (``engine.hashing.commitment``); empty otherwise."""
 
     def events(self) -> list[AuditEvent]:
         """One ``fact_promoted`` :class:`AuditEvent` per fact."""

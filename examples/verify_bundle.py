@@ -6,6 +6,7 @@ Ed25519 check only, and ``verify_formats.py`` beside it (the C2SP checkpoint for
 line per check and exits 0 when every check passes, 1 when any fails, 2 when FILE
 is not a bundle; with ``--witness`` (a witness's verifier key, or its file) the
 bundle's checkpoint must carry that witness's cosignature. It reads
+``converge.bundle/3`` (runs of chain format 2: facts by salted commitments),
 ``converge.bundle/2`` and the first layout, ``converge.bundle/1``.
 :func:`verify_inclusion` and :func:`verify_consistency` are RFC 9162 §2.1.3.2 and
 §2.1.4.2 on raw bytes.
@@ -24,11 +25,12 @@ try:  # beside this file: run as a script, examples/ is on sys.path
 except ImportError:
     import verify_formats as formats  # type: ignore[no-redef]
 
-V2, V1 = "converge.bundle/2", "converge.bundle/1"
+V3, V2, V1 = "converge.bundle/3", "converge.bundle/2", "converge.bundle/1"
 READ = ("run_started", "run_stopped", "run_paused", "checkpoint_saved")
 SIGNED = ("gate_decided", "gate_vote")  # events that may carry a signed decision
-RFC6962, LEGACY = "rfc6962", "sha256"
-PREFIX = {RFC6962: (b"\x00", b"\x01"), LEGACY: (b"", b"")}
+FACT_KINDS = ("fact_promoted", "run_started")
+RFC6962, LEGACY, SALTED = "rfc6962", "sha256", "rfc6962-salted"
+PREFIX = {RFC6962: (b"\x00", b"\x01"), LEGACY: (b"", b""), SALTED: (b"\x00", b"\x01")}
 GENESIS = "0" * 64
 
 
@@ -156,6 +158,11 @@ def check_signature(public_pem: bytes, signed: dict[str, Any]) -> str | None:
     return None
 
 
+def fact_leaf(text: str, scheme: str) -> bytes:
+    """A fact's leaf: of its salted commitment (SALTED, chain format 2), else of its text."""
+    return leaf(formats.commitment(text).encode() if scheme == SALTED else text.encode(), scheme)
+
+
 def _ledger_leaf(e: dict[str, Any]) -> bytes:
     keys = ("head", "last_seq", "run_id", "seq")
     return leaf(canonical({k: e[k] for k in keys}))
@@ -177,7 +184,8 @@ def scan(bundle: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     if bundle.get("format") == V1:
         events = [_v1_parts(e) for e in events]
     rid = json.dumps(run["run_id"], ensure_ascii=False)
-    plain = run.get("chain") == "sha256"
+    chain = str(run.get("chain"))
+    v2, plain = chain.endswith("/2"), chain.removesuffix("/2") == "sha256"
     sha, quoted = hashlib.sha256, {}
     leaves, promoted, read, signed, hashes = [], [], [], [], []
     bad, prev = None, GENESIS.encode()
@@ -185,8 +193,9 @@ def scan(bundle: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
         kind, payload = e["kind"], e["payload"]
         if kind not in quoted:
             quoted[kind] = json.dumps(kind, ensure_ascii=False)
+        chained = formats.committed(kind, payload) if v2 and kind in FACT_KINDS else payload
         message = (
-            f'{{"cycle":{e["cycle"]},"kind":{quoted[kind]},"payload":{payload},'
+            f'{{"cycle":{e["cycle"]},"kind":{quoted[kind]},"payload":{chained},'
             f'"run_id":{rid},"seq":{seq},"ts":{e["ts"]}}}'
         ).encode()
         leaves.append(sha(b"\x00" + message).digest())
@@ -232,7 +241,11 @@ def checks(
     scheme = run.get("facts_merkle", LEGACY)
     check(
         "format",
-        lambda: bundle.get("format") in (V2, V1) and bundle.get("kind") in ("run", "fact"),
+        lambda: (
+            bundle.get("format") in (V3, V2, V1)
+            and bundle.get("kind") in ("run", "fact")
+            and str(run.get("chain")).endswith("/2") == (bundle["format"] == V3)
+        ),
     )
     check(
         "signed head signature",
@@ -259,7 +272,7 @@ def checks(
         check(
             "fact inclusion",
             lambda: verify_inclusion(
-                leaf(f["text"].encode(), scheme),
+                fact_leaf(f["text"], scheme),
                 f["index"],
                 run["facts_count"],
                 [bytes.fromhex(p) for p in f["proof"]],
@@ -313,7 +326,7 @@ def _chain(s: dict[str, Any], run: dict[str, Any]) -> bool:
     if s["bad"] is not None or s["count"] != run["last_seq"]:
         return False
     # an HMAC chain needs the secret key; the signed events root covers it
-    return run["chain"] != "sha256" or bool(s["head"] == run["head"])
+    return run["chain"].removesuffix("/2") != "sha256" or bool(s["head"] == run["head"])
 
 
 def _decisions(deciders: dict[str, Any], s: dict[str, Any], run_id: str) -> bool:
@@ -362,7 +375,7 @@ def _facts(bundle: dict[str, Any], s: dict[str, Any], run: dict[str, Any]) -> bo
             # a fork refers to its parent's facts up to the fork point: the bundle
             # carries them; their count and root are the ones its run_started chained
             scheme = run.get("facts_merkle", LEGACY)
-            leaves = [leaf(t.encode(), scheme) for t in carried]
+            leaves = [fact_leaf(t, scheme) for t in carried]
             if len(carried) != link["facts"].get("count") or (
                 tree_root(leaves, scheme).hex() != link.get("facts_root")
             ):
@@ -379,8 +392,8 @@ def _facts(bundle: dict[str, Any], s: dict[str, Any], run: dict[str, Any]) -> bo
 def _facts_root(
     bundle: dict[str, Any], s: dict[str, Any], run: dict[str, Any], scheme: str
 ) -> bool:
-    texts, prefix = _fact_texts(bundle, s), PREFIX[scheme][0]
-    root = tree_root([_h(prefix + t.encode()) for t in texts], scheme).hex()
+    texts = _fact_texts(bundle, s)
+    root = tree_root([fact_leaf(t, scheme) for t in texts], scheme).hex()
     stops = [json.loads(p) for kind, p in s["read"] if kind in ("run_stopped", "run_paused")]
     return (
         len(texts) == run["facts_count"]
@@ -394,8 +407,7 @@ def _checkpoint(blob: str | None, s: dict[str, Any]) -> bool:
         return True
     read = [json.loads(p) for kind, p in s["read"] if kind != "run_started"]
     saved = [p for p in read if "checkpoint_sha256" in p]
-    digest = hashlib.sha256(blob.encode()).hexdigest()
-    return bool(saved) and digest == saved[-1]["checkpoint_sha256"]
+    return bool(saved) and formats.checkpoint_digest(blob) == saved[-1]["checkpoint_sha256"]
 
 
 def read(path: str) -> dict[str, Any]:
@@ -408,8 +420,8 @@ def read(path: str) -> dict[str, Any]:
     except ValueError as exc:  # not UTF-8, not JSON, an integer past the digit limit
         why = " ".join(str(exc).split())
         raise ValueError(f"{path} is not a JSON proof bundle: {why}") from None
-    if not isinstance(bundle, dict) or bundle.get("format") not in (V2, V1):
-        raise ValueError(f"{path} is not a proof bundle (format {V2!r} or {V1!r})")
+    if not isinstance(bundle, dict) or bundle.get("format") not in (V3, V2, V1):
+        raise ValueError(f"{path} is not a proof bundle (format {V3!r}, {V2!r} or {V1!r})")
     spec = formats.SHAPES.get((bundle["format"], bundle.get("kind")))
     if spec is None:
         raise ValueError(f"{path} is not a proof bundle: kind is not 'run' or 'fact'")

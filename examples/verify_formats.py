@@ -1,7 +1,9 @@
 """The formats the independent verifier (examples/verify_bundle.py) reads, written
 from docs/audit-format.md: the types of a bundle's fields (:data:`SHAPES`), and the
 C2SP formats of converge's checkpoints (the specs c2sp.org/signed-note,
-c2sp.org/tlog-checkpoint and c2sp.org/tlog-cosignature).
+c2sp.org/tlog-checkpoint and c2sp.org/tlog-cosignature), and the salted
+commitments of chain format 2 (:func:`commitment`, :func:`committed`,
+:func:`checkpoint_digest`).
 
 The standard library, and ``cryptography`` for the Ed25519 checks only. A note is
 a text, a blank line, then lines ``— NAME base64(4-byte key hash ‖ signature)``;
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from typing import Any
 
 DASH = "\u2014 "
@@ -67,6 +70,8 @@ SHAPES: dict[tuple[Any, Any], Any] = {
 """The types of a bundle's fields by (format, kind) (docs/audit-format.md, "Bundle
 layout"); a field not named here may be there."""
 SHAPES[V1, "fact"] = SHAPES[V2, "fact"]
+V3 = "converge.bundle/3"  # runs of chain format 2: the layout of /2
+SHAPES[V3, "run"], SHAPES[V3, "fact"] = SHAPES[V2, "run"], SHAPES[V2, "fact"]
 
 
 def shape_problem(value: Any, spec: Any, path: str = "") -> str | None:
@@ -213,3 +218,58 @@ __all__ = [
     "shape_problem",
     "signed",
 ]
+
+
+def canonical(value: Any) -> bytes:
+    """Sorted keys, no spaces, UTF-8 (non-ASCII kept)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+# -- chain format 2 (docs/audit-format.md, "Format 2"): facts by salted commitments --
+def commitment(fact: Any) -> str:
+    """C of a stored fact (a JSON text or value): its ``commitment`` once redacted,
+    else SHA-256(salt ‖ canonical JSON of the fact without its salt), hex."""
+    f = json.loads(fact) if isinstance(fact, str) else fact
+    if "commitment" in f:
+        return str(f["commitment"])
+    body = canonical({k: v for k, v in f.items() if k != "salt"})
+    return hashlib.sha256(bytes.fromhex(f["salt"]) + body).hexdigest()
+
+
+def committed(kind: str, payload: str) -> str:
+    """The payload text a format-2 event chains: each fact as ``{"commitment":C}``."""
+    if kind == "fact_promoted":
+        return canonical({"commitment": commitment(payload)}).decode()
+    p = json.loads(payload)
+    if kind != "run_started" or not p.get("initial_facts"):
+        return payload
+    p["initial_facts"] = [{"commitment": commitment(f)} for f in p["initial_facts"]]
+    return canonical(p).decode()
+
+
+def checkpoint_digest(blob: str) -> str:
+    """A checkpoint's sha256; of format 2 with its facts inline, over the canonical
+    JSON of it with each fact row ``[..8 fields, salt]`` replaced by its C."""
+    data = json.loads(blob)
+    rows = data.get("facts") if isinstance(data, dict) else None
+    if not isinstance(rows, list) or data.get("facts_merkle") != "rfc6962-salted":
+        return hashlib.sha256(blob.encode()).hexdigest()
+    commits = [
+        commitment(r if isinstance(r, dict) else r[8] if isinstance(r[8], dict) else _fact(r))
+        for r in rows
+    ]
+    return hashlib.sha256(canonical({**data, "facts": commits})).hexdigest()
+
+
+def _fact(r: list[Any]) -> dict[str, Any]:
+    """A fact row ``[id, key, content, confidence, suggestor, cycle, proposal_id,
+    parents, salt]`` as the fact's dict with its salt."""
+    prov = {"suggestor": r[4], "cycle": r[5], "proposal_id": r[6], "parents": r[7]}
+    return {
+        "id": r[0],
+        "key": r[1],
+        "content": r[2],
+        "confidence": r[3],
+        "provenance": prov,
+        "salt": r[8],
+    }

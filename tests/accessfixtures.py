@@ -189,3 +189,18 @@ def _csrf(page: str) -> str:
     found = re.search(r'name="csrf" value="([^"]+)"', page)
     assert found is not None, page[:500]
     return found.group(1)
+
+
+def redact_attempts(http: Any, run: Any) -> dict[Any, Any]:
+    """The matrix's attempt at redacting (``Action.REDACT``) through the API, built
+    with its ``_http`` and ``_run``: allowed once past the policy, where the stopped
+    run's chain format 1 refuses it (409). The command's refusals are
+    tests/test_redaction_surfaces.py's (a subprocess per role would cost the matrix
+    its time budget)."""
+    from converge.access import Action
+
+    def api(m: Any, who: str) -> Any:
+        path = f"/api/runs/{run(m, 'stopped')}/facts/seed%230/redact"
+        return http(m.api(who, "POST", path, json={"reason": "request"}), (409,))
+
+    return {(Action.REDACT, "api"): api}

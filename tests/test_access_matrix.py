@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+import typer
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -32,17 +33,15 @@ from audit import open_store
 from converge.access import ASKED, PUBLIC_ROUTES, Action, Role
 from converge.cli import app as cli_app
 from converge.web import create_app
+from tests import accessfixtures
 from tests.accessfixtures import ROLES, SECRET, PageClient, Scene, build_scene, counts
 from tests.faultfixtures import CliOutcome, run_cli
 from tests.hitlfixtures import STORES, store_url_for
 from tests.realserve import Served, served_cli
 from tests.test_access_policy import doc_table
 
+
 # -- every route and every command asks ------------------------------------------------
-PUBLIC = PUBLIC_ROUTES
-"""The routes that act for nobody (the access policy's list: sign-in, docs, probes)."""
-
-
 class AskRecorder:
     """ASGI wrapper: the policy's questions during each request, by method and route."""
 
@@ -78,13 +77,14 @@ def test_every_route_asks_the_access_policy(tmp_path: Path) -> None:
     api = TestClient(recorder)
     page = TestClient(recorder)
     run, gate, stopped = scene.runs["open"], scene.gates["open"], scene.runs["stopped"]
-    fill = {"{run_id}": stopped, "{other}": stopped, "{gate_id}": gate}
+    fill = {"{run_id}": stopped, "{other}": stopped, "{gate_id}": gate, "{fact_id}": "nofact"}
     bodies: dict[tuple[str, str], dict[str, Any]] = {
         ("POST", "/api/gates/{gate_id}/decision"): {"json": {"approved": True}},
         ("POST", "/api/gates/{gate_id}/statement"): {"json": {"approved": True}},
         ("POST", "/api/gates/{gate_id}/signed-decision"): {"json": {"statement": {}}},
         ("POST", "/api/gates/{gate_id}/comments"): {"json": {"text": "hello"}},
         ("POST", "/api/runs/{run_id}/fork"): {"json": {"cycle": 0}},
+        ("POST", "/api/runs/{run_id}/facts/{fact_id}/redact"): {"json": {"reason": "x"}},
     }
     auth = {"Authorization": f"Bearer {scene.tokens['ada']}"}
     login = page.get("/login")
@@ -99,7 +99,7 @@ def test_every_route_asks_the_access_policy(tmp_path: Path) -> None:
     not_asked = []
     try:
         for method, path in _routes(app):
-            if (method, path) in PUBLIC:
+            if (method, path) in PUBLIC_ROUTES:  # sign-in, docs, probes: for nobody
                 continue
             concrete = path
             for hole, value in fill.items():
@@ -146,6 +146,7 @@ COMMANDS: dict[str, set[Action]] = {
     "config set": {Action.MANAGE_PEOPLE},
     "access-log": {Action.MANAGE_PEOPLE},
     "prune": {Action.PRUNE},
+    "redact": {Action.REDACT},
 }
 """Each command that acts for a person (its ``--token``, else its ``--by`` or the
 database's holder) and what it asks the policy."""
@@ -174,8 +175,6 @@ def _commands(group: Any, prefix: str = "") -> Iterator[str]:
 
 
 def test_every_command_asks_the_policy_or_acts_for_nobody() -> None:
-    import typer
-
     every = set(_commands(typer.main.get_command(cli_app)))  # type: ignore[arg-type]
     unlisted = every - set(COMMANDS) - set(FOR_NOBODY)
     assert unlisted == set(), f"commands neither in COMMANDS nor in FOR_NOBODY: {unlisted}"
@@ -365,6 +364,7 @@ ATTEMPTS: dict[tuple[Action, str], Attempt] = {
         m.cli(who, "token", "add", f"new-{who}", "--role", "viewer"), (0,)
     ),
     (Action.PRUNE, "cli"): lambda m, who: _cli(m.cli(who, "prune", "--before", "2000-01-01"), (0,)),
+    **accessfixtures.redact_attempts(_http, _run),
     (Action.READ_METRICS, "api"): lambda m, who: _http(m.api(who, "GET", "/metrics"), (200,)),
 }
 """For each action and surface, one attempt as a person and what success looks like."""

@@ -39,6 +39,7 @@ ROW_ACTIONS = {
     "decide a gate": Action.DECIDE,
     "manage people, groups, tokens and the store's settings": Action.MANAGE_PEOPLE,
     "prune runs": Action.PRUNE,
+    "redact facts": Action.REDACT,
     "read the metrics": Action.READ_METRICS,
 }
 """The docs table's rows (their text before any parenthesis) and the actions they name."""
@@ -61,7 +62,7 @@ def doc_table() -> dict[Action, dict[Role, bool]]:
 
 def resource_for(action: Action) -> RunView | GateView | object:
     """An unrestricted resource ``action`` applies to."""
-    if action in (Action.MANAGE_PEOPLE, Action.PRUNE, Action.READ_METRICS):
+    if action in (Action.MANAGE_PEOPLE, Action.PRUNE, Action.REDACT, Action.READ_METRICS):
         return STORE
     run = RunView("r1")
     if action in (Action.SEE_GATE, Action.READ_GATE, Action.COMMENT, Action.DECIDE):
@@ -105,7 +106,7 @@ def test_an_action_that_does_not_apply_to_the_resource_is_refused(
             Action.CANCEL_RUN,
         },
         "gate": {Action.SEE_GATE, Action.READ_GATE, Action.COMMENT, Action.DECIDE},
-        "store": {Action.MANAGE_PEOPLE, Action.PRUNE, Action.READ_METRICS},
+        "store": {Action.MANAGE_PEOPLE, Action.PRUNE, Action.REDACT, Action.READ_METRICS},
     }[kind]
     verdict = permits(Person("p", role), action, resource)
     if action not in applies:

@@ -56,6 +56,8 @@ from engine.hashing import (
     verify_consistency,
     verify_inclusion,
 )
+from engine.hashing.commitment import commitment, committed_payload
+from engine.hashing.merkle import SALTED, commitment_leaf, root_of_leaves
 
 ROOT = Path(__file__).parent.parent
 VECTORS = Path(__file__).parent / "vectors"
@@ -231,10 +233,35 @@ def _transparency_dev(name: str, case: dict[str, Any]) -> None:
     assert _proof_outcomes(case) == {"ours": [], "independent": []}
 
 
+def _format2(name: str, case: dict[str, Any]) -> None:
+    """Chain format 2: each commitment, the chained payloads, the chain (verified as
+    a ``sha256/2`` run) and the facts root, by ours and by the stdlib verifier's."""
+    independent = _independent().formats
+    for c in case["commitments"]:
+        assert commitment(c["salt"], c["fact"]) == c["commitment"]
+        salted = {**json.loads(c["fact"]), "salt": c["salt"]}
+        assert independent.commitment(salted) == c["commitment"]
+        assert c["commitment"] != c.get("plain_sha256_of_fact")
+    events = case["format2_events"]
+    for e in events:
+        assert committed_payload(e["kind"], e["payload"]) == e["chained"]
+        assert independent.committed(e["kind"], e["payload"]) == e["chained"]
+    rows = [
+        ChainRow(e["seq"], e["kind"], e["cycle"], e["ts"], e["payload"], e["hash"]) for e in events
+    ]
+    report = verify_chain(
+        case["run_id"], rows, head_hash=case["head_hash"], last_seq=3, chain="sha256/2", key=None
+    )
+    assert report.ok, report
+    leaves = [commitment_leaf(c["commitment"]) for c in case["commitments"]]
+    assert root_of_leaves(leaves, SALTED) == case["facts_root"]
+
+
 CHECKS: dict[str, Callable[[str, dict[str, Any]], None]] = {
     "canonical-json.json": _canonical_json,
     "checkpoint-digest.json": _checkpoint_digest,
     "facts-root.json": _facts_root,
+    "format2.json": _format2,
     "key-fingerprint.json": _key_fingerprint,
     "ledger.json": _ledger,
     "ledger-tree.json": _ledger_tree,

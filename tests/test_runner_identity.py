@@ -142,7 +142,11 @@ def test_a_store_with_people_requires_tokens_by_default_and_false_still_needs_a_
     no_token = cli("run", str(job), "--by", "alice", "--db", url)
     viewer = cli("run", str(job), "--db", url, token=_token(url, "victor", "viewer"))
 
-    assert json.loads(shown.stdout) == {"require-token": "auto", "retention-days": "off"}
+    assert json.loads(shown.stdout) == {
+        "chain-format": "1",
+        "require-token": "auto",
+        "retention-days": "off",
+    }
     _refused(no_token, "require-token auto, and people are registered")
     assert viewer.exit_code == 2 and "victor has a viewer token" in viewer.stderr
     assert _recorded(url) == before
@@ -170,6 +174,7 @@ def test_without_people_anyone_runs_under_the_name_they_give_as_before(
     assert ran.exit_code == 10, ran.output
     assert _actors(url, json.loads(ran.stdout)["run_id"]) == [("whoever", "ran")]
     assert json.loads(cli("config", "show", "--json", "--db", url).stdout) == {
+        "chain-format": "1",
         "require-token": "auto",
         "retention-days": "off",
     }

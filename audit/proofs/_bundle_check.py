@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from audit.cells import loads as _loads
 from audit.ledger import HEAD_TYPE, parse_checkpoint
 from audit.proofs._bundle_shape import shape_problem
-from audit.proofs._bundles import FORMAT, FORMAT_V1, RUN_TYPE
+from audit.proofs._bundles import FORMAT, FORMAT_V1, FORMAT_V3, RUN_TYPE, fact_leaves
 from audit.signing import (
     VerifierKey,
     check_signature,
@@ -40,15 +40,15 @@ from audit.signing import (
 from audit.trail import CHECKPOINTED, TERMINAL
 from engine.errors import BundleError, CheckpointError
 from engine.hashing.chain import GENESIS, PLAIN
-from engine.hashing.checkpoint import checkpoint_digest
+from engine.hashing.commitment import chain_parts, chained_payload, checkpoint_sha256
 from engine.hashing.ledger import entry_message
-from engine.hashing.merkle import leaf_hash, merkle_scheme, text_leaves
+from engine.hashing.merkle import leaf_hash, merkle_scheme
 from engine.hashing.proofs import MerkleTree, verify_inclusion
 
 if TYPE_CHECKING:  # cryptography is imported where a key is used
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-FORMATS = (FORMAT, FORMAT_V1)
+FORMATS = (FORMAT_V3, FORMAT, FORMAT_V1)
 """The bundle formats read."""
 
 READ = ("run_started", *CHECKPOINTED)
@@ -152,7 +152,8 @@ def _scan(bundle: dict[str, Any], run: dict[str, Any]) -> _Scan:
     if bundle.get("format") == FORMAT_V1:
         events = [_v1_parts(e) for e in events]
     rid = _quote(run["run_id"])
-    plain = run.get("chain") == PLAIN
+    chain, committed = chain_parts(str(run.get("chain")))
+    plain = chain == PLAIN
     sha = hashlib.sha256
     quoted: dict[str, str] = {}
     leaves: list[bytes] = []
@@ -162,11 +163,14 @@ def _scan(bundle: dict[str, Any], run: dict[str, Any]) -> _Scan:
     prev = GENESIS.encode()
     for seq, e in enumerate(events, 1):
         kind, payload = e["kind"], e["payload"]
+        chained = payload
+        if committed and kind in ("fact_promoted", "run_started"):
+            chained = chained_payload(kind, payload)  # format 2: facts by their commitments
         q = quoted.get(kind) or quoted.setdefault(kind, _quote(kind))
         # engine.hashing.chain.event_message (the timestamp's text as carried); its
         # leaf_hash and its plain chain link inlined: one pass over 100k events
         message = (
-            f'{{"cycle":{e["cycle"]},"kind":{q},"payload":{payload},'
+            f'{{"cycle":{e["cycle"]},"kind":{q},"payload":{chained},'
             f'"run_id":{rid},"seq":{seq},"ts":{e["ts"]}}}'
         ).encode()
         leaves.append(sha(b"\x00" + message).digest())
@@ -268,7 +272,10 @@ def _cosigned(text: str | None, witness: VerifierKey) -> str | tuple[bool, str]:
 
 def _format(bundle: dict[str, Any]) -> str | tuple[bool, str]:
     if bundle.get("format") not in FORMATS or bundle.get("kind") not in ("run", "fact"):
-        return False, f"not a {FORMAT} (or {FORMAT_V1}) run or fact bundle"
+        return False, f"not a {FORMAT_V3} (or {FORMAT}, {FORMAT_V1}) run or fact bundle"
+    chain = str((bundle.get("run") or {}).get("chain"))
+    if chain_parts(chain)[1] != (bundle["format"] == FORMAT_V3):
+        return False, f"a {bundle['format']} bundle of a run whose chain is {chain}"
     return f"{bundle['format']}, kind {bundle['kind']}"
 
 
@@ -316,7 +323,7 @@ def _chain(scan: _Scan, run: dict[str, Any]) -> str | tuple[bool, str]:
         return False, f"event seq {seq} ({kind}) changed (its hash does not chain)"
     if count != last:
         return False, f"{count} events, the run's chain has {last}"
-    if run["chain"] != PLAIN:
+    if chain_parts(run["chain"])[0] != PLAIN:
         return (
             f"{scan.count} events in order; their {run['chain']} chain needs the secret "
             "key (the signed events root covers them)"
@@ -395,7 +402,7 @@ def _taken_problem(started: dict[str, Any], carried: list[Any], run: dict[str, A
         word = "removed" if len(carried) < count else "added"
         return f"fact taken from the parent {word}: {len(carried)} carried, the fork took {count}"
     scheme = merkle_scheme(run.get("facts_merkle"))
-    root = MerkleTree(text_leaves(carried, scheme), scheme).root().hex()
+    root = MerkleTree(fact_leaves(carried, scheme), scheme).root().hex()
     if root != link.get("facts_root"):
         return (
             f"the facts taken from parent run {link.get('run')} differ from those it forked "
@@ -407,7 +414,7 @@ def _taken_problem(started: dict[str, Any], carried: list[Any], run: dict[str, A
 def _facts_root(scan: _Scan, bundle: dict[str, Any], run: dict[str, Any]) -> str | tuple[bool, str]:
     texts = _fact_texts(scan, bundle)
     scheme = merkle_scheme(run.get("facts_merkle"))
-    root = MerkleTree(text_leaves(texts, scheme), scheme).root().hex()
+    root = MerkleTree(fact_leaves(texts, scheme), scheme).root().hex()
     stops = scan.payloads(TERMINAL)
     recorded = stops[-1][1].get("facts_root") if stops else None
     if len(texts) != run["facts_count"]:
@@ -426,14 +433,14 @@ def _checkpoint(blob: str | None, scan: _Scan) -> str | tuple[bool, str]:
     if not saved:
         return False, "a checkpoint no event records"
     seq, payload = saved[-1]
-    if checkpoint_digest(blob) != payload["checkpoint_sha256"]:
+    if checkpoint_sha256(blob) != payload["checkpoint_sha256"]:
         return False, f"the checkpoint differs from the sha256 event seq {seq} records"
     return f"its sha256 is the one event seq {seq} records"
 
 
 def _fact(fact: dict[str, Any], run: dict[str, Any]) -> str | tuple[bool, str]:
     scheme = merkle_scheme(run.get("facts_merkle"))
-    leaf = leaf_hash(fact["text"].encode(), scheme)
+    leaf = fact_leaves([fact["text"]], scheme)[0]
     proof = [_hex(p) for p in fact["proof"]]
     if not verify_inclusion(
         leaf, fact["index"], run["facts_count"], proof, _hex(run["facts_root"]), scheme

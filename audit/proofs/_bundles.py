@@ -38,11 +38,16 @@ from audit.tables import runs
 from audit.trail import TERMINAL, read_chain, read_checkpoint, verify_chain
 from engine.errors import CheckpointError, ExportError, ForkError, ResumeError, RunNotFound
 from engine.facts import canonical_json
-from engine.hashing.merkle import merkle_scheme, text_leaves
+from engine.hashing.commitment import chain_parts, text_commitment
+from engine.hashing.merkle import SALTED, commitment_leaf, merkle_scheme, text_leaves
 from engine.hashing.proofs import MerkleTree
 
 FORMAT = "converge.bundle/2"
 """The ``format`` of the proof bundles written now."""
+
+FORMAT_V3 = "converge.bundle/3"
+"""The bundles of runs of chain format 2 (``sha256/2``): the layout of ``/2``, each
+fact's leaf and chained payload its salted commitment (docs/audit-format.md)."""
 
 FORMAT_V1 = "converge.bundle/1"
 """The first layout (each event's whole message, the facts listed again): still read."""
@@ -64,6 +69,14 @@ def _initial_texts(store: StoreCore, run_id: str, started: dict[str, Any]) -> li
         except (ResumeError, ForkError) as exc:  # ParentMissing, UnverifiedParent...
             raise ExportError(f"run {run_id}: nothing exported: {exc}") from None
     return [canonical_json(f) for f in started.get("initial_facts", ())]
+
+
+def fact_leaves(texts: list[str], scheme: str) -> list[bytes]:
+    """The facts tree's leaves of fact texts (payloads as stored): of their salted
+    commitments under :data:`SALTED`, else of the texts themselves."""
+    if scheme == SALTED:
+        return [commitment_leaf(text_commitment(t)) for t in texts]
+    return text_leaves(texts, scheme)
 
 
 class _Run:
@@ -103,7 +116,7 @@ class _Run:
             self.initial = _initial_texts(store, run_id, payload)
         # a fact's leaf hashes its fact_promoted payload, the exact chained text
         self.facts = self.initial + [r.payload for r in rows if r.kind == "fact_promoted"]
-        self.facts_tree = MerkleTree(text_leaves(self.facts, self.scheme), self.scheme)
+        self.facts_tree = MerkleTree(fact_leaves(self.facts, self.scheme), self.scheme)
         if self.facts_tree.root().hex() != self.stop.get("facts_root"):
             raise ExportError(
                 f"run {run_id}: the facts root of its last stop is not the root of its facts"
@@ -192,7 +205,7 @@ def _common(
     if at_stop is not None and at_stop.get("facts_root") != statement["facts_root"]:
         at_stop = None  # signed at an earlier stop of a run resumed since
     return {
-        "format": FORMAT,
+        "format": FORMAT_V3 if chain_parts(run.row.chain)[1] else FORMAT,
         "run": signer.sign(statement),
         "facts_root_signature": at_stop,
         **_ledger_part(store, signer, run.row.run_id, checkpoint),

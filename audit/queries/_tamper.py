@@ -27,7 +27,8 @@ from audit.tables import audit_events, runs
 from audit.trail import CHAIN_COLUMNS, ChainRow
 from engine.facts import Fact
 from engine.hashing.chain import GENESIS, KEYED, event_message, hasher
-from engine.hashing.merkle import facts_root, merkle_scheme
+from engine.hashing.commitment import chain_parts, chained_payload
+from engine.hashing.merkle import SALTED, facts_root, merkle_scheme
 
 __all__ = ["tamper_hint"]
 
@@ -76,14 +77,14 @@ def _head_problem(store: StoreCore, run_id: str, run: Any, rows: list[ChainRow])
     last = rows[-1]
     if last.hash != head:
         return f"its head is not the hash of its last event (seq {last_seq})"
-    key = store.key if chain == KEYED else None
-    if chain == KEYED and (key is None or key_problem(store) is not None):
+    kind, committed = chain_parts(chain)
+    key = store.key if kind == KEYED else None
+    if kind == KEYED and (key is None or key_problem(store) is not None):
         return None  # a keyed chain without its key: the hashes cannot be recomputed
     prev = rows[-2].hash if len(rows) > 1 else GENESIS
     try:
-        message = event_message(
-            _quote(run_id), last.seq, last.kind, last.cycle, last.ts, last.payload
-        )
+        payload = chained_payload(last.kind, last.payload) if committed else last.payload
+        message = event_message(_quote(run_id), last.seq, last.kind, last.cycle, last.ts, payload)
         digest = hasher(key)(prev, message)
     except (TypeError, ValueError):
         return f"its last event (seq {last_seq}) cannot be read"
@@ -96,6 +97,8 @@ def _facts_problem(first: str, facts: Sequence[Fact], recorded: str) -> str | No
     try:
         started = loads(first)
         scheme = merkle_scheme(started.get("facts_merkle") if isinstance(started, dict) else None)
+        if scheme == SALTED:
+            return None  # its leaves are the facts' commitments: `converge verify` checks them
         root = facts_root(facts, scheme)
     except (TypeError, ValueError):
         return "its first event cannot be read"

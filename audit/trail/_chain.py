@@ -24,6 +24,7 @@ from sqlalchemy import Connection, select
 
 from audit.tables import audit_events
 from engine.hashing.chain import GENESIS, KEYED, PLAIN, event_message, hasher
+from engine.hashing.commitment import chain_parts, chained_payload
 
 __all__ = [
     "GENESIS",
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 _quote: Callable[[str], str] = json.encoder.encode_basestring
+_FACTS = frozenset({"fact_promoted", "run_started"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +117,8 @@ def verify_chain(
 
     ``head_hash``/``last_seq``/``chain`` come from the run's ``runs`` row; ``key``
     is the HMAC key (None = plain sha256). ``messages``, when given, receives each
-    verified row's :func:`event_message` (an export hashes them again). Never raises
+    verified row's :func:`event_message` (an export hashes them again; of a chain of
+    format 2, ``sha256/2``, the message its facts' commitments make). Never raises
     for a bad chain: the report says where and why.
     """
     n = len(rows)
@@ -123,12 +126,18 @@ def verify_chain(
     def bad(seq: int, reason: str) -> VerifyReport:
         return VerifyReport(run_id, False, n, seq, reason)
 
-    if key is None and chain == KEYED:
+    kind, committed = chain_parts(chain)
+    if key is None and kind == KEYED:
         return bad(1, "key required")
-    if key is not None and chain != KEYED:
+    if key is not None and kind != KEYED:
         return bad(1, "chain not keyed")
     h = hasher(key)
     rid = _quote(run_id)
+    if committed:  # format 2: facts chained through their commitments
+        rows = [
+            r._replace(payload=chained_payload(r.kind, r.payload)) if r.kind in _FACTS else r
+            for r in rows
+        ]
 
     def digest(prev: str, row: ChainRow, seq: int) -> str:
         return h(prev, event_message(rid, seq, row.kind, row.cycle, row.ts, row.payload))

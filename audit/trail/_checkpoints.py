@@ -30,7 +30,8 @@ from audit.trail._kinds import CHECKPOINTED, TERMINAL
 from audit.trail._run_header import read_header
 from engine.errors import ResumeError, RunFinished, StoreError
 from engine.hashing.chain import GENESIS
-from engine.hashing.checkpoint import checkpoint_digest, fold_digest
+from engine.hashing.checkpoint import fold_digest
+from engine.hashing.commitment import checkpoint_sha256, chunk_sha256
 from engine.status import RunStatus
 from engine.stop_categories import RESUMABLE
 from engine.store import AuditEvent, BatchItem
@@ -144,8 +145,9 @@ def read_chunks(conn: Connection, run_id: str, facts: Any) -> list[Any]:
     for first, data in rows:
         if first != at:
             break
-        digest = fold_digest(digest, checkpoint_digest(data))
-        out.extend(_loads(data))
+        loaded = _loads(data)
+        digest = fold_digest(digest, chunk_sha256(loaded, data))
+        out.extend(loaded)
         at = base + len(out)
     if at != count or digest != facts.get("chunks"):
         raise ResumeError(
@@ -219,7 +221,7 @@ def saved_event(checkpoint: dict[str, Any], blob: str) -> AuditEvent:
     return AuditEvent(
         "checkpoint_saved",
         int(cycle),
-        {"cycle": cycle, "checkpoint_sha256": checkpoint_digest(blob)},
+        {"cycle": cycle, "checkpoint_sha256": checkpoint_sha256(blob)},
         time.time(),
     )
 
@@ -229,7 +231,7 @@ def with_digest(events: Sequence[BatchItem], blob: str | None) -> Sequence[Batch
     last = events[-1] if events else None
     if blob is None or not isinstance(last, AuditEvent) or last.kind not in TERMINAL:
         return events
-    payload = {**last.payload, "checkpoint_sha256": checkpoint_digest(blob)}
+    payload = {**last.payload, "checkpoint_sha256": checkpoint_sha256(blob)}
     return [*events[:-1], AuditEvent(last.kind, last.cycle, payload, last.ts)]
 
 
@@ -302,7 +304,7 @@ def _checked(run_id: str, blob: str, chained: str | None) -> dict[str, Any]:
     except ValueError as exc:
         raise ResumeError(f"checkpoint of run {run_id} is not valid JSON: {exc}") from exc
     digest = None if chained is None else json.loads(chained).get("checkpoint_sha256")
-    if digest != checkpoint_digest(blob):
+    if digest != checkpoint_sha256(blob):
         raise ResumeError(
             f"checkpoint of run {run_id} differs from the one its chain recorded: "
             "refusing to resume from it (run `converge verify`)"

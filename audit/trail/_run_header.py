@@ -28,6 +28,7 @@ from audit.tables import audit_events, runs
 from audit.trail._chain import CHAIN_COLUMNS
 from engine.errors import CorruptRow, RunNotFound, TamperedRow
 from engine.hashing.chain import GENESIS, KEYED, PLAIN, event_message
+from engine.hashing.commitment import chain_parts, chained_payload
 from engine.hashing.ledger import key_fingerprint
 from engine.store import AuditEvent, BatchItem, RunHeader
 
@@ -81,7 +82,8 @@ def with_header(
 def _hash_checkable(store: StoreCore, chain: str) -> bool:
     """True when this store object can recompute the run's chain: the run was
     chained as the store chains now, and a keyed store's key is the right one."""
-    if chain != store.chain_kind or chain not in (PLAIN, KEYED):
+    kind = chain_parts(chain)[0]
+    if kind != store.chain_kind or kind not in (PLAIN, KEYED):
         return False
     key = store.key
     return key is None or store.known_fingerprint in (None, key_fingerprint(key))
@@ -142,7 +144,9 @@ def _check_started(store: StoreCore, run_id: str, row: Any, ev: Any) -> None:
             ev["kind"],
             ev["cycle"],
             ev["ts"],
-            ev["payload"],
+            chained_payload("run_started", ev["payload"])
+            if chain_parts(row.chain)[1]
+            else ev["payload"],
         )
         if store.chain_hash(GENESIS, message) != ev["hash"]:
             raise TamperedRow(run_id, "run_started", "its hash does not verify")

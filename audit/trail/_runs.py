@@ -20,7 +20,9 @@ from engine.errors import RunSuperseded, StoreError
 from engine.facts import canonical_json
 from engine.hashing.chain import GENESIS
 from engine.hashing.checkpoint import fold_digest
+from engine.hashing.commitment import FORMAT_2
 from engine.hashing.ledger import key_fingerprint
+from engine.hashing.merkle import SALTED
 from engine.run_ids import check_run_id
 from engine.status import RunStatus
 from engine.store import AuditEvent, BatchItem, RunHeader, RunOutcome
@@ -71,7 +73,7 @@ def start_run(
         "hostname": host,
         "cycles": 0,
         "facts_count": facts,
-        "chain": store.chain_kind,
+        "chain": store.chain_kind + (FORMAT_2 if _salted(events) else ""),
         "head_hash": head,
         "last_seq": seq,
         "parent_run_id": header.parent_run_id,
@@ -151,6 +153,16 @@ def _first_checkpoint(
     assert written is not None
     append(store, conn, run_id, [saved_event(checkpoint, written)])
     put_checkpoint(store, conn, run_id, checkpoint, written)
+
+
+def _salted(events: Sequence[BatchItem]) -> bool:
+    """Whether the run's ``run_started`` names the facts tree of chain format 2."""
+    first = events[0] if events else None
+    return (
+        isinstance(first, AuditEvent)
+        and first.kind == "run_started"
+        and first.payload.get("facts_merkle") == SALTED
+    )
 
 
 def _initial_facts(events: Sequence[BatchItem]) -> int:

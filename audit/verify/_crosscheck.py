@@ -17,6 +17,7 @@ from typing import Any
 from audit.cells import same_json
 from audit.trail import CHECKPOINTED, TERMINAL, ChainRow, inherited_count
 from engine.hashing.checkpoint import checkpoint_digest as checkpoint_digest
+from engine.hashing.commitment import checkpoint_sha256
 from engine.status import GateStatus
 
 Problem = tuple[int, str] | None
@@ -100,7 +101,7 @@ def check_checkpoint(blob: str | None, rows: Sequence[ChainRow]) -> Problem:
     if terminal is None or "checkpoint_sha256" not in terminal[1]:
         return (terminal[0] if terminal else 1), "checkpoint not recorded in the chain"
     seq, p = terminal
-    if checkpoint_digest(blob) != p["checkpoint_sha256"]:
+    if checkpoint_sha256(blob) != p["checkpoint_sha256"]:
         return seq, "checkpoint differs from the chain"
     return None
 

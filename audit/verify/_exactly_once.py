@@ -32,7 +32,15 @@ from collections.abc import Sequence
 from audit.trail import TERMINAL, ChainRow
 from audit.verify._crosscheck import Problem
 from engine.facts import canonical_json
-from engine.hashing.merkle import LEAF_PREFIX, LEGACY, MerkleFrontier, merkle_scheme
+from engine.hashing.commitment import fact_commitment, text_commitment
+from engine.hashing.merkle import (
+    LEAF_PREFIX,
+    LEGACY,
+    SALTED,
+    MerkleFrontier,
+    commitment_leaf,
+    merkle_scheme,
+)
 
 __all__ = ["check_exactly_once"]
 
@@ -50,13 +58,17 @@ def check_exactly_once(rows: Sequence[ChainRow]) -> Problem:
     for row in rows:
         kind = row.kind
         if kind == "fact_promoted":
-            fact_id = json.loads(row.payload).get("id")
+            fact_id = json.loads(row.payload).get("id")  # None: redacted
             if fact_id in seen:
                 return row.seq, (
                     f"fact {fact_id} promoted twice (events {seen[fact_id]} and {row.seq})"
                 )
-            seen[fact_id] = row.seq
-            leaves.append(sha(leaf_prefix + row.payload.encode()).digest())
+            if fact_id is not None:
+                seen[fact_id] = row.seq
+            if scheme == SALTED:  # the leaf is its commitment (engine.hashing.commitment)
+                leaves.append(commitment_leaf(text_commitment(row.payload)))
+            else:
+                leaves.append(sha(leaf_prefix + row.payload.encode()).digest())
         elif kind == "run_started":
             started = json.loads(row.payload)
             try:  # the run's facts root scheme (engine.hashing.merkle), for its whole life
@@ -69,9 +81,12 @@ def check_exactly_once(rows: Sequence[ChainRow]) -> Problem:
                 return row.seq, "forked_from.facts is not the frontier of its facts_root"
             tree, leaves = taken, []
             for fact in started.get("initial_facts", ()):
-                if isinstance(fact, dict):
+                if isinstance(fact, dict) and "id" in fact:
                     seen.setdefault(str(fact.get("id")), row.seq)
-                leaves.append(sha(leaf_prefix + canonical_json(fact).encode()).digest())
+                if scheme == SALTED:
+                    leaves.append(commitment_leaf(fact_commitment(fact)))
+                else:
+                    leaves.append(sha(leaf_prefix + canonical_json(fact).encode()).digest())
             leg_open = True
         elif kind == "run_resumed":
             p = json.loads(row.payload)

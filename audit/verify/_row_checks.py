@@ -36,6 +36,7 @@ from audit.tables import audit_events, gates, runs
 from audit.trail import CHAIN_COLUMNS, REQUEUED, TERMINAL, ChainRow, header_column
 from audit.verify._crosscheck import Problem
 from engine.hashing.chain import KEYED, PLAIN
+from engine.hashing.commitment import chain_parts
 from engine.status import GateStatus, RunStatus
 
 __all__ = [
@@ -119,7 +120,7 @@ def check_status(run: Any, rows: Sequence[ChainRow]) -> Problem:
         elif row.kind == "gate_decided":
             decided = True
     status = run.status
-    if run.chain not in (PLAIN, KEYED):  # the chain function its events were hashed with
+    if chain_parts(run.chain)[0] not in (PLAIN, KEYED):  # the chain function it hashed with
         return _differs(run.last_seq or 1, "chain")
     if last == "run_stopped":
         ok = status == RunStatus.STOPPED
@@ -171,9 +172,12 @@ def check_fact_ids(fact_ids: Sequence[tuple[ChainRow, Any]]) -> Problem:
                 return row.seq, f"event {row.seq} differs from the chain (fact_id)"
             continue
         try:
-            fact_id = loads(row.payload).get("id")
+            fact = loads(row.payload)
+            fact_id = fact.get("id")
         except (ValueError, AttributeError):
             return row.seq, "fact_promoted is not a JSON object"
+        if "redacted" in fact and fact_id is None:
+            continue  # a redacted fact keeps its id in this cell only (docs/audit.md)
         if not isinstance(fact_id, str) or cell != _quote(fact_id):
             return row.seq, f"event {row.seq} differs from the chain (fact_id)"
     return None

@@ -27,6 +27,12 @@ from engine.facts import canonical_json, fact_from_dict, fact_json, fact_row
 from engine.hashing.chain import event_message, fact_links, hasher
 from engine.hashing.checkpoint import checkpoint_digest
 from engine.hashing.checkpoint import fold_digest as fold_digest
+from engine.hashing.commitment import (
+    commitments_digest,
+    committed_payload,
+    committed_text,
+    fact_commitment,
+)
 from engine.store import BatchItem, PromotedFacts
 
 EVENT_COLUMNS = ("run_id", "seq", "cycle", "kind", "ts", "payload", "hash", "fact_id")
@@ -97,6 +103,8 @@ class ChainedBatch:
     seq: int = 0
     promoted: int = 0
     top: int = 0
+    commits: list[str] | None = None
+    """(chain format 2) the commitment of each row of ``chunk``: its digest's data."""
 
     _chunk_row: tuple[str, str] | None = None
 
@@ -120,7 +128,9 @@ class ChainedBatch:
         """The ``fact_chunks`` data of the batch and its sha256 (hex), built once."""
         if self._chunk_row is None:
             data = "[" + ",".join(self.chunk) + "]"
-            self._chunk_row = (data, checkpoint_digest(data))
+            commits = self.commits
+            digest = checkpoint_digest(data) if commits is None else commitments_digest(commits)
+            self._chunk_row = (data, digest)
         return self._chunk_row
 
 
@@ -151,7 +161,12 @@ def chain_batch(
     key: bytes | None,
 ) -> ChainedBatch:
     """Number and chain ``events`` after (``prev``, ``seq``) with sha256, or HMAC-SHA256
-    under ``key``; raises ``StoreError`` for a payload that is not JSON."""
+    under ``key``; raises ``StoreError`` for a payload that is not JSON.
+
+    Facts of chain format 2 (the engine salted them: ``PromotedFacts.commits``, a
+    ``run_started`` whose initial facts carry a ``salt``) are chained through their
+    commitments (:func:`engine.hashing.commitment.committed_payload`), and the
+    batch's chunk digest is of their commitments."""
     out = ChainedBatch(run_id)
     rid = _quote(run_id)
     h = hasher(key)
@@ -166,6 +181,8 @@ def chain_batch(
                 if ev.texts:
                     segment, prev = _chain_facts(ev, rid, prev, seq, key)
                     out.facts.append(segment)
+                    if ev.commits:
+                        out.commits = (out.commits or []) + ev.commits
                     if len(ev.rows) == len(ev.facts):
                         out.chunk.extend(ev.rows)
                     else:
@@ -183,16 +200,30 @@ def chain_batch(
             else:
                 payload = canonical_json(ev.payload)
             ts = float(ev.ts)
-            prev = h(prev, event_message(rid, seq, kind, cycle, ts, payload))
+            chained = payload
+            if (fact is not None and payload.endswith('"}') and ',"salt":"' in payload) or (
+                kind == "run_started" and _salted(ev.payload)
+            ):
+                chained = committed_payload(kind, payload)
+            prev = h(prev, event_message(rid, seq, kind, cycle, ts, chained))
             fid = None if fact is None else _quote(fact.id)
             append((run_id, seq, cycle, kind, ts, payload, prev, fid))
             if fact is not None:
                 out.promoted += 1
-                out.chunk.append(canonical_json(fact_row(fact)))
+                if chained is not payload:
+                    data = json.loads(payload)
+                    out.chunk.append(canonical_json([*fact_row(fact), data["salt"]]))
+                    out.commits = [*(out.commits or []), fact_commitment(data)]
+                else:
+                    out.chunk.append(canonical_json(fact_row(fact)))
             elif kind == "run_started":
                 initial = ev.payload.get("initial_facts") or ()
                 texts = ev.fact_texts
-                if texts is not None and len(texts) == len(initial):
+                if chained is not payload:
+                    rows = [[*fact_row(fact_from_dict(f)), f["salt"]] for f in initial]
+                    out.chunk[:0] = [canonical_json(r) for r in rows]
+                    out.commits = [fact_commitment(f) for f in initial] + (out.commits or [])
+                elif texts is not None and len(texts) == len(initial):
                     # fact dicts as chunk rows (engine._cycle.run loads both forms)
                     out.chunk[:0] = texts
                 else:
@@ -203,13 +234,24 @@ def chain_batch(
     return out
 
 
+def _salted(payload: dict[str, Any]) -> bool:
+    """Whether a ``run_started`` payload's initial facts are of chain format 2."""
+    initial = payload.get("initial_facts")
+    if not isinstance(initial, list) or not initial:
+        return False
+    first = initial[0]
+    return isinstance(first, dict) and "salt" in first
+
+
 def _chain_facts(
     ev: PromotedFacts, rid: str, prev: str, seq: int, key: bytes | None
 ) -> tuple[FactRows, str]:
     """The hashes of ``ev``'s facts (:func:`engine.hashing.chain.fact_links`: one
-    call per segment, the hot loop of an audited run)."""
+    call per segment, the hot loop of an audited run); of chain format 2, of their
+    commitments' texts (``{"commitment":C}``)."""
     cycle, ts, texts = ev.cycle, float(ev.ts), ev.texts
-    hashes, prev = fact_links(prev, seq, rid, cycle, ts, texts, key)
+    chained = [committed_text(c) for c in ev.commits] if ev.commits else texts
+    hashes, prev = fact_links(prev, seq, rid, cycle, ts, chained, key)
     return FactRows(seq + 1, cycle, ts, texts, hashes, [_quote(f.id) for f in ev.facts]), prev
 
 

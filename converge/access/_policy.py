@@ -68,6 +68,7 @@ class Action(StrEnum):
     DECIDE = "decide"
     MANAGE_PEOPLE = "manage_people"  # people, groups, tokens, the store's settings
     PRUNE = "prune"  # remove stopped runs (converge prune), their tombstones kept
+    REDACT = "redact"  # erase a fact's content (converge redact), its commitment kept
     READ_METRICS = "read_metrics"  # GET /metrics of converge serve (docs/operations.md)
 
 
@@ -84,6 +85,7 @@ VERBS: Final[dict[Action, str]] = {
     Action.DECIDE: "decide gates",
     Action.MANAGE_PEOPLE: "manage people, tokens and settings",
     Action.PRUNE: "prune runs",
+    Action.REDACT: "redact facts",
     Action.READ_METRICS: "read the metrics",
 }
 """Each action as the end of "may not ...", in refusals and in docs/access.md."""
@@ -105,7 +107,7 @@ GRANTS: Final[dict[Role, frozenset[Action]]] = {
     Role.VIEWER: _READ,
     Role.RUNNER: _RUN,
     Role.APPROVER: _DECIDE,
-    Role.ADMIN: _DECIDE | {Action.MANAGE_PEOPLE, Action.PRUNE, Action.READ_METRICS},
+    Role.ADMIN: _DECIDE | {Action.MANAGE_PEOPLE, Action.PRUNE, Action.REDACT, Action.READ_METRICS},
 }
 """The actions each role grants at most; the resource may narrow them (see the module)."""
 
@@ -156,8 +158,8 @@ class StoreScope:
 
 
 STORE: Final = StoreScope()
-"""The resource of :attr:`Action.MANAGE_PEOPLE`, :attr:`Action.PRUNE` and
-:attr:`Action.READ_METRICS`."""
+"""The resource of :attr:`Action.MANAGE_PEOPLE`, :attr:`Action.PRUNE`,
+:attr:`Action.REDACT` and :attr:`Action.READ_METRICS`."""
 
 Resource = RunView | GateView | StoreScope
 """What an action is done to."""
@@ -187,7 +189,9 @@ _RUN_ACTIONS: Final = frozenset(
     }
 )
 _GATE_ACTIONS: Final = frozenset({Action.SEE_GATE, Action.READ_GATE, Action.COMMENT, Action.DECIDE})
-_STORE_ACTIONS: Final = frozenset({Action.MANAGE_PEOPLE, Action.PRUNE, Action.READ_METRICS})
+_STORE_ACTIONS: Final = frozenset(
+    {Action.MANAGE_PEOPLE, Action.PRUNE, Action.REDACT, Action.READ_METRICS}
+)
 
 
 def _names(names: frozenset[str]) -> str:

@@ -17,7 +17,8 @@ reachable from Python. One module per command group, each with its own
 - :mod:`converge.cli.tokens`: ``token add``, ``token list``, ``token revoke``,
   ``user add``, ``access-log`` (people, their tokens and groups, the refusals);
 - :mod:`converge.cli.config`: ``config set``, ``config show`` (the store's settings);
-- :mod:`converge.cli.retention`: ``prune`` (stopped runs removed, tombstones kept);
+- :mod:`converge.cli.retention`: ``prune`` (stopped runs removed, tombstones kept),
+  ``redact`` (a fact's content erased, its commitment kept);
 - :mod:`converge.cli.serve`: ``serve`` (the approval inbox);
 - :mod:`converge.cli.report`: ``report``;
 - :mod:`converge.cli.schema`: ``schema``;

@@ -153,6 +153,11 @@ COMMANDS: tuple[Entry, ...] = (
         "Remove the stopped runs older than a date, a tombstone of each kept in the ledger.",
     ),
     Entry(
+        "redact",
+        "retention",
+        "Erase a fact's content from a stopped or paused run, its commitment kept.",
+    ),
+    Entry(
         "serve",
         "serve",
         "Serve the approval inbox: pending gates, gate and run pages, the JSON API.",

@@ -1,5 +1,7 @@
 """``converge prune``: remove stopped runs older than a date, their tombstones kept
-in the ledger (:func:`audit.retention.prune`; docs/audit.md, "Retention")."""
+in the ledger (:func:`audit.retention.prune`; docs/audit.md, "Retention"); and
+``converge redact``: erase a fact's content, its commitment kept
+(:func:`audit.redaction.redact_fact`; docs/audit.md, "Redaction")."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from audit import SqlRunStore
+from audit import SqlRunStore, redact_fact
 from audit.retention import PruneReport, prune
 from audit.settings import RETENTION_DAYS, get_setting
 from audit.signing import signer_from_env
@@ -181,3 +183,58 @@ def _print(report: PruneReport) -> None:
         out.print(escape(f"kept {run_id}: {why}"), highlight=False, soft_wrap=True)
     n = len(report.pruned)
     out.print(f"{verb} {n} run{'' if n == 1 else 's'}", highlight=False)
+
+
+@app.command("redact")
+def redact_cmd(
+    run_id: Annotated[str, typer.Argument(help="The run (its id or a unique prefix).")],
+    fact_id: Annotated[str, typer.Argument(help="The fact to redact, e.g. email#0.")],
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why (required), kept in the fact_redacted event.")
+    ],
+    db: DbOption = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="CONVERGE_TOKEN",
+            help="The API token of who redacts, an admin (required; docs/access.md).",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Erase a fact's content from a stopped or paused run, its commitment kept.
+
+    The content goes from the run's events, fact chunks and checkpoint; the facts
+    tree, the chain and proof bundles still verify (they commit to the fact through
+    a salted hash), and a fact_redacted event chains who, when and why. Only runs of
+    chain format 2 (converge config set chain-format 2) can be redacted.
+    Admins only: needs --token (or $CONVERGE_TOKEN).
+
+    Example: converge redact 3f2a email#0 --reason "GDPR art. 17 request #12"
+    """
+    store = open_run_store(db, must_exist=True)
+    assert isinstance(store, SqlRunStore)
+    try:
+        person = reader(store, token)
+        if person is None:
+            fail("converge redact needs the token of an admin: --token or $CONVERGE_TOKEN")
+        try:
+            ask(store, person, Action.REDACT, STORE, client="cli")
+            run = store.resolve_run_id(run_id)
+            done = redact_fact(store, run, fact_id, by=person.name, reason=reason)
+        except ConvergeError as exc:
+            fail(str(exc))
+    finally:
+        store.close()
+    if as_json:
+        print_json(done.to_dict())
+        return
+    out.print(
+        escape(
+            f"redacted {done.fact_id} of run {done.run_id} (commitment {done.commitment}); "
+            f"fact_redacted is event {done.seq}"
+        ),
+        highlight=False,
+        soft_wrap=True,
+    )

@@ -18,6 +18,7 @@ from engine.errors import (
     ConvergeError,
     DuplicateVote,
     NotFound,
+    RedactionError,
     ResumeError,
     UnverifiedParent,
 )
@@ -53,11 +54,13 @@ WHEN: dict[int, str] = {
         "may not (a viewer deciding, forking or cancelling), a run its job hides from "
         "them, a gate restricted to its approvers, or four eyes."
     ),
-    404: "Unknown gate or run.",
+    404: "Unknown gate, run or fact.",
     409: (
         "The gate is decided already (the message names who and when), its quorum is "
-        "reached, it expired, this person voted on it already, its run is busy, or the "
-        "run to fork does not verify up to the fork point (the message names the seq)."
+        "reached, it expired, this person voted on it already, its run is busy, the "
+        "run to fork does not verify up to the fork point (the message names the seq), "
+        "or the fact to redact was redacted already, its run is not stopped or paused, "
+        "or its run's chain format cannot redact."
     ),
     413: "A body over 64 KiB (announced or streamed); nothing was recorded.",
     429: (
@@ -104,8 +107,8 @@ def http_error(exc: ConvergeError) -> HTTPException:
     """The answer to ``exc``: an application error's own ``http_status`` (403 not an
     approver of the gate or four eyes, 422 a value the gate's hook refused or a
     missing required reason...); of the engine's, 404 an unknown gate or run, 409
-    decided, expired, already voted, busy, a fork's parent that does not verify;
-    400 otherwise."""
+    decided, expired, already voted, busy, a fork's parent that does not verify, a
+    redaction refused; 400 otherwise."""
     if isinstance(exc, ApplicationError):
         field = _UNPROCESSABLE_FIELD.get(type(exc))
         if field is not None:
@@ -113,6 +116,6 @@ def http_error(exc: ConvergeError) -> HTTPException:
         return HTTPException(exc.http_status, str(exc))
     if isinstance(exc, NotFound):
         return HTTPException(404, str(exc))
-    if isinstance(exc, DuplicateVote | ResumeError | UnverifiedParent):
+    if isinstance(exc, DuplicateVote | ResumeError | UnverifiedParent | RedactionError):
         return HTTPException(409, str(exc))
     return HTTPException(400, str(exc))

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from pydantic import BeforeValidator, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from audit import redact_fact
 from audit.run_queue import request_cancel
-from converge.access import Action, Person, seen_by
+from converge.access import STORE, Action, Person, ask, seen_by
 from converge.web.asking import ApiPerson, PagePerson, ask_run, client_of
 from converge.web.auth import check_csrf, store_of
 from converge.web.errors import answers, http_error
@@ -174,6 +175,40 @@ async def cancel_form(request: Request, run_id: str, who: PagePerson) -> Respons
     except ConvergeError as exc:
         raise http_error(exc) from exc
     return RedirectResponse(f"/runs/{run_id}", status_code=303)
+
+
+class RedactRequest(BaseModel):
+    """The body of a redaction: why (kept in the chained ``fact_redacted`` event)."""
+
+    reason: str = Field(min_length=1, max_length=2000, pattern=r"\S")
+
+
+def _redact(request: Request, run_id: str, fact_id: str, reason: str, who: Person) -> Any:
+    store = store_of(request)
+    ask(store, who, Action.REDACT, STORE, client=client_of(request), target=run_id)
+    return redact_fact(store, store.resolve_run_id(run_id), fact_id, by=who.name, reason=reason)
+
+
+@router.post(
+    "/api/runs/{run_id}/facts/{fact_id}/redact", responses=answers(401, 403, 404, 409, 422)
+)
+async def api_redact(
+    request: Request,
+    run_id: str,
+    fact_id: str,
+    body: RedactRequest,
+    who: ApiPerson,
+) -> dict[str, Any]:
+    """Erase a fact's content from a stopped or paused run as the token's person (an
+    admin): its commitment is kept, a ``fact_redacted`` event chains who, when and
+    why (docs/audit.md, "Redaction"). 404 an unknown run or fact; 409 a fact
+    redacted already, a run not stopped or paused, or of chain format 1."""
+    try:
+        done = await run_in_threadpool(_redact, request, run_id, fact_id, body.reason, who)
+    except ConvergeError as exc:
+        raise http_error(exc) from exc
+    result: dict[str, Any] = done.to_dict()
+    return result
 
 
 # -- time travel: fork a run at a cycle, diff two runs ----------------------------------

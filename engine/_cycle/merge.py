@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import time
 from collections.abc import Callable
+from hashlib import sha256
 from math import isfinite
 from typing import Any
 
@@ -24,7 +26,7 @@ from engine._cycle.judge import JUDGE, Judge, pause
 from engine._cycle.run import PendingGate, Run
 from engine.errors import ResumeError
 from engine.facts import MAX_INT, Fact, Proposal, Provenance, canonical_json, content_key
-from engine.hashing.merkle import LEAF_SEEDED
+from engine.hashing.merkle import LEAF_SEEDED, SALTED
 from engine.hitl import HitlPolicy
 from engine.settings import EngineSettings
 from engine.stop import Error, ErrorCategory, HitlGatePending, PromotionRejected, StopReason
@@ -131,8 +133,11 @@ def promote(settings: EngineSettings, run: Run) -> Judge | End:
     return JUDGE
 
 
-Appenders = tuple[Callable[[Fact], None], Callable[[str], None], Callable[[str], None]]
-"""The appends of a batch's facts, their texts (canonical JSON) and their rows."""
+Appenders = tuple[
+    Callable[[Fact], None], Callable[[str], None], Callable[[str], None], Callable[[str], None]
+]
+"""The appends of a batch's facts, their texts (canonical JSON), their rows and (chain
+format 2) their commitments."""
 
 
 class FactRecorder:
@@ -160,7 +165,12 @@ class FactRecorder:
         """A new batch, after the events recorded so far: its appenders."""
         batch = self.batch = PromotedFacts(self.cycle, time.time())
         self.run.record(batch)
-        self.appenders = (batch.facts.append, batch.texts.append, batch.rows.append)
+        self.appenders = (
+            batch.facts.append,
+            batch.texts.append,
+            batch.rows.append,
+            batch.commits.append,
+        )
         return self.appenders
 
     def close(self) -> None:
@@ -190,7 +200,10 @@ def promote_effect(
         # the constant parts of this effect's facts' canonical JSON (fact_json)
         qname, qprefix = _quote(name), _quote(prefix)[:-1]
         quoted, cyc, leaf_add, leaf_seeded = rec.constants
-        batch_fact, batch_text, batch_row = rec.appenders
+        batch_fact, batch_text, batch_row, batch_commit = rec.appenders
+        seals = run.integrity.seals if run.integrity.scheme == SALTED else None
+        # a crash recovery promotes again what the dead process recorded: same salts
+        again = run.recovery.replayed if seals is not None and run.recovery.replaying else None
     for pj in range(j0, len(proposals)):
         p = proposals[pj]
         try:
@@ -225,7 +238,7 @@ def promote_effect(
                 if not isinstance(verdict, str):
                     return verdict
                 if rec is not None:  # a new batch after the gate's event, if it recorded one
-                    batch_fact, batch_text, batch_row = rec.appenders
+                    batch_fact, batch_text, batch_row, batch_commit = rec.appenders
                 continue
         # built with tuple.__new__: the named tuples' own __new__ costs 2x more
         prov = tuple_new(Provenance, (name, cycle, pid, parents))
@@ -266,12 +279,23 @@ def promote_effect(
                 f'"suggestor":{qname}}}}}'
             )
             leaf = leaf_seeded()
-            leaf.update(text.encode())
+            row = f"[{qid},{qkey},{cs},{confs},{qname},{cyc},{qpid},{ps}]"
+            if seals is None:
+                leaf.update(text.encode())
+            else:  # chain format 2: the leaf is its salted commitment, the salt kept beside
+                was = again.get(fact[0]) if again else None
+                salt = bytes.fromhex(was["salt"]) if was and "salt" in was else os.urandom(32)
+                seal = seals[fact[0]] = salt.hex()
+                commit = sha256(salt + text.encode()).hexdigest()
+                leaf.update(commit.encode())
+                batch_commit(commit)
+                text = f'{text[:-1]},"salt":"{seal}"}}'
+                row = f'{row[:-1]},"{seal}"]'
             leaf_add(leaf.digest())
             batch_fact(fact)
             batch_text(text)
             # its checkpoint row (engine.facts.fact_row), for the store's fact chunks
-            batch_row(f"[{qid},{qkey},{cs},{confs},{qname},{cyc},{qpid},{ps}]")
+            batch_row(row)
     return None
 
 

@@ -17,6 +17,7 @@ from engine._cycle.accounting import run_result
 from engine._cycle.run import Run
 from engine.errors import StoreError
 from engine.facts import fact_to_dict
+from engine.hashing.merkle import SALTED
 from engine.result import RunResult
 from engine.settings import EngineSettings
 from engine.status import RunStatus
@@ -35,13 +36,22 @@ def record_start(settings: EngineSettings, run: Run) -> None:
                 "job": settings.job_name,
                 "suggestors": list(settings.suggestor_names),
                 "budget": run.budget.model_dump(mode="json"),
-                "initial_facts": [fact_to_dict(f) for f in run.context],
+                "initial_facts": _initial_facts(run),
                 "facts_merkle": run.integrity.scheme,
             },
             time.time(),
         )
     )
     start_in_store(settings, run)
+
+
+def _initial_facts(run: Run) -> list[dict[str, Any]]:
+    """The ``initial_facts`` of ``run_started``: each fact's dict, with its salt in a
+    run of chain format 2 (``engine.hashing.commitment``)."""
+    if run.integrity.scheme != SALTED:
+        return [fact_to_dict(f) for f in run.context]
+    seal = run.integrity.seal
+    return [{**fact_to_dict(f), "salt": seal(f)} for f in run.context]
 
 
 def start_in_store(

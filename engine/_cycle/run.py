@@ -30,6 +30,7 @@ from engine.budget import Budget
 from engine.context import Context, FactIndex
 from engine.errors import ResumeError
 from engine.facts import Fact, Provenance, fact_row
+from engine.hashing.merkle import SALTED
 from engine.store import BatchItem, GateRecord
 
 __all__ = [
@@ -167,7 +168,7 @@ class Run:
             "run_id": self.run_id,
             "suggestors": list(suggestors),
             "budget": self.budget.model_dump(mode="json"),
-            "facts": [fact_row(f) for f in facts] if with_facts else None,
+            "facts": self._rows(facts) if with_facts else None,
             "facts_count": len(facts),
             **self.cursor.slice(),
             **self.spend.slice(),
@@ -175,6 +176,13 @@ class Run:
             **self.integrity.slice(len(facts)),
         }
         return {k: parts[k] for k in _ORDER}
+
+    def _rows(self, facts: Sequence[Fact]) -> list[list[Any]]:
+        """The facts as checkpoint rows; of chain format 2 each with its seal last."""
+        if self.integrity.scheme != SALTED:
+            return [fact_row(f) for f in facts]
+        seal = self.integrity.seal
+        return [[*fact_row(f), seal(f)] for f in facts]
 
     @classmethod
     def from_checkpoint(
@@ -207,9 +215,12 @@ class Run:
             facts = facts_of_dicts(rows[:dicts]) if dicts else []
             push = facts.append
             new = tuple.__new__  # as the merge: skips the named tuples' own __new__
-            for fid, key, content, confidence, sug, cycle, pid, parents in (
-                rows[dicts:] if dicts else rows
-            ):
+            seals: dict[str, Any] = {}
+            for row in rows[dicts:] if dicts else rows:
+                if len(row) == 9:  # chain format 2: the fact's salt (or commitment) last
+                    fid, key, content, confidence, sug, cycle, pid, parents, seals[row[0]] = row
+                else:
+                    fid, key, content, confidence, sug, cycle, pid, parents = row
                 if type(fid) is not str or type(key) is not str or type(cycle) is not int:
                     raise ValueError(f"bad fact row {fid!r}")
                 prov = new(Provenance, (sug, cycle, pid, tuple(parents)))
@@ -224,6 +235,7 @@ class Run:
             self.gating = Gating.of(data, self.run_id, gate)
             self.recovery = Recovery(facts_inline=not data.get("facts_from_chunks", False))
             self.integrity = Integrity.of(data, len(facts))
+            self.integrity.seals = seals
             return self
         except ResumeError:
             raise

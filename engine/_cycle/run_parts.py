@@ -8,6 +8,7 @@ record twice)."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
@@ -16,8 +17,17 @@ from typing import Any
 from engine._cycle.cursor import Cursor
 from engine._cycle.spend import Spend
 from engine.errors import ResumeError
-from engine.facts import Fact, content_key
-from engine.hashing.merkle import LEGACY, MerkleFrontier, fact_leaf, merkle_scheme
+from engine.facts import Fact, content_key, fact_json
+from engine.hashing.commitment import commitment
+from engine.hashing.merkle import (
+    LEGACY,
+    RFC6962,
+    SALTED,
+    MerkleFrontier,
+    commitment_leaf,
+    fact_leaf,
+    merkle_scheme,
+)
 from engine.hitl import GateDecision
 from engine.store import AuditEvent, GateRecord
 
@@ -145,11 +155,28 @@ class Integrity:
     """The facts' Merkle root, kept as the run goes: the leaves not folded yet
     and the ``frontier`` (its scheme is the run's for its whole life)."""
 
-    __slots__ = ("_frontier", "_leaves")
+    __slots__ = ("_frontier", "_leaves", "seals")
 
-    def __init__(self) -> None:
+    def __init__(self, scheme: str = RFC6962) -> None:
         self._leaves: list[bytes] = []
-        self._frontier = MerkleFrontier()
+        self._frontier = MerkleFrontier(scheme=scheme)
+        self.seals: dict[str, Any] = {}
+        """(:data:`SALTED` runs) per fact id, its salt (hex) or, redacted, its
+        ``{"commitment": C}``: what its leaf, event and checkpoint row commit with."""
+
+    def seal(self, fact: Fact) -> Any:
+        """The fact's salt (a new one for a fact that has none yet) or commitment."""
+        seal = self.seals.get(fact.id)
+        if seal is None:
+            seal = self.seals[fact.id] = os.urandom(32).hex()
+        return seal
+
+    def commitment(self, fact: Fact) -> str:
+        """The salted commitment of ``fact`` (hex), from its seal."""
+        seal = self.seal(fact)
+        if isinstance(seal, dict):
+            return str(seal["commitment"])
+        return commitment(seal, fact_json(fact))
 
     @property
     def frontier(self) -> MerkleFrontier:
@@ -182,7 +209,10 @@ class Integrity:
         leaves = self._leaves
         scheme = frontier.scheme
         for i in range(frontier.count + len(leaves), len(facts)):
-            leaves.append(fact_leaf(facts[i], scheme))
+            if scheme == SALTED:
+                leaves.append(commitment_leaf(self.commitment(facts[i])))
+            else:
+                leaves.append(fact_leaf(facts[i], scheme))
         frontier.extend(leaves)
         leaves.clear()
         return frontier.root()
@@ -206,6 +236,7 @@ class Integrity:
         ``facts_count`` facts is left for the resume to recompute."""
         self = cls.__new__(cls)
         self._leaves = []
+        self.seals = {}
         named = data.get("facts_merkle")
         named = LEGACY if named is None else named
         merkle = data.get("merkle")
@@ -329,6 +360,7 @@ class Recovery:
                 fid = ev.payload.get("id", "")
                 recorded = self._replayed.pop(fid, None)
                 if recorded is not None:
+                    recorded = {k: v for k, v in recorded.items() if k != "salt"}  # format 2
                     if recorded != json.loads(json.dumps(ev.payload)):
                         differ.append(str(fid))
                     continue

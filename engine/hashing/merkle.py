@@ -32,7 +32,9 @@ __all__ = [
     "NODE_PREFIX",
     "NODE_SEEDED",
     "RFC6962",
+    "SALTED",
     "MerkleFrontier",
+    "commitment_leaf",
     "fact_leaf",
     "facts_root",
     "leaf_hash",
@@ -54,10 +56,15 @@ RFC6962 = "rfc6962"
 LEGACY = "sha256"
 """The facts root of runs recorded before: no domain-separation prefixes."""
 
-LEAF_PREFIX = {RFC6962: b"\x00", LEGACY: b""}
+SALTED = "rfc6962-salted"
+"""The facts of a run of chain format 2: RFC 6962's tree whose leaf data is each
+fact's salted commitment ``C`` (64 hex digits, :mod:`engine.hashing.commitment`),
+not its canonical JSON."""
+
+LEAF_PREFIX = {RFC6962: b"\x00", LEGACY: b"", SALTED: b"\x00"}
 """The bytes hashed before a leaf's data, per scheme."""
 
-NODE_PREFIX = {RFC6962: b"\x01", LEGACY: b""}
+NODE_PREFIX = {RFC6962: b"\x01", LEGACY: b"", SALTED: b"\x01"}
 """The bytes hashed before two children, per scheme."""
 
 LEAF_SEEDED = {scheme: hashlib.sha256(prefix).copy for scheme, prefix in LEAF_PREFIX.items()}
@@ -77,7 +84,9 @@ def merkle_scheme(name: object) -> str:
     if name is None:
         return LEGACY
     if name not in LEAF_PREFIX:
-        raise ValueError(f"unknown facts Merkle scheme {name!r} (known: {RFC6962}, {LEGACY})")
+        raise ValueError(
+            f"unknown facts Merkle scheme {name!r} (known: {RFC6962}, {LEGACY}, {SALTED})"
+        )
     return str(name)
 
 
@@ -99,8 +108,19 @@ def text_leaves(texts: Iterable[str], scheme: str = RFC6962) -> list[bytes]:
 
 
 def fact_leaf(fact: FactLike, scheme: str = RFC6962) -> bytes:
-    """The leaf hash of one fact: its canonical JSON (:func:`fact_json`), UTF-8."""
+    """The leaf hash of one fact: its canonical JSON (:func:`fact_json`), UTF-8.
+
+    Raises ``ValueError`` under :data:`SALTED`, whose leaf is the fact's commitment
+    (it needs the fact's salt: :func:`commitment_leaf`)."""
+    if scheme == SALTED:
+        raise ValueError("a salted facts tree's leaf is the fact's commitment, not its JSON")
     return hashlib.sha256(LEAF_PREFIX[scheme] + fact_json(fact).encode()).digest()
+
+
+def commitment_leaf(c: str) -> bytes:
+    """The :data:`SALTED` leaf hash of a fact whose commitment is ``c`` (hex):
+    ``sha256(0x00 ‖ c as ASCII)``."""
+    return hashlib.sha256(b"\x00" + c.encode()).digest()
 
 
 def root_of_leaves(leaves: list[bytes], scheme: str = RFC6962) -> str:
