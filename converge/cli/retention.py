@@ -213,8 +213,7 @@ def redact_cmd(
 
     Example: converge redact 3f2a email#0 --reason "GDPR art. 17 request #12"
     """
-    store = open_run_store(db, must_exist=True)
-    assert isinstance(store, SqlRunStore)
+    store = open_sql_store(db)
     try:
         person = reader(store, token)
         if person is None:

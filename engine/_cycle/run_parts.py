@@ -283,6 +283,12 @@ class Recovery:
         return bool(self._replayed or self._replayed_gates)
 
     @property
+    def replayed(self) -> Mapping[str, dict[str, Any]]:
+        """The facts the dead process recorded after the checkpoint, by id (their
+        salts reused by a format-2 run's replay)."""
+        return self._replayed
+
+    @property
     def resumed_from(self) -> str:
         return self._resumed_from
 
