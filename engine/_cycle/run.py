@@ -133,6 +133,11 @@ class Run:
         """The events gathered for the next batch."""
         return self._events
 
+    def commit_by_salts(self) -> None:
+        """The facts of this new run are committed by salted commitments (a store of
+        chain format 2): its facts tree is :data:`SALTED`'s."""
+        self.integrity = Integrity(SALTED)
+
     def stream_to(self, listener: Listener | None) -> None:
         """Hand the run's events to ``listener`` as they are recorded from now on."""
         self.listener = listener
@@ -234,8 +239,7 @@ class Run:
             self.spend = Spend.of(data)
             self.gating = Gating.of(data, self.run_id, gate)
             self.recovery = Recovery(facts_inline=not data.get("facts_from_chunks", False))
-            self.integrity = Integrity.of(data, len(facts))
-            self.integrity.seals = seals
+            self.integrity = Integrity.of(data, len(facts), seals)
             return self
         except ResumeError:
             raise

@@ -231,12 +231,15 @@ class Integrity:
         return {"merkle": merkle, "facts_merkle": self._frontier.scheme}
 
     @classmethod
-    def of(cls, data: dict[str, Any], facts_count: int) -> Integrity:
-        """From a checkpoint (absent scheme: LEGACY); a frontier that does not cover
-        ``facts_count`` facts is left for the resume to recompute."""
+    def of(
+        cls, data: dict[str, Any], facts_count: int, seals: dict[str, Any] | None = None
+    ) -> Integrity:
+        """From a checkpoint (absent scheme: LEGACY) and, for a :data:`SALTED` run, its
+        facts' ``seals``; a frontier that does not cover ``facts_count`` facts is left
+        for the resume to recompute."""
         self = cls.__new__(cls)
         self._leaves = []
-        self.seals = {}
+        self.seals = {} if seals is None else seals
         named = data.get("facts_merkle")
         named = LEGACY if named is None else named
         merkle = data.get("merkle")

@@ -9,10 +9,8 @@ from typing import Any
 
 from engine._cycle.recording import record_start
 from engine._cycle.run import Listener, Run
-from engine._cycle.run_parts import Integrity
 from engine.errors import ConfigurationError
 from engine.facts import INPUT_SOURCE, Fact, Provenance, content_key
-from engine.hashing.merkle import SALTED
 from engine.run_ids import check_run_id
 from engine.settings import EngineSettings
 
@@ -31,7 +29,7 @@ def start(
     """
     run = Run(new_run_id() if run_id is None else check_run_id(run_id), settings.budget)
     if getattr(settings.store, "fact_commitments", False):  # the store's chain format 2
-        run.integrity = Integrity(SALTED)
+        run.commit_by_salts()
     run.stream_to(listener)
     run.spend.start_leg(settings.clock(), time.time())
     settings.runs.enter(run.run_id, clear_cancel=True)
