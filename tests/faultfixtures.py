@@ -436,9 +436,9 @@ def differences(got: RunSnapshot, want: RunSnapshot) -> list[str]:
 
 
 @contextmanager
-def opened(url: str) -> Iterator[SqlRunStore]:
-    """The store at ``url``, closed after."""
-    store = open_store(url)
+def opened(url: str, *, key: bytes | str | None = None) -> Iterator[SqlRunStore]:
+    """The store at ``url`` (``key``: :func:`audit.open_store`'s), closed after."""
+    store = open_store(url, key=key)
     try:
         yield store
     finally:

@@ -36,14 +36,18 @@ INITIAL: dict[str, list[Any]] = {"seed": [1]}
 """The initial facts of every run of these tests."""
 
 
+SCANNED = (
+    Proposal("package", "a"),
+    Proposal("license.unknown", {"name": "b"}),
+    Proposal("package", "c"),
+)
+"""What :func:`scan` proposes: two packages and one package of unknown license."""
+
+
 @suggestor(name="scan", dependencies=["seed"])
 def scan(ctx: Context) -> list[Proposal]:
-    """Finds two packages and one package of unknown license (gated)."""
-    return [
-        Proposal("package", "a"),
-        Proposal("license.unknown", {"name": "b"}),
-        Proposal("package", "c"),
-    ]
+    """Finds two packages and one package of unknown license (gated): :data:`SCANNED`."""
+    return list(SCANNED)
 
 
 @suggestor(name="count", dependencies=["license.unknown", "package"])

@@ -1,5 +1,6 @@
 """Helpers of the operations tests (issue 57 part A): runs queued for a server's pool,
-the metrics text parsed, promtool, and waiting on a condition with a deadline."""
+the metrics text parsed, promtool, and the helper processes (a worker, Prometheus)
+yielded once they answer."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -22,8 +23,8 @@ from audit.run_queue import queue_run
 from audit.tables import audit_events
 from converge.jobs import load_job
 from engine import RunHeader, new_run_id
-
-T = TypeVar("T")
+from tests.realserve import terminate
+from tests.servicefixtures import until
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
@@ -31,17 +32,15 @@ ALLOWED_LABELS = {"kind", "category", "suggestor", "model", "direction", "le"}
 """The only labels converge's families carry (never a run id, a gate id or a person)."""
 
 
-def until(what: Callable[[], T | None], timeout: float, message: str = "") -> T:
-    """``what()``'s first true answer, polled every 0.1 s until ``timeout`` seconds pass
-    (AssertionError then, with ``message``)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = what()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {message}")
-        time.sleep(0.1)
+def answers_200(proc: subprocess.Popen[bytes], log: Path, url: str, what: str) -> bool:
+    """For :func:`tests.servicefixtures.until`: whether ``url`` answers 200 now (False on
+    no answer); AssertionError with ``log``'s tail once ``proc`` (``what``) has exited."""
+    if proc.poll() is not None:
+        raise AssertionError(f"{what} exited:\n{log.read_text()[-3000:]}")
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def queue_jobs(url: str, job: Path, n: int) -> list[str]:
@@ -130,18 +129,9 @@ def health_worker(
     args = ["worker", "--broker", BROKER, "--queue", queue, "--db", db]
     args += ["--concurrency", str(concurrency), "--health-port", str(port)]
     proc = converge_process(*args, log=log)
-    base = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"the worker exited:\n{log.read_text()[-3000:]}")
-        try:
-            return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
+    ready = f"http://127.0.0.1:{port}/readyz"
     try:
-        until(ready, 60, "the worker's /readyz")
+        until(lambda: answers_200(proc, log, ready, "the worker"), timeout=60, what=ready)
         yield proc
     finally:
         if proc.poll() is None:
@@ -208,25 +198,12 @@ def prometheus_server(workdir: Path, targets: list[Target]) -> Iterator[str]:
             stderr=subprocess.STDOUT,
         )
     base = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"prometheus exited:\n{log.read_text()[-3000:]}")
-        try:
-            return httpx.get(f"{base}/-/ready", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
     try:
-        until(ready, 60, "prometheus /-/ready")
+        ready = f"{base}/-/ready"
+        until(lambda: answers_200(proc, log, ready, "prometheus"), timeout=60, what=ready)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc, 10)
 
 
 def query(base: str, expr: str) -> list[dict[str, Any]]:

@@ -6,7 +6,11 @@ pool (or a broker's workers), and any ``converge`` command as its own process.
 - :func:`served_cli`: ``converge serve --db URL`` on a free port, yielded once it
   listens, stopped (SIGTERM, then kill -9 past 10 s) afterwards;
 - :func:`free_port`: a TCP port nobody listens on now;
-- :func:`stop_within`: signal a process and take its exit code within 10 s.
+- :func:`decided_over_http`: a gate decided through a server's API (202 asserted);
+- :func:`converge_piped_to_nobody`: ``converge ARGS`` writing to a pipe whose reader is gone;
+- :func:`captured`: a command run to its end, its output captured as text;
+- :func:`stop_within`: signal a process and take its exit code within 10 s;
+- :func:`terminate`: SIGTERM a helper process (Prometheus, Phoenix), kill -9 past a wait.
 
 A command to wait for is :func:`tests.faultfixtures.run_cli`; a store of either kind
 is :func:`tests.hitlfixtures.store_url_for`.
@@ -24,15 +28,22 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 __all__ = [
     "ROOT",
     "STOP_WITHIN_S",
     "Served",
+    "captured",
+    "converge_piped_to_nobody",
     "converge_process",
+    "decided_over_http",
     "free_port",
     "served_cli",
     "stop_within",
+    "terminate",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,6 +78,38 @@ def converge_process(
         )
 
 
+def captured(
+    command: list[str],
+    *,
+    cwd: Path = ROOT,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """``command`` run in ``cwd`` to its end (``subprocess.TimeoutExpired`` past
+    ``timeout`` seconds), ``env`` for its whole environment (this one's by default);
+    its exit code and its stdout and stderr as text."""
+    return subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def converge_piped_to_nobody(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``converge ARGS | head -1`` once head has gone: every write to stdout fails."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "converge.cli", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+
+
 def stop_within(proc: subprocess.Popen[bytes], signum: int, log: Path) -> int:
     """Send ``signum`` to ``proc``; its exit code, which it must give within
     :data:`STOP_WITHIN_S` (AssertionError with its log otherwise, after kill -9)."""
@@ -80,6 +123,34 @@ def stop_within(proc: subprocess.Popen[bytes], signum: int, log: Path) -> int:
             f"{proc.args} did not stop within {STOP_WITHIN_S} s of signal {signum}:\n"
             + log.read_text(errors="replace")[-4000:]
         ) from None
+
+
+def terminate(proc: subprocess.Popen[bytes], wait_s: float) -> None:
+    """SIGTERM ``proc``, then kill -9 if it has not exited within ``wait_s`` seconds;
+    returns once it is gone (no verdict: for processes the test does not judge)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def decided_over_http(
+    base: str,
+    gate_id: str,
+    headers: Mapping[str, str],
+    decision: dict[str, Any],
+    timeout: float = 30,
+) -> httpx.Response:
+    """``POST BASE/api/gates/GATE_ID/decision`` with ``decision`` (the JSON body, e.g.
+    ``{"approved": True}``) and ``headers`` (its bearer token); the answer, which must be
+    202 (the decision recorded, the resume queued: AssertionError with its text else)."""
+    decided = httpx.post(
+        f"{base}/api/gates/{gate_id}/decision", json=decision, headers=headers, timeout=timeout
+    )
+    assert decided.status_code == 202, decided.text
+    return decided
 
 
 @dataclass(frozen=True)

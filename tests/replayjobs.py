@@ -156,9 +156,11 @@ def no_model(store: RunStore) -> Engine:
 
 
 # -- the LLM license reviewer ---------------------------------------------------------------
-def reviewer_engine(store: RunStore, model: Any) -> Engine:
-    """The reviewed dependency audit on ``model`` (tests/test_agents_license_reviewer.py)."""
-    audit = reviewed_audit(reviewer_agent(model), source=lambda: [APP], price=(0.15, 0.6))
+def reviewer_engine(store: RunStore | None, model: Any | None) -> Engine:
+    """The reviewed dependency audit on ``model`` (tests/test_agents_license_reviewer.py;
+    ``None``: the audit without its reviewer agent), recorded in ``store`` if any."""
+    reviewer = None if model is None else reviewer_agent(model)
+    audit = reviewed_audit(reviewer, source=lambda: [APP], price=(0.15, 0.6))
     engine = Engine(
         budget=Budget(max_cycles=20, max_cost_usd=1.0),
         criteria=audit.criteria,

@@ -46,6 +46,7 @@ __all__ = [
     "reference_resumed",
     "state",
     "stopped",
+    "suggestors_job",
     "until",
     "workers_on",
     "write_job",
@@ -68,6 +69,28 @@ def write_job(path: Path, job: dict[str, Any]) -> Path:
     return path
 
 
+def suggestors_job(
+    path: Path,
+    name: str,
+    suggestors: list[str],
+    initial: dict[str, list[Any]],
+    *,
+    max_cycles: int = 10,
+    gates: list[dict[str, Any]] | None = None,
+) -> Path:
+    """The job ``name`` of ``suggestors`` (``module:name`` references) from ``initial``
+    within ``max_cycles``, with ``gates`` (a job file's gate mappings) if any, written
+    to ``path``; the path."""
+    job: dict[str, Any] = {
+        "name": name,
+        "suggestors": suggestors,
+        "budget": {"max_cycles": max_cycles},
+    }
+    if gates:
+        job["gates"] = gates
+    return write_job(path, {**job, "initial": initial})
+
+
 def beat_job(path: Path, *, steps: int, sleep_ms: int) -> Path:
     """A job of ``steps`` cycles of ``sleep_ms`` each, then converged."""
     return write_job(
@@ -83,52 +106,40 @@ def beat_job(path: Path, *, steps: int, sleep_ms: int) -> Path:
 
 def gated_beat_job(path: Path, *, steps: int, sleep_ms: int) -> Path:
     """Pauses at a HITL gate in cycle 2; approved, ``steps`` cycles of ``sleep_ms``."""
-    return write_job(
+    return suggestors_job(
         path,
-        {
-            "name": "service-gated-beat",
-            "suggestors": [
-                "tests.exactlyoncejobs:scan",
-                "tests.exactlyoncejobs:classify",
-                "tests.servicejobs:gated_beat",
-            ],
-            "budget": {"max_cycles": steps + 10},
-            "gates": [{"hitl": HITL}],
-            "initial": {"seed": [{"steps": steps, "sleep_ms": sleep_ms}]},
-        },
+        "service-gated-beat",
+        [
+            "tests.exactlyoncejobs:scan",
+            "tests.exactlyoncejobs:classify",
+            "tests.servicejobs:gated_beat",
+        ],
+        {"seed": [{"steps": steps, "sleep_ms": sleep_ms}]},
+        max_cycles=steps + 10,
+        gates=[{"hitl": HITL}],
     )
 
 
 def held_job(path: Path) -> Path:
     """Pauses at a HITL gate in cycle 2; approved, its next leg waits for
     ``tests.servicejobs.RELEASE`` (a file: in-process runs and worker processes)."""
-    return write_job(
+    return suggestors_job(
         path,
-        {
-            "name": "service-held",
-            "suggestors": [
-                "tests.exactlyoncejobs:scan",
-                "tests.exactlyoncejobs:classify",
-                "tests.servicejobs:held",
-            ],
-            "budget": {"max_cycles": 10},
-            "gates": [{"hitl": HITL}],
-            "initial": {"seed": [1]},
-        },
+        "service-held",
+        [
+            "tests.exactlyoncejobs:scan",
+            "tests.exactlyoncejobs:classify",
+            "tests.servicejobs:held",
+        ],
+        {"seed": [1]},
+        gates=[{"hitl": HITL}],
     )
 
 
 def chain_job(path: Path) -> Path:
     """scan, count, finish of :mod:`tests.hitlfixtures` without a gate: converges."""
-    return write_job(
-        path,
-        {
-            "name": "service-chain",
-            "suggestors": [f"tests.hitlfixtures:{s}" for s in ("scan", "count", "finish")],
-            "budget": {"max_cycles": 10},
-            "initial": {"seed": [1]},
-        },
-    )
+    chain = [f"tests.hitlfixtures:{s}" for s in ("scan", "count", "finish")]
+    return suggestors_job(path, "service-chain", chain, {"seed": [1]})
 
 
 # -- reference runs -------------------------------------------------------------------

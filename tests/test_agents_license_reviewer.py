@@ -34,7 +34,7 @@ from engine import (
     Proposal,
     RunResult,
 )
-from examples.dependency_audit import Distribution, no_forbidden_license, spdx_value
+from examples.dependency_audit import Distribution, spdx_value
 from examples.dependency_audit.reviewer import (
     NOT_SPDX_GATE,
     REVIEWER,
@@ -43,6 +43,7 @@ from examples.dependency_audit.reviewer import (
     reviewed_audit,
     reviewer_agent,
 )
+from tests.replayjobs import reviewer_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 VENDORED_MIT = ROOT / "examples" / "dependency_audit" / "vendor" / "legacy-left-pad"
@@ -75,16 +76,7 @@ def audit_engine(
     store: SqlRunStore | None = None,
 ) -> tuple[Engine, dict[str, Any]]:
     model = model or FunctionModel(scripted_reviewer)
-    reviewer = reviewer_agent(model) if with_reviewer else None
-    audit = reviewed_audit(reviewer, source=lambda: [APP], price=(0.15, 0.6))
-    eng = Engine(
-        budget=Budget(max_cycles=20, max_cost_usd=1.0),
-        criteria=audit.criteria,
-        invariants=[no_forbidden_license],
-        gates=audit.gates,
-        store=store,
-    )
-    eng.register(*audit.suggestors)
+    eng = reviewer_engine(store, model if with_reviewer else None)
     initial = {
         "policy": [{"root": "app", "forbidden": ["AGPL-3.0-only"]}],
         "vendored": [{"name": "legacy-left-pad", "version": "0.3.1", "path": str(vendored_path)}],
@@ -294,12 +286,18 @@ def test_a_garbage_answer_approved_as_it_is_leaves_the_package_unclassified() ->
     )
 
 
+def _reviewed_at_confidence_1(answer: str) -> tuple[Engine, RunResult]:
+    """The audit of the vendored left-pad run with a reviewer that answers ``answer`` at
+    confidence 1.0: its engine and what the run gave."""
+    eng, initial = audit_engine(VENDORED_MIT, model=answering(answer, 1.0))
+    return eng, eng.run(initial)
+
+
 @pytest.mark.parametrize("answer", ["NOASSERTION", "LicenseRef-Left-Pad", "Foo-License-9.9"])
 def test_an_answer_that_asserts_no_known_license_waits_at_the_gate_at_confidence_1(
     answer: str,
 ) -> None:
-    eng, initial = audit_engine(VENDORED_MIT, model=answering(answer, 1.0))
-    paused = eng.run(initial)
+    eng, paused = _reviewed_at_confidence_1(answer)
     reason = paused.stop_reason
     assert isinstance(reason, HitlGatePending), reason
     assert f"answered {answer!r} for legacy-left-pad, which is no known SPDX" in reason.summary
@@ -313,8 +311,7 @@ def test_an_answer_that_asserts_no_known_license_waits_at_the_gate_at_confidence
 def test_a_valid_expression_with_confidence_1_is_promoted_without_a_gate(
     expression: str,
 ) -> None:
-    eng, initial = audit_engine(VENDORED_MIT, model=answering(expression, 1.0))
-    result = eng.run(initial)
+    _, result = _reviewed_at_confidence_1(expression)
     assert result.stop_reason == CriteriaMet(criteria=["all_reviewed", "risks_assessed"])
     fact = license_of(result, "legacy-left-pad")
     assert fact.content["spdx"] == expression  # as the reviewer wrote it

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import networkx as nx
@@ -229,43 +229,47 @@ def _written(node: ast.AST) -> list[ast.expr]:
     return out
 
 
-def _outside_writes(path: Path, root: Path) -> list[str]:
-    """Each write (``=``, ``+=``, ``del``) in ``path`` to an attribute of another
-    object (``x.y`` whose ``x`` is not ``self``/``cls``), as ``file:line: x.y``."""
+def _attribute_writes(path: Path, root: Path) -> list[tuple[ast.Attribute, str]]:
+    """Each write (``=``, ``+=``, ``del``) in ``path`` to an attribute (``x.y``), with
+    where it stands, ``file:line: x.y``."""
     file = path.relative_to(root).as_posix()
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        for target in _written(node):
-            if not isinstance(target, ast.Attribute):
-                continue
-            if isinstance(target.value, ast.Name) and target.value.id in ("self", "cls"):
-                continue
-            found.append(f"{file}:{target.lineno}: {ast.unparse(target)}")
-    return found
+    return [
+        (target, f"{file}:{target.lineno}: {ast.unparse(target)}")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for target in _written(node)
+        if isinstance(target, ast.Attribute)
+    ]
+
+
+def _outside_writes(path: Path, root: Path) -> list[str]:
+    """Each write in ``path`` to an attribute of another object (``x.y`` whose ``x`` is
+    not ``self``/``cls``), as ``file:line: x.y``."""
+    return [
+        where
+        for target, where in _attribute_writes(path, root)
+        if not (isinstance(target.value, ast.Name) and target.value.id in ("self", "cls"))
+    ]
 
 
 def _writes_to_the_run(path: Path, root: Path) -> list[str]:
     """The :func:`_outside_writes` of ``path`` that change a run: an attribute of one of
     its parts (``<anything>.cursor.x``, ``.spend.x``, ...), or outside run.py an
     attribute of a ``Run`` (``run.x``, ``<anything>.run.x``)."""
-    file = path.relative_to(root).as_posix()
+    outside_run_py = path.relative_to(root).as_posix() != RUN_MODULE
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        for target in _written(node):
-            if not isinstance(target, ast.Attribute):
-                continue
-            owner = target.value
-            of_part = isinstance(owner, ast.Attribute) and owner.attr in RUN_PARTS
-            of_run = (
-                file != RUN_MODULE
-                and target.attr in RUN_ATTRIBUTES
-                and (
-                    (isinstance(owner, ast.Name) and owner.id == "run")
-                    or (isinstance(owner, ast.Attribute) and owner.attr == "run")
-                )
+    for target, where in _attribute_writes(path, root):
+        owner = target.value
+        of_part = isinstance(owner, ast.Attribute) and owner.attr in RUN_PARTS
+        of_run = (
+            outside_run_py
+            and target.attr in RUN_ATTRIBUTES
+            and (
+                (isinstance(owner, ast.Name) and owner.id == "run")
+                or (isinstance(owner, ast.Attribute) and owner.attr == "run")
             )
-            if of_part or of_run:
-                found.append(f"{file}:{target.lineno}: {ast.unparse(target)}")
+        )
+        if of_part or of_run:
+            found.append(where)
     return found
 
 
@@ -309,12 +313,17 @@ def test_the_engine_class_is_a_facade_under_300_lines() -> None:
     assert engine.end_lineno - engine.lineno + 1 < MAX_CLASS_LINES
 
 
-def test_no_module_reads_another_objects_private_attributes() -> None:
-    found = [
-        read
+def _found_in_checked_modules(check: Callable[[Path, Path], list[str]]) -> list[str]:
+    """What ``check(path, ROOT)`` finds in each module of :data:`PRIVATE_CHECKED`."""
+    return [
+        found
         for path in sorted(p for pkg in PRIVATE_CHECKED for p in (ROOT / pkg).rglob("*.py"))
-        for read in _private_reads(path, ROOT)
+        for found in check(path, ROOT)
     ]
+
+
+def test_no_module_reads_another_objects_private_attributes() -> None:
+    found = _found_in_checked_modules(_private_reads)
     assert found == [], "private attributes read from outside their object:\n" + "\n".join(found)
 
 
@@ -322,39 +331,40 @@ def test_no_module_writes_the_runs_parts_from_outside() -> None:
     # the general rule (no write to another object's attribute) would flag ~50 sites
     # of audit/ and converge/ that are fine (FastAPI's app.state, a click parameter's
     # metavar, a row being built); the run is where outside writes had crept in
-    found = [
-        write
-        for path in sorted(p for pkg in PRIVATE_CHECKED for p in (ROOT / pkg).rglob("*.py"))
-        for write in _writes_to_the_run(path, ROOT)
-    ]
+    found = _found_in_checked_modules(_writes_to_the_run)
     assert found == [], "the run's parts written from outside their verbs:\n" + "\n".join(found)
 
 
 # -- the checks can fail ---------------------------------------------------------------
-def test_the_import_walk_sees_lazy_and_type_checking_imports(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("source", "known", "hidden"),
+    [
+        pytest.param(
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from engine.engine import Engine\n"
+            "def f():\n    import audit\n    from gates.policies import x\n"
+            "    from . import stop\n",
+            {"engine", "engine.engine", "engine.stop", "engine.probe", "audit", "gates.policies"},
+            {"engine.engine", "audit", "gates.policies", "engine.stop"},
+            id="lazy-and-type-checking",
+        ),
+        pytest.param(
+            "import importlib\n"
+            "RUN = lambda: importlib.import_module('gates.policies').x\n"
+            "def f(name):\n    importlib.import_module(name)\n    return __import__('audit')\n",
+            {"engine.probe", "audit", "gates.policies"},
+            {"gates.policies", "audit"},
+            id="importlib",
+        ),
+    ],
+)
+def test_the_import_walk_sees_hidden_imports(
+    tmp_path: Path, source: str, known: set[str], hidden: set[str]
+) -> None:
     # the checks above are only worth trusting if the walk finds hidden imports
     probe = tmp_path / "probe.py"
-    probe.write_text(
-        "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n    from engine.engine import Engine\n"
-        "def f():\n    import audit\n    from gates.policies import x\n    from . import stop\n",
-        encoding="utf-8",
-    )
-    known = {"engine", "engine.engine", "engine.stop", "engine.probe", "audit", "gates.policies"}
-    found = _imports(probe, "engine.probe", known)
-    assert found == {"engine.engine", "audit", "gates.policies", "engine.stop"}
-
-
-def test_the_import_walk_sees_importlib_imports(tmp_path: Path) -> None:
-    probe = tmp_path / "probe.py"
-    probe.write_text(
-        "import importlib\n"
-        "RUN = lambda: importlib.import_module('gates.policies').x\n"
-        "def f(name):\n    importlib.import_module(name)\n    return __import__('audit')\n",
-        encoding="utf-8",
-    )
-    known = {"engine.probe", "audit", "gates.policies"}
-    assert _imports(probe, "engine.probe", known) == {"gates.policies", "audit"}
+    probe.write_text(source, encoding="utf-8")
+    assert _imports(probe, "engine.probe", known) == hidden
 
 
 def _package(root: Path, name: str, files: Mapping[str, str]) -> dict[str, Path]:
@@ -440,24 +450,17 @@ def test_a_write_to_the_runs_parts_from_outside_is_reported(tmp_path: Path) -> N
         "        run.cursor.merge_effects.append(1)\n",
         encoding="utf-8",
     )
+    to_the_run = [
+        "probe.py:4: run.cursor.cycle",
+        "probe.py:5: run.spend.invocations",
+        "probe.py:6: run.gating.pending_gate",
+        "probe.py:7: leg.run.integrity.leaves",
+        "probe.py:8: run.budget",
+        "probe.py:9: leg.run.events",
+    ]
     # self's own and a method call pass; every outside write is named, and the run's
-    assert _outside_writes(probe, tmp_path) == [
-        "probe.py:4: run.cursor.cycle",
-        "probe.py:5: run.spend.invocations",
-        "probe.py:6: run.gating.pending_gate",
-        "probe.py:7: leg.run.integrity.leaves",
-        "probe.py:8: run.budget",
-        "probe.py:9: leg.run.events",
-        "probe.py:10: ctx.cycle",
-    ]
-    assert _writes_to_the_run(probe, tmp_path) == [
-        "probe.py:4: run.cursor.cycle",
-        "probe.py:5: run.spend.invocations",
-        "probe.py:6: run.gating.pending_gate",
-        "probe.py:7: leg.run.integrity.leaves",
-        "probe.py:8: run.budget",
-        "probe.py:9: leg.run.events",
-    ]
+    assert _outside_writes(probe, tmp_path) == [*to_the_run, "probe.py:10: ctx.cycle"]
+    assert _writes_to_the_run(probe, tmp_path) == to_the_run
     run_module = tmp_path / "engine" / "_cycle" / "run.py"
     run_module.write_text("def of(run):\n    run.budget = None\n", encoding="utf-8")
     assert _writes_to_the_run(run_module, tmp_path) == []  # run.py builds its runs

@@ -12,15 +12,10 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from audit import SqlRunStore, open_store
-from audit.testing import pg_schema
 from engine import AuditEvent, Budget, Context, Engine, Proposal, RunHeader, suggestor
-from tests.pgfixtures import require_pg
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTS_PER_CYCLE = 200
@@ -84,16 +79,6 @@ def wait_all(procs: list[subprocess.Popen[str]]) -> None:
         assert p.returncode == 0, err
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "shared.db")
-        return
-    require_pg()
-    with pg_schema() as url:
-        yield url
-
-
 def test_a_writer_killed_mid_run_leaves_every_committed_cycle_intact(tmp_path: Path) -> None:
     db = str(tmp_path / "crash.db")
     open_store(db).close()
@@ -123,11 +108,11 @@ def test_a_writer_killed_mid_run_leaves_every_committed_cycle_intact(tmp_path: P
     assert [r.run_id for r in store.runs(status="crashed")] == ["doomed"]
 
 
-def test_four_processes_recording_runs_lose_and_interleave_nothing(db_url: str) -> None:
-    open_store(db_url).close()
-    procs = [spawn("runs", db_url, f"p{i}", "2", "6", "50") for i in range(4)]
+def test_four_processes_recording_runs_lose_and_interleave_nothing(store_url: str) -> None:
+    open_store(store_url).close()
+    procs = [spawn("runs", store_url, f"p{i}", "2", "6", "50") for i in range(4)]
     wait_all(procs)
-    store = open_store(db_url)
+    store = open_store(store_url)
     rows = store.runs(limit=0)
     assert sorted(r.run_id for r in rows) == sorted(f"p{i}-{j}" for i in range(4) for j in range(2))
     for row in rows:
@@ -139,10 +124,10 @@ def test_four_processes_recording_runs_lose_and_interleave_nothing(db_url: str) 
     assert all(r.ok for r in store.verify_all())
 
 
-def test_four_processes_appending_to_one_run_keep_one_chain(db_url: str) -> None:
-    store = open_store(db_url)
+def test_four_processes_appending_to_one_run_keep_one_chain(store_url: str) -> None:
+    store = open_store(store_url)
     store.start_run(RunHeader("shared", None, None, ("a",), 0.0), [])
-    procs = [spawn("append", db_url, "shared", "10", "20", f"w{i}") for i in range(4)]
+    procs = [spawn("append", store_url, "shared", "10", "20", f"w{i}") for i in range(4)]
     wait_all(procs)
     report = store.verify("shared")
     assert report.ok, report

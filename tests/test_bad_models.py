@@ -6,6 +6,7 @@ a base URL with its model settings, needing no API key."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 from audit import open_store
-from converge.agents import build_agent
+from converge.agents import AgentSuggestor, build_agent
 from converge.jobs import load_job
 from engine import (
     Budget,
@@ -58,7 +59,27 @@ def run_reviewer(
     initial: dict[str, list[Any]] | None = None,
 ) -> tuple[RunResult, Any]:
     store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
-    agent = build_agent(
+    agent = reviewer(url, lookup, model_settings={"max_retries": 0, **(settings or {})}, per=per)
+    engine = Engine(budget=budget, store=store)
+    engine.register(agent)
+    result = engine.run(initial or LEFT_PAD)
+    return result, store
+
+
+LEFT_PAD = {"license.file": [{"name": "left-pad", "text": "MIT..."}]}
+"""The reviewer's one file to review."""
+
+
+def reviewer(
+    url: str,
+    lookup: Callable[[str], str],
+    *,
+    model_settings: dict[str, Any] | None = None,
+    per: str | None = None,
+) -> AgentSuggestor:
+    """The agent ``reviewer`` on ``openai:small-local`` at ``url``: names the SPDX license
+    of each ``license.file`` as a :class:`Verdict`, with the one tool ``lookup``."""
+    return build_agent(
         name="reviewer",
         model="openai:small-local",
         instructions="Name the SPDX license.",
@@ -67,13 +88,9 @@ def run_reviewer(
         output=Verdict,
         tools=[lookup],
         base_url=url,
-        model_settings={"max_retries": 0, **(settings or {})},
+        model_settings=model_settings,
         per=per,
     )
-    engine = Engine(budget=budget, store=store)
-    engine.register(agent)
-    result = engine.run(initial or {"license.file": [{"name": "left-pad", "text": "MIT..."}]})
-    return result, store
 
 
 def executed(store: Any, run_id: str) -> list[dict[str, Any]]:

@@ -15,18 +15,13 @@ import pytest
 
 from benchmarks import workloads
 from benchmarks.harness import Row, Stat, measure, render_table
+from tests.realserve import captured
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "benchmarks", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return captured([sys.executable, "-m", "benchmarks", *args], cwd=ROOT)
 
 
 def test_quick_run_prints_the_markdown_table_and_writes_json(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from engine import (
     StopRun,
     Usage,
 )
+from tests.strategies import json_trees, nested_dicts
 
 
 class Boom(BaseException):
@@ -43,15 +44,6 @@ def _nested(levels: int) -> Any:
         nxt: list[Any] = []
         cur.append(nxt)
         cur = nxt
-    return root
-
-
-def _deep_dict(levels: int) -> dict[str, Any]:
-    root: dict[str, Any] = {}
-    cur = root
-    for _ in range(levels):
-        cur["a"] = {}
-        cur = cur["a"]
     return root
 
 
@@ -74,8 +66,8 @@ BAD_OUTPUTS: dict[str, Callable[[], Any]] = {
     "a NaN usage cost": lambda: Effect([], Usage(1, 1, math.nan)),
     "negative tokens": lambda: Effect([], Usage(-1, 0, 0.0)),
     "a refusal with a lone surrogate": lambda: Effect.refuse("\ud800"),
-    "a StopRun 300 levels deep": lambda: _raise(StopRun("deep", context=_deep_dict(300))),
-    "a StopRun 3,000 levels deep": lambda: _raise(StopRun("deep", context=_deep_dict(3000))),
+    "a StopRun 300 levels deep": lambda: _raise(StopRun("deep", context=nested_dicts(300))),
+    "a StopRun 3,000 levels deep": lambda: _raise(StopRun("deep", context=nested_dicts(3000))),
     "a BaseException": lambda: _raise(Boom("not an Exception")),
     "an exception whose str() fails": lambda: _raise(_Unprintable()),
 }
@@ -169,13 +161,7 @@ json_leaves = st.one_of(
     st.integers(1, 3).map(lambda n: n * 10**4001),  # too many digits for JSON
     st.just("\ud800"),
 )
-contents = st.recursive(
-    json_leaves,
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
+contents = json_trees(json_leaves, key_size=3, max_leaves=8)
 odd = st.one_of(
     st.just(None), st.integers(), st.text(), st.tuples(st.integers()), st.just(object())
 )

@@ -74,15 +74,21 @@ def test_the_summary_criteria_are_those_at_the_stop(tmp_path: Path) -> None:
     ]
 
 
-def test_modules_resolve_next_to_the_job_file_from_any_directory(tmp_path: Path) -> None:
-    jobdir = tmp_path / "myjob"
+def _module_once(jobdir: Path, module: str, name: str, key: str, content: str) -> Path:
+    """``jobdir`` made, holding ``MODULE.py`` whose suggestor ``name`` proposes ``key``
+    (``content``: a Python literal) once; ``jobdir``."""
     jobdir.mkdir()
-    (jobdir / "papercut_neighbour.py").write_text(
+    (jobdir / f"{module}.py").write_text(
         "from engine import Proposal, suggestor\n"
-        "@suggestor(name='hello')\n"
-        "def hello(ctx):\n"
-        "    return [] if ctx.has('greeting') else [Proposal('greeting', 'hi')]\n"
+        f"@suggestor(name={name!r})\n"
+        f"def {name}(ctx):\n"
+        f"    return [] if ctx.has({key!r}) else [Proposal({key!r}, {content})]\n"
     )
+    return jobdir
+
+
+def test_modules_resolve_next_to_the_job_file_from_any_directory(tmp_path: Path) -> None:
+    jobdir = _module_once(tmp_path / "myjob", "papercut_neighbour", "hello", "greeting", "'hi'")
     job = write(jobdir, "name: n\nsuggestors: [papercut_neighbour:hello]\n")
     try:
         assert str(jobdir) not in sys.path and os.getcwd() != str(jobdir)
@@ -96,14 +102,7 @@ def test_modules_resolve_next_to_the_job_file_from_any_directory(tmp_path: Path)
 
 
 def test_approve_finds_the_job_modules_of_a_run_started_elsewhere(tmp_path: Path) -> None:
-    jobdir = tmp_path / "gated"
-    jobdir.mkdir()
-    (jobdir / "papercut_gated.py").write_text(
-        "from engine import Proposal, suggestor\n"
-        "@suggestor(name='ask')\n"
-        "def ask(ctx):\n"
-        "    return [] if ctx.has('answer') else [Proposal('answer', 42)]\n"
-    )
+    jobdir = _module_once(tmp_path / "gated", "papercut_gated", "ask", "answer", "42")
     job = write(
         jobdir,
         "name: g\nsuggestors: [papercut_gated:ask]\ngates: [{hitl: {keys: [answer]}}]\n",

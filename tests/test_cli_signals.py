@@ -28,7 +28,7 @@ from audit.run_queue import queue_run
 from audit.store import SqlRunStore
 from converge.jobs import Job, load_job
 from engine import RunHeader, UserCancelled, new_run_id
-from tests.faultfixtures import differences, snapshot
+from tests.faultfixtures import differences, opened, snapshot
 from tests.hitlfixtures import STORES, store_url_for
 from tests.realserve import STOP_WITHIN_S, converge_process, served_cli, stop_within
 from tests.servicefixtures import (
@@ -122,28 +122,24 @@ def test_a_worker_stopped_mid_run_exits_within_10_s_and_another_finishes_it_with
     job_file = beat_job(tmp_path / "beat.yaml", steps=60, sleep_ms=50)
     want = reference(job_file, tmp_path)
     log = tmp_path / "worker.log"
-    with store_url_for(kind, tmp_path) as url:
-        store = open_store(url)
-        try:
-            run_id = queued_run(load_job(job_file), store)
-            worker = converge_process("worker", "--run", run_id, "--db", url, log=log)
-            until(lambda: store.run(run_id).cycles >= 3, what=state(store, run_id))
+    with store_url_for(kind, tmp_path) as url, opened(url) as store:
+        run_id = queued_run(load_job(job_file), store)
+        worker = converge_process("worker", "--run", run_id, "--db", url, log=log)
+        until(lambda: store.run(run_id).cycles >= 3, what=state(store, run_id))
 
-            code = stop_within(worker, STOPS[stop], log)
+        code = stop_within(worker, STOPS[stop], log)
 
-            row = store.run(run_id)
-            if stop == "SIGTERM":  # cancelled at its cycle boundary, checkpointed
-                assert code == 130, log.read_text()
-                assert (row.status, row.kind) == ("stopped", "user_cancelled")
-                assert store.load_checkpoint(run_id)["cycle"] == row.cycles
-            else:  # left as its last committed cycle shows
-                assert row.status == "crashed"
-            assert store.verify(run_id).ok
-            _finished_elsewhere(url, run_id, tmp_path)
-            assert differences(snapshot(url, run_id), want) == []
-            assert store.verify(run_id).ok
-        finally:
-            store.close()
+        row = store.run(run_id)
+        if stop == "SIGTERM":  # cancelled at its cycle boundary, checkpointed
+            assert code == 130, log.read_text()
+            assert (row.status, row.kind) == ("stopped", "user_cancelled")
+            assert store.load_checkpoint(run_id)["cycle"] == row.cycles
+        else:  # left as its last committed cycle shows
+            assert row.status == "crashed"
+        assert store.verify(run_id).ok
+        _finished_elsewhere(url, run_id, tmp_path)
+        assert differences(snapshot(url, run_id), want) == []
+        assert store.verify(run_id).ok
 
 
 @pytest.mark.parametrize("stop", STOPS)
@@ -154,30 +150,26 @@ def test_serve_stopped_while_its_pool_resumes_a_run_exits_in_10_s_and_another_wo
     job_file = gated_beat_job(tmp_path / "gated.yaml", steps=60, sleep_ms=50)
     want = reference_resumed(job_file, tmp_path)
     log = tmp_path / "serve.log"
-    with store_url_for(kind, tmp_path) as url:
-        store = open_store(url)
-        try:
-            run_id, auth = _paused(job_file, store)
-            with served_cli(url, log) as served:
-                serve, base = served.proc, served.base
-                approved = _approve(base, store, auth)
-                assert approved.status_code == 202, approved.text
-                until(lambda: store.run(run_id).cycles >= 4, what=state(store, run_id))
-                pid = store.run(run_id).pid
-                assert pid not in (None, serve.pid, os.getpid())  # a worker process's
+    with store_url_for(kind, tmp_path) as url, opened(url) as store:
+        run_id, auth = _paused(job_file, store)
+        with served_cli(url, log) as served:
+            serve, base = served.proc, served.base
+            approved = _approve(base, store, auth)
+            assert approved.status_code == 202, approved.text
+            until(lambda: store.run(run_id).cycles >= 4, what=state(store, run_id))
+            pid = store.run(run_id).pid
+            assert pid not in (None, serve.pid, os.getpid())  # a worker process's
 
-                stop_within(serve, STOPS[stop], log)
+            stop_within(serve, STOPS[stop], log)
 
-            # its worker process stops the run too: the server stopped it, or it saw
-            # the server gone (kill -9), within the same 10 s, and puts it back in the
-            # queue (the next server takes it up: tests/test_seams_service.py)
-            row = until(lambda: _put_back(store, run_id), timeout=STOP_WITHIN_S)
-            assert (row.status, row.kind) == ("queued", "user_cancelled"), log.read_text()
-            assert store.verify(run_id).ok
-            _finished_elsewhere(url, run_id, tmp_path)
-            assert differences(snapshot(url, run_id), want) == []
-        finally:
-            store.close()
+        # its worker process stops the run too: the server stopped it, or it saw
+        # the server gone (kill -9), within the same 10 s, and puts it back in the
+        # queue (the next server takes it up: tests/test_seams_service.py)
+        row = until(lambda: _put_back(store, run_id), timeout=STOP_WITHIN_S)
+        assert (row.status, row.kind) == ("queued", "user_cancelled"), log.read_text()
+        assert store.verify(run_id).ok
+        _finished_elsewhere(url, run_id, tmp_path)
+        assert differences(snapshot(url, run_id), want) == []
 
 
 def _put_back(store: SqlRunStore, run_id: str) -> RunRow | None:
@@ -228,8 +220,7 @@ def test_the_api_answers_reads_within_100_ms_p99_while_its_pool_executes_an_unbo
     unbounded["budget"] = {"max_cycles": 0, "max_facts": 0}  # no limit at all
     write_job(forever, unbounded)
     log = tmp_path / "serve.log"
-    store = open_store(url)
-    try:
+    with opened(url) as store:
         other, auth = _paused(forever, store)  # stays paused: a run to read
         run_id, _ = _paused(forever, store)
         paths = ["/api/gates", "/api/runs", f"/api/runs/{other}"]
@@ -250,5 +241,3 @@ def test_the_api_answers_reads_within_100_ms_p99_while_its_pool_executes_an_unbo
         took.sort()
         p99 = took[math.ceil(len(took) * 0.99) - 1]  # nearest rank
         assert p99 < P99_S, f"p99 {p99 * 1000:.0f} ms, max {took[-1] * 1000:.0f} ms"
-    finally:
-        store.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from criteria import KeyPresent, criterion, invariant
 from engine import (
     Blocked,
@@ -21,9 +23,11 @@ from engine import (
     PromotionRejected,
     Proposal,
     RunResult,
+    StopReason,
     Unmet,
     suggestor,
 )
+from engine.promotion import OnReject
 from gates import promotion_gate
 
 
@@ -204,10 +208,20 @@ def test_a_criterion_blocked_on_a_human_is_human_intervention_required() -> None
 # -- invariants ------------------------------------------------------------------------
 
 
-def test_a_structural_invariant_is_checked_after_every_merge_even_without_new_facts() -> None:
+@pytest.mark.parametrize(
+    ("invariant_class", "checked_in"),
+    [
+        pytest.param("structural", [1, 2], id="structural-after-every-merge"),
+        pytest.param("semantic", [1], id="semantic-only-after-merges-adding-facts"),
+    ],
+)
+def test_an_invariant_is_checked_after_the_merges_its_class_names(
+    invariant_class: str, checked_in: list[int]
+) -> None:
+    # cycle 2 merges nothing new: a structural invariant is checked then, a semantic one not
     calls: list[int] = []
 
-    @invariant(name="count_calls", invariant_class="structural")
+    @invariant(name="count_calls", invariant_class=invariant_class)
     def count_calls(ctx: Context) -> bool:
         calls.append(ctx.cycle)
         return True
@@ -216,22 +230,7 @@ def test_a_structural_invariant_is_checked_after_every_merge_even_without_new_fa
     engine = Engine(invariants=[count_calls])
     engine.register(s)
     r = engine.run()
-    assert r.cycles == 2 and calls == [1, 2]
-
-
-def test_a_semantic_invariant_is_checked_only_after_merges_that_added_facts() -> None:
-    calls: list[int] = []
-
-    @invariant(name="count_calls", invariant_class="semantic")
-    def count_calls(ctx: Context) -> bool:
-        calls.append(ctx.cycle)
-        return True
-
-    s = Recorder("s", (), once("y", 1))
-    engine = Engine(invariants=[count_calls])
-    engine.register(s)
-    r = engine.run()
-    assert r.cycles == 2 and calls == [1]
+    assert r.cycles == 2 and calls == checked_in
 
 
 def test_an_acceptance_invariant_is_checked_at_the_fixed_point() -> None:
@@ -300,8 +299,22 @@ def test_a_violated_invariant_stops_the_run_and_keeps_the_context_for_forensics(
 # -- promotion gates --------------------------------------------------------------------
 
 
-def test_a_promotion_gate_that_rejects_stops_with_promotion_rejected() -> None:
-    @promotion_gate(name="no_negatives")
+@pytest.mark.parametrize(
+    ("on_reject", "stop", "promoted"),
+    [
+        pytest.param(
+            "stop",
+            PromotionRejected(proposal_id="s/1/0.1", reason="no_negatives: negative"),
+            [1],  # the proposal before it was promoted, the one after it was not
+            id="stop-stops-with-promotion-rejected",
+        ),
+        pytest.param("drop", Converged(), [1, 2], id="drop-drops-and-goes-on"),
+    ],
+)
+def test_a_promotion_gate_that_rejects_does_what_its_on_reject_says(
+    on_reject: OnReject, stop: StopReason, promoted: list[int]
+) -> None:
+    @promotion_gate(name="no_negatives", on_reject=on_reject)
     def no_negatives(p: Proposal, suggestor: str, ctx: Context) -> Any:
         return "negative" if isinstance(p.content, int) and p.content < 0 else None
 
@@ -309,24 +322,8 @@ def test_a_promotion_gate_that_rejects_stops_with_promotion_rejected() -> None:
     engine = Engine(gates=[no_negatives])
     engine.register(s)
     r = engine.run({"x": [0]})
-    assert r.stop_reason == PromotionRejected(
-        proposal_id="s/1/0.1", reason="no_negatives: negative"
-    )
-    # the proposal before it was promoted, the one after it was not
-    assert [f.content for f in r.context.get("v")] == [1]
-
-
-def test_a_promotion_gate_with_on_reject_drop_drops_and_goes_on() -> None:
-    @promotion_gate(name="no_negatives", on_reject="drop")
-    def no_negatives(p: Proposal, suggestor: str, ctx: Context) -> Any:
-        return "negative" if isinstance(p.content, int) and p.content < 0 else None
-
-    s = Recorder("s", ("x",), lambda ctx: [Proposal("v", 1), Proposal("v", -1), Proposal("v", 2)])
-    engine = Engine(gates=[no_negatives])
-    engine.register(s)
-    r = engine.run({"x": [0]})
-    assert r.stop_reason == Converged()
-    assert [f.content for f in r.context.get("v")] == [1, 2]
+    assert r.stop_reason == stop
+    assert [f.content for f in r.context.get("v")] == promoted
 
 
 # -- provenance -----------------------------------------------------------------------------

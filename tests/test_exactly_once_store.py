@@ -158,76 +158,71 @@ def test_a_fact_id_written_twice_by_a_writer_bypassing_the_engine_is_named_by_ve
     assert store.verify(other).ok
 
 
-def test_a_version_3_store_is_upgraded_with_its_fact_ids(tmp_path: Path) -> None:
-    db = tmp_path / "v3.db"
-    store = open_store(str(db))
-    run_id = _budget_stopped(store)
-    store.close()
-    engine = create_engine(f"sqlite:///{db}")
-    with engine.begin() as conn:  # what version 3 had: no epoch, no fact ids
-        conn.execute(text("ALTER TABLE audit_events DROP COLUMN fact_id"))
-        conn.execute(text("ALTER TABLE runs DROP COLUMN epoch"))
-        conn.execute(text("UPDATE converge_meta SET value = '3' WHERE key = 'schema_version'"))
-    engine.dispose()
-    store = open_store(str(db))
-    assert store.verify(run_id).ok
-    with store.transaction(write=False) as conn:
-        unset = "SELECT count(*) FROM audit_events WHERE fact_id IS NULL AND kind = 'fact_promoted'"
-        assert conn.execute(text(unset)).scalar() == 0
-    result = Engine(store=store).register(tick).resume_run(run_id, Budget(max_cycles=5))
-    assert isinstance(result.stop_reason, CycleBudgetExhausted)
-    assert store.verify(run_id).ok
-    store.close()
+VERSION_3 = ("ALTER TABLE audit_events DROP COLUMN fact_id", "ALTER TABLE runs DROP COLUMN epoch")
+"""What turns today's tables into what version 3 had: no epoch, no fact ids."""
 
 
-def test_a_version_3_store_holding_a_fact_twice_is_refused_naming_it(tmp_path: Path) -> None:
-    db = tmp_path / "v3dup.db"
+def _older_store(db: Path, version: int, *edits: str) -> str:
+    """A SQLite store at ``db`` holding one budget-stopped run, its tables changed by
+    ``edits`` (SQL; ``:r`` is the run's id) and marked schema ``version``; the run's id."""
     store = open_store(str(db))
     run_id = _budget_stopped(store)
     store.close()
     engine = create_engine(f"sqlite:///{db}")
     with engine.begin() as conn:
-        conn.execute(text("ALTER TABLE audit_events DROP COLUMN fact_id"))
-        conn.execute(text("ALTER TABLE runs DROP COLUMN epoch"))
-        conn.execute(text("UPDATE converge_meta SET value = '3' WHERE key = 'schema_version'"))
+        for edit in edits:
+            conn.execute(text(edit), {"r": run_id} if ":r" in edit else {})
         conn.execute(
-            text(
-                "INSERT INTO audit_events (run_id, seq, cycle, kind, ts, payload, hash) "
-                "SELECT run_id, 1000, cycle, kind, ts, payload, hash FROM audit_events "
-                "WHERE run_id = :r AND kind = 'fact_promoted' ORDER BY seq LIMIT 1"
-            ),
-            {"r": run_id},
+            text("UPDATE converge_meta SET value = :v WHERE key = 'schema_version'"),
+            {"v": str(version)},
         )
     engine.dispose()
+    return run_id
+
+
+def _resumed_and_verified(store: SqlRunStore, run_id: str) -> None:
+    """The upgraded run resumes to its new budget's stop and still verifies (store closed)."""
+    result = Engine(store=store).register(tick).resume_run(run_id, Budget(max_cycles=5))
+    assert isinstance(result.stop_reason, CycleBudgetExhausted)
+    assert store.verify(run_id).ok
+    store.close()
+
+
+def test_a_version_3_store_is_upgraded_with_its_fact_ids(tmp_path: Path) -> None:
+    run_id = _older_store(tmp_path / "v3.db", 3, *VERSION_3)
+    store = open_store(str(tmp_path / "v3.db"))
+    assert store.verify(run_id).ok
+    with store.transaction(write=False) as conn:
+        unset = "SELECT count(*) FROM audit_events WHERE fact_id IS NULL AND kind = 'fact_promoted'"
+        assert conn.execute(text(unset)).scalar() == 0
+    _resumed_and_verified(store, run_id)
+
+
+def test_a_version_3_store_holding_a_fact_twice_is_refused_naming_it(tmp_path: Path) -> None:
+    twice = (
+        "INSERT INTO audit_events (run_id, seq, cycle, kind, ts, payload, hash) "
+        "SELECT run_id, 1000, cycle, kind, ts, payload, hash FROM audit_events "
+        "WHERE run_id = :r AND kind = 'fact_promoted' ORDER BY seq LIMIT 1"
+    )
+    run_id = _older_store(tmp_path / "v3dup.db", 3, *VERSION_3, twice)
     with pytest.raises(StoreError, match=rf"run {run_id} holds fact .n#0. twice"):
-        open_store(str(db))
+        open_store(str(tmp_path / "v3dup.db"))
 
 
 def test_a_version_4_store_is_upgraded_without_its_unique_fact_id_index(tmp_path: Path) -> None:
-    db = tmp_path / "v4.db"
-    store = open_store(str(db))
-    run_id = _budget_stopped(store)
-    store.close()
-    engine = create_engine(f"sqlite:///{db}")
-    with engine.begin() as conn:  # what version 4 had: a unique index on the fact ids
-        conn.execute(
-            text(
-                "CREATE UNIQUE INDEX ux_audit_events_fact_id ON audit_events (run_id, fact_id) "
-                "WHERE fact_id IS NOT NULL"
-            )
-        )
-        conn.execute(text("UPDATE converge_meta SET value = '4' WHERE key = 'schema_version'"))
-    engine.dispose()
-    store = open_store(str(db))
+    # what version 4 had: a unique index on the fact ids
+    unique = (
+        "CREATE UNIQUE INDEX ux_audit_events_fact_id ON audit_events (run_id, fact_id) "
+        "WHERE fact_id IS NOT NULL"
+    )
+    run_id = _older_store(tmp_path / "v4.db", 4, unique)
+    store = open_store(str(tmp_path / "v4.db"))
     with store.transaction(write=False) as conn:
         indexes = "SELECT name FROM sqlite_master WHERE type = 'index'"
         assert "ux_audit_events_fact_id" not in {r[0] for r in conn.execute(text(indexes))}
         version = "SELECT value FROM converge_meta WHERE key = 'schema_version'"
         assert conn.execute(text(version)).scalar() == str(SCHEMA_VERSION)
-    result = Engine(store=store).register(tick).resume_run(run_id, Budget(max_cycles=5))
-    assert isinstance(result.stop_reason, CycleBudgetExhausted)
-    assert store.verify(run_id).ok
-    store.close()
+    _resumed_and_verified(store, run_id)
 
 
 def test_a_resume_whose_budget_the_run_has_used_already_is_refused_writing_nothing(

@@ -7,9 +7,6 @@ closed pipe, and reading commands that refuse a store that does not exist."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -22,6 +19,7 @@ from engine import Budget, CycleBudgetExhausted, Engine, RunNotFound
 from engine.errors import AmbiguousRunId
 from tests.hitlfixtures import INITIAL, make_engine
 from tests.jobfixtures import tick
+from tests.realserve import converge_piped_to_nobody
 from tests.webfixtures import VENDORED
 
 runner = CliRunner()
@@ -324,20 +322,8 @@ def test_a_spent_cycle_budget_is_not_advised_a_larger_budget_blindly() -> None:
 def test_a_closed_pipe_keeps_the_stops_exit_code(tmp_path: Path, as_json: bool) -> None:
     # the reader is gone before anything is written: every write fails (EPIPE),
     # as with `converge run job.yaml | head -1` once head has exited
-    read_end, write_end = os.pipe()
-    os.close(read_end)
-    command = [sys.executable, "-m", "converge.cli", "run", str(OSCILLATOR), "--no-audit"]
-    try:
-        done = subprocess.run(
-            command + (["--json"] if as_json else []),
-            stdout=write_end,
-            stderr=subprocess.PIPE,
-            cwd=tmp_path,
-            text=True,
-            timeout=120,
-        )
-    finally:
-        os.close(write_end)
+    command = ["run", str(OSCILLATOR), "--no-audit"]
+    done = converge_piped_to_nobody(*command, *(["--json"] if as_json else []), cwd=tmp_path)
     assert done.returncode == 3, done.stderr
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
 

@@ -14,6 +14,7 @@ which both refuse a copy whose inherited facts were changed.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,57 +77,60 @@ def _agree(bundle: Path, keys: Keys) -> tuple[int, dict[str, Any]]:
     return code, result
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlRunStore]:
+    """A fresh store of each backend, closed (and its schema dropped) after the test."""
+    with store_at(request.param, tmp_path) as (_url, opened):
+        yield opened
+
+
 def test_the_forks_run_started_refers_to_the_parents_facts_in_o1(
-    backend: str, tmp_path: Path
+    store: SqlRunStore,
 ) -> None:
-    with store_at(backend, tmp_path) as (_url, store):
-        sizes = {}
-        for per_cycle in (2, 200):
-            parent = _wide(store, per_cycle, 6).run({"step": [0]})
-            fork = _wide(store, per_cycle, 6).fork(parent.run_id, 4)
-            text = _started_text(store, fork.run_id)
-            started = json.loads(text)
-            assert "initial_facts" not in started
-            link = started["forked_from"]
-            taken = [f for f in parent.context if f.provenance.cycle <= 4]
-            assert link["facts"]["count"] == len(taken) == 4 * per_cycle + 5
-            assert MerkleFrontier.from_json(link["facts"]["frontier"]).root() == link["facts_root"]
-            sizes[per_cycle] = len(text)
-            # the fork's own facts are numbered after the ones it refers to
-            assert list(fork.context) == list(parent.context)  # the same cycles again
-            assert store.run(fork.run_id).facts_count == len(parent.context)
-            with store.transaction(write=False) as conn:
-                firsts = conn.execute(
-                    select(fact_chunks.c.first).where(fact_chunks.c.run_id == fork.run_id)
-                ).scalars()
-                assert min(firsts) == len(taken)
-            assert store.verify(fork.run_id).ok
-            assert store.facts(fork.run_id) == list(parent.context)
-        # 100 times the facts: the same event but for a few more frontier hashes
-        assert sizes[200] < sizes[2] + 1_000, sizes
+    sizes = {}
+    for per_cycle in (2, 200):
+        parent = _wide(store, per_cycle, 6).run({"step": [0]})
+        fork = _wide(store, per_cycle, 6).fork(parent.run_id, 4)
+        text = _started_text(store, fork.run_id)
+        started = json.loads(text)
+        assert "initial_facts" not in started
+        link = started["forked_from"]
+        taken = [f for f in parent.context if f.provenance.cycle <= 4]
+        assert link["facts"]["count"] == len(taken) == 4 * per_cycle + 5
+        assert MerkleFrontier.from_json(link["facts"]["frontier"]).root() == link["facts_root"]
+        sizes[per_cycle] = len(text)
+        # the fork's own facts are numbered after the ones it refers to
+        assert list(fork.context) == list(parent.context)  # the same cycles again
+        assert store.run(fork.run_id).facts_count == len(parent.context)
+        with store.transaction(write=False) as conn:
+            firsts = conn.execute(
+                select(fact_chunks.c.first).where(fact_chunks.c.run_id == fork.run_id)
+            ).scalars()
+            assert min(firsts) == len(taken)
+        assert store.verify(fork.run_id).ok
+        assert store.facts(fork.run_id) == list(parent.context)
+    # 100 times the facts: the same event but for a few more frontier hashes
+    assert sizes[200] < sizes[2] + 1_000, sizes
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_fork_of_a_fork_resumes_and_diffs_as_an_uninterrupted_run(
-    backend: str, tmp_path: Path
+    store: SqlRunStore,
 ) -> None:
-    with store_at(backend, tmp_path) as (_url, store):
-        whole = _wide(store, 3, 9).run({"step": [0]})
-        parent = _wide(store, 3, 4).run({"step": [0]})
-        fork = _wide(store, 3, 6).fork(parent.run_id, 2)  # stops by its budget at 6
-        again = _wide(store, 3, 9).resume_run(fork.run_id, budget=_cycles(9))  # a fork's resume
-        assert list(again.context) == list(whole.context)
-        after = _wide(store, 3, 9).fork(fork.run_id, 5)  # after the fork's fork point
-        before = _wide(store, 3, 9).fork(fork.run_id, 1)  # before it: the parent's cycles
-        for result in (after, before):
-            assert list(result.context) == list(whole.context)
-            assert store.verify(result.run_id).ok
-            assert store.facts(result.run_id) == list(whole.context)
-        link = store.events(after.run_id)[0].payload["forked_from"]
-        assert (link["run"], link["facts"]["count"]) == (fork.run_id, 5 * 4 + 1)
-        diff = diff_runs(snapshot(store, whole.run_id), snapshot(store, after.run_id))
-        assert not diff.changed and not diff.only_a and not diff.only_b
+    whole = _wide(store, 3, 9).run({"step": [0]})
+    parent = _wide(store, 3, 4).run({"step": [0]})
+    fork = _wide(store, 3, 6).fork(parent.run_id, 2)  # stops by its budget at 6
+    again = _wide(store, 3, 9).resume_run(fork.run_id, budget=_cycles(9))  # a fork's resume
+    assert list(again.context) == list(whole.context)
+    after = _wide(store, 3, 9).fork(fork.run_id, 5)  # after the fork's fork point
+    before = _wide(store, 3, 9).fork(fork.run_id, 1)  # before it: the parent's cycles
+    for result in (after, before):
+        assert list(result.context) == list(whole.context)
+        assert store.verify(result.run_id).ok
+        assert store.facts(result.run_id) == list(whole.context)
+    link = store.events(after.run_id)[0].payload["forked_from"]
+    assert (link["run"], link["facts"]["count"]) == (fork.run_id, 5 * 4 + 1)
+    diff = diff_runs(snapshot(store, whole.run_id), snapshot(store, after.run_id))
+    assert not diff.changed and not diff.only_a and not diff.only_b
 
 
 def _forge_first_item(store: SqlRunStore, run_id: str) -> int:
@@ -147,23 +151,21 @@ def _forge_first_item(store: SqlRunStore, run_id: str) -> int:
     return int(seq)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_parent_changed_after_the_fork_stops_every_load_of_the_fork(
-    backend: str, tmp_path: Path
+    store: SqlRunStore,
 ) -> None:
-    with store_at(backend, tmp_path) as (_url, store):
-        parent = _wide(store, 2, 4).run({"step": [0]})
-        fork = _wide(store, 2, 6).fork(parent.run_id, 3)
-        seq = _forge_first_item(store, parent.run_id)
-        report = store.verify(fork.run_id)
-        assert not report.ok and f"parent run {parent.run_id} changed since the fork" in str(report)
-        for load in (
-            lambda: store.facts(fork.run_id),
-            lambda: _wide(store, 2, 9).resume_run(fork.run_id, budget=_cycles(9)),
-            lambda: _wide(store, 2, 9).fork(fork.run_id, 5),
-        ):
-            with pytest.raises(UnverifiedParent, match=f"seq {seq}: payload changed"):
-                load()
+    parent = _wide(store, 2, 4).run({"step": [0]})
+    fork = _wide(store, 2, 6).fork(parent.run_id, 3)
+    seq = _forge_first_item(store, parent.run_id)
+    report = store.verify(fork.run_id)
+    assert not report.ok and f"parent run {parent.run_id} changed since the fork" in str(report)
+    for load in (
+        lambda: store.facts(fork.run_id),
+        lambda: _wide(store, 2, 9).resume_run(fork.run_id, budget=_cycles(9)),
+        lambda: _wide(store, 2, 9).fork(fork.run_id, 5),
+    ):
+        with pytest.raises(UnverifiedParent, match=f"seq {seq}: payload changed"):
+            load()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

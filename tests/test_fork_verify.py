@@ -127,13 +127,20 @@ def test_a_parent_changed_after_the_fork_fails_the_forks_verify_and_the_diff_say
     assert (body["a"]["verified"], body["b"]["verified"]) == (False, False)
 
 
-def test_a_parent_rechained_after_the_fork_fails_the_forks_verify_on_its_head(
-    store: SqlRunStore,
-) -> None:
+def _fork_of_a_rechained_parent(store: SqlRunStore) -> tuple[str, str]:
+    """A run forked at cycle 5, then the parent edited and its plain chain recomputed by
+    the forger: (parent, fork)."""
     parent = _parent(store)
     fork = fork_run(store, parent, 5, changes={"max_cycles": 12}).run_id
     _forge(store, parent)
-    rechain(store.url, parent, None)  # the forger recomputes the parent's plain chain
+    rechain(store.url, parent, None)
+    return parent, fork
+
+
+def test_a_parent_rechained_after_the_fork_fails_the_forks_verify_on_its_head(
+    store: SqlRunStore,
+) -> None:
+    parent, fork = _fork_of_a_rechained_parent(store)
     # its chain hashes again: only its stop's facts root, at its end, shows the edit
     assert store.verify(parent).first_bad_seq == store.run(parent).last_seq
     report = store.verify(fork)
@@ -145,10 +152,7 @@ def test_a_parent_rechained_after_the_fork_fails_the_forks_verify_on_its_head(
 def test_a_fork_of_a_fork_whose_parent_was_rechained_is_refused_naming_the_link(
     store: SqlRunStore,
 ) -> None:
-    parent = _parent(store)
-    fork = fork_run(store, parent, 5, changes={"max_cycles": 12}).run_id
-    _forge(store, parent)
-    rechain(store.url, parent, None)
+    parent, fork = _fork_of_a_rechained_parent(store)
     with pytest.raises(UnverifiedParent, match=f"parent run {parent} changed since the fork"):
         fork_run(store, fork, 3)
     assert len(store.runs()) == 2

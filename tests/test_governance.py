@@ -28,7 +28,7 @@ from converge.web import create_app
 from converge.web.limits import FailureLimiter
 from engine import GateRecord
 from tests.test_inbox_browser import _shots, _sign_in, browser_page  # noqa: F401 (a fixture)
-from tests.webfixtures import QUORUM_JOB, VENDORED, run_job, served, settle
+from tests.webfixtures import QUORUM_JOB, VENDORED, logged_in, run_job, served, settle
 
 runner = CliRunner()
 
@@ -247,15 +247,7 @@ def test_the_session_cookie_is_httponly_strict_and_secure_over_https(
 ) -> None:
     token = add_token(store, "alice")
     web = TestClient(create_app(store), base_url="https://inbox.test")
-    login = web.get("/login")
-    csrf = re.search(r'name="csrf" value="([^"]+)"', login.text)
-    assert csrf is not None
-
-    done = web.post(
-        "/login",
-        data={"csrf": csrf.group(1), "token": token, "next": "/"},
-        follow_redirects=False,
-    )
+    done = logged_in(web, token, "/")
 
     cookie = done.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=strict" in cookie and "secure" in cookie

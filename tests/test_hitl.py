@@ -23,25 +23,13 @@ from engine import (
 )
 from engine._cycle.run import Run
 from gates import require_approval
+from tests.hitlfixtures import SCANNED, count
 
 
 @suggestor(name="scan", dependencies=["seed"])
 def scan(ctx: Context) -> list[Proposal]:
-    return [
-        Proposal("package", "a"),
-        Proposal("license.unknown", {"name": "b"}),
-        Proposal("package", "c"),
-        Proposal("license.unknown", {"name": "d"}),
-    ]
-
-
-@suggestor(name="count", dependencies=["license.unknown", "package"])
-def count(ctx: Context) -> list[Proposal]:
-    return [
-        Proposal(
-            "summary", {"unknown": ctx.count("license.unknown"), "packages": ctx.count("package")}
-        )
-    ]
+    """:func:`tests.hitlfixtures.scan`'s and a second package of unknown license."""
+    return [*SCANNED, Proposal("license.unknown", {"name": "d"})]
 
 
 def make_engine(**kw: Any) -> Engine:

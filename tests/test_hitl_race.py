@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from audit import open_store
 from engine import GateAlreadyDecided, GateDecision, HitlGatePending
+from tests.faultfixtures import opened
 from tests.hitlfixtures import INITIAL, make_engine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,8 +54,7 @@ def race(store_url: str, gate_id: str, barrier: Path) -> list[dict[str, Any]]:
 def test_eight_processes_approving_one_gate_decide_it_once_and_resume_the_run_once(
     store_url: str, tmp_path: Path
 ) -> None:
-    store = open_store(store_url)
-    try:
+    with opened(store_url) as store:
         run_id = f"race-{uuid.uuid4().hex[:12]}"
         paused = make_engine(store).run(INITIAL, run_id=run_id)
         assert isinstance(paused.stop_reason, HitlGatePending)
@@ -82,5 +81,3 @@ def test_eight_processes_approving_one_gate_decide_it_once_and_resume_the_run_on
         with pytest.raises(GateAlreadyDecided) as info:
             make_engine(store).resume(gate_id, GateDecision.reject(by="late"))
         assert info.value.by == gate.decided_by
-    finally:
-        store.close()

@@ -266,6 +266,14 @@ def _web(path: Path, t: Template) -> dict[str, Any]:
         store.close()
 
 
+def _served_without_a_500(corrupted: Path, template: Template) -> dict[str, Any]:
+    """:func:`_web`'s answers on the corrupted store, none of them a 5xx."""
+    answers = _web(corrupted, template)
+    errors = {p: (a.status_code, a.text[:300]) for p, a in answers.items() if a.status_code >= 500}
+    assert not errors
+    return answers
+
+
 def _cli(path: Path, t: Template) -> dict[str, Any]:
     """Every listing command, on the store: the run and gate of each victim."""
     commands = [["gates", "--json"], ["gates"], ["gates", "--pending"], ["runs", "--json"]]
@@ -282,9 +290,7 @@ def _cli(path: Path, t: Template) -> dict[str, Any]:
 def test_a_corrupt_cell_is_reported_and_the_other_rows_served_never_a_500_nor_a_traceback(
     corrupted: Path, template: Template
 ) -> None:
-    answers = _web(corrupted, template)
-    errors = {p: (a.status_code, a.text[:300]) for p, a in answers.items() if a.status_code >= 500}
-    assert not errors
+    answers = _served_without_a_500(corrupted, template)
     if answers["/api/gates?status=all"].status_code == 401:
         # alice's own token row was the one corrupted: she is no one, on every route
         assert {a.status_code for a in answers.values()} <= {401, 303, 429}
@@ -401,9 +407,7 @@ def _shape_cases() -> list[Any]:
 def test_json_of_the_wrong_shape_in_a_cell_is_reported_never_a_500_nor_a_traceback(
     corrupted: Path, template: Template
 ) -> None:
-    answers = _web(corrupted, template)
-    errors = {p: (a.status_code, a.text[:300]) for p, a in answers.items() if a.status_code >= 500}
-    assert not errors
+    answers = _served_without_a_500(corrupted, template)
     for name, res in _cli(corrupted, template).items():
         assert res.exception is None or isinstance(res.exception, SystemExit), (name, res.output)
         assert res.exit_code in (0, 1, 2) and "Traceback" not in res.output, (name, res.output)

@@ -243,22 +243,23 @@ def test_a_host_killed_whole_mid_run(
     _check_all(cluster, _trials(cluster, _kill, "kill", want))
 
 
-def test_a_host_frozen_past_its_lease_then_thawed(
-    tmp_path: Path, want: tuple[RunSnapshot, Path], stack: ExitStack
+@pytest.mark.parametrize(
+    ("skew", "fault", "name"),
+    [
+        pytest.param((0.0, 0.0), _freeze, "freeze", id="a-host-frozen-past-its-lease-then-thawed"),
+        pytest.param((3600.0, -3600.0), _kill, "skew", id="hosts-an-hour-ahead-and-behind"),
+        pytest.param((0.0, 0.0), _broker, "broker", id="the-broker-restarted-mid-run"),
+    ],
+)
+def test_a_fault_on_postgresql(
+    tmp_path: Path,
+    want: tuple[RunSnapshot, Path],
+    stack: ExitStack,
+    skew: tuple[float, float],
+    fault: Fault,
+    name: str,
 ) -> None:
-    cluster = _cluster(stack, "pg", tmp_path, (0.0, 0.0))
-    _check_all(cluster, _trials(cluster, _freeze, "freeze", want))
-
-
-def test_hosts_an_hour_ahead_and_behind(
-    tmp_path: Path, want: tuple[RunSnapshot, Path], stack: ExitStack
-) -> None:
-    cluster = _cluster(stack, "pg", tmp_path, (3600.0, -3600.0))
-    _check_all(cluster, _trials(cluster, _kill, "skew", want))
-
-
-def test_the_broker_restarted_mid_run(
-    tmp_path: Path, want: tuple[RunSnapshot, Path], stack: ExitStack
-) -> None:
-    cluster = _cluster(stack, "pg", tmp_path, (0.0, 0.0))
-    _check_all(cluster, _trials(cluster, _broker, "broker", want))
+    # the host holding the run killed under skewed clocks (one an hour ahead, the
+    # other behind); frozen; or the broker's connections dropped
+    cluster = _cluster(stack, "pg", tmp_path, skew)
+    _check_all(cluster, _trials(cluster, fault, name, want))

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.realserve import captured
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("engine", "criteria", "gates", "audit", "converge")
 LAYERS = "Imports point down: converge -> criteria | gates | audit -> engine"
@@ -21,13 +23,8 @@ LAYERS = "Imports point down: converge -> criteria | gates | audit -> engine"
 def lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
     """The venv's ``lint-imports`` on the tree at ``cwd`` (which is what gets analysed)."""
     env = {**os.environ, "PYTHONPATH": str(cwd)}
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "lint-imports"), "--no-cache"],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    return captured(
+        [str(Path(sys.executable).parent / "lint-imports"), "--no-cache"], cwd=cwd, env=env
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,21 @@ def _sign_in(page: object, base: str, token: str) -> None:
     expect(page.locator("#who")).to_have_text("alice")
 
 
+@contextmanager
+def at_the_pending_gate(page: object, store: SqlRunStore) -> Iterator[str]:
+    """The vendored audit run into ``store`` (paused at its gate) and served; alice
+    signed in on ``page``, which shows the pending gate: yields the server's base URL."""
+    from playwright.sync_api import Page
+
+    assert isinstance(page, Page)
+    vendored_run(store)
+    token = add_token(store, "alice")
+    with served(store) as base:
+        _sign_in(page, base, token)
+        page.locator("#pending a").first.click()
+        yield base
+
+
 def test_an_approver_signs_in_reads_the_gate_approves_it_and_sees_the_run_meet_its_criteria(
     store: SqlRunStore, browser_page: object, tmp_path: Path
 ) -> None:
@@ -148,11 +164,7 @@ def test_an_approver_rejects_the_gate_with_a_reason_and_the_run_records_it(
 
     page = browser_page
     assert isinstance(page, Page)
-    vendored_run(store)
-    token = add_token(store, "alice")
-    with served(store) as base:
-        _sign_in(page, base, token)
-        page.locator("#pending a").first.click()
+    with at_the_pending_gate(page, store) as base:
         page.fill("#reason", "not ours to ship")
         page.click("#reject")
         expect(page.locator("#run-gates")).to_contain_text("rejected")

@@ -13,7 +13,6 @@ compare-and-set miss: the locking write takes over (chaining again, or raising
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +55,9 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
 
 @pytest.fixture
-def store(pg_url: str) -> Iterator[SqlRunStore]:
-    opened = open_store(pg_url)
-    yield opened
-    opened.close()
+def store_url(pg_url: str) -> str:
+    """PostgreSQL alone (the head's compare-and-set is its path): conftest's ``store``."""
+    return pg_url
 
 
 def _start(store: SqlRunStore, run_id: str) -> None:

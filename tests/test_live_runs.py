@@ -26,6 +26,7 @@ from converge.web.serving import GRACEFUL_SHUTDOWN_S
 from engine import GateDecision
 from tests.faultfixtures import opened
 from tests.hitlfixtures import INITIAL, make_engine
+from tests.realserve import decided_over_http
 from tests.test_inbox_browser import _sign_in, browser_page  # noqa: F401
 from tests.webfixtures import ROOT, quorum_job, run_job, served
 
@@ -91,25 +92,28 @@ def store(tmp_path: Path) -> Iterator[SqlRunStore]:
         yield s
 
 
+def _paused_for_alice(store: SqlRunStore) -> tuple[str, str, dict[str, str]]:
+    """The one-approver quorum job paused at its gate in ``store``: (run id, gate id,
+    headers with alice's new bearer token)."""
+    paused = run_job(quorum_job(1), store)
+    gate_id = paused.stop_reason.gate_id  # type: ignore[union-attr]
+    return paused.run_id, gate_id, {"Authorization": f"Bearer {add_token(store, 'alice')}"}
+
+
 def test_a_stream_sends_a_run_from_its_first_event_and_follows_it_through_its_decision_to_its_stop(
     store: SqlRunStore,
 ) -> None:
-    paused = run_job(quorum_job(1), store)
-    gate_id = paused.stop_reason.gate_id  # type: ignore[union-attr]
-    bearer = {"Authorization": f"Bearer {add_token(store, 'alice')}"}
+    run_id, gate_id, bearer = _paused_for_alice(store)
     got = Received()
     with served(store) as base:
-        reader = listen(f"{base}/api/runs/{paused.run_id}/events", bearer, got)
+        reader = listen(f"{base}/api/runs/{run_id}/events", bearer, got)
         got.wait_for("run_paused")
         assert not got.ended.is_set()  # open across the pause
-        decided = httpx.post(
-            f"{base}/api/gates/{gate_id}/decision", headers=bearer, json={"approved": True}
-        )
-        assert decided.status_code == 202, decided.text
+        decided_over_http(base, gate_id, bearer, {"approved": True})
         assert got.ended.wait(DEADLINE_S), "the stream did not end after the run's stop"
         reader.join(DEADLINE_S)
     assert got.status == 200 and got.content_type.startswith("text/event-stream")
-    stored = store.events(paused.run_id)
+    stored = store.events(run_id)
     # every event, in order: id = seq, event = kind, data = the stored event's JSON
     assert [(i, kind) for i, kind, _, _ in got.events] == [(e.seq, e.kind) for e in stored]
     assert [data for _, _, data, _ in got.events] == [e.to_dict() for e in stored]
@@ -222,9 +226,7 @@ def test_events_another_process_commits_reach_an_open_stream(
 def test_twenty_streams_of_a_run_share_one_reader_and_get_each_event_soon_after_its_commit(
     store: SqlRunStore,
 ) -> None:
-    paused = run_job(quorum_job(1), store)
-    gate_id = paused.stop_reason.gate_id  # type: ignore[union-attr]
-    bearer = {"Authorization": f"Bearer {add_token(store, 'alice')}"}
+    run_id, gate_id, bearer = _paused_for_alice(store)
     app = create_app(store)
     live: LiveRuns = app.state.live
     reads = 0
@@ -238,9 +240,7 @@ def test_twenty_streams_of_a_run_share_one_reader_and_get_each_event_soon_after_
     store.events = counted  # type: ignore[method-assign]
     streams = [Received() for _ in range(20)]
     with served(store, app) as base:
-        readers = [
-            listen(f"{base}/api/runs/{paused.run_id}/events", bearer, got) for got in streams
-        ]
+        readers = [listen(f"{base}/api/runs/{run_id}/events", bearer, got) for got in streams]
         for got in streams:
             got.wait_for("run_paused")
         assert len(live.feeds) == 1
@@ -250,17 +250,14 @@ def test_twenty_streams_of_a_run_share_one_reader_and_get_each_event_soon_after_
         while time.monotonic() - t0 < 0.5:  # idle: no commit, nothing read for all 20
             streams[0].ended.wait(0.05)
         assert reads - reads_before <= 1  # at most the feed's safety read
-        before_decision = store.run(paused.run_id).last_seq
-        decided = httpx.post(
-            f"{base}/api/gates/{gate_id}/decision", headers=bearer, json={"approved": True}
-        )
-        assert decided.status_code == 202
+        before_decision = store.run(run_id).last_seq
+        decided_over_http(base, gate_id, bearer, {"approved": True})
         for got in streams:
             assert got.ended.wait(DEADLINE_S)
         for reader in readers:
             reader.join(DEADLINE_S)
     store.events = events  # type: ignore[method-assign]
-    stored = {e.seq: e for e in store.events(paused.run_id)}
+    stored = {e.seq: e for e in store.events(run_id)}
     # from the event's time (before its commit) to its arrival: a generous bound
     new = [seq for seq in stored if seq > before_decision]
     lags = [

@@ -19,9 +19,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from audit import open_store
 from audit.people import add_token
 from converge.web.live import LIVE_KINDS
+from tests.faultfixtures import opened
 from tests.hitlfixtures import INITIAL, make_engine
 from tests.realserve import Served, served_cli
 from tests.test_inbox_browser import browser_page  # noqa: F401
@@ -45,13 +45,10 @@ def _stream(served: Served, run_id: str, headers: dict[str, str], query: str = "
 def test_a_stopped_runs_stream_sends_what_is_left_then_its_reconnect_gets_204(
     store_url: str, tmp_path: Path
 ) -> None:
-    store = open_store(store_url)
-    try:
+    with opened(store_url) as store:
         done = make_engine(store, gated=False).run(INITIAL)
         seqs = [e.seq for e in store.events(done.run_id)]
         bearer = {"Authorization": f"Bearer {add_token(store, 'alice', 'viewer')}"}
-    finally:
-        store.close()
     with served_cli(store_url, tmp_path / "serve.log") as served:
         whole = _stream(served, done.run_id, bearer)
         last = str(whole.events[-1][0])
@@ -85,14 +82,11 @@ def test_a_stopped_runs_stream_sends_what_is_left_then_its_reconnect_gets_204(
 def test_a_live_runs_stream_stays_open_and_ends_at_the_stop_after_which_a_reconnect_gets_204(
     store_url: str, tmp_path: Path
 ) -> None:
-    store = open_store(store_url)
-    try:
+    with opened(store_url) as store:
         paused = run_job(quorum_job(1), store)
         gate_id = paused.stop_reason.gate_id  # type: ignore[union-attr]
         bearer = {"Authorization": f"Bearer {add_token(store, 'alice')}"}
         at_pause = store.run(paused.run_id).last_seq
-    finally:
-        store.close()
     got = Received()
     with served_cli(store_url, tmp_path / "serve.log") as served:
         events = f"{served.base}/api/runs/{paused.run_id}/events"
@@ -132,13 +126,10 @@ def test_an_eventsource_in_chromium_stops_at_the_204_after_its_stream_ended(
     page = browser_page
     assert isinstance(page, Page)
     url = str(tmp_path / "stream.db")
-    store = open_store(url)
-    try:
+    with opened(url) as store:
         done = make_engine(store, gated=False).run(INITIAL)
         seqs = [e.seq for e in store.events(done.run_id)]
         token = add_token(store, "alice", "viewer")
-    finally:
-        store.close()
     with served_cli(url, tmp_path / "serve.log") as served:
         page.context.add_cookies([{"name": "converge_session", "value": token, "url": served.base}])
         page.goto(served.base + "/runs")

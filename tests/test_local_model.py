@@ -25,6 +25,7 @@ from converge.agents.local import MODEL_ALIAS, SERVER_ENV, LocalModelServer, loc
 from converge.cli import app
 from engine.stop_categories import EXIT_CODES
 from tests.fakeopenai import fake_openai
+from tests.realserve import captured
 
 if importlib.util.find_spec("llama_cpp") is None and not os.environ.get("CI"):
     pytest.skip("needs the 'local' extra (llama-cpp-python)", allow_module_level=True)
@@ -133,18 +134,22 @@ sys.exit(7)
 """
 
 
-def test_converge_model_serve_runs_a_command_against_the_server_then_stops_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def _served_to(
+    monkeypatch: pytest.MonkeyPatch, script: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """``converge model serve --port 0 -- python -c SCRIPT`` run to its end (no model
+    nor server named by this environment), its output captured."""
     for name in ("CONVERGE_MODEL", SERVER_ENV):
         monkeypatch.delenv(name, raising=False)
     converge = Path(sys.executable).parent / "converge"
-    done = subprocess.run(
-        [str(converge), "model", "serve", "--port", "0", "--", sys.executable, "-c", PROBE],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    serve = [str(converge), "model", "serve", "--port", "0", "--", sys.executable, "-c", script]
+    return captured(serve, cwd=Path.cwd(), timeout=timeout)
+
+
+def test_converge_model_serve_runs_a_command_against_the_server_then_stops_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    done = _served_to(monkeypatch, PROBE, 300)
     assert done.returncode == 7, done.stdout + done.stderr  # the command's exit code
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["url"].startswith("http://127.0.0.1:") and seen["url"].endswith("/v1")
@@ -177,16 +182,8 @@ def test_converge_model_serve_starts_the_packaged_model_and_it_answers_a_chat_co
 ) -> None:
     # the packaged GGUF on llama-cpp-python as installed, whatever CPU this is
     # (llama.cpp's AMX path faulted on the first request here: issue 41)
-    for name in ("CONVERGE_MODEL", SERVER_ENV):
-        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    converge = Path(sys.executable).parent / "converge"
-    done = subprocess.run(
-        [str(converge), "model", "serve", "--port", "0", "--", sys.executable, "-c", CHAT],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = _served_to(monkeypatch, CHAT, 600)
     assert done.returncode == 0, done.stdout + done.stderr
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     assert answer["model"] == MODEL_ALIAS

@@ -28,7 +28,7 @@ from engine.status import RunStatus
 from tests.faultfixtures import run_cli
 from tests.hitlfixtures import store_url_for
 from tests.pgfixtures import require_pg
-from tests.realserve import converge_process, free_port, served_cli, stop_within
+from tests.realserve import converge_process, decided_over_http, free_port, served_cli, stop_within
 from tests.test_live_runs import DEADLINE_S, Received, listen
 from tests.webfixtures import QUORUM_JOB, quorum_job, run_job
 
@@ -83,13 +83,7 @@ def test_serve_and_its_pool_log_one_json_object_a_line_with_the_run_gate_and_per
     with served_cli(url, tmp_path / "serve.log", "--log-format", "json", errors=errors) as served:
         reader = listen(f"{served.base}/api/runs/{paused.run_id}/events", bearer, got)
         got.wait_for("gate_opened")  # the stream is open
-        decided = httpx.post(
-            f"{served.base}/api/gates/{gate_id}/decision",
-            headers=bearer,
-            json={"approved": True},
-            timeout=30,
-        )
-        assert decided.status_code == 202, decided.text
+        decided_over_http(served.base, gate_id, bearer, {"approved": True})
         assert got.ended.wait(DEADLINE_S), "the stream did not end at the run's stop"
         reader.join(DEADLINE_S)
         forked = httpx.post(
@@ -225,13 +219,9 @@ def test_no_token_key_or_password_is_in_any_log_line_of_a_whole_journey(
                     assert page.get(f"/runs/{run_id}").status_code == 200
                 finally:
                     page.close()
-                decided = httpx.post(
-                    f"{served.base}/api/gates/{gate_id}/decision",
-                    headers=bearer,
-                    json={"approved": True, "reason": "fine"},
-                    timeout=30,
+                decided_over_http(
+                    served.base, gate_id, bearer, {"approved": True, "reason": "fine"}
                 )
-                assert decided.status_code == 202, decided.text
                 got = Received()
                 listen(f"{served.base}/api/runs/{run_id}/events", bearer, got).join(DEADLINE_S)
                 assert got.kinds()[-1] == "run_stopped", got.kinds()

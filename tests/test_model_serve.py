@@ -90,12 +90,18 @@ def wait_for(proc: subprocess.Popen[str], timeout_s: float = 10.0) -> tuple[str,
     return out, err
 
 
+def _serving(tmp_path: Path) -> tuple[subprocess.Popen[str], int, int]:
+    """``converge model serve`` on the stand-in, running no command: the process, once
+    it announced them, with the port and the server's pid."""
+    proc = serve(tmp_path)
+    return (proc, *announced(proc))
+
+
 @pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])
 def test_a_server_that_dies_makes_serve_exit_naming_the_signal_the_log_and_its_last_lines(
     tmp_path: Path, sig: signal.Signals
 ) -> None:
-    proc = serve(tmp_path)
-    port, pid = announced(proc)
+    proc, port, pid = _serving(tmp_path)
     os.kill(pid, sig)
     out, err = wait_for(proc)
     assert proc.returncode == SERVER_DIED, out + err
@@ -157,8 +163,7 @@ def test_with_a_command_that_ends_by_itself_after_the_server_died_its_code_is_th
 def test_a_stop_signal_stops_serve_and_its_server_leaving_the_port_free(
     tmp_path: Path, sig: signal.Signals
 ) -> None:
-    proc = serve(tmp_path)
-    port, pid = announced(proc)
+    proc, port, pid = _serving(tmp_path)
     assert not port_free(port) and not gone(pid)
     proc.send_signal(sig)
     wait_for(proc, 10)

@@ -12,12 +12,11 @@ import signal
 from pathlib import Path
 
 from audit import open_store
-from converge.agents import build_agent
 from converge.agents.local import SERVER_ENV, LocalModelServer
 from engine import Budget, Engine, Error, ErrorCategory
 from tests.fake_model_server import COMMAND
 from tests.fakeopenai import completion, fake_openai, free_port
-from tests.test_bad_models import Verdict, no_key_no_default, run_reviewer
+from tests.test_bad_models import LEFT_PAD, no_key_no_default, reviewer, run_reviewer
 
 __all__ = ["no_key_no_default"]  # the autouse fixture: no key, no model of the machine
 
@@ -88,21 +87,11 @@ def test_a_server_that_dies_mid_run_stops_it_naming_the_base_url_and_the_model_k
         return f"found {query}"
 
     store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
-    agent = build_agent(
-        name="reviewer",
-        model="openai:small-local",
-        instructions="Name the SPDX license.",
-        reads=["license.file"],
-        writes="license",
-        output=Verdict,
-        tools=[lookup],
-        base_url=server.base_url,
-    )
     engine = Engine(budget=Budget(max_cycles=5), store=store)
-    engine.register(agent)
+    engine.register(reviewer(server.base_url, lookup))
     try:
         server.wait_ready(60)
-        result = engine.run({"license.file": [{"name": "left-pad", "text": "MIT..."}]})
+        result = engine.run(LEFT_PAD)
     finally:
         server.stop()
     assert killed

@@ -27,7 +27,7 @@ from audit.notifications import LEASE_S, claim
 from converge import notifications
 from converge.cli import app
 from converge.jobs import parse_job
-from converge.notifications import deliveries, notify_due
+from converge.notifications import Delivery, deliveries, notify_due
 from converge.service import DeadlineKeeper, LocalRunPool
 from engine import GateDecision, GateRecord
 from tests.hitlfixtures import INITIAL, make_engine
@@ -192,35 +192,42 @@ def test_a_signature_made_with_another_secret_does_not_verify(store: SqlRunStore
     assert SECRET not in json.dumps(headers) + body.decode()
 
 
+@contextmanager
+def _first_pass(
+    store: SqlRunStore, failures: int
+) -> Iterator[tuple[Receiver, GateRecord, Delivery, list[float]]]:
+    """A gate opened with a webhook to a receiver answering 500 ``failures`` times, and
+    the first :func:`notify_due` pass (its backoff recorded, not slept): yields the
+    receiver, the gate, the pass's one delivery and the waits."""
+    waits: list[float] = []
+    with receiving(failures=failures) as receiver:
+        gate = open_gate(store, notify=[hook(receiver)])
+        [done] = notify_due(store, sleep=no_sleep(waits))
+        yield receiver, gate, done, waits
+
+
 def test_a_receiver_failing_twice_gets_the_third_attempt_after_backoff_each_one_recorded(
     store: SqlRunStore,
 ) -> None:
-    waits: list[float] = []
-    with receiving(failures=2) as receiver:
-        gate = open_gate(store, notify=[hook(receiver)])
-        [done] = notify_due(store, sleep=no_sleep(waits))
-
-    assert len(receiver.requests) == 3
-    assert waits == [0.5, 1.0]
-    assert (done.event, done.status, done.attempts, done.answer) == (
-        "opened",
-        "delivered",
-        3,
-        "HTTP 200",
-    )
-    [recorded] = deliveries(store, gate.gate_id)
-    assert recorded == done
-    assert recorded.sink == f"webhook:{receiver.url}"
-    assert recorded.last_at is not None and recorded.last_at >= recorded.first_at
+    with _first_pass(store, failures=2) as (receiver, gate, done, waits):
+        assert len(receiver.requests) == 3
+        assert waits == [0.5, 1.0]
+        assert (done.event, done.status, done.attempts, done.answer) == (
+            "opened",
+            "delivered",
+            3,
+            "HTTP 200",
+        )
+        [recorded] = deliveries(store, gate.gate_id)
+        assert recorded == done
+        assert recorded.sink == f"webhook:{receiver.url}"
+        assert recorded.last_at is not None and recorded.last_at >= recorded.first_at
 
 
 def test_a_receiver_that_keeps_failing_is_given_up_after_three_attempts_and_not_retried(
     store: SqlRunStore,
 ) -> None:
-    waits: list[float] = []
-    with receiving(failures=100) as receiver:
-        gate = open_gate(store, notify=[hook(receiver)])
-        [done] = notify_due(store, sleep=no_sleep(waits))
+    with _first_pass(store, failures=100) as (receiver, gate, done, waits):
         assert notify_due(store, sleep=no_sleep(waits)) == []
 
     assert len(receiver.requests) == 3

@@ -41,10 +41,10 @@ from tests.metricsfixtures import (
     queue_jobs,
     scrape,
     total,
-    until,
     value,
 )
-from tests.realserve import served_cli
+from tests.realserve import decided_over_http, served_cli
+from tests.servicefixtures import until
 
 TICKING, GATED = 3, 2
 """Runs stopped by their cycle budget, and runs that wait at a gate, then finish."""
@@ -70,16 +70,12 @@ def test_serve_counts_what_its_pool_processes_did(tmp_path: Path) -> None:
             gates = httpx.get(f"{served.base}/api/gates?status=pending", headers=auth).json()
             return gates if len(gates) == GATED else None
 
-        gates = until(pending, 60, served.output()[-2000:])
+        gates = until(pending, timeout=60, what=lambda: served.output()[-2000:])
         time.sleep(WAIT_S)  # the gates' wait, which the histogram must show
         for gate in gates:
-            answer = httpx.post(
-                f"{served.base}/api/gates/{gate['gate_id']}/decision",
-                json={"approved": True, "value": "MIT"},
-                headers=auth,
-                timeout=10,
-            )
-            assert answer.status_code == 202, answer.text  # the resume sent to the pool
+            decided_over_http(
+                served.base, gate["gate_id"], auth, {"approved": True, "value": "MIT"}, timeout=10
+            )  # the resume sent to the pool
 
         def finished() -> bool:
             s = open_store(url)
@@ -88,7 +84,7 @@ def test_serve_counts_what_its_pool_processes_did(tmp_path: Path) -> None:
             finally:
                 s.close()
 
-        until(finished, 60, served.output()[-2000:])
+        until(finished, timeout=60, what=lambda: served.output()[-2000:])
         text_ = scrape(served.base, admin)
 
     store = open_store(url)

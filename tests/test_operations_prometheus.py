@@ -39,9 +39,9 @@ from tests.metricsfixtures import (
     promtool,
     query,
     queue_jobs,
-    until,
 )
-from tests.realserve import free_port, served_cli, stop_within
+from tests.realserve import decided_over_http, free_port, served_cli, stop_within
+from tests.servicefixtures import until
 from tests.workerfixtures import BROKER, services_unreachable
 
 P95 = "histogram_quantile(0.95, sum by (le) (rate(converge_gate_wait_seconds_bucket[5m])))"
@@ -89,8 +89,8 @@ def test_prometheus_finds_the_stops_by_category_and_the_p95_of_gate_waits_it_was
         with prometheus_server(tmp_path, targets) as prom:
             until(
                 lambda: len(query(prom, "up == 1")) == 2,
-                60,
-                f"both targets up: {query(prom, 'up')}",
+                timeout=60,
+                what=lambda: f"both targets up: {query(prom, 'up')}",
             )
             ids = queue_jobs(url, ticking, 3) + queue_jobs(url, gated, 2)
             held, runs = open_store(url), CeleryRunQueue(BROKER, queue)
@@ -105,8 +105,8 @@ def test_prometheus_finds_the_stops_by_category_and_the_p95_of_gate_waits_it_was
             try:
                 until(
                     lambda: all(store.run(r).status == RunStatus.STOPPED for r in ids),
-                    90,
-                    served.output()[-2000:],
+                    timeout=90,
+                    what=lambda: served.output()[-2000:],
                 )
                 caused = Counter(store.run(r).category for r in ids)
                 waits = [g.decided_at - g.opened_at for g in store.gates() if g.decided_at]
@@ -119,7 +119,7 @@ def test_prometheus_finds_the_stops_by_category_and_the_p95_of_gate_waits_it_was
                 )
                 return got if got == {c: float(n) for c, n in caused.items()} else None
 
-            until(counted, 30, "Prometheus scraped every stop")
+            until(counted, timeout=30, what="Prometheus scraped every stop")
             rates = by_label(
                 query(prom, "sum by (category) (rate(converge_runs_stopped_total[5m]))"),
                 "category",
@@ -133,7 +133,9 @@ def test_prometheus_finds_the_stops_by_category_and_the_p95_of_gate_waits_it_was
             no_worker = _rules()["ConvergeNoWorkerAlive"]
             assert query(prom, no_worker) == []  # a worker answers
             stop_within(worker, signal.SIGTERM, tmp_path / "worker.log")
-            until(lambda: query(prom, no_worker), 30, "the no-worker alert's expression")
+            until(
+                lambda: query(prom, no_worker), timeout=30, what="the no-worker alert's expression"
+            )
 
     print(f"caused {dict(caused)}; rate {rates}; increase {increases}; waits {waits}; p95 {p95}")
     assert caused == {"budget": 5, "success": 2}, caused
@@ -156,17 +158,13 @@ def _decide_after_waiting(base: str, auth: dict[str, str]) -> None:
         gates = httpx.get(f"{base}/api/gates?status=pending", headers=auth, timeout=10).json()
         return gates if len(gates) == 2 else None
 
-    for gate in until(pending, 60, "two gates pending"):
+    for gate in until(pending, timeout=60, what="two gates pending"):
 
         def aged(gate_id: str = gate["gate_id"]) -> bool:
             got = httpx.get(f"{base}/api/gates/{gate_id}", headers=auth, timeout=10).json()
             return bool(got["age_s"] >= GATE_WAIT_S)
 
-        until(aged, 30, "the gate's wait")
-        answer = httpx.post(
-            f"{base}/api/gates/{gate['gate_id']}/decision",
-            json={"approved": True, "value": "MIT"},
-            headers=auth,
-            timeout=10,
+        until(aged, timeout=30, what="the gate's wait")
+        decided_over_http(
+            base, gate["gate_id"], auth, {"approved": True, "value": "MIT"}, timeout=10
         )
-        assert answer.status_code == 202, answer.text

@@ -33,10 +33,10 @@ from tests.metricsfixtures import (
     promtool,
     scrape,
     total,
-    until,
     value,
 )
 from tests.realserve import STOP_WITHIN_S, free_port
+from tests.servicefixtures import until
 from tests.workerfixtures import BROKER, services_unreachable
 
 RUNS = 3
@@ -68,8 +68,8 @@ def test_a_worker_serves_its_probes_and_the_metrics_of_its_pool_processes(
             ids = [submit_run(job, store, runs) for _ in range(RUNS)]
             until(
                 lambda: all(store.run(r).status == RunStatus.STOPPED for r in ids),
-                60,
-                log.read_text()[-2000:],
+                timeout=60,
+                what=lambda: log.read_text()[-2000:],
             )
         finally:
             runs.close()

@@ -23,6 +23,7 @@ import pytest
 from converge.agents.local import free_port
 from engine import Context, Proposal, suggestor
 from tests.fakeopenai import completion, fake_openai
+from tests.realserve import terminate
 
 PHOENIX = Path(sys.executable).parent / "phoenix"
 
@@ -69,12 +70,7 @@ def phoenix(tmp_path: Path) -> Iterator[str]:
         wait_for(lambda: get(f"{url}/healthz") is not None, 180, proc, tmp_path / "phoenix.log")
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc, 20)
         log.close()
 
 

@@ -11,7 +11,6 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from audit import open_store
 from audit.people import add_token, cast_vote
 from audit.store import SqlRunStore
 from converge.cli import app
@@ -207,30 +206,26 @@ def test_approvals_required_below_one_is_refused_in_python_and_in_job_files() ->
 def test_eight_racing_voters_on_a_two_of_eight_gate_decide_it_once(
     kind: str, tmp_path: Path
 ) -> None:
-    with store_url_for(kind, tmp_path) as url:
-        racing = open_store(url)
-        try:
-            gate_id = _gate(racing, required=2)
-            barrier = threading.Barrier(8)
+    with store_url_for(kind, tmp_path) as url, opened(url) as racing:
+        gate_id = _gate(racing, required=2)
+        barrier = threading.Barrier(8)
 
-            def vote(i: int) -> str:
-                barrier.wait(timeout=60)
-                try:
-                    report = decide(racing, gate_id, GateDecision.approve(by=f"approver{i}"))
-                except GateAlreadyDecided:
-                    return "refused"
-                return "decided" if report.result is not None else "counted"
+        def vote(i: int) -> str:
+            barrier.wait(timeout=60)
+            try:
+                report = decide(racing, gate_id, GateDecision.approve(by=f"approver{i}"))
+            except GateAlreadyDecided:
+                return "refused"
+            return "decided" if report.result is not None else "counted"
 
-            with ThreadPoolExecutor(8) as pool:
-                outcomes = sorted(pool.map(vote, range(8)))
-            assert outcomes == ["counted", "decided"] + ["refused"] * 6
-            gate = racing.get_gate(gate_id)
-            assert gate.status == "approved" and len(gate.decided_by or "") > 0
-            assert len(racing.events(gate.run_id, kinds=["gate_vote"])) == 1
-            assert len(racing.events(gate.run_id, kinds=["gate_decided"])) == 1
-            assert racing.verify(gate.run_id).ok
-        finally:
-            racing.close()
+        with ThreadPoolExecutor(8) as pool:
+            outcomes = sorted(pool.map(vote, range(8)))
+        assert outcomes == ["counted", "decided"] + ["refused"] * 6
+        gate = racing.get_gate(gate_id)
+        assert gate.status == "approved" and len(gate.decided_by or "") > 0
+        assert len(racing.events(gate.run_id, kinds=["gate_vote"])) == 1
+        assert len(racing.events(gate.run_id, kinds=["gate_decided"])) == 1
+        assert racing.verify(gate.run_id).ok
 
 
 def _bearer(token: str) -> dict[str, str]:

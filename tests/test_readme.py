@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.realserve import captured
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -130,14 +132,7 @@ def test_the_tours_time_travel_and_proof_commands_work(tmp_path: Path) -> None:
     env["PYTHONPATH"] = str(ROOT)
 
     def converge(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "converge.cli", *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return captured([sys.executable, "-m", "converge.cli", *args], cwd=tmp_path, env=env)
 
     def newest() -> str:
         runs = json.loads(converge("runs", "--json").stdout)

@@ -27,6 +27,7 @@ from audit.people import (
 )
 from audit.store import SqlRunStore
 from audit.testing import writes_committed
+from tests.faultfixtures import opened
 from tests.hitlfixtures import STORES, make_engine, store_url_for
 
 READS: dict[str, Callable[[SqlRunStore], Any]] = {
@@ -49,21 +50,17 @@ def _tables(store: SqlRunStore) -> set[str]:
 def test_reads_of_the_inbox_on_a_store_without_it_answer_empty_and_write_nothing(
     kind: str, tmp_path: Path
 ) -> None:
-    with store_url_for(kind, tmp_path) as url:
-        store = open_store(url)
-        try:
-            make_engine(store, gated=False).run({"seed": [1]})
-            before, tables = writes_committed(), _tables(store)
-            answers = {name: read(store) for name, read in READS.items()}
-            assert writes_committed() == before, "a read committed a write"
-            assert _tables(store) == tables and "api_tokens" not in tables
-            assert answers["groups_of"] == set() and answers["authenticate"] is None
-            assert answers["list_tokens"] == [] and answers["knows"] is False
-            add_token(store, "alice")  # the first write that needs them makes them
-            assert "api_tokens" in _tables(store)
-            assert [t.name for t in list_tokens(store)] == ["alice"]
-        finally:
-            store.close()
+    with store_url_for(kind, tmp_path) as url, opened(url) as store:
+        make_engine(store, gated=False).run({"seed": [1]})
+        before, tables = writes_committed(), _tables(store)
+        answers = {name: read(store) for name, read in READS.items()}
+        assert writes_committed() == before, "a read committed a write"
+        assert _tables(store) == tables and "api_tokens" not in tables
+        assert answers["groups_of"] == set() and answers["authenticate"] is None
+        assert answers["list_tokens"] == [] and answers["knows"] is False
+        add_token(store, "alice")  # the first write that needs them makes them
+        assert "api_tokens" in _tables(store)
+        assert [t.name for t in list_tokens(store)] == ["alice"]
 
 
 def test_reads_of_an_inbox_already_upgraded_write_nothing(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic_ai import models
@@ -38,8 +39,9 @@ from converge.agents.tape import response_json, response_of
 from converge.cli import app
 from converge.errors import JobFileError, ReplayError
 from converge.jobs import parse_job
-from converge.timetravel import replay_run
+from converge.timetravel import Divergence, ReplayReport, replay_run
 from engine import Budget, CriteriaMet, Engine, GateDecision, HitlGatePending, RunNotFound, RunStore
+from engine.facts import Fact
 from examples.dependency_audit.reviewer import REVIEWER
 from tests.hitlfixtures import opened_store
 from tests.keyfixtures import rechain
@@ -105,19 +107,25 @@ def test_three_agents_with_tools_replay_without_calling_a_model(store: SqlRunSto
     assert store.verify(recorded.run_id).ok
 
 
-def test_a_changed_suggestor_is_named_with_the_first_cycle_it_changed(
-    sqlite_store: SqlRunStore,
-) -> None:
-    recorded = three_agents(sqlite_store).run({"topic": ["replay"]})
-    [fact] = recorded.context.get("published")
-    report = replay_run(
-        sqlite_store,
-        recorded.run_id,
-        lambda s: three_agents(s, silent(), publisher=publish_v2),
-    )
+def _diverged(
+    store: SqlRunStore, key: str, **changed: Any
+) -> tuple[Fact, Divergence, ReplayReport]:
+    """The recorded three-agent run's one ``key`` fact, the first divergence of its
+    replay with ``changed`` parts (:func:`three_agents`' keywords) and the report;
+    asserts no model was called and that the replay diverged."""
+    recorded = three_agents(store).run({"topic": ["replay"]})
+    [fact] = recorded.context.get(key)
+    report = replay_run(store, recorded.run_id, lambda s: three_agents(s, silent(), **changed))
     assert CALLED == []
     first = report.first_divergence
     assert first is not None and not report.same
+    return fact, first, report
+
+
+def test_a_changed_suggestor_is_named_with_the_first_cycle_it_changed(
+    sqlite_store: SqlRunStore,
+) -> None:
+    fact, first, report = _diverged(sqlite_store, "published", publisher=publish_v2)
     assert (first.kind, first.cycle, first.suggestor) == ("fact", fact.provenance.cycle, "publish")
     assert first.expected["content"] == fact.content
     assert first.got["content"] == {**fact.content, "score": 2 * fact.content["score"]}
@@ -128,16 +136,7 @@ def test_a_changed_suggestor_is_named_with_the_first_cycle_it_changed(
 def test_a_changed_tool_is_named_as_the_request_its_agent_sends(
     sqlite_store: SqlRunStore,
 ) -> None:
-    recorded = three_agents(sqlite_store).run({"topic": ["replay"]})
-    [verdict] = recorded.context.get("verdict")
-    report = replay_run(
-        sqlite_store,
-        recorded.run_id,
-        lambda s: three_agents(s, silent(), critic_tool=grade_v2),
-    )
-    assert CALLED == []
-    first = report.first_divergence
-    assert first is not None
+    verdict, first, _ = _diverged(sqlite_store, "verdict", critic_tool=grade_v2)
     assert (first.kind, first.cycle, first.suggestor) == (
         "request",
         verdict.provenance.cycle,
@@ -291,14 +290,25 @@ def test_converge_replay_exits_0_when_the_job_replays_the_same(
     assert report["facts_root"]["recorded"] == report["facts_root"]["replayed"]
 
 
+def _replayed_diverging(
+    recorded_job: tuple[list[str], str], tmp_path: Path, **changes: str
+) -> tuple[dict[str, Any], str]:
+    """``converge replay RUN --job CHANGED --json`` of the recorded job's run, CHANGED
+    its job file with ``changes`` (:func:`job_text`'s); it must exit 1: its JSON's
+    ``first_divergence`` and CHANGED's path."""
+    db, run_id = recorded_job
+    changed = _write(tmp_path, "changed.yaml", job_text(**changes))
+    res = CliRunner().invoke(app, ["replay", run_id, "--job", changed, "--json", *db])
+    assert res.exit_code == 1, res.output
+    first: dict[str, Any] = json.loads(res.stdout)["first_divergence"]
+    return first, changed
+
+
 def test_converge_replay_exits_1_naming_the_first_divergent_cycle_and_suggestor(
     recorded_job: tuple[list[str], str], tmp_path: Path
 ) -> None:
     db, run_id = recorded_job
-    changed = _write(tmp_path, "changed.yaml", job_text(summary_ref="summary_v2"))
-    res = CliRunner().invoke(app, ["replay", run_id, "--job", changed, "--json", *db])
-    assert res.exit_code == 1, res.output
-    first = json.loads(res.stdout)["first_divergence"]
+    first, changed = _replayed_diverging(recorded_job, tmp_path, summary_ref="summary_v2")
     assert (first["kind"], first["cycle"], first["suggestor"]) == ("fact", 3, "summary")
     assert first["expected"]["content"] == {"notes": 1, "drafts": 1}
     assert first["got"]["content"] == {"notes": 1, "drafts": -1}
@@ -326,11 +336,7 @@ def test_converge_replay_live_reports_a_divergence_and_exits_0(
 def test_converge_replay_of_a_changed_tool_names_the_agent(
     recorded_job: tuple[list[str], str], tmp_path: Path
 ) -> None:
-    db, run_id = recorded_job
-    changed = _write(tmp_path, "tool.yaml", job_text(tool="grade_v2"))
-    res = CliRunner().invoke(app, ["replay", run_id, "--job", changed, "--json", *db])
-    assert res.exit_code == 1, res.output
-    first = json.loads(res.stdout)["first_divergence"]
+    first, _ = _replayed_diverging(recorded_job, tmp_path, tool="grade_v2")
     assert (first["kind"], first["cycle"], first["suggestor"]) == ("request", 3, "critic")
 
 

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from sqlalchemy import func, select, update
 
-from audit import SqlRunStore, open_store
+from audit import SqlRunStore
 from audit.ledger import consistency_proof, signed_head
 from audit.proofs import read_bundle, verify_bundle
 from audit.retention import prune
@@ -23,7 +23,7 @@ from audit.signing import Signer
 from audit.tables import audit_events, checkpoints, fact_chunks, gates, pruned_runs, runs
 from engine.errors import AuditKeyError, ParentMissing, PruneError, RunNotFound
 from examples import verify_bundle as stdlib
-from tests.faultfixtures import run_cli
+from tests.faultfixtures import opened, run_cli
 from tests.hitlfixtures import INITIAL, STORES, make_engine, opened_store, store_url_for
 
 SOON = 10.0
@@ -187,8 +187,7 @@ def test_the_prune_command_uses_the_stores_retention_and_verify_says_pruned(
     kind: str, tmp_path: Path
 ) -> None:
     with store_url_for(kind, tmp_path) as url:
-        s = open_store(url)
-        try:
+        with opened(url) as s:
             old, paused = _stopped(s), _paused(s)
             with s.transaction() as conn:  # it stopped two days ago
                 conn.execute(
@@ -196,8 +195,6 @@ def test_the_prune_command_uses_the_stores_retention_and_verify_says_pruned(
                     .where(runs.c.run_id == old)
                     .values(ended_at=runs.c.ended_at - 2 * 86400)
                 )
-        finally:
-            s.close()
         refused = run_cli(["prune", "--db", url])
         assert refused.returncode == 2 and "converge config set retention-days N" in refused.stderr
         assert run_cli(["prune", "--before", "yesterday", "--db", url]).returncode == 2
@@ -218,23 +215,14 @@ def test_the_prune_command_uses_the_stores_retention_and_verify_says_pruned(
 @pytest.mark.parametrize("kind", STORES)
 def test_a_keyed_store_is_pruned_only_with_its_key(kind: str, tmp_path: Path) -> None:
     with store_url_for(kind, tmp_path) as url:
-        keyed = open_store(url, key="k" * 32)
-        try:
+        with opened(url, key="k" * 32) as keyed:
             old = _stopped(keyed)
-        finally:
-            keyed.close()
-        keyless = open_store(url, key=None)
-        try:
+        with opened(url, key=None) as keyless:
             with pytest.raises(AuditKeyError, match="pruning runs"):
                 prune(keyless, before=time.time() + SOON, by="eve", reason="r")
             assert _count(keyless, audit_events, old) > 0
-        finally:
-            keyless.close()
-        keyed = open_store(url, key="k" * 32)
-        try:
+        with opened(url, key="k" * 32) as keyed:
             assert [
                 p.run_id for p in prune(keyed, before=time.time() + SOON, by="a", reason="r").pruned
             ] == [old]
             assert all(r.ok for r in keyed.verify_all())
-        finally:
-            keyed.close()

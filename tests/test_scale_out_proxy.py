@@ -29,7 +29,7 @@ from engine.status import RunStatus
 from tests.hitlfixtures import store_url_for
 from tests.pgfixtures import require_pg
 from tests.proxyfixtures import nginx_in_front
-from tests.realserve import Served, served_cli
+from tests.realserve import Served, decided_over_http, served_cli
 from tests.webfixtures import quorum_job, run_job
 
 WITHIN_S = 60.0
@@ -151,13 +151,7 @@ def test_a_decision_a_fork_and_a_stream_work_through_either_server_behind_nginx(
         answered: dict[str, set[str]] = {"decision": set(), "stream": set(), "fork": set()}
         with two_servers_behind_nginx(url, tmp_path) as (proxy, servers):
             for _, gate_id in runs:  # one after the other: round robin, one each
-                decided = httpx.post(
-                    f"{proxy}/api/gates/{gate_id}/decision",
-                    headers=bearer,
-                    json={"approved": True},
-                    timeout=30,
-                )
-                assert decided.status_code == 202, decided.text
+                decided = decided_over_http(proxy, gate_id, bearer, {"approved": True})
                 answered["decision"].add(_last_upstream(decided.headers))
             for run_id, _ in runs:  # resumed by the pool of the server that decided
                 _wait_status(proxy, run_id, bearer, RunStatus.STOPPED)
@@ -205,13 +199,7 @@ def test_a_client_whose_server_is_killed_mid_stream_reconnects_through_nginx_and
             assert first.ended.is_set() and first.cut, first  # the connection broke
             # the gate is decided (through the proxy: the survivor) while the client
             # is away: the resumed run's events are committed before it comes back
-            decided = httpx.post(
-                f"{proxy}/api/gates/{gate_id}/decision",
-                headers=bearer,
-                json={"approved": True},
-                timeout=30,
-            )
-            assert decided.status_code == 202, decided.text
+            decided = decided_over_http(proxy, gate_id, bearer, {"approved": True})
             assert _last_upstream(decided.headers) == survivor.base.removeprefix("http://")
             last = str(first.seqs()[-1])
             again, reader = follow(proxy + events, {**bearer, "Last-Event-ID": last})

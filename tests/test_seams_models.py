@@ -30,6 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ from engine import Budget, Engine, Error, RunHeader, new_run_id
 from tests.faultfixtures import differences, run_cli, snapshot
 from tests.hitlfixtures import STORES, store_url_for
 from tests.realserve import ROOT, converge_process, free_port, served_cli
-from tests.seamsmodels import clean_model_env, model_server, ticking_job
+from tests.seamsmodels import ModelServer, clean_model_env, model_server, ticking_job
 from tests.servicefixtures import state, stopped, until
 
 REVIEWED = ROOT / "examples" / "dependency_audit" / "reviewed.yaml"
@@ -164,12 +165,16 @@ def _models_called(url: str, run_id: str) -> list[str]:
         store.close()
 
 
-@pytest.mark.parametrize("kind", STORES)
-def test_a_run_goes_on_with_the_model_and_base_url_it_recorded(
-    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@contextlib.contextmanager
+def _paused_on_the_counter(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_cycles: int
+) -> Iterator[tuple[str, Any, ModelServer]]:
+    """A gated :func:`ticking_job` of ``max_cycles`` run by ``converge run`` in a store of
+    ``kind`` on the ``--digest`` stand-in's ``openai:counter`` (named by the environment
+    of that command alone), paused at its one gate: yields the store's URL, the gate's
+    row and the model server (killed after)."""
     clean_model_env(monkeypatch)
-    job = ticking_job(tmp_path / "ticking.yaml", max_cycles=4, gated=True)
+    job = ticking_job(tmp_path / "ticking.yaml", max_cycles=max_cycles, gated=True)
     with (
         store_url_for(kind, tmp_path) as url,
         model_server(tmp_path / "model.log", "--digest") as server,
@@ -178,6 +183,14 @@ def test_a_run_goes_on_with_the_model_and_base_url_it_recorded(
         ran = run_cli(["run", str(job), "--db", url], env=env)
         assert ran.returncode == PAUSED, ran
         [gate] = _gates(url)
+        yield url, gate, server
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_run_goes_on_with_the_model_and_base_url_it_recorded(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _paused_on_the_counter(kind, tmp_path, monkeypatch, 4) as (url, gate, server):
         run_id = gate.run_id
         assert server.calls()["answered"] == 2
         # recorded with the run, in its chained header: the model and the URL, no key
@@ -224,15 +237,7 @@ def test_a_run_goes_on_with_the_model_and_base_url_it_recorded(
 def test_the_inboxs_resume_goes_on_with_the_recorded_model(
     kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    clean_model_env(monkeypatch)
-    job = ticking_job(tmp_path / "ticking.yaml", max_cycles=3, gated=True)
-    with (
-        store_url_for(kind, tmp_path) as url,
-        model_server(tmp_path / "model.log", "--digest") as server,
-    ):
-        env = {"CONVERGE_MODEL": "openai:counter", "CONVERGE_MODEL_BASE_URL": server.url}
-        assert run_cli(["run", str(job), "--db", url], env=env).returncode == PAUSED
-        [gate] = _gates(url)
+    with _paused_on_the_counter(kind, tmp_path, monkeypatch, 3) as (url, gate, server):
         store = open_store(url)
         try:
             auth = {"Authorization": f"Bearer {add_token(store, 'alice')}"}

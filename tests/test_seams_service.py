@@ -46,9 +46,9 @@ from engine import (
     check_run_id,
     new_run_id,
 )
-from tests.faultfixtures import differences, run_cli, snapshot
+from tests.faultfixtures import RunSnapshot, differences, opened, run_cli, snapshot
 from tests.hitlfixtures import STORES, store_url_for
-from tests.realserve import converge_process, served_cli, stop_within
+from tests.realserve import converge_process, decided_over_http, served_cli, stop_within
 from tests.servicefixtures import (
     beat_job,
     gated_beat_job,
@@ -56,9 +56,9 @@ from tests.servicefixtures import (
     reference,
     state,
     stopped,
+    suggestors_job,
     until,
     workers_on,
-    write_job,
 )
 from tests.workerfixtures import BROKER
 
@@ -75,11 +75,9 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def store(url: str) -> Iterator[SqlRunStore]:
-    s = open_store(url)
-    try:
+    """The store at ``url``, closed after the test."""
+    with opened(url) as s:
         yield s
-    finally:
-        s.close()
 
 
 def _paused(job_file: Path, store: SqlRunStore) -> tuple[str, str]:
@@ -90,7 +88,19 @@ def _paused(job_file: Path, store: SqlRunStore) -> tuple[str, str]:
     return run_id, gate.gate_id
 
 
-def _chain(store: SqlRunStore, run_id: str) -> list[tuple[str, int, tuple[str, ...]]]:
+def _beat_paused(
+    store: SqlRunStore, tmp_path: Path, *, steps: int, sleep_ms: int
+) -> tuple[str, str]:
+    """:func:`gated_beat_job` of ``steps`` beats of ``sleep_ms`` run here to its gate:
+    the run id and the gate id."""
+    return _paused(gated_beat_job(tmp_path / "gated.yaml", steps=steps, sleep_ms=sleep_ms), store)
+
+
+Chain = list[tuple[str, int, tuple[str, ...]]]
+"""A run's chain without its times and ids: (kind, cycle, a resume's payload keys)."""
+
+
+def _chain(store: SqlRunStore, run_id: str) -> Chain:
     """The run's chain without its times and ids: each event's kind, cycle and, for a
     ``run_resumed``, its payload's keys."""
     return [
@@ -125,8 +135,7 @@ def _signed_in(base: str, token: str) -> httpx.Client:
 def test_the_inbox_comments_on_and_decides_the_gate_of_a_fork_it_queued_itself(
     store: SqlRunStore, url: str, tmp_path: Path
 ) -> None:
-    job_file = gated_beat_job(tmp_path / "gated.yaml", steps=2, sleep_ms=1)
-    parent, _ = _paused(job_file, store)
+    parent, _ = _beat_paused(store, tmp_path, steps=2, sleep_ms=1)
     auth = _bearer(store, "ada")
     with served_cli(url, tmp_path / "serve.log") as served:
         api = httpx.Client(base_url=served.base, headers=auth, timeout=30)
@@ -152,16 +161,9 @@ def test_the_inbox_comments_on_and_decides_the_gate_of_a_fork_it_queued_itself(
 
 def _two_gates(path: Path) -> Path:
     """Pauses at a gate on the unknown license (cycle 2), then at one on its one step."""
-    return write_job(
-        path,
-        {
-            "name": "two-gates",
-            "suggestors": [f"tests.exactlyoncejobs:{s}" for s in ("scan", "classify", "step")],
-            "budget": {"max_cycles": 10},
-            "gates": [{"hitl": {"keys": ["license.unknown", "step"]}}],
-            "initial": {"seed": [{"steps": 1}]},
-        },
-    )
+    chain = [f"tests.exactlyoncejobs:{s}" for s in ("scan", "classify", "step")]
+    gates = [{"hitl": {"keys": ["license.unknown", "step"]}}]
+    return suggestors_job(path, "two-gates", chain, {"seed": [{"steps": 1}]}, gates=gates)
 
 
 def test_a_process_that_ran_a_run_to_its_pause_decides_its_next_gate_after_another_resumed_it(
@@ -181,7 +183,7 @@ def test_a_process_that_ran_a_run_to_its_pause_decides_its_next_gate_after_anoth
 
 
 # -- item 2: a decision resumed by a worker reads, and replays, as one resumed in-process ------
-def _in_process_chain(job_file: Path, tmp_path: Path) -> list[tuple[str, int, tuple[str, ...]]]:
+def _in_process_chain(job_file: Path, tmp_path: Path) -> Chain:
     """The chain of the job's run decided by ``converge approve`` (Engine.resume here)."""
     s = open_store(str(tmp_path / "in-process.db"))
     try:
@@ -199,11 +201,18 @@ def _replay_clean(url: str, *runs: str, logs: Path) -> None:
         assert proc.wait(timeout=WAIT_S) == 0, (logs / f"{run_id}.log").read_text()
 
 
+def _three_beats_and_their_chain(
+    tmp_path: Path,
+) -> tuple[Path, list[tuple[str, int, tuple[str, ...]]]]:
+    """:func:`gated_beat_job` of 3 beats, and the chain of its run decided in process."""
+    job_file = gated_beat_job(tmp_path / "gated.yaml", steps=3, sleep_ms=1)
+    return job_file, _in_process_chain(job_file, tmp_path)
+
+
 def test_gates_decided_through_the_servers_api_and_web_form_replay_as_decided_in_process(
     store: SqlRunStore, url: str, tmp_path: Path
 ) -> None:
-    job_file = gated_beat_job(tmp_path / "gated.yaml", steps=3, sleep_ms=1)
-    want = _in_process_chain(job_file, tmp_path)
+    job_file, want = _three_beats_and_their_chain(tmp_path)
     by_api, api_gate = _paused(job_file, store)
     by_form, form_gate = _paused(job_file, store)
     token = add_token(store, "carol")
@@ -239,8 +248,7 @@ def test_gates_decided_through_the_servers_api_and_web_form_replay_as_decided_in
 def test_a_gate_decided_with_approve_detach_replays_as_decided_in_process(
     store: SqlRunStore, url: str, tmp_path: Path
 ) -> None:
-    job_file = gated_beat_job(tmp_path / "gated.yaml", steps=3, sleep_ms=1)
-    want = _in_process_chain(job_file, tmp_path)
+    job_file, want = _three_beats_and_their_chain(tmp_path)
     run_id, gate = _paused(job_file, store)
 
     detached = run_cli(
@@ -259,7 +267,7 @@ def test_a_run_resumed_with_a_budget_after_its_gate_was_decided_elsewhere_replay
 ) -> None:
     # the gate decided without a resume (a decider gone, an expired gate), then the run
     # resumed with more cycles: its chain has a budget's run_resumed before the gate's
-    run_id, gate = _paused(gated_beat_job(tmp_path / "gated.yaml", steps=3, sleep_ms=1), store)
+    run_id, gate = _beat_paused(store, tmp_path, steps=3, sleep_ms=1)
     store.decide_gate(gate, GateDecision.approve(by="carol", value="MIT"), "approved")
 
     resumed = run_cli(["resume", run_id, "--max-cycles", "20", "--db", url])
@@ -285,12 +293,18 @@ STOPS = {"SIGTERM": signal.SIGTERM, "kill -9": signal.SIGKILL, "kill -9 of all":
 a container killed): their runs are left ``running`` by dead writers."""
 
 
+def _beats_queued(
+    store: SqlRunStore, tmp_path: Path, count: int, *, steps: int, sleep_ms: int
+) -> tuple[RunSnapshot, list[str]]:
+    """:func:`beat_job`'s uninterrupted run, and ``count`` runs of it left queued."""
+    job_file = beat_job(tmp_path / "beat.yaml", steps=steps, sleep_ms=sleep_ms)
+    return reference(job_file, tmp_path), [_queued(job_file, store) for _ in range(count)]
+
+
 def test_runs_left_queued_by_a_serve_stopped_as_its_pool_starts_reach_their_stop_once_restarted(
     store: SqlRunStore, url: str, tmp_path: Path
 ) -> None:
-    job_file = beat_job(tmp_path / "beat.yaml", steps=50, sleep_ms=30)
-    want = reference(job_file, tmp_path)
-    runs = [_queued(job_file, store) for _ in range(3)]
+    want, runs = _beats_queued(store, tmp_path, 3, steps=50, sleep_ms=30)
     log = tmp_path / "serve.log"
     with served_cli(url, log, "--pool", "2") as served:
         # it took them up as it started: its pool's processes are starting now
@@ -319,13 +333,7 @@ def test_serve_alone_stopped_with_queued_and_running_runs_finishes_them_all_once
     auth = _bearer(store, "ada")
     log = tmp_path / "serve.log"
     with served_cli(url, log, "--pool", "2") as served:
-        decided = httpx.post(
-            f"{served.base}/api/gates/{gate}/decision",
-            json={"approved": True, "value": "MIT"},
-            headers=auth,
-            timeout=30,
-        )
-        assert decided.status_code == 202, decided.text
+        decided_over_http(served.base, gate, auth, {"approved": True, "value": "MIT"})
         # the queued runs went to its pool as it started, the resume after them: stopped
         # as soon as one of them runs, the others are starting or waiting
         until(lambda: any(store.run(r).cycles >= 3 for r in queued), timeout=WAIT_S)
@@ -359,9 +367,7 @@ def test_serve_alone_stopped_with_queued_and_running_runs_finishes_them_all_once
 def test_converge_worker_recover_without_a_broker_executes_what_no_process_holds(
     store: SqlRunStore, url: str, tmp_path: Path
 ) -> None:
-    job_file = beat_job(tmp_path / "beat.yaml", steps=5, sleep_ms=1)
-    want = reference(job_file, tmp_path)
-    runs = [_queued(job_file, store) for _ in range(2)]
+    want, runs = _beats_queued(store, tmp_path, 2, steps=5, sleep_ms=1)
 
     recovered = run_cli(["worker", "--recover", "--db", url], env={"CONVERGE_BROKER": ""})
 
@@ -473,20 +479,13 @@ def test_a_pool_process_killed_under_a_running_serve_has_its_run_finished_by_ano
 def test_serve_on_a_broker_has_a_run_of_a_worker_killed_mid_leg_finished_by_another(
     store: SqlRunStore, url: str, tmp_path: Path
 ) -> None:
-    gated = gated_beat_job(tmp_path / "gated.yaml", steps=40, sleep_ms=30)
-    run_id, gate = _paused(gated, store)
+    run_id, gate = _beat_paused(store, tmp_path, steps=40, sleep_ms=30)
     auth = _bearer(store, "ada")
     with (
         workers_on(url, 2) as workers,
         served_cli(url, tmp_path / "serve.log", "--broker", BROKER, "--queue", workers.queue) as s,
     ):
-        decided = httpx.post(
-            f"{s.base}/api/gates/{gate}/decision",
-            json={"approved": True, "value": "MIT"},
-            headers=auth,
-            timeout=30,
-        )
-        assert decided.status_code == 202, decided.text
+        decided_over_http(s.base, gate, auth, {"approved": True, "value": "MIT"})
         until(lambda: store.run(run_id).cycles >= 5, timeout=WAIT_S, what=state(store, run_id))
         holder = store.run(run_id).pid
         assert holder is not None

@@ -8,9 +8,6 @@ at the line they start, and the small ones (``schema -o``, plurals, store paths,
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +18,7 @@ from converge.cli import app, service
 from engine import Budget, Engine
 from tests.hitlfixtures import INITIAL, make_engine
 from tests.jobfixtures import tick
+from tests.realserve import converge_piped_to_nobody
 from tests.webfixtures import VENDORED
 
 runner = CliRunner()
@@ -37,23 +35,6 @@ def paused_vendored(db: str) -> tuple[str, str]:
     run_id = json.loads(res.stdout)["run_id"]
     [gate] = json.loads(cli("gates", "--pending", "--json", "--db", db).stdout)
     return run_id, gate["gate_id"]
-
-
-def converge_piped_to_nobody(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``converge ARGS | head -1`` once head has gone: every write to stdout fails."""
-    read_end, write_end = os.pipe()
-    os.close(read_end)
-    try:
-        return subprocess.run(
-            [sys.executable, "-m", "converge.cli", *args],
-            stdout=write_end,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            text=True,
-            timeout=120,
-        )
-    finally:
-        os.close(write_end)
 
 
 # -- 1. gate ids by a prefix, or by their run ------------------------------------------

@@ -21,10 +21,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from audit.people import add_token
 from converge.cli import app
-from tests.test_inbox_browser import _shots, _sign_in, browser_page, store  # noqa: F401
-from tests.webfixtures import VENDORED, served, vendored_run
+from tests.test_inbox_browser import _shots, at_the_pending_gate, browser_page, store  # noqa: F401
+from tests.webfixtures import VENDORED
 
 runner = CliRunner()
 
@@ -35,6 +34,13 @@ BREAKS = re.compile(r"\s+|(?<=-)")
 
 def cli(*args: str, width: int = 200) -> Result:
     return runner.invoke(app, list(args), env={"COLUMNS": str(width)})
+
+
+def shown(*args: str, width: int = 200) -> str:
+    """What ``converge ARGS`` prints at ``width`` columns; it must exit 0."""
+    res = cli(*args, width=width)
+    assert res.exit_code == 0, res.output
+    return res.stdout
 
 
 def paused(db: str) -> tuple[str, str]:
@@ -75,32 +81,29 @@ def test_events_show_iso_utc_times_readable_budgets_and_the_decisions_value(
     tmp_path: Path,
 ) -> None:
     db, run_id, _ = approved(tmp_path)
-    res = cli("events", run_id, "--db", db, width=400)
-    assert res.exit_code == 0, res.output
-    assert "budget={" not in res.stdout and "budget=cycles 20, facts 10000" in res.stdout
-    assert ISO_UTC.search(res.stdout) and not EPOCH.search(res.stdout), res.stdout
-    [decided] = [line for line in res.stdout.splitlines() if "gate_decided" in line]
+    out = shown("events", run_id, "--db", db, width=400)
+    assert "budget={" not in out and "budget=cycles 20, facts 10000" in out
+    assert ISO_UTC.search(out) and not EPOCH.search(out), out
+    [decided] = [line for line in out.splitlines() if "gate_decided" in line]
     assert "by=carol" in decided and "spdx=MIT" in decided
     assert ISO_UTC.search(decided)
 
 
 def test_gate_history_shows_iso_times_and_fields_not_python_dict_reprs(tmp_path: Path) -> None:
     db, _, gate = approved(tmp_path)
-    res = cli("gates", gate, "--history", "--db", db, width=300)
-    assert res.exit_code == 0, res.output
-    assert "{'" not in res.stdout and "None" not in res.stdout and "False" not in res.stdout
-    assert "rules=(reason_required=reject)" in res.stdout
-    assert "spdx=MIT" in res.stdout
-    assert ISO_UTC.search(res.stdout) and not EPOCH.search(res.stdout), res.stdout
+    out = shown("gates", gate, "--history", "--db", db, width=300)
+    assert "{'" not in out and "None" not in out and "False" not in out
+    assert "rules=(reason_required=reject)" in out
+    assert "spdx=MIT" in out
+    assert ISO_UTC.search(out) and not EPOCH.search(out), out
 
 
 def test_show_gives_the_decisions_value_and_says_the_run_resumed_after_its_gate(
     tmp_path: Path,
 ) -> None:
     db, run_id, gate = approved(tmp_path)
-    res = cli("show", run_id, "--db", db, width=400)
-    assert res.exit_code == 0, res.output
-    text = " ".join(res.stdout.replace("│", " ").split())
+    out = shown("show", run_id, "--db", db, width=400)
+    text = " ".join(out.replace("│", " ").split())
     assert f"approved {gate} by carol, value" in text and "spdx=MIT" in text
     assert f"resumed after gate {gate}, approved by carol" in text
     assert "resumed from" not in text
@@ -112,10 +115,9 @@ def test_the_license_table_at_80_columns_breaks_no_word(tmp_path: Path) -> None:
     licenses = data["reports"][0]
     values = [str(v) for row in licenses["rows"] for v in row.values()]
     pieces = {p for v in values for p in BREAKS.split(v) if p}
-    res = cli("report", run_id, "--db", db, width=80)
-    assert res.exit_code == 0, res.output
-    assert all(len(line) <= 80 for line in res.stdout.splitlines())
-    table = res.stdout.split("Packages per license")[0]
+    out = shown("report", run_id, "--db", db, width=80)
+    assert all(len(line) <= 80 for line in out.splitlines())
+    table = out.split("Packages per license")[0]
     body = [line for line in table.splitlines() if line.startswith("│")]
     assert len(body) >= len(licenses["rows"])
     for line in body:
@@ -128,13 +130,12 @@ def test_the_license_table_at_80_columns_breaks_no_word(tmp_path: Path) -> None:
 def test_runs_at_80_columns_shows_status_cycles_and_start(tmp_path: Path) -> None:
     db = str(tmp_path / "v.db")
     run_id, _ = paused(db)
-    res = cli("runs", "--db", db, width=80)
-    assert res.exit_code == 0, res.output
-    assert all(len(line) <= 80 for line in res.stdout.splitlines())
-    header = next(line for line in res.stdout.splitlines() if "┃ run" in line)
+    out = shown("runs", "--db", db, width=80)
+    assert all(len(line) <= 80 for line in out.splitlines())
+    header = next(line for line in out.splitlines() if "┃ run" in line)
     for column in ("status", "kind", "cycles", "started"):  # kind: the stop's (issue 59)
         assert f" {column} " in header
-    row = next(line for line in res.stdout.splitlines() if run_id in line)
+    row = next(line for line in out.splitlines() if run_id in line)
     assert "paused" in row and re.search(r"│\s+2 │ \d\d-\d\d \d\d:\d\d", row), row
 
 
@@ -175,11 +176,7 @@ def test_the_gate_page_shows_the_proposal_as_a_table_and_its_lineage_labels_whol
     page = browser_page
     assert isinstance(page, Page)
     page.set_viewport_size({"width": width, "height": 900})
-    vendored_run(store)  # type: ignore[arg-type]
-    token = add_token(store, "alice")  # type: ignore[arg-type]
-    with served(store) as base:  # type: ignore[arg-type]
-        _sign_in(page, base, token)
-        page.locator("#pending a").first.click()
+    with at_the_pending_gate(page, store):  # type: ignore[arg-type]
         expect(page.locator("#proposal tr", has_text="name")).to_contain_text("legacy-left-pad")
         expect(page.locator("#proposal th")).to_have_text(["name", "version", "raw"])
         assert "{" not in page.locator("#proposal").inner_text()
@@ -202,11 +199,7 @@ def test_the_run_page_shows_report_tables_the_decisions_value_and_resumed_after_
 
     page = browser_page
     assert isinstance(page, Page)
-    vendored_run(store)  # type: ignore[arg-type]
-    token = add_token(store, "alice")  # type: ignore[arg-type]
-    with served(store) as base:  # type: ignore[arg-type]
-        _sign_in(page, base, token)
-        page.locator("#pending a").first.click()
+    with at_the_pending_gate(page, store):  # type: ignore[arg-type]
         page.fill("#value", "MIT")
         page.click("#approve")
         expect(page.locator("#stop-kind")).to_have_text("criteria_met")

@@ -45,6 +45,7 @@ from tests.faultfixtures import (
     snapshot,
     ticking_job,
 )
+from tests.realserve import decided_over_http
 from tests.servicefixtures import (
     beat_job,
     chain_job,
@@ -92,6 +93,19 @@ def run_queue(workers: Workers) -> Iterator[CeleryRunQueue]:
 def _all_verify(store: SqlRunStore) -> None:
     bad = [f"{r.run_id}: {r}" for r in store.verify_all() if not r.ok]
     assert bad == [], bad[:3]
+
+
+def _as_if_uninterrupted(store: SqlRunStore, url: str, run_id: str, want: RunSnapshot) -> None:
+    """The run of ``store`` (at ``url``) ended as ``want`` (its uninterrupted run) did,
+    and every run of the store verifies."""
+    assert differences(snapshot(url, run_id), want) == []
+    _all_verify(store)
+
+
+def _chain_and_its_reference(tmp_path: Path) -> tuple[Path, RunSnapshot]:
+    """:func:`chain_job` written in ``tmp_path``, and its uninterrupted run."""
+    job = chain_job(tmp_path / "chain.yaml")
+    return job, reference(job, tmp_path)
 
 
 def _bearer(token: str) -> dict[str, str]:
@@ -235,8 +249,7 @@ def test_a_worker_stopped_mid_run_exits_within_10_s_and_the_other_finishes_its_r
         legs = [str(e.payload) for e in store.events(run_id, kinds=["run_stopped"])]
         # SIGTERM: cancelled at a cycle boundary, then resumed; kill -9: recovered
         assert ("user_cancelled" in legs[0]) == (stop == "SIGTERM"), legs
-        assert differences(snapshot(url, run_id), want) == []
-        _all_verify(store)
+        _as_if_uninterrupted(store, url, run_id, want)
 
 
 # -- cancel -----------------------------------------------------------------------------------
@@ -330,18 +343,11 @@ def test_an_approval_through_the_api_answers_202_and_the_run_resumes_on_a_worker
         [gate] = store.gates(pending=True)
         token = add_token(store, "bob")
         with served(store, create_app(store, run_queue=queue)) as base:
-            answer = httpx.post(
-                f"{base}/api/gates/{gate.gate_id}/decision",
-                json={"approved": True},
-                headers=_bearer(token),
-                timeout=30,
-            )
-        assert answer.status_code == 202, answer.text
+            answer = decided_over_http(base, gate.gate_id, _bearer(token), {"approved": True})
         assert answer.json()["run"]["api_url"] == f"/api/runs/{run_id}"
         row = stopped(store, run_id)
         assert row.pid != os.getpid()  # resumed by the worker, not here
-        assert differences(snapshot(url, run_id), want) == []
-        _all_verify(store)
+        _as_if_uninterrupted(store, url, run_id, want)
 
 
 # -- no broker: submit; and recovery of what no worker got ------------------------------------
@@ -349,8 +355,7 @@ def test_converge_submit_without_a_broker_runs_in_a_detached_worker_process(
     tmp_path: Path,
 ) -> None:
     url = str(tmp_path / "detached.db")
-    job = chain_job(tmp_path / "chain.yaml")
-    want = reference(job, tmp_path)
+    job, want = _chain_and_its_reference(tmp_path)
     submitted = run_cli(["submit", str(job), "--db", url], env={"CONVERGE_BROKER": ""})
     assert submitted.returncode == 0, submitted
     run_id = submitted.stdout.strip()
@@ -360,16 +365,14 @@ def test_converge_submit_without_a_broker_runs_in_a_detached_worker_process(
         finally:
             kill_quietly(store.run(run_id).pid)  # it exits by itself when all is well
         assert row.pid not in (None, os.getpid())
-        assert differences(snapshot(url, run_id), want) == []
-        _all_verify(store)
+        _as_if_uninterrupted(store, url, run_id, want)
 
 
 def test_converge_worker_recover_sends_a_queued_run_no_worker_got_to_a_worker(
     tmp_path: Path,
 ) -> None:
     url = str(tmp_path / "recover.db")
-    job_file = chain_job(tmp_path / "chain.yaml")
-    want = reference(job_file, tmp_path)
+    job_file, want = _chain_and_its_reference(tmp_path)
     job = load_job(job_file)
     with opened(url) as store, workers_on(url, 1) as workers:
         # recorded queued, its message lost (never sent)
@@ -382,5 +385,4 @@ def test_converge_worker_recover_sends_a_queued_run_no_worker_got_to_a_worker(
         assert "sent again 1 run: lost-run" in recovered.stdout
         row = stopped(store, "lost-run")
         assert row.pid not in (None, os.getpid())
-        assert differences(snapshot(url, "lost-run"), want) == []
-        _all_verify(store)
+        _as_if_uninterrupted(store, url, "lost-run", want)

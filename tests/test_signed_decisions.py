@@ -11,7 +11,7 @@ with its own key (the operator).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -143,40 +143,51 @@ def _signed_gate(
     return gate, run_id
 
 
-@pytest.mark.parametrize("key", [None, KEY], ids=["plain", "keyed"])
-def test_an_edited_signed_decision_fails_verify_naming_the_gate(
+def _verify_of_forged(
     url: str, tmp_path: Path, keys: dict[str, tuple[Path, Path]],
     monkeypatch: pytest.MonkeyPatch, key: str | None,
-) -> None:  # fmt: skip
+    forge: Callable[[str, dict[str, Any]], None],
+) -> tuple[str, str]:  # fmt: skip
+    """A decision signed by alice, its chained payload changed by ``forge(gate, payload)``
+    and the chain recomputed with the store's own hash (``key``): (gate, why verify fails)."""
     gate, run_id = _signed_gate(url, tmp_path, keys, monkeypatch, key)
     decided = _payload(url, run_id, "gate_decided")
-
-    # the gate row and the chained event edited alike, and the chain recomputed
-    # with the store's own hash: everything but the signature fits
-    decided["reason"] = "approved without looking"
+    forge(gate, decided)
     _set_payload(url, run_id, "gate_decided", decided)
-    sql(url, "UPDATE gates SET reason = :r WHERE gate_id = :g", r=decided["reason"], g=gate)
     rechain(url, run_id, key)
+    return gate, _failure(url, run_id)
 
-    why = _failure(url, run_id)
+
+@pytest.fixture(params=[None, KEY], ids=["plain", "keyed"])
+def chain_key(request: pytest.FixtureRequest) -> str | None:
+    """The store's chain: plain, or keyed (HMAC)."""
+    key: str | None = request.param
+    return key
+
+
+def test_an_edited_signed_decision_fails_verify_naming_the_gate(
+    url: str, tmp_path: Path, keys: dict[str, tuple[Path, Path]],
+    monkeypatch: pytest.MonkeyPatch, chain_key: str | None,
+) -> None:  # fmt: skip
+    def edit(gate: str, decided: dict[str, Any]) -> None:
+        # the gate row and the chained event edited alike: everything but the signature fits
+        decided["reason"] = "approved without looking"
+        sql(url, "UPDATE gates SET reason = :r WHERE gate_id = :g", r=decided["reason"], g=gate)
+
+    gate, why = _verify_of_forged(url, tmp_path, keys, monkeypatch, chain_key, edit)
     assert why == f"gate {gate}: the recorded decision differs from what alice signed (reason)"
 
 
-@pytest.mark.parametrize("key", [None, KEY], ids=["plain", "keyed"])
 def test_a_decision_signed_with_another_persons_key_fails_verify_naming_the_gate(
     url: str, tmp_path: Path, keys: dict[str, tuple[Path, Path]],
-    monkeypatch: pytest.MonkeyPatch, key: str | None,
+    monkeypatch: pytest.MonkeyPatch, chain_key: str | None,
 ) -> None:  # fmt: skip
-    gate, run_id = _signed_gate(url, tmp_path, keys, monkeypatch, key)
-    decided = _payload(url, run_id, "gate_decided")
-    statement = {k: v for k, v in decided["signature"].items() if k not in ("key_id", "sig")}
+    def resign(gate: str, decided: dict[str, Any]) -> None:
+        # bob (or whoever holds another key) signs "alice approved" himself
+        statement = {k: v for k, v in decided["signature"].items() if k not in ("key_id", "sig")}
+        decided["signature"] = load_signer(keys["bob"][0]).sign(statement)
 
-    # bob (or whoever holds another key) signs "alice approved" himself
-    decided["signature"] = load_signer(keys["bob"][0]).sign(statement)
-    _set_payload(url, run_id, "gate_decided", decided)
-    rechain(url, run_id, key)
-
-    why = _failure(url, run_id)
+    gate, why = _verify_of_forged(url, tmp_path, keys, monkeypatch, chain_key, resign)
     assert why.startswith(f"gate {gate}: the decision signed by alice fails with alice's key")
     assert "signed by key" in why
 

@@ -23,6 +23,7 @@ from engine import (
     LoopDetected,
     PolicyStopped,
     Proposal,
+    RunResult,
     TimeBudgetExhausted,
     TokenBudgetExhausted,
     Usage,
@@ -176,33 +177,34 @@ def test_loop_detection_catches_a_two_cycle_after_twice_the_window() -> None:
     assert short.stop_reason == CycleBudgetExhausted(cycles_executed=7, limit=7)
 
 
+def _watched_for_loops(relays: list[FunctionSuggestor], first: str, max_cycles: int) -> RunResult:
+    """A run of ``relays`` from ``{first: [0]}`` within ``max_cycles``, under loop
+    detection with a window of 4."""
+    return run_with(
+        [{"type": "loop_detection", "window": 4}],
+        *relays,
+        initial={first: [0]},
+        budget=Budget(max_cycles=max_cycles),
+    )
+
+
 def test_loop_detection_catches_a_three_cycle_within_a_window_of_four() -> None:
     trio = [relay("a", "c", "a"), relay("b", "a", "b"), relay("c", "b", "c")]
-    result = run_with([{"type": "loop_detection", "window": 4}], *trio, initial={"c": [0]})
+    result = _watched_for_loops(trio, "c", max_cycles=50)
     assert result.stop_reason == LoopDetected(window=4, pattern=["a", "b", "c"])
     assert result.cycles == 8
 
 
 def test_loop_detection_never_fires_on_a_chain_of_sixty_suggestors() -> None:
     chain = [relay(f"s{i}", f"k{i}", f"k{i + 1}") for i in range(60)]
-    result = run_with(
-        [{"type": "loop_detection", "window": 4}],
-        *chain,
-        initial={"k0": [0]},
-        budget=Budget(max_cycles=100),
-    )
+    result = _watched_for_loops(chain, "k0", max_cycles=100)
     assert result.stop_reason == Converged()
     assert result.cycles == 61 - 1 and result.context.get("k60")[0].content == 60
 
 
 def test_loop_detection_does_not_fire_on_a_period_longer_than_the_window() -> None:
     five = [relay(f"p{i}", f"k{(i - 1) % 5}", f"k{i}") for i in range(5)]
-    result = run_with(
-        [{"type": "loop_detection", "window": 4}],
-        *five,
-        initial={"k4": [0]},
-        budget=Budget(max_cycles=30),
-    )
+    result = _watched_for_loops(five, "k4", max_cycles=30)
     assert result.stop_reason == CycleBudgetExhausted(cycles_executed=30, limit=30)
 
 

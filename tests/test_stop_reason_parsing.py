@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from engine.stop import ALL_VARIANTS, StopReason, parse_stop_reason
+from tests.strategies import json_trees, nested_dicts
 
 KINDS = [v.model_fields["kind"].default for v in ALL_VARIANTS]
 FIELDS = sorted({f for v in ALL_VARIANTS for f in v.model_fields if f != "kind"})
@@ -24,13 +25,7 @@ leaves = st.one_of(
     st.text(),
     st.sampled_from(["\ud800", "suggestor", "storage", "acceptance", "x" * 2000]),
 )
-values = st.recursive(
-    leaves,
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
-    ),
-    max_leaves=12,
-)
+values = json_trees(leaves, key_size=4, max_leaves=12)
 reasons = st.fixed_dictionaries(
     {"kind": st.one_of(st.sampled_from(KINDS), st.text(max_size=8), values)},
     optional={f: values for f in FIELDS},
@@ -60,18 +55,14 @@ def test_any_text_or_bytes_is_a_validation_error_or_a_reason_that_round_trips(
     _check(text)
 
 
-def _deep(levels: int) -> Any:
-    root: dict[str, Any] = {}
-    cur = root
-    for _ in range(levels):
-        cur["a"] = {}
-        cur = cur["a"]
-    return root
-
-
 @pytest.mark.parametrize("levels", [40, 300, 3000])
 def test_a_deep_stop_requested_context_parses_and_round_trips(levels: int) -> None:
-    data = {"kind": "stop_requested", "source": "s", "message": "m", "context": _deep(levels)}
+    data = {
+        "kind": "stop_requested",
+        "source": "s",
+        "message": "m",
+        "context": nested_dicts(levels),
+    }
     reason: StopReason = parse_stop_reason(data)
     assert parse_stop_reason(reason.model_dump_json()) == reason
 

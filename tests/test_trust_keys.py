@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from audit import KEY_ENV, open_store
+from audit import KEY_ENV
 from audit.ledger import AuditKeyError
 from audit.people import add_token
 from audit.signing import generate_keys
@@ -33,6 +33,7 @@ from converge.decisions import expire_due
 from converge.service import execute_run
 from converge.web import create_app
 from engine import GateDecision
+from tests.faultfixtures import opened
 from tests.keyfixtures import KEY, STORES, cli, rechain, run_gated, snapshot, sql, store_url
 
 HELD = {"no key": None, "wrong key": "not-the-stores-key"}
@@ -76,38 +77,48 @@ def _refused_then_through(
     assert cli("verify", "--all", "--db", url).exit_code == 0
 
 
-@pytest.mark.parametrize("held", HELD)
-def test_approve_and_reject_without_the_stores_key_are_refused_with_nothing_written(
-    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: str
-) -> None:
-    _hold(monkeypatch, KEY)
+def _decisions(url: str, tmp_path: Path) -> list[list[str]]:
+    """A gated run paused: approving its gate, rejecting it."""
     gate = run_gated(url, tmp_path)
-    approve = ["approve", gate, "--by", "alice"]
-    reject = ["reject", gate, "--by", "alice", "--reason", "no"]
-    _refused_then_through(monkeypatch, url, held, [approve, reject])
+    return [["approve", gate, "--by", "alice"], ["reject", gate, "--by", "alice", "--reason", "no"]]
+
+
+def _runs(url: str, tmp_path: Path) -> list[list[str]]:
+    """A run stopped: resuming it, running its job again."""
+    run_id = run_gated(url, tmp_path, gated=False)
+    return [["resume", run_id, "--add-cycles", "5"], ["run", str(tmp_path / "trust-1-False.yaml")]]
 
 
 @pytest.mark.parametrize("held", HELD)
-def test_resume_and_run_without_the_stores_key_are_refused_with_nothing_written(
-    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: str
+@pytest.mark.parametrize(
+    "commands",
+    [pytest.param(_decisions, id="approve-reject"), pytest.param(_runs, id="resume-run")],
+)
+def test_writing_commands_without_the_stores_key_are_refused_with_nothing_written(
+    url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    held: str,
+    commands: Callable[[str, Path], list[list[str]]],
 ) -> None:
     _hold(monkeypatch, KEY)
-    run_id = run_gated(url, tmp_path, gated=False)
-    resume = ["resume", run_id, "--add-cycles", "5"]
-    another = ["run", str(tmp_path / "trust-1-False.yaml")]
-    _refused_then_through(monkeypatch, url, held, [resume, another])
+    _refused_then_through(monkeypatch, url, held, commands(url, tmp_path))
+
+
+@pytest.fixture
+def gate(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The gate a run paused at in the store at ``url``, written with the store's key."""
+    _hold(monkeypatch, KEY)
+    return run_gated(url, tmp_path)
 
 
 @pytest.mark.parametrize("held", HELD)
 def test_the_inbox_deadlines_workers_and_the_store_refuse_without_the_key(
-    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: str
+    url: str, gate: str, monkeypatch: pytest.MonkeyPatch, held: str
 ) -> None:
-    _hold(monkeypatch, KEY)
-    gate = run_gated(url, tmp_path)
     run_id = gate.rsplit("-g", 1)[0]
     _hold(monkeypatch, HELD[held])
-    store = open_store(url)
-    try:
+    with opened(url) as store:
         token = add_token(store, "alice")  # tokens are not chained: no key needed
         before = snapshot(url)
         app = create_app(store)
@@ -130,16 +141,12 @@ def test_the_inbox_deadlines_workers_and_the_store_refuse_without_the_key(
         with pytest.raises(AuditKeyError, match=PROBLEM[held]):
             store.claim_resume(run_id)
         assert snapshot(url) == before
-    finally:
-        store.close()
 
 
 @pytest.mark.parametrize("held", HELD)
 def test_serve_and_worker_refuse_to_start_on_a_keyed_store_without_its_key(
-    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: str
+    url: str, gate: str, monkeypatch: pytest.MonkeyPatch, held: str
 ) -> None:
-    _hold(monkeypatch, KEY)
-    gate = run_gated(url, tmp_path)
     # `converge worker --db` sets it: recorded by monkeypatch, so removed again after
     monkeypatch.setenv("CONVERGE_DB", "")
     monkeypatch.delenv("CONVERGE_DB")

@@ -15,7 +15,7 @@ from audit.people import add_token, votes
 from audit.store import SqlRunStore
 from converge.web import create_app
 from tests.faultfixtures import opened
-from tests.webfixtures import quorum_job, run_job, vendored_run
+from tests.webfixtures import logged_in, quorum_job, run_job, vendored_run
 
 MB = 1024 * 1024
 
@@ -209,14 +209,7 @@ def test_the_login_refuses_a_forged_csrf_token_and_an_unknown_token(
 
 
 def test_the_login_never_redirects_to_another_site(token: str, client: TestClient) -> None:
-    page = client.get("/login?next=//evil.example/")
-    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
-    assert csrf is not None
-    done = client.post(
-        "/login",
-        data={"csrf": csrf.group(1), "token": token, "next": "//evil.example/"},
-        follow_redirects=False,
-    )
+    done = logged_in(client, token, "//evil.example/", form="/login?next=//evil.example/")
     assert done.status_code == 303
     assert done.headers["location"] == "/"
 

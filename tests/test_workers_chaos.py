@@ -13,12 +13,11 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from audit import open_store
 from converge.workers import CeleryExecutor
@@ -42,15 +41,7 @@ def workers() -> Iterator[wf.Workers]:
 @pytest.fixture
 def handshake() -> Iterator[dict[str, Any]]:
     """Redis lists a test and its suggestors talk through: ``started`` (pids) and ``go``."""
-    prefix = f"converge-test-{uuid.uuid4().hex[:10]}"
-    h = {"redis": wf.BACKEND, "started": f"{prefix}:started", "go": f"{prefix}:go"}
-    client = redis.Redis.from_url(wf.BACKEND, socket_timeout=60)
-    h["client"] = client
-    try:
-        yield h
-    finally:
-        client.delete(h["started"], h["go"])
-        client.close()
+    yield from wf.handshake_lists()
 
 
 def _initial(h: dict[str, Any], go: bool = True) -> dict[str, list[Any]]:
@@ -222,6 +213,18 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _stopped_external(engine: Engine, after: Callable[[], None]) -> tuple[RunResult, Error]:
+    """``engine``'s run of two inputs (``after()`` called once it ends, however), which
+    must stop on an external error: the result and that error."""
+    try:
+        result = engine.run({"input": ["a", "b"]})
+    finally:
+        after()
+    assert isinstance(result.stop_reason, Error)
+    assert result.stop_reason.error_category == ErrorCategory.EXTERNAL
+    return result, result.stop_reason
+
+
 def test_an_unreachable_broker_stops_the_run_external_with_the_input_kept(
     tmp_path: Path,
 ) -> None:
@@ -229,14 +232,9 @@ def test_an_unreachable_broker_stops_the_run_external_with_the_input_kept(
     store = open_store(str(tmp_path / "audit.db"))
     executor = CeleryExecutor(url, wf.BACKEND, queue=f"converge-test-{uuid.uuid4().hex[:10]}")
     engine = Engine(store=store, executor=executor).register(wf.first, wf.second)
-    try:
-        result = engine.run({"input": ["a", "b"]})
-    finally:
-        executor.close()
-    assert isinstance(result.stop_reason, Error)
-    assert result.stop_reason.error_category == ErrorCategory.EXTERNAL
-    assert "unreachable" in result.stop_reason.message
-    assert "secret-pw" not in result.stop_reason.message  # no credentials in the trail
+    result, error = _stopped_external(engine, executor.close)
+    assert "unreachable" in error.message
+    assert "secret-pw" not in error.message  # no credentials in the trail
     assert [f.key for f in result.context] == ["input", "input"]
     assert store.verify(result.run_id).ok
     assert store.run(result.run_id).kind == "error"
@@ -303,12 +301,7 @@ def test_a_broker_lost_mid_run_stops_external_with_the_facts_so_far_and_a_chain_
     engine = Engine(
         store=store, executor=workers.executor(broker=via_proxy), progress=broker_down_after_cycle_1
     ).register(wf.first, wf.second)
-    try:
-        result = engine.run({"input": ["a", "b"]})
-    finally:
-        proxy.stop()
-    assert isinstance(result.stop_reason, Error)
-    assert result.stop_reason.error_category == ErrorCategory.EXTERNAL
+    result, _ = _stopped_external(engine, proxy.stop)
     local = (
         Engine(budget=Budget(max_cycles=1)).register(wf.first, wf.second).run({"input": ["a", "b"]})
     )

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from audit import open_store
 from audit.testing import pg_schema
@@ -40,16 +39,7 @@ def lone_worker() -> Iterator[wf.Workers]:
 @pytest.fixture
 def handshake() -> Iterator[dict[str, Any]]:
     """Redis lists the test and ``slow`` talk through: ``started`` (pids) and ``go``."""
-    prefix = f"converge-test-{uuid.uuid4().hex[:10]}"
-    h: dict[str, Any] = {"redis": wf.BACKEND, "started": f"{prefix}:started"}
-    h["go"] = f"{prefix}:go"
-    client = redis.Redis.from_url(wf.BACKEND, socket_timeout=60)
-    h["client"] = client
-    try:
-        yield h
-    finally:
-        client.delete(h["started"], h["go"])
-        client.close()
+    yield from wf.handshake_lists()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

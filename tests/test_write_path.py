@@ -33,6 +33,7 @@ from engine import (
 )
 from engine.facts import fact_json
 from gates import require_approval
+from tests.strategies import json_trees
 
 JSON_LEAF = (
     st.none()
@@ -41,13 +42,7 @@ JSON_LEAF = (
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
 )
-JSON = st.recursive(
-    JSON_LEAF,
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
+JSON = json_trees(JSON_LEAF, key_size=5, max_leaves=8)
 KEYS = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=8)
 
 

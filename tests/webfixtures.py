@@ -8,14 +8,17 @@ component (examples/dependency_audit/vendored.yaml) until its HITL gate.
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
+from fastapi.testclient import TestClient
 
 from audit.store import SqlRunStore
 from converge.jobs import Job, load_job, parse_job
@@ -87,3 +90,18 @@ def quorum_job(required: int, timeout_s: float | None = None) -> Job:
     """The small gated job of tests.hitlfixtures with a quorum (and a deadline)."""
     extra = "" if timeout_s is None else f", timeout_s: {timeout_s}, on_timeout: approve"
     return parse_job(QUORUM_JOB % (required, extra), "quorum.yaml")
+
+
+def csrf_of(page: str) -> str:
+    """The CSRF token of the first form of the HTML ``page`` (AssertionError: none)."""
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found is not None, page[:500]
+    return found.group(1)
+
+
+def logged_in(client: TestClient, token: str, next_: str, form: str = "/login") -> Any:
+    """The login form at ``form`` read by ``client``, then sent with ``token`` and
+    ``next_``: the answer (the test client's response; its redirect not followed)."""
+    csrf = csrf_of(client.get(form).text)
+    data = {"csrf": csrf, "token": token, "next": next_}
+    return client.post("/login", data=data, follow_redirects=False)

@@ -248,6 +248,26 @@ def started_workers(count: int = 2, **options: Any) -> Iterator[Workers]:
         pool.stop()
 
 
+def handshake_lists() -> Iterator[dict[str, Any]]:
+    """For a fixture: the Redis lists a test and :func:`_handshake`'s suggestors talk
+    through, ``{"redis": URL, "started": NAME, "go": NAME, "client": redis.Redis}``
+    (``started``: the pids of the executions that began; ``go``: the test's go);
+    both lists deleted afterwards."""
+    import uuid
+
+    import redis
+
+    prefix = f"converge-test-{uuid.uuid4().hex[:10]}"
+    client = redis.Redis.from_url(BACKEND, socket_timeout=60)
+    h: dict[str, Any] = {"redis": BACKEND, "started": f"{prefix}:started", "go": f"{prefix}:go"}
+    h["client"] = client
+    try:
+        yield h
+    finally:
+        client.delete(h["started"], h["go"])
+        client.close()
+
+
 def pinged(nodes: list[str], timeout: float) -> bool:
     """Whether every Celery node of ``nodes`` answered a ping (through the real broker)
     within ``timeout`` seconds (each ping waits up to 0.5 s)."""
