@@ -33,8 +33,8 @@ from audit.tables import audit_events, runs
 from engine.errors import CorruptRow, ParentMissing, ResumeError, RunNotFound, UnverifiedParent
 from engine.facts import Fact, canonical_json, fact_from_dict
 from engine.hashing.merkle import MerkleFrontier, merkle_scheme, text_leaves
-from engine.wording import counted
 from engine.store import AuditEvent, RunHistory
+from engine.wording import counted
 
 COUNTED = ("cycle_started", "suggestor_executed", "suggestor_failed", "usage_recorded")
 """The events a fork rebuilds its counters from (besides the facts)."""
