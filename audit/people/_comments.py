@@ -13,11 +13,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from audit.ledger import require_key
 from audit.queries import RunRow, StoredEvent, events_in, run_in
 from audit.store import SqlRunStore
 from audit.tables import gates
-from audit.trail import append, gate_record
+from audit.trail import append, gate_record, require_key
 from engine.errors import ConfigurationError, GateNotFound
 from engine.store import AuditEvent
 

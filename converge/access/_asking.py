@@ -14,11 +14,10 @@ import json
 import time
 from collections.abc import Iterable
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from audit.people import Principal, actors_of, log_access
 from audit.queries import read_gates
 from audit.store import SqlRunStore
 from audit.tables import runs
@@ -36,6 +35,9 @@ from converge.access._rules import DecisionRules
 from converge.access._views import event_as_seen, redacted
 from converge.errors import NotAllowed
 from engine import ConvergeError, GateRecord
+
+if TYPE_CHECKING:  # the people room is imported where it is asked (a run's actors, a refusal)
+    from audit.people import Principal
 
 __all__ = [
     "ASKED",
@@ -85,6 +87,8 @@ def job_view(name: str, spec: dict[str, Any]) -> RunView:
 
 def run_view(store: SqlRunStore, run_id: str) -> RunView:
     """What the policy needs of run ``run_id``. Raises ``RunNotFound``."""
+    from audit.people import actors_of
+
     header = store.get_run_header(run_id)
     return RunView(run_id, visible_to_of(header.job_spec), frozenset(actors_of(store, run_id)))
 
@@ -150,6 +154,8 @@ def ask(
     """Refuse unless ``person`` may do ``action`` to ``resource``: the refusal goes to
     the access log (action, ``403``, who, from which ``client``, on which
     ``target``, why) and raises :class:`NotAllowed` before anything is written."""
+    from audit.people import log_access
+
     verdict = check(person, action, resource)
     if verdict.allowed:
         return

@@ -154,10 +154,16 @@ def plain_table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[s
     a console without colours (rich's default box, every column as wide as its widest
     line, a cell of several lines as many lines), built without rich: printing 100
     rows through rich's renderer cost as much as a listing's query and imports. None
-    when rich might print it otherwise: no rows, no title or one wider than the table, a text
-    that is not printable ASCII or holds a backslash, a line with spaces at either end
-    (rich strips some), something rich could read as an emoji code, a column centred."""
-    if not rows or not title or any(c.justify not in ("left", "right") for c in columns):
+    when rich might print it otherwise: no rows or columns, no title or one wider
+    than the table, a text that is not printable ASCII or holds a backslash, a line
+    with spaces at either end (rich strips some), something rich could read as an
+    emoji code, a column centred."""
+    if (
+        not rows
+        or not columns
+        or not title
+        or any(c.justify not in ("left", "right") for c in columns)
+    ):
         return None
     texts = [title, *(c.header for c in columns)]
     cells = [[cell.split("\n") for cell in row] for row in rows]
