@@ -58,7 +58,10 @@ F1_AT = 50
 F1_TARGET_MS = 100.0
 
 
-def _engine(store: RunStore, per_cycle: int, max_cycles: int) -> Engine:
+def wide_engine(store: RunStore | None, per_cycle: int, max_cycles: int) -> Engine:
+    """An engine whose run promotes ``per_cycle`` ``item`` facts a cycle and one ``step``
+    fact that wakes it again, for ``max_cycles`` cycles (F1's run; the fork tests')."""
+
     @suggestor(name="grow", dependencies=["step"])
     def grow(ctx: Context) -> list[Proposal]:
         s = int(ctx.get("step")[-1].content)
@@ -89,7 +92,7 @@ def _one_size(suite: Suite, per_cycle: int) -> float:
     size = f"{per_cycle * F1_CYCLES // 1000}k facts"
     taken = per_cycle * F1_AT + F1_AT + 1
     try:
-        parent = _engine(store, per_cycle, F1_CYCLES).run({"step": [0]}).run_id
+        parent = wide_engine(store, per_cycle, F1_CYCLES).run({"step": [0]}).run_id
         log(f"  F1: recorded a run of {per_cycle * F1_CYCLES + F1_CYCLES + 1} facts")
         with _timed_start() as started:
             recorded = suite.time(lambda: _record(store, parent, per_cycle, started))
@@ -150,7 +153,7 @@ def _record(
     store: SqlRunStore, parent: str, per_cycle: int, started: list[float]
 ) -> Callable[[], float]:
     """``Engine.record_fork``; the thunk returns the time its start record took."""
-    engine = _engine(store, per_cycle, F1_AT)
+    engine = wide_engine(store, per_cycle, F1_AT)
 
     def go() -> float:
         engine.record_fork(parent, F1_AT)
@@ -160,7 +163,7 @@ def _record(
 
 
 def _fork(store: SqlRunStore, parent: str, per_cycle: int) -> Callable[[], object]:
-    engine = _engine(store, per_cycle, F1_AT)
+    engine = wide_engine(store, per_cycle, F1_AT)
 
     def go() -> None:
         result = engine.fork(parent, F1_AT)

@@ -23,8 +23,9 @@ from sqlalchemy import delete, select, update
 
 from audit.store import SqlRunStore
 from audit.tables import audit_events, checkpoints, fact_chunks, runs
+from benchmarks.fork_bench import wide_engine
 from converge.timetravel import diff_runs, snapshot
-from engine import Budget, Context, Engine, Proposal, suggestor
+from engine import Budget
 from engine.errors import ExportError, ParentMissing, ResumeError, UnverifiedParent
 from engine.facts import canonical_json
 from engine.hashing.merkle import MerkleFrontier
@@ -40,18 +41,6 @@ from tests.proofsfixtures import (
 )
 
 BACKENDS = ["sqlite", "pg"]
-
-
-def _wide(store: Any, per_cycle: int, cycles: int) -> Engine:
-    """``per_cycle`` ``item`` facts a cycle and one ``step`` fact that wakes it again."""
-
-    @suggestor(name="grow", dependencies=["step"])
-    def grow(ctx: Context) -> list[Proposal]:
-        s = int(ctx.get("step")[-1].content)
-        items = [Proposal("item", s * per_cycle + k) for k in range(per_cycle)]
-        return [*items, Proposal("step", s + 1)]
-
-    return Engine(store=store, budget=Budget(max_cycles=cycles, max_facts=0)).register(grow)
 
 
 def _cycles(n: int) -> Budget:
@@ -89,8 +78,8 @@ def test_the_forks_run_started_refers_to_the_parents_facts_in_o1(
 ) -> None:
     sizes = {}
     for per_cycle in (2, 200):
-        parent = _wide(store, per_cycle, 6).run({"step": [0]})
-        fork = _wide(store, per_cycle, 6).fork(parent.run_id, 4)
+        parent = wide_engine(store, per_cycle, 6).run({"step": [0]})
+        fork = wide_engine(store, per_cycle, 6).fork(parent.run_id, 4)
         text = _started_text(store, fork.run_id)
         started = json.loads(text)
         assert "initial_facts" not in started
@@ -116,13 +105,13 @@ def test_the_forks_run_started_refers_to_the_parents_facts_in_o1(
 def test_a_fork_of_a_fork_resumes_and_diffs_as_an_uninterrupted_run(
     store: SqlRunStore,
 ) -> None:
-    whole = _wide(store, 3, 9).run({"step": [0]})
-    parent = _wide(store, 3, 4).run({"step": [0]})
-    fork = _wide(store, 3, 6).fork(parent.run_id, 2)  # stops by its budget at 6
-    again = _wide(store, 3, 9).resume_run(fork.run_id, budget=_cycles(9))  # a fork's resume
+    whole = wide_engine(store, 3, 9).run({"step": [0]})
+    parent = wide_engine(store, 3, 4).run({"step": [0]})
+    fork = wide_engine(store, 3, 6).fork(parent.run_id, 2)  # stops by its budget at 6
+    again = wide_engine(store, 3, 9).resume_run(fork.run_id, budget=_cycles(9))  # a fork's resume
     assert list(again.context) == list(whole.context)
-    after = _wide(store, 3, 9).fork(fork.run_id, 5)  # after the fork's fork point
-    before = _wide(store, 3, 9).fork(fork.run_id, 1)  # before it: the parent's cycles
+    after = wide_engine(store, 3, 9).fork(fork.run_id, 5)  # after the fork's fork point
+    before = wide_engine(store, 3, 9).fork(fork.run_id, 1)  # before it: the parent's cycles
     for result in (after, before):
         assert list(result.context) == list(whole.context)
         assert store.verify(result.run_id).ok
@@ -154,15 +143,15 @@ def _forge_first_item(store: SqlRunStore, run_id: str) -> int:
 def test_a_parent_changed_after_the_fork_stops_every_load_of_the_fork(
     store: SqlRunStore,
 ) -> None:
-    parent = _wide(store, 2, 4).run({"step": [0]})
-    fork = _wide(store, 2, 6).fork(parent.run_id, 3)
+    parent = wide_engine(store, 2, 4).run({"step": [0]})
+    fork = wide_engine(store, 2, 6).fork(parent.run_id, 3)
     seq = _forge_first_item(store, parent.run_id)
     report = store.verify(fork.run_id)
     assert not report.ok and f"parent run {parent.run_id} changed since the fork" in str(report)
     for load in (
         lambda: store.facts(fork.run_id),
-        lambda: _wide(store, 2, 9).resume_run(fork.run_id, budget=_cycles(9)),
-        lambda: _wide(store, 2, 9).fork(fork.run_id, 5),
+        lambda: wide_engine(store, 2, 9).resume_run(fork.run_id, budget=_cycles(9)),
+        lambda: wide_engine(store, 2, 9).fork(fork.run_id, 5),
     ):
         with pytest.raises(UnverifiedParent, match=f"seq {seq}: payload changed"):
             load()
@@ -177,8 +166,8 @@ def test_a_fork_whose_parent_is_deleted_verifies_alone_and_its_bundle_standalone
     keys = make_keys(tmp_path / "keys")
     with store_at(backend, tmp_path) as (_url, store):
         signing(store, keys)
-        parent = _wide(store, 2, 4).run({"step": [0]})
-        fork = _wide(store, 2, 6).fork(parent.run_id, 3)
+        parent = wide_engine(store, 2, 4).run({"step": [0]})
+        fork = wide_engine(store, 2, 6).fork(parent.run_id, 3)
         assert store.signer is not None
         bundle = export_run(store, store.signer, fork.run_id)
         with store.transaction() as conn:
@@ -191,7 +180,7 @@ def test_a_fork_whose_parent_is_deleted_verifies_alone_and_its_bundle_standalone
             store.facts(fork.run_id)
         assert isinstance(gone.value, ResumeError) and gone.value.parent == parent.run_id
         with pytest.raises(ParentMissing):
-            _wide(store, 2, 9).resume_run(fork.run_id, budget=_cycles(9))
+            wide_engine(store, 2, 9).resume_run(fork.run_id, budget=_cycles(9))
         with pytest.raises(ExportError, match="not in the store"):
             export_run(store, store.signer, fork.run_id)
     # the bundle exported before carries the facts the fork took: it needs no store
