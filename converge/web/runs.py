@@ -190,7 +190,8 @@ def _redact(request: Request, run_id: str, fact_id: str, reason: str, who: Perso
 
 
 @router.post(
-    "/api/runs/{run_id}/facts/{fact_id}/redact", responses=answers(401, 403, 404, 409, 422)
+    "/api/runs/{run_id}/facts/{fact_id}/redact",
+    responses=answers(400, 401, 403, 404, 409, 413, 422),
 )
 async def api_redact(
     request: Request,
