@@ -1,0 +1,26 @@
+"""W1-W3 for instruction counts: ``python benchmarks/instruction_counts.py NAME SIZE RUNS``.
+
+Builds the workload ``NAME`` (``w1``: a chain of SIZE suggestors; ``w3``: SIZE idle
+subscribers, 20 cycles; ``w2``: SIZE x SIZE x 10 facts, no store), runs it once to
+warm up and then RUNS times; SIZE 0 only imports. Run under ``valgrind
+--tool=callgrind`` twice (RUNS 0 and N): the difference / N is the instructions of
+one run, which the machine's load does not change (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from benchmarks.workloads import build_chain, build_throughput, build_wide_idle
+
+name, size, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+if size:
+    prep = {
+        "w1": lambda: build_chain(size),
+        "w3": lambda: build_wide_idle(size, 20),
+        "w2": lambda: build_throughput(None, size, size, 10),
+    }[name]()
+    run = prep()
+    run()  # warm
+    for _ in range(reps):
+        run()
