@@ -16,7 +16,6 @@ import json
 import os
 import time
 from collections.abc import Callable
-from hashlib import sha256
 from math import isfinite
 from typing import Any
 
@@ -26,6 +25,7 @@ from engine._cycle.judge import JUDGE, Judge, pause
 from engine._cycle.run import PendingGate, Run
 from engine.errors import ResumeError
 from engine.facts import MAX_INT, Fact, Proposal, Provenance, canonical_json, content_key
+from engine.hashing.commitment import commitment, salted_text
 from engine.hashing.merkle import LEAF_SEEDED, SALTED
 from engine.hitl import HitlPolicy
 from engine.settings import EngineSettings
@@ -284,12 +284,12 @@ def promote_effect(
                 leaf.update(text.encode())
             else:  # chain format 2: the leaf is its salted commitment, the salt kept beside
                 was = again.get(fact[0]) if again else None
-                salt = bytes.fromhex(was["salt"]) if was and "salt" in was else os.urandom(32)
-                seal = seals[fact[0]] = salt.hex()
-                commit = sha256(salt + text.encode()).hexdigest()
+                seal = was["salt"] if was and "salt" in was else os.urandom(32).hex()
+                seals[fact[0]] = seal
+                commit = commitment(seal, text)
                 leaf.update(commit.encode())
                 batch_commit(commit)
-                text = f'{text[:-1]},"salt":"{seal}"}}'
+                text = salted_text(text, seal)
                 row = f'{row[:-1]},"{seal}"]'
             leaf_add(leaf.digest())
             batch_fact(fact)
