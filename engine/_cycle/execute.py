@@ -25,6 +25,7 @@ from engine.context import Context
 from engine.effect import Effect
 from engine.errors import ConfigurationError, ExecutorUnavailable, StopRun
 from engine.executor import CANCELLED, NOT_DONE, TIMED_OUT, CycleWork
+from engine.facts import Proposal
 from engine.settings import EngineSettings
 from engine.stop import Error, ErrorCategory, InvocationBudgetExhausted
 
@@ -38,6 +39,7 @@ __all__ = [
     "execute_async",
     "execute_elsewhere",
     "execute_in_order",
+    "execute_sorting",
 ]
 
 CANCEL_POLL_S = 0.05
@@ -54,7 +56,20 @@ def execute_in_order(
     this thread: an outcome each (what it returned, or the exception it raised), up to
     the first refusal, ``StopRun`` or (``stop_on_error``) exception.
     ``KeyboardInterrupt`` and ``SystemExit`` propagate."""
+    return execute_sorting(execute, ctx, eligible, stop_on_error)[0]
+
+
+def execute_sorting(
+    execute: Sequence[Callable[[Context], Any]],
+    ctx: Context,
+    eligible: Iterable[int],
+    stop_on_error: bool,
+) -> tuple[list[Outcome], bool]:
+    """:func:`execute_in_order`, and whether every outcome is plain: a list of plain
+    :class:`Proposal` (not a subclass) or None, which the plain loop merges as it is.
+    Told apart as they come, so the plain loop's cycle calls nothing else."""
     outcomes: list[Outcome] = []
+    plain = True
     for i in eligible:
         try:
             out = execute[i](ctx)
@@ -62,13 +77,22 @@ def execute_in_order(
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
             outcomes.append(exc)
+            plain = False
             if stop_on_error or isinstance(exc, StopRun):
                 break
             continue
         outcomes.append(out)
-        if type(out) is Effect and out.refusal is not None:
-            break
-    return outcomes
+        if type(out) is list:
+            if plain:
+                for p in out:
+                    if type(p) is not Proposal:
+                        plain = False
+                        break
+        elif out is not None:
+            plain = False
+            if type(out) is Effect and out.refusal is not None:
+                break
+    return outcomes, plain
 
 
 @dataclass(slots=True)

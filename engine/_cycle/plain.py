@@ -21,7 +21,7 @@ from math import isfinite
 from typing import Any, Protocol
 
 from engine._cycle.collector import FREEZE_AFTER_FACTS, CollectorFreeze
-from engine._cycle.execute import execute_in_order
+from engine._cycle.execute import execute_sorting
 from engine._cycle.judge import after_merge, fixed_point, judge_budgets
 from engine._cycle.run import Run
 from engine.budget import Budget
@@ -30,19 +30,6 @@ from engine.result import RunResult
 from engine.settings import EngineSettings
 
 _MIN_INT = -MAX_INT  # negating MAX_INT copies 1.7 kB: once, not per proposal
-
-
-def is_plain(out: Any) -> bool:
-    """True for an outcome the plain loop merges as it is: a list of plain
-    :class:`Proposal` (not a subclass), or None."""
-    if type(out) is not list:
-        return out is None
-    plain = True
-    for p in out:  # a loop, not all(): no generator frame on the hot path
-        if type(p) is not Proposal:
-            plain = False
-            break
-    return plain
 
 
 class GeneralSteps(Protocol):
@@ -133,15 +120,30 @@ def run_plain(
                 if isinstance(exc, KeyboardInterrupt | SystemExit):
                     raise
                 out = exc
-            plain = is_plain(out)
+            plain = True  # as execute_sorting tells, without a call on the hot path
+            if type(out) is list:
+                for p in out:
+                    if type(p) is not Proposal:
+                        plain = False
+                        break
+            elif out is not None:
+                plain = False
             if plain and not recorded:
                 effects = [(last[0], out)] if out else []
             else:
                 plain, outcomes = False, [out]
         else:
             last = tuple(map(names.__getitem__, eligible))  # no comprehension frame
-            plain, effects, outcomes = loop.execute_many(eligible)
+            # a copy: a key's subscribers are the registry's own list, which a
+            # suggestor registered during this cycle would join (it runs from the next)
+            stop_on_error = settings.on_error == "stop"
+            outcomes, plain = execute_sorting(execute, ctx, eligible[:], stop_on_error)
             plain = plain and not recorded
+            if plain:  # a loop, not a comprehension: a comprehension is a frame (3.11)
+                effects = []
+                for i, out in zip(eligible, outcomes, strict=False):
+                    if out:
+                        effects.append((names[i], out))
         if not plain:  # collect() takes it, and any usage it recorded
             step = partial(general.from_collect, eligible, outcomes)
             done, stale, unfrozen = loop.hand_over(unfrozen, step, cycle, last, new), True, 0
@@ -171,8 +173,8 @@ def run_plain(
 class PlainLoop:
     """What :func:`run_plain` reads once (the engine's configuration, the run's
     fact index) and the steps of a plain cycle that are not its hot path: the
-    eligible suggestors of several keys, executing several suggestors, the merge,
-    the judgement, the hand-over to the general steps."""
+    eligible suggestors of several keys, the merge, the judgement, the hand-over to
+    the general steps."""
 
     __slots__ = (
         "freezer",
@@ -237,31 +239,6 @@ class PlainLoop:
         """True when one of ``eligible`` has an ``accepts`` (the prelude's to call)."""
         accepts = self.settings.registry.accepts
         return any(accepts[i] is not None for i in eligible)
-
-    def execute_many(
-        self, eligible: list[int]
-    ) -> tuple[bool, list[tuple[str, list[Proposal]]], list[Any]]:
-        """Execute ``eligible`` in order, as Execute: whether every outcome is a list of
-        plain proposals or None, the effects to merge, the outcomes."""
-        settings = self.settings
-        ctx = self.run.context
-        execute, names = settings.registry.execute, settings.registry.names
-        stop_on_error = settings.on_error == "stop"
-        # a copy: a key's subscribers are the registry's own list, which a
-        # suggestor registered during this cycle would join (it runs from the next)
-        outcomes: list[Any] = execute_in_order(execute, ctx, eligible[:], stop_on_error)
-        plain = True
-        for out in outcomes:
-            if not is_plain(out):
-                plain = False
-                break
-        effects: list[tuple[str, list[Proposal]]] = []
-        if plain:
-            # a loop, not a comprehension: a comprehension is a frame a cycle (Python 3.11)
-            for i, out in zip(eligible, outcomes, strict=False):
-                if out:
-                    effects.append((names[i], out))
-        return plain, effects, outcomes
 
     def merge(
         self,
