@@ -49,8 +49,9 @@ def check_redactions(rows: Sequence[ChainRow]) -> Problem:
     for seq, fact in _stored_facts(rows):
         fid = fact.get("id")
         mark = fact.get("content")
-        redacted = isinstance(mark, dict) and "redacted" in mark and "commitment" in fact
-        if not isinstance(fid, str) or not redacted:
+        if not isinstance(fid, str) or not isinstance(mark, dict):
+            continue
+        if "redacted" not in mark or "commitment" not in fact:
             continue
         seen.add(fid)
         found = events.get(fid)
