@@ -29,11 +29,22 @@ _MARK = '"redacted":{'
 """In the canonical text of every redacted fact (verify parses no other fact)."""
 
 
-def check_redactions(rows: Sequence[ChainRow]) -> Problem:
+def check_redactions(rows: Sequence[ChainRow], salted: bool = True) -> Problem:
     """``(seq, why)`` of the first redaction that disagrees with the chain, or None.
 
-    Never raises: a payload that is not JSON was reported by the chain's checks.
+    ``salted``: the run is of chain format 2 (else only its ``fact_redacted``
+    events are looked for: its facts cannot be redacted, and scanning their texts
+    costs about 0.6 µs a fact). Never raises: a payload that is not JSON was
+    reported by the chain's checks.
     """
+    needle = _MARK
+    # one scan of the texts: only the rows that may take part are parsed
+    if salted:
+        rows = [r for r in rows if r.kind == REDACTED or needle in r.payload]
+    else:
+        rows = [r for r in rows if r.kind == REDACTED]
+    if not rows:
+        return None
     events: dict[str, tuple[int, dict[str, Any]]] = {}
     for row in rows:
         if row.kind != REDACTED:

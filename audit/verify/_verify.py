@@ -172,7 +172,7 @@ def _first_problem(
         check_fact_ids(events.fact_ids),
         check_checkpoint(blob, rows),
         check_exactly_once(rows),
-        check_redactions(rows),
+        check_redactions(rows, chain_parts(run.chain)[1]),
         check_run_signatures(store, run.run_id, rows),
     ):
         if found is not None:
