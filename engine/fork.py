@@ -56,7 +56,7 @@ from engine._cycle.run import CHECKPOINT_VERSION, Run
 from engine._cycle.start import new_run_id
 from engine.budget import Budget
 from engine.errors import ForkError, ResumeError, UnverifiedParent
-from engine.hashing.merkle import MerkleFrontier, merkle_scheme, text_leaves
+from engine.hashing.merkle import MerkleFrontier, fact_text_leaves, merkle_scheme
 from engine.settings import EngineSettings
 from engine.store import AuditEvent, RunHistory, RunHistoryStore
 
@@ -139,7 +139,7 @@ def state_at(history: RunHistory, run_id: str, budget: Budget) -> Run:
     except ValueError as exc:
         raise ResumeError(f"run {history.run_id}: {exc}") from None
     frontier = MerkleFrontier(scheme=scheme)
-    frontier.extend(text_leaves(history.texts, scheme))
+    frontier.extend(fact_text_leaves(history.texts, scheme))
     n = history.cycle
     data: dict[str, Any] = {
         "version": CHECKPOINT_VERSION,

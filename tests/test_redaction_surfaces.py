@@ -14,16 +14,20 @@ from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import insert
 
 from audit import open_store
-from audit.people import add_token
+from audit.notifications._outbox import ensure_notification_tables
+from audit.people import add_token, log_access
 from audit.settings import CHAIN_FORMAT, set_setting
+from audit.tables import notification_deliveries
 from converge.web import create_app
 from tests.c2spfixtures import keys_at
 from tests.faultfixtures import run_cli
 from tests.hitlfixtures import STORES, store_url_for
 from tests.test_go_sumdb import _go, go_audit  # noqa: F401 (the fixture)
-from tests.test_redaction import INITIAL, SECRET, _engine, _fact_id
+from tests.test_redaction import INITIAL, SECRET, _all_text, _engine, _fact_id
+from tests.test_web_api import _sign_in
 
 
 @pytest.fixture(params=STORES)
@@ -138,3 +142,55 @@ def test_the_bundle_of_a_redacted_run_verifies_with_the_cli_the_stdlib_script_an
     assert stdlib.returncode == 0, stdlib.stdout + stdlib.stderr
     code, out = _go(go_audit, "record", log.vkey, bundle)
     assert code == 0 and f"(run {run_id})" in out, out
+
+
+def test_no_table_and_no_page_quotes_the_content_after_a_redaction(url: str) -> None:
+    """The grep a person asking for erasure would run: no cell of any table and no
+    page of the run holds the content, its quotes outside the chain scrubbed
+    (``access_log.detail`` of the run, ``notification_deliveries.answer``)."""
+    run_id, fact_id, admin = _run(url)
+    s = open_store(url)
+    try:
+        contact = _fact_id(s, run_id, "contact")
+        log_access(s, "redact", "403", name="victor", target=run_id, detail=f"not {SECRET}'s")
+        log_access(s, "read", "403", name="victor", target=run_id, detail=f'["{SECRET}"]')
+        ensure_notification_tables(s)
+        with s.transaction() as conn:
+            conn.execute(
+                insert(notification_deliveries).values(
+                    gate_id=f"{run_id}-g1",
+                    event="opened",
+                    sink="webhook:https://hooks.example/x",
+                    run_id=run_id,
+                    status="failed",
+                    attempts=1,
+                    answer=f"HTTP 400: unknown address {SECRET}",
+                    claimed_by="w1",
+                    claimed_at=1.0,
+                    first_at=1.0,
+                    last_at=1.0,
+                )
+            )
+        assert SECRET in _all_text(s)
+    finally:
+        s.close()
+    for fact in (fact_id, contact):
+        args = ["redact", run_id, fact, "--reason", "GDPR art. 17", "--token", admin]
+        done = run_cli([*args, "--db", url])
+        assert done.returncode == 0, done.stderr
+    s = open_store(url)
+    try:
+        assert SECRET not in _all_text(s)
+        assert "not [redacted]'s" in _all_text(s)
+        assert s.verify(run_id).ok and all(r.ok for r in s.verify_all())
+        client = TestClient(create_app(s))
+        _sign_in(client, admin)
+        bearer = {"Authorization": f"Bearer {admin}"}
+        for path in (f"/runs/{run_id}", f"/api/runs/{run_id}", "/runs", "/api/runs"):
+            page = client.get(path, headers=bearer)
+            assert page.status_code == 200, (path, page.text)
+            assert SECRET not in page.text, path
+        page = client.get(f"/runs/{run_id}").text  # signed in: the run's own page
+        assert "fact_redacted" in page and SECRET not in page
+    finally:
+        s.close()

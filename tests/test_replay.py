@@ -280,6 +280,7 @@ def test_converge_replay_exits_0_when_the_job_replays_the_same(
         "facts_root",
         "model_responses",
         "played_back",
+        "redacted",
         "first_divergence",
         "divergences",
     }

@@ -32,7 +32,7 @@ from audit.queries._queries import get_run, read_events
 from audit.tables import audit_events, runs
 from engine.errors import CorruptRow, ParentMissing, ResumeError, RunNotFound, UnverifiedParent
 from engine.facts import Fact, canonical_json, fact_from_dict
-from engine.hashing.merkle import MerkleFrontier, merkle_scheme, text_leaves
+from engine.hashing.merkle import MerkleFrontier, fact_text_leaves, merkle_scheme
 from engine.store import AuditEvent, RunHistory
 from engine.wording import counted
 
@@ -165,7 +165,7 @@ def _taken(
         return list(copied), list(parent.texts)
     scheme = merkle_scheme(started.get("facts_merkle"))
     frontier = MerkleFrontier(scheme=scheme)
-    frontier.extend(text_leaves(parent.texts, scheme))
+    frontier.extend(fact_text_leaves(parent.texts, scheme))
     if frontier.root() != link.get("facts_root"):
         raise ResumeError(
             f"run {run_id}: the facts of its parent run {parent.run_id} up to cycle "

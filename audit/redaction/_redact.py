@@ -19,9 +19,19 @@ under the run's lock:
 - a ``fact_redacted`` event (``fact_id``, ``commitment``, ``by``, ``at``,
   ``reason``) is chained on the run, which moves its head and the ledger.
 
+- the rows outside the chain that may quote the content as text, about this run
+  or its gates: ``access_log.detail`` and ``notification_deliveries.answer``, the
+  content (a string of at least :data:`~audit.redaction._scrub.MIN_CHARS`
+  characters, or its canonical JSON) replaced by ``[redacted]``
+  (:mod:`audit.redaction._scrub`).
+
 Not erased (docs/audit.md, "Redaction"): the content quoted by other chained
 events (a non-deterministic suggestor's recorded ``effect``, a HITL gate's
-proposal), by gate rows, or by bundles exported before.
+proposal and its ``gate_opened``, a person's reason in ``gate_decided`` /
+``gate_vote``), by the rows that mirror those events (a gate row's ``proposal``,
+which ``verify`` compares with its ``gate_opened``; ``gate_votes.reason``), by a
+paused run's pending proposal in its checkpoint (hashed whole), or by bundles
+exported before.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from sqlalchemy import Connection, select, update
 from audit.cells import loads
 from audit.core import StoreCore, json_compact
 from audit.ledger import integrate_own
+from audit.redaction._scrub import quoted_forms, scrub_copies
 from audit.tables import audit_events, fact_chunks, runs
 from audit.trail import append, locked_run_row, put_checkpoint, read_checkpoint
 from engine.errors import FactNotFound, RedactionError
@@ -112,8 +123,9 @@ def redact_fact(
             raise RedactionError(
                 f"run {run_id} is {row.status}: only a stopped or paused run can be redacted"
             )
-        c = _redact_event(conn, run_id, fact_id, mark)
+        c, content = _redact_event(conn, run_id, fact_id, mark)
         _redact_rows(store, conn, run_id, fact_id, mark, c)
+        scrub_copies(store, conn, run_id, quoted_forms(content))
         payload = {"at": when, "by": by, "commitment": c, "fact_id": fact_id, "reason": why}
         append(store, conn, run_id, [AuditEvent(REDACTED, int(row.cycles), payload, when)])
         seq = conn.execute(select(runs.c.last_seq).where(runs.c.run_id == run_id)).scalar()
@@ -121,8 +133,11 @@ def redact_fact(
     return Redaction(run_id, fact_id, c, by, when, why, int(seq or 0))
 
 
-def _redact_event(conn: Connection, run_id: str, fact_id: str, mark: dict[str, Any]) -> str:
-    """Replace the fact in its chained event's payload; its commitment."""
+def _redact_event(
+    conn: Connection, run_id: str, fact_id: str, mark: dict[str, Any]
+) -> tuple[str, Any]:
+    """Replace the fact in its chained event's payload; its commitment and the
+    content erased."""
     ev = audit_events.c
     found = conn.execute(
         select(ev.seq, ev.payload).where(
@@ -137,7 +152,7 @@ def _redact_event(conn: Connection, run_id: str, fact_id: str, mark: dict[str, A
         conn.execute(
             update(audit_events).where(ev.run_id == run_id, ev.seq == found.seq).values(payload=new)
         )
-        return c
+        return c, data.get("content")
     started = conn.execute(
         select(ev.payload).where(ev.run_id == run_id, ev.seq == 1, ev.kind == "run_started")
     ).scalar()
@@ -147,13 +162,23 @@ def _redact_event(conn: Connection, run_id: str, fact_id: str, mark: dict[str, A
         if isinstance(fact, dict) and fact.get("id") == fact_id:
             _not_yet(run_id, fact_id, fact)
             c = fact_commitment(fact)
+            content = fact.get("content")
             initial[i] = _redacted(fact, c, mark)
             conn.execute(
                 update(audit_events)
                 .where(ev.run_id == run_id, ev.seq == 1)
                 .values(payload=canonical_json(data))
             )
-            return c
+            return c, content
+    link = data.get("forked_from")
+    if isinstance(link, dict) and link.get("run"):
+        # a fork refers to its parent's facts up to the fork point: they are the parent's
+        raise FactNotFound(
+            f"no fact {fact_id!r} recorded by run {run_id}, a fork of run {link['run']}: "
+            f"if the fork took it from its parent, redact it in run {link['run']} "
+            "(every fork then shows it redacted)",
+            fact_id,
+        )
     raise FactNotFound(f"no fact {fact_id!r} in run {run_id}", fact_id)
 
 

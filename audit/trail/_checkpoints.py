@@ -163,7 +163,11 @@ def chunks_problem(conn: Connection, run_id: str, blob: str | None) -> str | Non
     if blob is None or '"facts":{' not in blob:
         return None
     try:
-        read_chunks(conn, run_id, json.loads(blob).get("facts"))
+        refs = json.loads(blob)
+    except ValueError:
+        return None  # not JSON: its digest fails (verify's "checkpoint differs from the chain")
+    try:
+        read_chunks(conn, run_id, refs.get("facts") if isinstance(refs, dict) else None)
     except ResumeError:
         return "fact chunks differ from the checkpoint"
     return None

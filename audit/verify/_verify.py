@@ -34,6 +34,7 @@ from audit.trail import (
 )
 from audit.verify._crosscheck import Problem, check_checkpoint, check_gates, check_outcome
 from audit.verify._exactly_once import check_exactly_once
+from audit.verify._redactions import check_redactions
 from audit.verify._row_checks import (
     EventCells,
     check_fact_ids,
@@ -171,6 +172,7 @@ def _first_problem(
         check_fact_ids(events.fact_ids),
         check_checkpoint(blob, rows),
         check_exactly_once(rows),
+        check_redactions(rows, chain_parts(run.chain)[1]),
         check_run_signatures(store, run.run_id, rows),
     ):
         if found is not None:

@@ -283,6 +283,8 @@ def print_replay(report: ReplayReport) -> None:
         f"{report.facts[1]}, stop {escape(_kind(report.expected_stop))} / "
         f"{escape(_kind(report.got_stop))}  (recorded / replayed)"
     )
+    for note in report.redacted:
+        out.print(f"redacted fact {escape(note)} (its content is not compared)")
     first = report.first_divergence
     if first is None:
         out.print(

@@ -5,6 +5,11 @@ ended: executed, failed with which error, stop requested), then the facts
 promoted (id, key, content and the suggestor that proposed them, in promotion
 order); after the last cycle, the stop. Each cycle that differs gives one
 divergence, its first difference; the first of all is what changed first.
+
+A fact the recorded run holds redacted (its content erased: docs/audit.md,
+"Redaction") is compared by id, key and suggestor only; its content, on both
+sides, is the redaction's note (``redacted by X at T: reason``), so that a replay
+that computes the erased content again neither fails on it nor shows it.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from converge.timetravel._recording import CycleRecord, Recording
+from engine.hashing.commitment import redaction_note
 from engine.result import counted
 
-__all__ = ["Divergence", "DivergenceKind", "comparable_stop", "compare"]
+__all__ = ["Divergence", "DivergenceKind", "comparable_stop", "compare", "redacted_facts"]
 
 DivergenceKind = Literal["execution", "fact", "request", "unrecorded", "stop"]
 """What differs: which suggestors ran or how they ended (``execution``), a promoted
@@ -59,12 +65,13 @@ def compare(
     found (a request other than recorded, a response not recorded): the first of a
     cycle comes before what the cycle's events show, being their cause."""
     out: list[Divergence] = []
+    redacted = redacted_facts(recorded)
     last = max(recorded.last_cycle, replayed.last_cycle, *(m.cycle for m in misses))
     for n in range(1, last + 1):
         a = recorded.cycles.get(n) or CycleRecord(n)
         b = replayed.cycles.get(n) or CycleRecord(n)
         found = next((m for m in misses if m.cycle == n), None)
-        found = found or _executions(a, b) or _facts(a, b)
+        found = found or _executions(a, b) or _facts(a, b, redacted)
         if found is not None:
             out.append(found)
     stop = _stop(recorded, replayed)
@@ -115,22 +122,37 @@ def _ended(summary: dict[str, Any]) -> str:
     return "requested a stop" if summary["outcome"] == "stop_requested" else "ran"
 
 
-def _fact(f: dict[str, Any] | None) -> dict[str, Any] | None:
-    """What replay compares of a fact: id, key, content, and who proposed it."""
+def redacted_facts(recorded: Recording) -> dict[str, str]:
+    """The recorded run's redacted facts (initial or promoted): fact id → ``redacted
+    by X at T: reason`` (docs/audit.md, "Redaction")."""
+    out: dict[str, str] = {}
+    facts = [*recorded.started.get("initial_facts", ()), *recorded.facts()]
+    for f in facts:
+        note = redaction_note(f.get("content")) if isinstance(f, dict) else None
+        if note is not None:
+            out[str(f.get("id"))] = note
+    return out
+
+
+def _fact(f: dict[str, Any] | None, redacted: dict[str, str]) -> dict[str, Any] | None:
+    """What replay compares of a fact: id, key, content, and who proposed it. The
+    content of a fact the recording holds redacted is its redaction's note, on
+    both sides: it was erased, and the replay's (recomputed) is never shown."""
     if f is None:
         return None
+    note = redacted.get(str(f.get("id")))
     return {
         "id": f.get("id"),
         "key": f.get("key"),
-        "content": f.get("content"),
+        "content": f.get("content") if note is None else note,
         "suggestor": (f.get("provenance") or {}).get("suggestor"),
     }
 
 
-def _facts(a: CycleRecord, b: CycleRecord) -> Divergence | None:
+def _facts(a: CycleRecord, b: CycleRecord, redacted: dict[str, str]) -> Divergence | None:
     for i in range(max(len(a.facts), len(b.facts))):
-        want = _fact(a.facts[i]) if i < len(a.facts) else None
-        got = _fact(b.facts[i]) if i < len(b.facts) else None
+        want = _fact(a.facts[i], redacted) if i < len(a.facts) else None
+        got = _fact(b.facts[i], redacted) if i < len(b.facts) else None
         if want == got:
             continue
         who = str((want or got or {}).get("suggestor"))
@@ -140,6 +162,9 @@ def _facts(a: CycleRecord, b: CycleRecord) -> Divergence | None:
             what = f"fact {got['id']} was promoted in the replay only"
         else:
             what = f"fact {want['id']} differs"
+        note = redacted.get(str((want or got or {}).get("id")))
+        if note is not None:
+            what += f" (its content is not compared: {note})"
         return Divergence(
             "fact",
             a.cycle,

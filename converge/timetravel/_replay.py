@@ -33,7 +33,7 @@ from audit import SqlRunStore, open_store
 from converge.errors import ReplayError
 from converge.jobs import Job, job_from_record, load_job
 from converge.jobs.models import ModelChoice, models_from_record
-from converge.timetravel._compare import Divergence, comparable_stop, compare
+from converge.timetravel._compare import Divergence, comparable_stop, compare, redacted_facts
 from converge.timetravel._recorded import RecordedSuggestor
 from converge.timetravel._recording import Recording, read_recording
 from converge.timetravel._report import ReplayReport
@@ -116,6 +116,7 @@ def replay_run(
         played_back=played,
         divergences=compare(recorded, replayed, misses),
         models=(_models(recorded), _models(replayed)),
+        redacted=tuple(f"{k}: {v}" for k, v in redacted_facts(recorded).items()),
     )
 
 

@@ -20,7 +20,10 @@ class ReplayReport:
     replay); ``played_back``: the non-deterministic suggestors whose recorded
     outputs stood in for their code; ``divergences``: the first difference of each
     cycle that differs, then the stop's (empty: the replay is the recorded run);
-    ``models``: the models the agents named, recorded vs replayed."""
+    ``models``: the models the agents named, recorded vs replayed; ``redacted``:
+    the recorded run's redacted facts, ``ID: redacted by X at T: reason`` (their
+    content is not compared; a redacted initial fact is replayed with its marker
+    as content, which may change what follows)."""
 
     run_id: str
     live: bool
@@ -34,6 +37,7 @@ class ReplayReport:
     played_back: tuple[str, ...] = ()
     divergences: list[Divergence] = field(default_factory=list)
     models: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    redacted: tuple[str, ...] = ()
 
     @property
     def other_models(self) -> bool:
@@ -72,6 +76,7 @@ class ReplayReport:
             "facts_root": {"recorded": self.facts_root[0], "replayed": self.facts_root[1]},
             "model_responses": self.model_responses,
             "played_back": list(self.played_back),
+            "redacted": list(self.redacted),
             "first_divergence": None if first is None else first.to_dict(),
             "divergences": [d.to_dict() for d in self.divergences],
         }

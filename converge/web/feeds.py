@@ -109,12 +109,18 @@ class StreamCaps:
     retry_after_s: int = 5
 
 
+_ENDS = ("run_stopped", "fact_redacted")
+"""The kinds that may be a stopped run's last event: its stop, or a redaction
+chained after it (audit.redaction), which a stream ends after as well."""
+
+
 class RunFeed:
     """The one reader of a run's new events, for every :class:`Subscriber` of it.
 
     Each read takes the events after the least seq its subscribers sent (at most
     :data:`BATCH`), hands each subscriber those it has not sent, and after a
-    ``run_stopped`` that is the run's last event ends them all; then it waits to be
+    ``run_stopped`` (or a ``fact_redacted`` chained after it) that is the last event
+    of a stopped run ends them all; then it waits to be
     woken (:meth:`wake`: the run's head moved), or :data:`SAFETY_S`.
     """
 
@@ -139,7 +145,7 @@ class RunFeed:
                 events = await run_in_threadpool(
                     partial(self.store.events, self.run_id, after=after, limit=BATCH)
                 )
-                stopped = bool(events) and events[-1].kind == "run_stopped"
+                stopped = bool(events) and events[-1].kind in _ENDS
                 if stopped:  # unless it was resumed since
                     row = await run_in_threadpool(self.store.run, self.run_id)
                     stopped = row.status == RunStatus.STOPPED and row.last_seq == events[-1].seq

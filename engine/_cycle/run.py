@@ -220,7 +220,9 @@ class Run:
             facts = facts_of_dicts(rows[:dicts]) if dicts else []
             push = facts.append
             new = tuple.__new__  # as the merge: skips the named tuples' own __new__
-            seals: dict[str, Any] = {}
+            seals: dict[str, Any] = (
+                dict_seals(rows[:dicts]) if dicts and data.get("facts_merkle") == SALTED else {}
+            )
             for row in rows[dicts:] if dicts else rows:
                 if len(row) == 9:  # chain format 2: the fact's salt (or commitment) last
                     fid, key, content, confidence, sug, cycle, pid, parents, seals[row[0]] = row
@@ -261,6 +263,19 @@ def dict_prefix(rows: list[Any]) -> int:
         else:
             hi = mid
     return lo
+
+
+def dict_seals(dicts: list[Any]) -> dict[str, Any]:
+    """Per fact id, the seal of facts given as dicts of chain format 2 (a fork's
+    inherited facts as stored by its parent): its ``salt``, or ``{"commitment": C}``
+    once redacted; a fact with neither has none (a new salt would be drawn)."""
+    seals: dict[str, Any] = {}
+    for d in dicts:
+        if "salt" in d:
+            seals[d["id"]] = d["salt"]
+        elif "commitment" in d:
+            seals[d["id"]] = {"commitment": d["commitment"]}
+    return seals
 
 
 def facts_of_dicts(dicts: list[Any]) -> list[Fact]:

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from engine.hashing.canonical import FactLike, fact_json
+from engine.hashing.commitment import text_commitment
 
 __all__ = [
     "EMPTY",
@@ -36,6 +37,7 @@ __all__ = [
     "MerkleFrontier",
     "commitment_leaf",
     "fact_leaf",
+    "fact_text_leaves",
     "facts_root",
     "leaf_hash",
     "merkle_scheme",
@@ -105,6 +107,16 @@ def text_leaves(texts: Iterable[str], scheme: str = RFC6962) -> list[bytes]:
     one comprehension (a run's facts, an export's events: no call per leaf)."""
     sha, prefix = hashlib.sha256, LEAF_PREFIX[scheme]
     return [sha(prefix + t.encode()).digest() for t in texts]
+
+
+def fact_text_leaves(texts: Iterable[str], scheme: str = RFC6962) -> list[bytes]:
+    """The facts tree's leaf hashes of facts given as their stored texts (payloads,
+    canonical JSON): under :data:`SALTED` of each text's commitment (its salt read
+    from it, or a redacted fact's ``commitment``: ``ValueError`` for a text that has
+    neither), else :func:`text_leaves`."""
+    if scheme != SALTED:
+        return text_leaves(texts, scheme)
+    return [commitment_leaf(text_commitment(t)) for t in texts]
 
 
 def fact_leaf(fact: FactLike, scheme: str = RFC6962) -> bytes:
