@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from converge.agents.local import answering
 from engine import Context, Proposal, suggestor
 from tests.realserve import ROOT, free_port
 
@@ -82,11 +83,8 @@ class ModelServer:
             return data
 
     def answering(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/models", timeout=2) as r:
-                return int(r.status) == 200
-        except (urllib.error.URLError, OSError):
-            return False
+        """Whether it answers ``GET /v1/models`` (:func:`converge.agents.local.answering`)."""
+        return answering(self.url)
 
     def stop(self) -> None:
         """Kill it (nothing of it is worth a graceful end) and wait for it."""

@@ -11,11 +11,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
 from converge.cli import app
 from converge.cli.commands import summary
+from converge.cli.render import failing_on
+from engine import ConvergeError, RunNotFound
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,3 +129,20 @@ def test_the_readme_example_without_its_extra_is_a_one_line_hint_naming_the_extr
     assert "'examples' extra" in lines[0] and "pip install" in lines[0]
     assert "license_expression is missing" in lines[0]
     assert "Traceback" not in res.stderr and "ModuleNotFoundError" not in res.stderr
+
+
+def test_failing_on_ends_the_command_with_the_errors_text_and_exit_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(typer.Exit) as ended, failing_on(ConvergeError):
+        raise RunNotFound("no run 'r-1' in audit store runs.db")
+    assert ended.value.exit_code == 2
+    assert capsys.readouterr().err.strip() == "error: no run 'r-1' in audit store runs.db"
+
+
+def test_failing_on_lets_other_errors_and_a_quiet_block_through() -> None:
+    with pytest.raises(ValueError, match="not ours"), failing_on(ConvergeError):
+        raise ValueError("not ours")
+    with failing_on(ConvergeError):
+        done = True
+    assert done

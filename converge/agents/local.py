@@ -43,6 +43,7 @@ __all__ = [
     "MODEL_ALIAS",
     "SERVER_ENV",
     "LocalModelServer",
+    "answering",
     "command_environment",
     "exit_status",
     "free_port",
@@ -108,6 +109,17 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def answering(base_url: str) -> bool:
+    """True when the OpenAI-compatible server at ``base_url`` (``http://HOST:PORT/v1``)
+    answers ``GET {base_url}/models`` with 200 within 2 s; False when it refuses,
+    times out or answers otherwise."""
+    try:
+        with urllib.request.urlopen(f"{base_url}/models", timeout=2) as r:
+            return int(r.status) == 200
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 class LocalModelServer:
@@ -244,11 +256,7 @@ class LocalModelServer:
 
     def ready(self) -> bool:
         """True when ``GET /v1/models`` answers 200."""
-        try:
-            with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as r:
-                return int(r.status) == 200
-        except (urllib.error.URLError, OSError):
-            return False
+        return answering(self.base_url)
 
     def wait_ready(
         self, timeout_s: float = 120.0, *, stopping: Callable[[], bool] = lambda: False

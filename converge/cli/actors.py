@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from audit.store import SqlRunStore
-from converge.cli.render import fail, open_sql_store
+from converge.cli.render import failing_on, open_sql_store
 from engine import ConvergeError, RunStore
 
 if TYPE_CHECKING:  # imported where asked: a command read without a token asks nothing
@@ -133,10 +133,8 @@ def runner(
 
     if not isinstance(store, SqlRunStore):
         return Principal(actor(by), "admin")
-    try:
+    with failing_on(ConvergeError):
         return cli_runner(store, named(by), token, _login(), doing=doing)
-    except ConvergeError as exc:
-        fail(str(exc))
 
 
 def asked(
@@ -153,12 +151,10 @@ def asked(
         return None
     from converge.access import ask, person_of
 
-    try:
+    with failing_on(ConvergeError):
         person = person_of(who)
         target = resource() if callable(resource) else resource
         ask(store, person, action, target, client="cli")
-    except ConvergeError as exc:
-        fail(str(exc))
     return person
 
 
@@ -169,10 +165,8 @@ def ask_read(store: SqlRunStore, person: Person | None, action: Action, run_id: 
         return
     from converge.access import ask, run_view
 
-    try:
+    with failing_on(ConvergeError):
         ask(store, person, action, run_view(store, run_id), client="cli")
-    except ConvergeError as exc:
-        fail(str(exc))
 
 
 ManagerTokenOption = Annotated[
@@ -194,10 +188,8 @@ def manager(store: SqlRunStore, token: str | None) -> None:
         return
     from converge.access import STORE, Action, ask
 
-    try:
+    with failing_on(ConvergeError):
         ask(store, person, Action.MANAGE_PEOPLE, STORE, client="cli")
-    except ConvergeError as exc:
-        fail(str(exc))
 
 
 def managed_store(db: str | None, token: str | None, *, must_exist: bool = True) -> SqlRunStore:
@@ -217,11 +209,9 @@ def reader(store: SqlRunStore, token: str | None) -> Person | None:
     from converge.access import person_of
     from converge.governance import token_person
 
-    try:
+    with failing_on(ConvergeError):
         who = token_person(store, token)
         return person_of(who)
-    except ConvergeError as exc:
-        fail(str(exc))
 
 
 def record(store: RunStore | None, run_id: str, name: str, action: str) -> None:

@@ -37,6 +37,7 @@ from converge.cli.render import (
     JsonOption,
     err,
     fail,
+    failing_on,
     local_time,
     out,
     print_fitted,
@@ -74,15 +75,13 @@ def show_cmd(
     from converge.explaining import counts_of, explain_stop
 
     store, run_id, person = read_run(db, token, run_id)
-    try:
+    with failing_on(ConvergeError):  # CorruptRow too: a cell it cannot read, named
         seen = sight(store, person, [run_id])
         row = store.run(run_id)
         events = store.events(run_id)
         cycles = timeline(events)
         budget = last_budget_status(events)
         forks = forks_of(store, run_id)
-    except ConvergeError as exc:  # CorruptRow too: a cell it cannot read, named
-        fail(str(exc))
     warn_if_tampered(store, run_id)
     reason = row.stop_reason
     started = events[0].payload.get("forked_from") if events else None
@@ -264,11 +263,9 @@ def anchor_cmd(
     from audit.ledger import integrate_pending
 
     store = read_store(db)
-    try:
+    with failing_on(ConvergeError):
         left = integrate_pending(store)  # the anchor covers every head committed before
         head = store.anchor()
-    except ConvergeError as exc:
-        fail(str(exc))
     if left:
         err.print(
             f"[yellow]{counted(left, 'run head')} committed but not integrated: not covered[/]"

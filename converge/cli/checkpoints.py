@@ -36,7 +36,7 @@ from audit.signing import (
     signer_from_env,
 )
 from converge.cli.commands import CommandGroup
-from converge.cli.render import DbOption, err, fail, open_sql_store
+from converge.cli.render import DbOption, err, fail, failing_on, open_sql_store
 from engine import ConvergeError
 from engine.errors import CheckpointError, WitnessRefused
 
@@ -104,10 +104,8 @@ def checkpoint_cmd(
     OLD --proof FILE also write the consistency proof from OLD."""
     if (since is None) != (proof is None):
         fail("--from and --proof go together")
-    try:
+    with failing_on(ConvergeError):
         signer = signer_from_env(signing_key)
-    except ConvergeError as exc:
-        fail(str(exc))
     old = None if since is None else _checkpoint(read_text(since, "--from"), "--from")
     store = open_sql_store(db)
     try:
@@ -212,10 +210,8 @@ def witness_cosign_cmd(
     first use (TOFU). A --previous that names no file while its folder holds another
     checkpoint this witness cosigned is warned of (a mistyped path would start over)."""
     log = read_vkey(log_key, "--log-key")
-    try:
+    with failing_on(ConvergeError):
         witness = load_signer(key)
-    except ConvergeError as exc:
-        fail(str(exc))
     new = read_text(checkpoint, "--checkpoint")
     old = read_text(previous, "--previous") if previous.exists() else None
     if old is None:

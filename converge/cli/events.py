@@ -20,7 +20,7 @@ from converge.cli.reading import RunArgument, read_run
 from converge.cli.render import (
     DbOption,
     JsonOption,
-    fail,
+    failing_on,
     print_fitted,
     readable_budget,
 )
@@ -54,11 +54,9 @@ def events_cmd(
     for kind in kinds or ():
         one_of("--kind", kind, EVENT_KINDS)
     store, run_id, person = read_run(db, token, run_id)
-    try:
+    with failing_on(ConvergeError):
         seen = sight(store, person, [run_id])
         events = [seen.event(e.to_dict()) for e in store.events(run_id, kinds or None)]
-    except ConvergeError as exc:
-        fail(str(exc))
     if as_json:
         print_json(events)
         return

@@ -12,7 +12,7 @@ from audit.queries import fork_link, lineage_graph, mark_inherited
 from converge.cli.actors import ReaderTokenOption
 from converge.cli.decided import decisions
 from converge.cli.reading import RunArgument, print_json, read_run, warn_if_tampered
-from converge.cli.render import DbOption, JsonOption, fail, out, print_fitted
+from converge.cli.render import DbOption, JsonOption, failing_on, out, print_fitted
 from converge.cli.tables import Column
 from engine import ConvergeError, Fact, fact_to_dict
 
@@ -37,12 +37,10 @@ def facts_cmd(
     from converge.reports import readable
 
     store, run_id, person = read_run(db, token, run_id)
-    try:
+    with failing_on(ConvergeError):
         every = store.facts(run_id)
         seen = sight(store, person, [run_id])
         decided = decisions(store, run_id, every)
-    except ConvergeError as exc:
-        fail(str(exc))
     facts = every if key is None else [f for f in every if f.key == key]
     warn_if_tampered(store, run_id, every)
     if as_json:
@@ -92,14 +90,12 @@ def lineage_cmd(
     from converge.access import sight
 
     store, run_id, person = read_run(db, token, run_id)
-    try:
+    with failing_on(ConvergeError):
         link = fork_link(store, run_id)
         every = store.facts(run_id)
         graph = mark_inherited(lineage_graph(every, fact_id), link)
         seen = sight(store, person, [run_id])
         decided = decisions(store, run_id, every)
-    except ConvergeError as exc:
-        fail(str(exc))
     warn_if_tampered(store, run_id, every)
     if as_json:
         print_json(

@@ -42,6 +42,7 @@ from converge.cli.render import (
     err,
     execute_with_progress,
     fail,
+    failing_on,
     local_time,
     open_sql_store,
     print_fitted,
@@ -90,10 +91,8 @@ def resolve_gate(store: SqlRunStore, text: str) -> str:
     """The full id of the gate ``text`` names (a unique prefix, ``RUNPREFIX-gN``, or a
     run with one pending gate: :func:`audit.queries.resolve_gate_id`); exits 2
     naming the candidates, or the gates there are."""
-    try:
+    with failing_on(ConvergeError):
         return resolve_gate_id(store, text)
-    except ConvergeError as exc:
-        fail(str(exc))
 
 
 def _cli_execute(store: SqlRunStore, as_json: bool) -> Execute:
@@ -153,15 +152,13 @@ def gates_cmd(
         if person is not None:
             from converge.access import Action, ask, gate_view, run_view
 
-            try:
+            with failing_on(ConvergeError):
                 record = store.get_gate(gate_id)
                 view = gate_view(record, run_view(store, record.run_id))
                 ask(store, person, Action.READ_GATE, view, client="cli")
-            except ConvergeError as exc:
-                fail(str(exc))
         print_history(store, gate_id, as_json)
         return
-    try:
+    with failing_on(ConvergeError):
         if expire:
             from converge.decisions import expire_due
             from converge.notifications import notify_after_command
@@ -183,8 +180,6 @@ def gates_cmd(
                     else g.run_id is None or check(person, Action.SEE_RUN, views[g.run_id])
                 )
             ]
-    except ConvergeError as exc:
-        fail(str(exc))
     # a row that cannot be read: one error line each, the others listed, exit 1
     records = [g for g in found if isinstance(g, GateRecord)]
     unreadable = [g for g in found if isinstance(g, UnreadableGate)]
@@ -295,15 +290,13 @@ def _decide(
     signer = proof.signer()
     store = _store(db)
     gate_id = resolve_gate(store, gate_id)  # a prefix, or a run's one pending gate
-    try:
+    with failing_on(ConvergeError):
         # the key and the decider first: a refusal leaves nothing behind
         require_key(store, f"deciding gate {gate_id}")
         who = cli_decider(
             store, named(by), proof.token, signed=signer is not None, login=actor(None)
         )
         decision = make(who.name)
-    except ConvergeError as exc:
-        fail(str(exc))
     queue = None if detach is None else run_queue_for(detach[0], detach[1], db)
     try:
         report = decide(

@@ -12,7 +12,7 @@ import typer
 from audit.store import SqlRunStore
 from converge.cli.actors import NO_RUNNER_OPTIONS, RunnerFlags, asked
 from converge.cli.commands import CommandGroup, option_groups
-from converge.cli.render import DbOption, fail, open_sql_store, out, print_fitted
+from converge.cli.render import DbOption, failing_on, open_sql_store, out, print_fitted
 from converge.cli.tables import Column
 from engine import ConvergeError
 
@@ -32,10 +32,8 @@ def print_history(store: SqlRunStore, gate_id: str, as_json: bool) -> None:
     from converge.governance import gate_history
     from converge.reports import iso_utc
 
-    try:
+    with failing_on(ConvergeError):
         entries = gate_history(store, gate_id)
-    except ConvergeError as exc:
-        fail(str(exc))
     if as_json:
         sys.stdout.write(json.dumps(entries, indent=2, default=str) + "\n")
         if any(e["kind"] == "unreadable" for e in entries):
@@ -89,13 +87,9 @@ def comment_cmd(
 
     store = open_sql_store(db)
     who = acting.principal(store, doing="comment on a gate")
-    try:
+    with failing_on(ConvergeError):
         gate = store.get_gate(gate_id)
-    except ConvergeError as exc:
-        fail(str(exc))
     asked(store, who, Action.COMMENT, lambda: gate_view(gate, run_view(store, gate.run_id)))
-    try:
+    with failing_on(ConvergeError):
         c = add_comment(store, gate.gate_id, who.name, text)
-    except ConvergeError as exc:
-        fail(str(exc))
     out.print(f"commented on gate {c.gate_id} as {c.by}", highlight=False)

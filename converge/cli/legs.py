@@ -12,7 +12,7 @@ import typer
 
 from audit.store import SqlRunStore
 from converge.cli.actors import record
-from converge.cli.render import fail, render_result
+from converge.cli.render import failing_on, render_result
 from converge.decisions import job_of_run
 from converge.jobs import Job, load_job
 from engine import ConvergeError, RunResult, RunStore
@@ -31,14 +31,12 @@ def job_for(
     else the one run ``run_id`` recorded in ``store``. Exits 2 when it cannot be
     loaded (``RunNotFound``, no job recorded), or naming each error of a job file
     (``JobFileError``), one line apiece."""
-    try:
+    with failing_on(ConvergeError):
         if job_file is not None:
             return load_job(job_file, references=references)
         if store is None:
             raise ConvergeError("give a job file")
         return job_of_run(store, run_id)
-    except ConvergeError as exc:
-        fail(str(exc))
 
 
 def finish_leg(

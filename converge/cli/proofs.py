@@ -21,7 +21,15 @@ from audit.signing import SIGNING_KEY_ENV
 from converge.cli.actors import ReaderTokenOption, ask_read, reader
 from converge.cli.commands import CommandGroup
 from converge.cli.reading import RunArgument
-from converge.cli.render import DbOption, fail, open_run_store, open_sql_store, out, resolve_run
+from converge.cli.render import (
+    DbOption,
+    fail,
+    failing_on,
+    open_run_store,
+    open_sql_store,
+    out,
+    resolve_run,
+)
 from engine import ConvergeError
 from engine.errors import BundleError
 
@@ -49,10 +57,8 @@ def _signer(path: str | None) -> Signer:
     """The signer of ``--signing-key`` or ``$CONVERGE_SIGNING_KEY``; exits 2 without one."""
     from audit.signing import signer_from_env
 
-    try:
+    with failing_on(ConvergeError):
         signer = signer_from_env(path)
-    except ConvergeError as exc:
-        fail(str(exc))
     if signer is None:
         fail(f"no signing key: give --signing-key PATH or set ${SIGNING_KEY_ENV}")
     return signer
@@ -163,10 +169,8 @@ def export_cmd(
 def _public(path: Path) -> Any:
     from audit.signing import load_public_key
 
-    try:
+    with failing_on(ConvergeError):
         return load_public_key(path)
-    except ConvergeError as exc:
-        fail(str(exc))
 
 
 @app.command("verify-bundle")

@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
@@ -127,6 +128,29 @@ def fail(message: str, code: int = BAD_INPUT) -> NoReturn:
     raise typer.Exit(code)
 
 
+class failing_on:
+    """``with failing_on(ConvergeError): ...``: one of the given errors raised in the
+    block ends the command by :func:`fail` with the error's text (exit code
+    ``BAD_INPUT``, 2); other exceptions pass on, and none is swallowed."""
+
+    __slots__ = ("errors",)
+
+    def __init__(self, *errors: type[Exception]) -> None:
+        self.errors = errors
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if isinstance(error, self.errors):
+            fail(str(error))
+
+
 def open_run_store(
     db: str | None,
     *,
@@ -144,11 +168,9 @@ def open_run_store(
         missing = missing_sqlite_file(db)
         if missing is not None:
             fail(f"no audit store at {missing} (use --db to point at an existing store)")
-    try:
+    with failing_on(ConvergeError):
         store: RunStore = open_store(db, read_only=read_only)
         return store
-    except ConvergeError as exc:
-        fail(str(exc))
 
 
 def open_sql_store(db: str | None, *, must_exist: bool = True) -> SqlRunStore:
@@ -180,10 +202,8 @@ def resolve_run(store: RunStore | None, run_id: str) -> str:
     (:meth:`audit.SqlRunStore.resolve_run_id`); exits 2 naming the candidates of
     an ambiguous prefix, or saying there is no such run."""
     assert isinstance(store, SqlRunStore)
-    try:
+    with failing_on(ConvergeError):
         return store.resolve_run_id(run_id)
-    except ConvergeError as exc:
-        fail(str(exc))
 
 
 def execute_with_progress(
@@ -212,18 +232,13 @@ def execute_with_progress(
                 task, completed=min(percent, 100.0), description=f"{job.name}: cycle {cycle}"
             )
 
-        try:
+        with failing_on(ConvergeError):
             engine = job.build_engine(store, progress=on_cycle)
-        except ConvergeError as exc:
-            fail(str(exc))
-        try:
-            with cancel_on_signals(engine):
-                if resume is not None:
-                    result: RunResult = resume(engine)
-                else:
-                    result = engine.run(job.spec.initial or None)
-        except ConvergeError as exc:
-            fail(str(exc))
+        with failing_on(ConvergeError), cancel_on_signals(engine):
+            if resume is not None:
+                result: RunResult = resume(engine)
+            else:
+                result = engine.run(job.spec.initial or None)
     notify_after_command(store)  # gate notifications due (never changes the exit code)
     return result
 

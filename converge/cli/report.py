@@ -19,7 +19,7 @@ from audit import SqlRunStore
 from converge.cli.actors import ReaderTokenOption
 from converge.cli.commands import CommandGroup
 from converge.cli.reading import RunArgument, read_run, warn_if_tampered
-from converge.cli.render import DbOption, fail, print_reports
+from converge.cli.render import DbOption, fail, failing_on, print_reports
 from converge.jobs import job_from_record
 from converge.reports import (
     FORMATS,
@@ -72,11 +72,9 @@ def report_cmd(
     if fmt not in FORMATS:
         fail(f"--format {fmt!r} is not one of: {', '.join(FORMATS)}")
     store, run_id, _ = read_run(db, token, run_id)  # a unique prefix of the id will do
-    try:
+    with failing_on(ConvergeError):
         specs = run_reports(store, run_id, key)
         facts: list[Fact] = store.facts(run_id)
-    except ConvergeError as exc:
-        fail(str(exc))
     warn_if_tampered(store, run_id, facts)
     reports = build_reports(specs, facts)
     if fmt == "json":

@@ -19,6 +19,7 @@ from converge.cli.render import (
     JsonOption,
     execute_with_progress,
     fail,
+    failing_on,
     open_sql_store,
     resolve_run,
 )
@@ -44,10 +45,8 @@ def resume_cmd(
     models it recorded (--model, --allow-model-change: another)."""
     store = open_sql_store(db)
     run_id = resolve_run(store, run_id)  # a unique prefix of the id will do
-    try:
+    with failing_on(ConvergeError):
         require_key(store, f"resuming run {run_id}")  # before anything is written
-    except ConvergeError as exc:
-        fail(str(exc))
     who = acting.principal(store)  # four eyes relies on it: checked before any write
     asked(store, who, Action.START_RUN, lambda: run_view(store, run_id))
     try:

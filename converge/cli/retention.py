@@ -26,6 +26,7 @@ from converge.cli.render import (
     DbOption,
     JsonOption,
     fail,
+    failing_on,
     local_time,
     open_sql_store,
     out,
@@ -62,10 +63,8 @@ def _cutoff(store: SqlRunStore, before: str | None, keep_days: int | None) -> tu
         except ValueError as exc:
             fail(str(exc))
     if keep_days is None:
-        try:
+        with failing_on(ConvergeError):
             setting = get_setting(store, RETENTION_DAYS)
-        except ConvergeError as exc:
-            fail(str(exc))
         if setting == "off":
             fail(
                 "give --before DATE or --keep-days N, or set the store's retention: "
@@ -135,19 +134,15 @@ def prune_cmd(
     try:
         person = reader(store, token)
         if person is not None:
-            try:
+            with failing_on(ConvergeError):
                 ask(store, person, Action.PRUNE, STORE, client="cli")
-            except ConvergeError as exc:
-                fail(str(exc))
         cutoff, chosen = _cutoff(store, before, keep_days)
         signer = None
         if archive is not None:
-            try:
+            with failing_on(ConvergeError):
                 signer = signer_from_env(signing_key)
-            except ConvergeError as exc:
-                fail(str(exc))
         who = person.name if person is not None else actor(by)
-        try:
+        with failing_on(ConvergeError):
             report = prune(
                 store,
                 before=cutoff,
@@ -158,8 +153,6 @@ def prune_cmd(
                 signer=signer,
                 dry_run=dry_run,
             )
-        except ConvergeError as exc:
-            fail(str(exc))
     finally:
         store.close()
     if as_json:
@@ -218,12 +211,10 @@ def redact_cmd(
         person = reader(store, token)
         if person is None:
             fail("converge redact needs the token of an admin: --token or $CONVERGE_TOKEN")
-        try:
+        with failing_on(ConvergeError):
             ask(store, person, Action.REDACT, STORE, client="cli")
             run = store.resolve_run_id(run_id)
             done = redact_fact(store, run, fact_id, by=person.name, reason=reason)
-        except ConvergeError as exc:
-            fail(str(exc))
     finally:
         store.close()
     if as_json:

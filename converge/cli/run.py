@@ -20,7 +20,7 @@ from converge.cli.render import (
     JsonOption,
     err,
     execute_with_progress,
-    fail,
+    failing_on,
     open_run_store,
 )
 from converge.jobs import Job
@@ -77,10 +77,9 @@ def run(
         job.spec = job.spec.model_copy(update={"budget": budget.over(job.spec.budget)})
     store = open_run_store(db, enabled=not no_audit)
     if isinstance(store, SqlRunStore):
-        try:  # a keyed store's runs need its key: refused before anything is written
+        # a keyed store's runs need its key: refused before anything is written
+        with failing_on(ConvergeError):
             require_key(store, "starting a run")
-        except ConvergeError as exc:
-            fail(str(exc))
     # who runs, checked before anything is written: four eyes relies on the name
     who = acting.principal(store)
     asked(store, who, Action.START_RUN, job_view(job.spec.name, job.raw))
@@ -104,10 +103,8 @@ def run(
 
 def _run_traced(job: Job, store: RunStore | None, *, as_json: bool) -> RunResult:
     """The run with OpenTelemetry traces (``converge.telemetry``, extra ``otel``)."""
-    try:
+    with failing_on(ConvergeError):
         from converge.telemetry import Tracing
-    except ConvergeError as exc:
-        fail(str(exc))
     tracing = Tracing.start()
     try:
         # execute_with_progress builds the engine and hands it to us to run

@@ -12,7 +12,7 @@ from audit import SqlRunStore, parse_since
 from audit.queries import ForkLink, RunRow, UnreadableRun, fork_links, read_runs
 from converge.cli.actors import ReaderTokenOption, reader
 from converge.cli.reading import CATEGORIES, KINDS, STATUSES, one_of, print_json, read_store
-from converge.cli.render import DbOption, JsonOption, fail, print_fitted, say_error
+from converge.cli.render import DbOption, JsonOption, fail, failing_on, print_fitted, say_error
 from converge.cli.runs_table import print_runs
 from converge.cli.tables import Column
 from engine import ConvergeError
@@ -108,7 +108,7 @@ def _found(
     """The runs the options select, those of ``token``'s person may see (exits 2 when
     the store fails); ``reasons``: their stop reasons parsed (:func:`audit.queries.read_runs`)."""
     person = reader(store, token)
-    try:
+    with failing_on(ConvergeError):
         found = read_runs(
             store,
             category=category,
@@ -128,8 +128,6 @@ def _found(
                 for r in found
                 if not isinstance(r, RunRow) or check(person, Action.SEE_RUN, views[r.run_id])
             ]
-    except ConvergeError as exc:
-        fail(str(exc))
     return found
 
 

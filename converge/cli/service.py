@@ -23,7 +23,7 @@ from converge.cli.actors import NO_RUNNER_OPTIONS, ReaderTokenOption, RunnerFlag
 from converge.cli.commands import CommandGroup, option_groups
 from converge.cli.pipes import stdout_closed
 from converge.cli.reading import read_run
-from converge.cli.render import DbOption, JsonOption, err, fail, open_sql_store, out
+from converge.cli.render import DbOption, JsonOption, err, fail, failing_on, open_sql_store, out
 from converge.run_queue import Action
 from engine import ConvergeError
 from engine.status import RunStatus
@@ -102,17 +102,13 @@ def submit(
     from converge.jobs import load_job
     from converge.service import submit_run
 
-    try:
+    with failing_on(ConvergeError):
         job = load_job(job_file)
-    except ConvergeError as exc:
-        fail(str(exc))
     store = open_sql_store(db, must_exist=False)
     who = acting.principal(store)  # before the run is queued: four eyes relies on it
     asked(store, who, Access.START_RUN, job_view(job.spec.name, job.raw))
-    try:
+    with failing_on(ConvergeError):
         run_id = submit_run(job, store, run_queue_for(broker, queue, db))
-    except ConvergeError as exc:
-        fail(str(exc))
     record(store, run_id, who.name, "submitted")
     if as_json:
         out.print_json(data={"run_id": run_id, "status": RunStatus.QUEUED})
@@ -138,13 +134,11 @@ def cancel(
     from converge.access import run_view
 
     store = open_sql_store(db)
-    try:
+    with failing_on(ConvergeError):
         rid = store.resolve_run_id(run_id)
         who = acting.principal(store, doing="cancel a run")  # before the request is written
         asked(store, who, Access.CANCEL_RUN, lambda: run_view(store, rid))
         status = request_cancel(store, rid, who.name)
-    except ConvergeError as exc:
-        fail(str(exc))
     out.print(f"cancel requested: run {rid} ({status}) stops at its next cycle boundary")
 
 
@@ -183,7 +177,7 @@ def watch(
         if stdout_closed():  # nobody reads on: stop following (a paused run may wait days)
             raise BrokenPipeError("the reader of stdout closed the pipe")
 
-    try:
+    with failing_on(ConvergeError):
         row = watch_events(
             store,
             rid,
@@ -193,8 +187,6 @@ def watch(
             timeout=timeout,
             person=person,
         )
-    except ConvergeError as exc:
-        fail(str(exc))
     if row is None:
         fail(f"run {rid} has not stopped after {timeout} s", 124)
     reason = row.stop_reason

@@ -49,6 +49,7 @@ from converge.cli.render import (
     err,
     execute_with_progress,
     fail,
+    failing_on,
     open_sql_store,
     out,
     resolve_run,
@@ -139,11 +140,9 @@ def diff_cmd(
     id_a, id_b = resolve_run(store_a, run_a), resolve_run(store_b, run_b)
     ask_read(store_a, reader(store_a, token), Action.SEE_RUN, id_a)
     ask_read(store_b, reader(store_b, token), Action.SEE_RUN, id_b)
-    try:
+    with failing_on(ConvergeError):
         a = snapshot(store_a, id_a)
         b = snapshot(store_b, id_b)
-    except ConvergeError as exc:
-        fail(str(exc))
     diff = diff_runs(a, b)
     if as_json:
         print_json(diff.to_dict())

@@ -31,6 +31,7 @@ from converge.cli.render import (
     DbOption,
     JsonOption,
     fail,
+    failing_on,
     local_time,
     out,
     print_fitted,
@@ -83,10 +84,8 @@ def add_cmd(
     except ValueError as exc:
         fail(f"--expires: {exc}")
     store = managed_store(db, token, must_exist=False)
-    try:
+    with failing_on(ConvergeError):
         made = add_token(store, name, role, lifetime)
-    except ConvergeError as exc:
-        fail(str(exc))
     # the token is the last word: scripts take it with `| awk '{print $NF}'`
     out.print(
         f"{role} token for {name} (shown once, only its hash is stored): {made}",
@@ -101,10 +100,8 @@ def list_cmd(
 ) -> None:
     """List the tokens: person, role, created, expires, revoked (never the token)."""
     store = managed_store(db, token)  # the inbox tables may be created
-    try:
+    with failing_on(ConvergeError):
         tokens = list_tokens(store)
-    except ConvergeError as exc:
-        fail(str(exc))
     if as_json:
         rows = [
             {
@@ -153,10 +150,8 @@ def revoke_cmd(
     """Revoke every token of NAME at once: the API refuses them, and their open
     streams and sessions end within a second or two."""
     store = managed_store(db, token)
-    try:
+    with failing_on(ConvergeError):
         count = revoke_tokens(store, name)
-    except ConvergeError as exc:
-        fail(str(exc))
     out.print(f"revoked {counted(count, 'token')} of {name}", highlight=False)
 
 
@@ -212,10 +207,8 @@ def access_log_cmd(
     failed sign-in (401) and client over the sign-in limit (429): when, from where, as
     whom, the action, its run or gate, and why (docs/access.md)."""
     store = managed_store(db, token)
-    try:
+    with failing_on(ConvergeError):
         entries = access_entries(store, target)
-    except ConvergeError as exc:
-        fail(str(exc))
     if as_json:
         out.print_json(data=[asdict(e) for e in entries])
         return

@@ -24,6 +24,7 @@ from converge.cli.render import (
     BAD_INPUT,
     DbOption,
     fail,
+    failing_on,
     missing_sqlite_file,
     open_sql_store,
     out,
@@ -158,10 +159,8 @@ def worker(
     """
     start_logging(log_format, "pool" if runs_from_stdin else "worker")
     if run_id is not None:
-        try:
+        with failing_on(ConvergeError):
             check_run_id(run_id, "--run")
-        except ConvergeError as exc:
-            fail(str(exc))
     _check_key(db)  # refused: this process's environment is left as it was
     if lease_seconds is not None:  # the worker processes open their stores with it
         os.environ[LEASE_ENV] = repr(lease_seconds)

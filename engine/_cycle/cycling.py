@@ -34,6 +34,15 @@ class Cycling:
     plain: bool = False
     runner: asyncio.Runner | None = None
 
+    def close(self) -> None:
+        """End the leg, whatever stopped it: release the collector freeze, close the
+        sync driver's event loop (when an async suggestor started one), and leave
+        the run's entry in ``settings.runs``."""
+        self.freezer.release()
+        if self.runner is not None:
+            self.runner.close()
+        self.settings.runs.leave(self.run.run_id)
+
 
 @dataclass(slots=True)
 class End:

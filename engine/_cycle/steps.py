@@ -35,7 +35,15 @@ from engine._cycle.run import Run
 from engine.result import RunResult
 from engine.settings import EngineSettings
 
-__all__ = ["PLAIN", "PlainCycles", "Walk", "drive_async", "drive_sync"]
+__all__ = [
+    "PLAIN",
+    "PlainCycles",
+    "Walk",
+    "begin_leg",
+    "drive_async",
+    "drive_sync",
+    "first_step",
+]
 
 
 class PlainCycles:
@@ -84,20 +92,33 @@ class Walk:
             step = answer
 
 
-def drive_sync(settings: EngineSettings, run: Run) -> RunResult:
-    """Walk the steps to the run's stop on this thread (async suggestors on a
-    private event loop): from the merge a paused run (or a cut merge) left, else
-    from a cycle, the plain loop's when it can take it."""
-    plain = plain_engine(settings)
+def begin_leg(settings: EngineSettings, run: Run, plain: bool = False) -> Cycling:
+    """Ready ``run`` for a leg of any driver (sync, async, streamed) and return the
+    leg's :class:`Cycling` (``plain``: the plain loop may run it); the caller ends
+    the leg with :meth:`Cycling.close`."""
     run.facts.remaining = partial(remaining_budget, settings, run)
     run.facts.suggestors = settings.registry.names  # (Context.suggestors)
     # what a dead process recorded of the cycles a recovery runs again (no call here:
     # a leg's path through the engine stays as short: docs/architecture.md's figures)
     recovery = run.recovery
     run.facts.replayed = recovery.execution if recovery.recorded_executions else None
+    return Cycling(settings, run, CollectorFreeze(adopt=recovery.take_frozen()), plain)
+
+
+def first_step(run: Run) -> Step:
+    """Where a leg that walks the general steps starts: the merge a paused run (or a
+    cut merge) left, else a cycle's prelude."""
+    return MERGE if run.gating.pending_gate is not None or run.cursor.merge_effects else PRELUDE
+
+
+def drive_sync(settings: EngineSettings, run: Run) -> RunResult:
+    """Walk the steps to the run's stop on this thread (async suggestors on a
+    private event loop): from the merge a paused run (or a cut merge) left, else
+    from a cycle, the plain loop's when it can take it."""
+    plain = plain_engine(settings)
+    cycle = begin_leg(settings, run, plain)
     paused = run.gating.pending_gate is not None
     answer: Step | NextCycle = MERGE if paused or run.cursor.merge_effects else NEXT_CYCLE
-    cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()), plain)
     registry = settings.registry
     try:
         while True:
@@ -112,22 +133,14 @@ def drive_sync(settings: EngineSettings, run: Run) -> RunResult:
                 return end.result
             answer = end
     finally:
-        cycle.freezer.release()
-        if cycle.runner is not None:
-            cycle.runner.close()
-        settings.runs.leave(run.run_id)
+        cycle.close()
 
 
 async def drive_async(settings: EngineSettings, run: Run) -> RunResult:
     """Walk the steps to the run's stop inside the caller's event loop (never the
     plain loop)."""
-    run.facts.remaining = partial(remaining_budget, settings, run)
-    run.facts.suggestors = settings.registry.names  # as drive_sync's
-    recovery = run.recovery
-    run.facts.replayed = recovery.execution if recovery.recorded_executions else None
-    paused = run.gating.pending_gate is not None
-    step: Step = MERGE if paused or run.cursor.merge_effects else PRELUDE
-    cycle = Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()))
+    cycle = begin_leg(settings, run)
+    step = first_step(run)
     try:
         while True:
             answer = await step.arun(cycle) if isinstance(step, Execute) else step.run(cycle)
@@ -135,5 +148,4 @@ async def drive_async(settings: EngineSettings, run: Run) -> RunResult:
                 return answer.result
             step = next_step(answer)
     finally:
-        cycle.freezer.release()
-        settings.runs.leave(run.run_id)
+        cycle.close()

@@ -12,15 +12,12 @@ streams has no listener and pays nothing.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
-from functools import partial
 
-from engine._cycle.accounting import remaining_budget
-from engine._cycle.collector import CollectorFreeze
-from engine._cycle.cycling import Answer, Cycling, End, Step
+from engine._cycle.cycling import Answer, End
 from engine._cycle.execute import Execute
-from engine._cycle.merge import MERGE
-from engine._cycle.prelude import PRELUDE, next_step
+from engine._cycle.prelude import next_step
 from engine._cycle.run import Run
+from engine._cycle.steps import begin_leg, first_step
 from engine.events import RunEvent, run_event
 from engine.result import RunResult
 from engine.settings import EngineSettings
@@ -55,28 +52,14 @@ class EventBuffer:
         return taken
 
 
-def _first_step(run: Run) -> Step:
-    """From the merge a paused run (or a cut merge) left, else from a cycle."""
-    return MERGE if run.gating.pending_gate is not None or run.cursor.merge_effects else PRELUDE
-
-
-def _begin(settings: EngineSettings, run: Run) -> tuple[Step, Cycling]:
-    """The first step of a streamed run and its cycle state (as ``steps.drive_sync``)."""
-    run.facts.remaining = partial(remaining_budget, settings, run)
-    run.facts.suggestors = settings.registry.names
-    recovery = run.recovery
-    run.facts.replayed = recovery.execution if recovery.recorded_executions else None
-    first = _first_step(run)
-    return first, Cycling(settings, run, CollectorFreeze(adopt=run.recovery.take_frozen()))
-
-
 def stream_sync(
     settings: EngineSettings, run: Run, buffer: EventBuffer
 ) -> Iterator[RunEvent | RunResult]:
     """Walk the run's steps on this thread, yielding its events after each step, then
     its result. Closed early (the caller stopped iterating), the run is cancelled
     and walked to its stop (``UserCancelled``, recorded) before the close returns."""
-    step, cycle = _begin(settings, run)
+    cycle = begin_leg(settings, run)
+    step = first_step(run)
     answer: Answer = step
     try:
         yield from buffer.take()
@@ -94,17 +77,15 @@ def stream_sync(
             answer = step.run(cycle)
         raise
     finally:
-        cycle.freezer.release()
-        if cycle.runner is not None:
-            cycle.runner.close()
-        settings.runs.leave(run.run_id)
+        cycle.close()
 
 
 async def stream_async(
     settings: EngineSettings, run: Run, buffer: EventBuffer
 ) -> AsyncIterator[RunEvent | RunResult]:
     """As :func:`stream_sync`, inside the caller's event loop (as ``drive_async``)."""
-    step, cycle = _begin(settings, run)
+    cycle = begin_leg(settings, run)
+    step = first_step(run)
     answer: Answer = step
     try:
         for event in buffer.take():
@@ -124,5 +105,4 @@ async def stream_async(
             answer = await step.arun(cycle) if isinstance(step, Execute) else step.run(cycle)
         raise
     finally:
-        cycle.freezer.release()
-        settings.runs.leave(run.run_id)
+        cycle.close()
