@@ -7,7 +7,7 @@ writes it::
 
     python -m tests.compat.make_fixture NAME      # e.g. store-2026-12-02
 
-It writes ``tests/compat/NAME.db`` and ``tests/compat/NAME.pg.sql`` and prints the
+It writes ``tests/compat/NAME.db`` and ``tests/compat/NAME.pg.sql.gz`` (gzipped) and prints the
 line to add to ``tests/compat/fixtures.json``. The runs: an oscillator stopped by
 its cycle budget, and two dependency audits of ``vendored.yaml``, one paused at
 its gate and one approved (``--value MIT``) and stopped at ``criteria_met``. The
@@ -19,6 +19,7 @@ in any archive moved between machines). PostgreSQL: a throwaway database on
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -71,12 +72,14 @@ def _pg_dump(url: str, out: Path) -> None:
     env = {**os.environ, "PGPASSWORD": parsed.password or ""}
     args = ["pg_dump", "--no-owner", "-h", parsed.host or "127.0.0.1"]
     args += ["-p", str(parsed.port or 5432), "-U", parsed.username or "postgres"]
-    with out.open("w", encoding="utf-8") as f:
-        subprocess.run([*args, str(parsed.database)], env=env, stdout=f, check=True)
+    dumped = subprocess.run(
+        [*args, str(parsed.database)], env=env, capture_output=True, check=True
+    ).stdout
+    out.write_bytes(gzip.compress(dumped, mtime=0))  # no timestamp: the same dump, the same bytes
 
 
 def main(argv: list[str]) -> int:
-    """Write NAME.db and NAME.pg.sql (see the module docstring)."""
+    """Write NAME.db and NAME.pg.sql.gz (see the module docstring)."""
     if len(argv) != 1:
         raise SystemExit("usage: python -m tests.compat.make_fixture NAME")
     name = argv[0]
@@ -94,7 +97,7 @@ def main(argv: list[str]) -> int:
             url = make_url(pg_url()).set(database=database)
             rendered = url.render_as_string(hide_password=False)
             record_runs(rendered, work)
-            _pg_dump(rendered, HERE / f"{name}.pg.sql")
+            _pg_dump(rendered, HERE / f"{name}.pg.sql.gz")
         finally:
             with admin.connect() as conn:
                 conn.execute(text(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
@@ -104,7 +107,7 @@ def main(argv: list[str]) -> int:
         "schema": SCHEMA_VERSION,
         "bundle_format": FORMAT,
         "sqlite": f"{name}.db",
-        "postgresql": f"{name}.pg.sql",
+        "postgresql": f"{name}.pg.sql.gz",
     }
     sys.stdout.write(json.dumps(line) + "\n")
     return 0
