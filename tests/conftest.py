@@ -4,6 +4,7 @@ tests independent of the process that runs them (one pytest or ``pytest -n N``).
 from __future__ import annotations
 
 import os
+import shutil
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,8 @@ from sqlalchemy import Connection, Engine, event
 from sqlalchemy.pool import QueuePool
 
 if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
     from audit import SqlRunStore
 
 # ``import readline`` (pytest imports it) sets COLUMNS=80 and LINES=24 in the C
@@ -56,6 +59,67 @@ def store(store_url: str) -> Iterator[SqlRunStore]:
     s = open_store(store_url)
     yield s
     s.close()
+
+
+CHROMIUM = "/usr/bin/chromium"
+"""Debian's chromium (``make browser``); else the first ``chromium`` on ``$PATH``."""
+
+CHROMIUM_ARGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
+EXPECT_TIMEOUT_MS = 30_000
+"""How long an ``expect()`` without a timeout of its own waits for its condition
+(playwright's default, 5 s, is short for a page redrawn by a run that resumes in a
+loaded process; a claim of time says its timeout itself)."""
+
+
+def _chromium() -> str:
+    """The path of chromium's executable; the test is skipped without one (failed
+    under ``$CI``, where ``make browser`` should have installed it)."""
+    path = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
+    if path is None:
+        message = "Debian's chromium is missing: run `make browser` (apt-get install chromium)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture
+def browser_page(tmp_path: Path) -> Iterator[Page]:
+    """A page of headless chromium, 1280x900, its profile in ``tmp_path / "profile"``;
+    closed after the test. Playwright is imported here, so that collecting the tests
+    needs no playwright."""
+    from playwright.sync_api import expect, sync_playwright
+
+    executable = _chromium()
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=executable,
+            args=list(CHROMIUM_ARGS),
+            headless=True,
+            viewport={"width": 1280, "height": 900},
+        )
+        try:
+            yield browser.new_page()
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(browser_page: Page) -> Page:
+    """:func:`browser_page` under the name the browser tests read it by."""
+    return browser_page
 
 
 # Test files whose tests share a fixture built once per module (a docs site, Celery

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fastapi.testclient import TestClient
 from freezegun import freeze_time
@@ -27,8 +28,11 @@ from converge.jobs import load_job, parse_job
 from converge.web import create_app
 from converge.web.limits import FailureLimiter
 from engine import GateRecord
-from tests.test_inbox_browser import _shots, _sign_in, browser_page  # noqa: F401 (a fixture)
+from tests.browserfixtures import screenshots_dir, sign_in
 from tests.webfixtures import QUORUM_JOB, VENDORED, logged_in, run_job, served, settle
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 runner = CliRunner()
 
@@ -255,14 +259,12 @@ def test_the_session_cookie_is_httponly_strict_and_secure_over_https(
 
 def test_the_gate_page_shows_its_approvers_and_comments_in_a_browser(
     tmp_path: Path,
-    browser_page: object,  # noqa: F811
+    page: Page,
 ) -> None:
-    from playwright.sync_api import Page, expect
+    from playwright.sync_api import expect
 
     from audit import open_store
 
-    page = browser_page
-    assert isinstance(page, Page)
     s = open_store(str(tmp_path / "governed.db"))
     try:
         vendored = load_job(str(VENDORED))
@@ -275,7 +277,7 @@ def test_the_gate_page_shows_its_approvers_and_comments_in_a_browser(
         token = add_token(s, "alice")
         add_comment(s, gate.gate_id, "bob", "The header says MIT; the repository agrees.")
         with served(s) as base:
-            _sign_in(page, base, token)
+            sign_in(page, base, token)
             page.goto(f"{base}/gates/{gate.gate_id}")
             expect(page.locator("#approvers")).to_contain_text("legal")
             expect(page.locator("#approvers")).to_contain_text("four eyes")
@@ -283,7 +285,8 @@ def test_the_gate_page_shows_its_approvers_and_comments_in_a_browser(
             page.click("#add-comment")
             expect(page.locator("#comments .comment")).to_have_count(2)
             expect(page.locator("#comments")).to_contain_text("Agreed: MIT, approving.")
-            page.screenshot(path=str(_shots(tmp_path) / "gate-governance.png"), full_page=True)
+            shot = screenshots_dir(tmp_path) / "gate-governance.png"
+            page.screenshot(path=str(shot), full_page=True)
         assert [e.payload["by"] for e in s.events(gate.run_id, kinds=["gate_comment"])] == [
             "bob",
             "alice",

@@ -9,119 +9,40 @@ are made with ``CONVERGE_SCREENSHOTS=docs/images``).
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from audit.people import add_token
 from audit.store import SqlRunStore
+from tests.browserfixtures import PNG_MAGIC, at_the_pending_gate, screenshots_dir, sign_in
 from tests.faultfixtures import opened
 from tests.webfixtures import served, vendored_run
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def _chromium() -> str:
-    path = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
-    if path is None:
-        message = "Debian's chromium is missing: run `make browser` (apt-get install chromium)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqlRunStore]:
+    """A SQLite store in ``tmp_path`` (this module's, not conftest's two kinds)."""
     with opened(str(tmp_path / "inbox.db")) as s:
         yield s
 
 
-EXPECT_TIMEOUT_MS = 30_000
-"""How long an ``expect()`` without a timeout of its own waits for its condition
-(playwright's default, 5 s, is short for a page redrawn by a run that resumes in a
-loaded process; a claim of time says its timeout itself)."""
-
-
-@pytest.fixture
-def browser_page(tmp_path: Path) -> Iterator[object]:
-    from playwright.sync_api import expect, sync_playwright
-
-    executable = _chromium()
-    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=executable,
-            args=ARGS,
-            headless=True,
-            viewport={"width": 1280, "height": 900},
-        )
-        try:
-            yield browser.new_page()
-        finally:
-            browser.close()
-
-
-def _shots(tmp_path: Path) -> Path:
-    target = Path(os.environ.get("CONVERGE_SCREENSHOTS") or tmp_path / "shots")
-    target.mkdir(parents=True, exist_ok=True)
-    return target
-
-
-def _sign_in(page: object, base: str, token: str) -> None:
-    from playwright.sync_api import Page, expect
-
-    assert isinstance(page, Page)
-    page.goto(base + "/")
-    expect(page).to_have_url(f"{base}/login?next=/")
-    page.fill("#token", token)
-    page.click("#sign-in")
-    expect(page.locator("#who")).to_have_text("alice")
-
-
-@contextmanager
-def at_the_pending_gate(page: object, store: SqlRunStore) -> Iterator[str]:
-    """The vendored audit run into ``store`` (paused at its gate) and served; alice
-    signed in on ``page``, which shows the pending gate: yields the server's base URL."""
-    from playwright.sync_api import Page
-
-    assert isinstance(page, Page)
-    vendored_run(store)
-    token = add_token(store, "alice")
-    with served(store) as base:
-        _sign_in(page, base, token)
-        page.locator("#pending a").first.click()
-        yield base
-
-
 def test_an_approver_signs_in_reads_the_gate_approves_it_and_sees_the_run_meet_its_criteria(
-    store: SqlRunStore, browser_page: object, tmp_path: Path
+    store: SqlRunStore, page: Page, tmp_path: Path
 ) -> None:
-    from playwright.sync_api import Page, expect
+    from playwright.sync_api import expect
 
-    page = browser_page
-    assert isinstance(page, Page)
     paused = vendored_run(store)
     assert paused.stop_reason.kind_code() == "hitl_gate_pending"
     token = add_token(store, "alice")
-    shots = _shots(tmp_path)
+    shots = screenshots_dir(tmp_path)
     with served(store) as base:
-        _sign_in(page, base, token)
+        sign_in(page, base, token)
         row = page.locator("#pending tr", has_text="legacy-left-pad")
         expect(row).to_have_count(1)
         expect(row).to_contain_text("dependency-audit-vendored")
@@ -148,7 +69,7 @@ def test_an_approver_signs_in_reads_the_gate_approves_it_and_sees_the_run_meet_i
         page.screenshot(path=str(shots / "run.png"), full_page=True)
 
     for name in ("inbox.png", "gate.png", "run.png"):
-        assert (shots / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (shots / name).read_bytes()[:8] == PNG_MAGIC
     gate = store.gates()[0]
     assert (gate.status, gate.decided_by) == ("approved", "alice")
     [decided] = store.events(gate.run_id, kinds=["gate_decided"])
@@ -158,12 +79,10 @@ def test_an_approver_signs_in_reads_the_gate_approves_it_and_sees_the_run_meet_i
 
 
 def test_an_approver_rejects_the_gate_with_a_reason_and_the_run_records_it(
-    store: SqlRunStore, browser_page: object
+    store: SqlRunStore, page: Page
 ) -> None:
-    from playwright.sync_api import Page, expect
+    from playwright.sync_api import expect
 
-    page = browser_page
-    assert isinstance(page, Page)
     with at_the_pending_gate(page, store) as base:
         page.fill("#reason", "not ours to ship")
         page.click("#reject")

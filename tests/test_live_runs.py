@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -24,11 +25,14 @@ from converge.web import create_app
 from converge.web.feeds import LiveRuns
 from converge.web.serving import GRACEFUL_SHUTDOWN_S
 from engine import GateDecision
+from tests.browserfixtures import sign_in
 from tests.faultfixtures import opened
 from tests.hitlfixtures import INITIAL, make_engine
 from tests.realserve import decided_over_http
-from tests.test_inbox_browser import _sign_in, browser_page  # noqa: F401
 from tests.webfixtures import ROOT, quorum_job, run_job, served
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 DEADLINE_S = 30.0
 
@@ -316,17 +320,15 @@ def test_sigterm_stops_converge_serve_at_once_with_streams_open(
 @pytest.mark.serial
 def test_a_decision_made_through_the_api_shows_on_an_open_run_page_within_a_second(
     store: SqlRunStore,
-    browser_page: object,  # noqa: F811
+    page: Page,
 ) -> None:
-    from playwright.sync_api import Page, expect
+    from playwright.sync_api import expect
 
-    page = browser_page
-    assert isinstance(page, Page)
     paused = run_job(quorum_job(1), store)
     gate_id = paused.stop_reason.gate_id  # type: ignore[union-attr]
     token = add_token(store, "alice")
     with served(store) as base:
-        _sign_in(page, base, token)
+        sign_in(page, base, token)
         page.goto(f"{base}/runs/{paused.run_id}")
         expect(page.locator("#run-status")).to_have_text("paused")
         expect(page.locator("#run-gates")).to_contain_text("pending")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -24,9 +25,11 @@ from converge.web.live import LIVE_KINDS
 from tests.faultfixtures import opened
 from tests.hitlfixtures import INITIAL, make_engine
 from tests.realserve import Served, served_cli
-from tests.test_inbox_browser import browser_page  # noqa: F401
 from tests.test_live_runs import DEADLINE_S, Received, listen
 from tests.webfixtures import quorum_job, run_job
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 RECONNECT_WITHIN_S = 30.0
 """An EventSource reconnects 3 s after its stream ends (Chromium's default); past
@@ -118,13 +121,10 @@ def _events_answers(served: Served, run_id: str) -> list[int]:
 
 def test_an_eventsource_in_chromium_stops_at_the_204_after_its_stream_ended(
     tmp_path: Path,
-    browser_page: object,  # noqa: F811
+    page: Page,
 ) -> None:
-    from playwright.sync_api import Page
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    page = browser_page
-    assert isinstance(page, Page)
     url = str(tmp_path / "stream.db")
     with opened(url) as store:
         done = make_engine(store, gated=False).run(INITIAL)

@@ -16,14 +16,21 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from typer.testing import CliRunner, Result
 
+from audit.store import SqlRunStore
 from converge.cli import app
-from tests.test_inbox_browser import _shots, at_the_pending_gate, browser_page, store  # noqa: F401
+from tests.browserfixtures import PNG_MAGIC, at_the_pending_gate, screenshots_dir
+from tests.faultfixtures import opened
 from tests.webfixtures import VENDORED
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 runner = CliRunner()
 
@@ -164,19 +171,24 @@ LABELS_INSIDE = """() => [...document.querySelectorAll('#lineage svg g.node')].m
 }).flat()"""
 
 
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqlRunStore]:
+    """A SQLite store in ``tmp_path`` for the vendored audit (not conftest's two kinds)."""
+    with opened(str(tmp_path / "gates.db")) as s:
+        yield s
+
+
 @pytest.mark.parametrize("width", [1280, 800])
 def test_the_gate_page_shows_the_proposal_as_a_table_and_its_lineage_labels_whole(
-    store: object,  # noqa: F811
-    browser_page: object,  # noqa: F811
+    store: SqlRunStore,
+    page: Page,
     tmp_path: Path,
     width: int,
 ) -> None:
-    from playwright.sync_api import Page, expect
+    from playwright.sync_api import expect
 
-    page = browser_page
-    assert isinstance(page, Page)
     page.set_viewport_size({"width": width, "height": 900})
-    with at_the_pending_gate(page, store):  # type: ignore[arg-type]
+    with at_the_pending_gate(page, store):
         expect(page.locator("#proposal tr", has_text="name")).to_contain_text("legacy-left-pad")
         expect(page.locator("#proposal th")).to_have_text(["name", "version", "raw"])
         assert "{" not in page.locator("#proposal").inner_text()
@@ -185,21 +197,19 @@ def test_the_gate_page_shows_the_proposal_as_a_table_and_its_lineage_labels_whol
         shown = " ".join(t["text"] for t in labels)
         assert "license.unknown (waiting)" in shown and "name=legacy-left-pad" in shown
         assert page.evaluate(NO_OVERFLOW)
-        shot = _shots(tmp_path) / f"gate-{width}.png"
+        shot = screenshots_dir(tmp_path) / f"gate-{width}.png"
         page.screenshot(path=str(shot), full_page=True)
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert shot.read_bytes()[:8] == PNG_MAGIC
 
 
 def test_the_run_page_shows_report_tables_the_decisions_value_and_resumed_after_gate(
-    store: object,  # noqa: F811
-    browser_page: object,  # noqa: F811
+    store: SqlRunStore,
+    page: Page,
     tmp_path: Path,
 ) -> None:
-    from playwright.sync_api import Page, expect
+    from playwright.sync_api import expect
 
-    page = browser_page
-    assert isinstance(page, Page)
-    with at_the_pending_gate(page, store):  # type: ignore[arg-type]
+    with at_the_pending_gate(page, store):
         page.fill("#value", "MIT")
         page.click("#approve")
         expect(page.locator("#stop-kind")).to_have_text("criteria_met")
@@ -212,9 +222,9 @@ def test_the_run_page_shows_report_tables_the_decisions_value_and_resumed_after_
         expect(page.locator("#timeline")).to_contain_text("resumed after gate")
         expect(page.locator("#timeline")).not_to_contain_text("resumed from")
         assert page.evaluate(NO_OVERFLOW)
-        shot = _shots(tmp_path) / "run-reports.png"
+        shot = screenshots_dir(tmp_path) / "run-reports.png"
         page.screenshot(path=str(shot), full_page=True)
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert shot.read_bytes()[:8] == PNG_MAGIC
 
 
 # -- the docs site: job-file key names whole ---------------------------------------
@@ -226,14 +236,12 @@ BROKEN_KEYS = """() => [...document.querySelectorAll('.md-typeset table td:first
 
 
 def test_the_job_file_reference_breaks_no_key_name_in_a_narrow_window(
-    browser_page: object,  # noqa: F811
+    page: Page,
     tmp_path: Path,
 ) -> None:
     pytest.importorskip("mkdocs", reason="needs the docs extra")
-    from playwright.sync_api import Page, Route
+    from playwright.sync_api import Route
 
-    page = browser_page
-    assert isinstance(page, Page)
     site = tmp_path / "site"
     build = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)]
     proc = subprocess.run(build, cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -251,4 +259,4 @@ def test_the_job_file_reference_breaks_no_key_name_in_a_narrow_window(
     keys = page.locator(".md-typeset table td:first-child code")
     assert keys.count() > 20
     assert page.evaluate(BROKEN_KEYS) == []
-    page.screenshot(path=str(_shots(tmp_path) / "job-files.png"), full_page=True)
+    page.screenshot(path=str(screenshots_dir(tmp_path) / "job-files.png"), full_page=True)

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -28,9 +29,12 @@ from converge.service.pool_lines import answer_line, message_line
 from converge.web import create_app
 from engine import RunBusy, RunHeader, StoreError
 from tests import livejobs
+from tests.browserfixtures import sign_in
 from tests.servicefixtures import state, until
-from tests.test_inbox_browser import _sign_in, browser_page  # noqa: F401 (a fixture)
 from tests.webfixtures import QUORUM_JOB, quorum_job, run_job, served
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 runner = CliRunner()
 
@@ -240,22 +244,20 @@ def test_runs_status_queued_and_watch_follow_a_run_to_its_exit_code(tmp_path: Pa
 
 def test_the_run_page_follows_a_run_live_until_its_stop(
     tmp_path: Path,
-    browser_page: object,  # noqa: F811
+    page: Page,
 ) -> None:
-    from playwright.sync_api import Page, expect
+    from playwright.sync_api import expect
 
     from audit import open_store
 
     _drain_permits()
-    page = browser_page
-    assert isinstance(page, Page)
     s = open_store(str(tmp_path / "live.db"))
     try:
         web = create_app(s)
         token = add_token(s, "alice")
         run_id = submit_run(livejobs.ticker_job(), s, web.state.run_queue)
         with served(s, web) as base:
-            _sign_in(page, base, token)
+            sign_in(page, base, token)
             page.goto(f"{base}/runs/{run_id}")
             expect(page.locator("#live")).to_be_visible()
             _permits(2)
