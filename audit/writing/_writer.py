@@ -28,9 +28,9 @@ from engine.hashing.chain import event_message, fact_links, hasher
 from engine.hashing.checkpoint import checkpoint_digest
 from engine.hashing.checkpoint import fold_digest as fold_digest
 from engine.hashing.commitment import (
+    COMMITTED_WRAP,
     commitments_digest,
     committed_payload,
-    committed_text,
     fact_commitment,
 )
 from engine.store import BatchItem, PromotedFacts
@@ -250,8 +250,10 @@ def _chain_facts(
     call per segment, the hot loop of an audited run); of chain format 2, of their
     commitments' texts (``{"commitment":C}``)."""
     cycle, ts, texts = ev.cycle, float(ev.ts), ev.texts
-    chained = [committed_text(c) for c in ev.commits] if ev.commits else texts
-    hashes, prev = fact_links(prev, seq, rid, cycle, ts, chained, key)
+    if ev.commits:  # each payload chained as {"commitment":"C"}, wrapped in fact_links
+        hashes, prev = fact_links(prev, seq, rid, cycle, ts, ev.commits, key, COMMITTED_WRAP)
+    else:
+        hashes, prev = fact_links(prev, seq, rid, cycle, ts, texts, key)
     return FactRows(seq + 1, cycle, ts, texts, hashes, [_quote(f.id) for f in ev.facts]), prev
 
 
