@@ -16,10 +16,12 @@ from sqlalchemy import select
 from audit import open_store
 from audit.settings import CHAIN_FORMAT, set_setting
 from audit.tables import audit_events
+from audit.writing import chain_batch
 from engine import Context, Engine, Proposal, suggestor
 from engine._cycle.merge import SALT_BATCH
+from engine.facts import Fact, Provenance, fact_json, fact_row
 from engine.hashing.canonical import canonical_json
-from engine.hashing.chain import fact_links
+from engine.hashing.chain import GENESIS, fact_links
 from engine.hashing.commitment import (
     COMMITTED_WRAP,
     commitment,
@@ -27,8 +29,10 @@ from engine.hashing.commitment import (
     committed_text,
     new_salts,
     salted_commitment,
+    salted_text,
     text_commitment,
 )
+from engine.store import PromotedFacts
 
 TEXT = '{"confidence":1.0,"content":"é","id":"k#0","key":"k","provenance":{}}'
 
@@ -94,3 +98,25 @@ def test_a_run_past_one_batch_of_salts_salts_each_fact_once_and_verifies(
             assert text_commitment(p) == commitment(salt, canonical_json(body))
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("key", [None, b"k" * 32])
+def test_a_batch_of_salted_facts_chains_as_its_events_one_by_one(key: bytes | None) -> None:
+    """The write path's two forms of the same facts (a ``PromotedFacts`` batch, and
+    its events one by one, as a replay or a store without batches writes them) give
+    the same hashes, chunk and chunk digest."""
+    raw, hexed = new_salts(4)
+    batch = PromotedFacts(3, 1700000000.25)
+    for i in range(4):
+        fact = Fact(f"k#{i}", "k", {"n": i, "s": "é"}, 0.5, Provenance("s", 3, f"s/3/0.{i}"))
+        salt, text = hexed[64 * i : 64 * i + 64], fact_json(fact)
+        batch.facts.append(fact)
+        batch.texts.append(salted_text(text, salt))
+        batch.rows.append(canonical_json([*fact_row(fact), salt]))
+        batch.commits.append(salted_commitment(raw[32 * i : 32 * i + 32], text))
+    bulk = chain_batch("r1", [batch], GENESIS, 5, key)
+    single = chain_batch("r1", batch.events(), GENESIS, 5, key)
+    assert [r[6] for r in bulk.event_rows()] == [r[6] for r in single.event_rows()]
+    assert (bulk.head, bulk.seq, bulk.promoted) == (single.head, single.seq, 4)
+    assert bulk.commits == single.commits == batch.commits
+    assert bulk.chunk_row() == single.chunk_row()

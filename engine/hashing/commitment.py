@@ -47,6 +47,7 @@ __all__ = [
     "new_salts",
     "redaction_note",
     "row_commitment",
+    "salt_of_text",
     "salted_commitment",
     "salted_text",
     "text_commitment",
@@ -124,12 +125,21 @@ def committed_text(c: str) -> str:
     return f'{{"commitment":"{c}"}}'
 
 
+def salt_of_text(text: str) -> str | None:
+    """The salt at the tail of a salted fact's stored text (as :func:`salted_text`
+    writes it), read without a JSON parse; None for any other text."""
+    if text[-SALT_TAIL : -SALT_TAIL + len(_SALT_OPEN)] == _SALT_OPEN and text.endswith('"}'):
+        return text[-66:-2]
+    return None
+
+
 def text_commitment(text: str) -> str:
     """The commitment of a stored fact payload text: a salted fact (its salt read
     from the tail) or a redacted one (its ``commitment``). Raises ``ValueError`` for
     a text that is neither."""
-    if text[-SALT_TAIL : -SALT_TAIL + len(_SALT_OPEN)] == _SALT_OPEN and text.endswith('"}'):
-        return commitment(text[-66:-2], text[:-SALT_TAIL] + "}")
+    salt = salt_of_text(text)
+    if salt is not None:
+        return commitment(salt, text[:-SALT_TAIL] + "}")
     return fact_commitment(json.loads(text))
 
 
