@@ -60,7 +60,7 @@ SALT_TAIL = len(',"salt":"') + 64 + len('"}')
 """Characters the salt adds at the end of a fact's canonical JSON (75)."""
 
 _SALT_OPEN = ',"salt":"'
-_fresh = hashlib.sha256().copy
+_sha256 = hashlib.sha256
 
 
 def chain_parts(chain: str) -> tuple[str, bool]:
@@ -106,8 +106,10 @@ def commitment(salt: str, fact_text: str) -> str:
 def salted_commitment(salt: bytes, fact_text: str) -> str:
     """:func:`commitment` of a salt given as its 32 bytes (the merge's hot loop,
     which has the bytes: no hex to parse)."""
-    h = _fresh()  # a copy of an empty sha256 costs a fifth of hashlib.sha256()
-    h.update(salt + fact_text.encode())
+    # measured (callgrind): as cheap as a copy of an empty sha256 updated with
+    # salt + text, which copies the text once more
+    h = _sha256(salt)
+    h.update(fact_text.encode())
     return h.hexdigest()
 
 
