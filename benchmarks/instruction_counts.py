@@ -11,7 +11,9 @@ one run, which the machine's load does not change (docs/performance.md).
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -21,10 +23,13 @@ from engine.store import RunStore
 
 
 def sqlite_store() -> Callable[[], RunStore]:
-    """A factory of one SQLite store in a temporary directory (kept for the process)."""
+    """A factory of one SQLite store in a temporary directory (removed at exit)."""
     from audit import open_store
 
-    store = open_store(os.path.join(tempfile.mkdtemp(), "w2.db"))
+    where = tempfile.mkdtemp(prefix="converge-ic-")
+    store = open_store(os.path.join(where, "w2.db"))
+    atexit.register(shutil.rmtree, where, True)  # runs after the close below
+    atexit.register(store.close)
     return lambda: store
 
 
