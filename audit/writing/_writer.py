@@ -28,10 +28,14 @@ from engine.hashing.chain import event_message, fact_links, hasher
 from engine.hashing.checkpoint import checkpoint_digest
 from engine.hashing.checkpoint import fold_digest as fold_digest
 from engine.hashing.commitment import (
+    COMMITTED_WRAP,
+    SALT_TAIL,
+    commitment,
     commitments_digest,
     committed_payload,
     committed_text,
     fact_commitment,
+    salt_of_text,
 )
 from engine.store import BatchItem, PromotedFacts
 
@@ -201,7 +205,12 @@ def chain_batch(
                 payload = canonical_json(ev.payload)
             ts = float(ev.ts)
             chained = payload
-            if (fact is not None and payload.endswith('"}') and ',"salt":"' in payload) or (
+            # a salted fact (a gate's batch split, a replay): its commitment hashed once
+            salt = salt_of_text(payload) if fact is not None else None
+            if salt is not None:
+                c = commitment(salt, payload[:-SALT_TAIL] + "}")
+                chained = committed_text(c)
+            elif (fact is not None and payload.endswith('"}') and ',"salt":"' in payload) or (
                 kind == "run_started" and _salted(ev.payload)
             ):
                 chained = committed_payload(kind, payload)
@@ -211,9 +220,13 @@ def chain_batch(
             if fact is not None:
                 out.promoted += 1
                 if chained is not payload:
-                    data = json.loads(payload)
-                    out.chunk.append(canonical_json([*fact_row(fact), data["salt"]]))
-                    out.commits = [*(out.commits or []), fact_commitment(data)]
+                    if salt is None:  # not at its tail: as parsed
+                        data = json.loads(payload)
+                        salt, c = data["salt"], fact_commitment(data)
+                    out.chunk.append(canonical_json([*fact_row(fact), salt]))
+                    if out.commits is None:
+                        out.commits = []
+                    out.commits.append(c)  # in place: one copy a fact was O(n²) a batch
                 else:
                     out.chunk.append(canonical_json(fact_row(fact)))
             elif kind == "run_started":
@@ -250,8 +263,10 @@ def _chain_facts(
     call per segment, the hot loop of an audited run); of chain format 2, of their
     commitments' texts (``{"commitment":C}``)."""
     cycle, ts, texts = ev.cycle, float(ev.ts), ev.texts
-    chained = [committed_text(c) for c in ev.commits] if ev.commits else texts
-    hashes, prev = fact_links(prev, seq, rid, cycle, ts, chained, key)
+    if ev.commits:  # each payload chained as {"commitment":"C"}, wrapped in fact_links
+        hashes, prev = fact_links(prev, seq, rid, cycle, ts, ev.commits, key, COMMITTED_WRAP)
+    else:
+        hashes, prev = fact_links(prev, seq, rid, cycle, ts, texts, key)
     return FactRows(seq + 1, cycle, ts, texts, hashes, [_quote(f.id) for f in ev.facts]), prev
 
 

@@ -73,15 +73,19 @@ def fact_links(
     ts: float,
     texts: Sequence[str],
     key: bytes | None,
+    wrap: tuple[str, str] = ("", ""),
 ) -> tuple[list[str], str]:
     """The link hashes of ``fact_promoted`` events ``seq + 1 ..`` whose payloads are
     ``texts`` (one cycle, one timestamp), chained after ``prev``; and the last one.
+    ``wrap`` (before, after) surrounds each text in the payload: chain format 2
+    chains ``{"commitment":"C"}`` from the bare commitments C, with no text built
+    per fact (``engine.hashing.commitment.COMMITTED_WRAP``).
 
     The bytes of :func:`event_message`, with its constant parts built once per call:
     this is the hot loop of an audited run (one hash per fact, no call per fact).
     """
-    pre = f'{{"cycle":{cycle},"kind":"fact_promoted","payload":'
-    mid = f',"run_id":{run_id_json},"seq":'
+    pre = f'{{"cycle":{cycle},"kind":"fact_promoted","payload":{wrap[0]}'
+    mid = f'{wrap[1]},"run_id":{run_id_json},"seq":'
     tail = f',"ts":{float(ts)!r}}}'
     hashes: list[str] = []
     push = hashes.append

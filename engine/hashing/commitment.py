@@ -31,6 +31,7 @@ from engine.hashing.canonical import canonical_json
 from engine.hashing.checkpoint import checkpoint_digest
 
 __all__ = [
+    "COMMITTED_WRAP",
     "FORMAT_2",
     "SALT_TAIL",
     "chain_parts",
@@ -43,8 +44,11 @@ __all__ = [
     "committed_text",
     "fact_commitment",
     "new_salt",
+    "new_salts",
     "redaction_note",
     "row_commitment",
+    "salt_of_text",
+    "salted_commitment",
     "salted_text",
     "text_commitment",
 ]
@@ -56,6 +60,7 @@ SALT_TAIL = len(',"salt":"') + 64 + len('"}')
 """Characters the salt adds at the end of a fact's canonical JSON (75)."""
 
 _SALT_OPEN = ',"salt":"'
+_sha256 = hashlib.sha256
 
 
 def chain_parts(chain: str) -> tuple[str, bool]:
@@ -80,13 +85,30 @@ def new_salt() -> str:
     return os.urandom(32).hex()
 
 
+def new_salts(n: int) -> tuple[bytes, str]:
+    """``n`` fresh salts in one read from the OS: ``32 * n`` random bytes and their
+    ``64 * n`` hex digits; salt ``i`` is ``raw[32*i : 32*i+32]``, as hex
+    ``hexed[64*i : 64*i+64]`` (one system call for a batch, not one per fact: the
+    bytes are as uniform as :func:`new_salt`'s)."""
+    raw = os.urandom(32 * n)
+    return raw, raw.hex()
+
+
 def commitment(salt: str, fact_text: str) -> str:
     """``SHA-256(bytes.fromhex(salt) ‖ fact_text as UTF-8)`` as 64 hex digits.
 
     ``fact_text`` is the fact's canonical JSON *without* the salt. Raises
     ``ValueError`` when ``salt`` is not hex.
     """
-    h = hashlib.sha256(bytes.fromhex(salt))
+    return salted_commitment(bytes.fromhex(salt), fact_text)
+
+
+def salted_commitment(salt: bytes, fact_text: str) -> str:
+    """:func:`commitment` of a salt given as its 32 bytes (the merge's hot loop,
+    which has the bytes: no hex to parse)."""
+    # measured (callgrind): as cheap as a copy of an empty sha256 updated with
+    # salt + text, which copies the text once more
+    h = _sha256(salt)
     h.update(fact_text.encode())
     return h.hexdigest()
 
@@ -96,17 +118,30 @@ def salted_text(fact_text: str, salt: str) -> str:
     return f'{fact_text[:-1]}{_SALT_OPEN}{salt}"}}'
 
 
+COMMITTED_WRAP = ('{"commitment":"', '"}')
+"""What surrounds a commitment in :func:`committed_text` (before, after)."""
+
+
 def committed_text(c: str) -> str:
     """The chained text of a fact's payload: ``{"commitment":"<c>"}``."""
     return f'{{"commitment":"{c}"}}'
+
+
+def salt_of_text(text: str) -> str | None:
+    """The salt at the tail of a salted fact's stored text (as :func:`salted_text`
+    writes it), read without a JSON parse; None for any other text."""
+    if text[-SALT_TAIL : -SALT_TAIL + len(_SALT_OPEN)] == _SALT_OPEN and text.endswith('"}'):
+        return text[-66:-2]
+    return None
 
 
 def text_commitment(text: str) -> str:
     """The commitment of a stored fact payload text: a salted fact (its salt read
     from the tail) or a redacted one (its ``commitment``). Raises ``ValueError`` for
     a text that is neither."""
-    if text[-SALT_TAIL : -SALT_TAIL + len(_SALT_OPEN)] == _SALT_OPEN and text.endswith('"}'):
-        return commitment(text[-66:-2], text[:-SALT_TAIL] + "}")
+    salt = salt_of_text(text)
+    if salt is not None:
+        return commitment(salt, text[:-SALT_TAIL] + "}")
     return fact_commitment(json.loads(text))
 
 
@@ -173,7 +208,10 @@ def row_commitment(row: Any) -> str | None:
 def commitments_digest(commits: list[str]) -> str:
     """The digest of facts of format 2 in a fact chunk or a checkpoint: sha256 of
     the JSON array of their commitments (``["C1","C2"]``)."""
-    return checkpoint_digest("[" + ",".join([f'"{c}"' for c in commits]) + "]")
+    if not commits:
+        return checkpoint_digest("[]")
+    # one join, no string built per commitment: '["C1","C2"]'
+    return checkpoint_digest('["' + '","'.join(commits) + '"]')
 
 
 def chunk_sha256(rows: list[Any], data: str) -> str:
