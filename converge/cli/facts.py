@@ -34,7 +34,7 @@ def facts_cmd(
     person's decision promoted, its gate, who decided and why (and beside the facts
     derived from it, that gate)."""
     from converge.access import sight
-    from converge.reports import readable
+    from converge.values import readable
 
     store, run_id, person = read_run(db, token, run_id)
     try:
@@ -135,7 +135,7 @@ def lineage_cmd(
 def _label(graph: nx.DiGraph[str], node: str, decision: str) -> str:
     """A node of the tree: the fact, its content and provenance, and ``decision``
     (the gate that promoted it, who decided and why) when a person's decision did."""
-    from converge.reports import readable
+    from converge.values import readable
 
     fact: Fact | None = graph.nodes[node].get("fact")
     if fact is None:

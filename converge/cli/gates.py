@@ -107,7 +107,7 @@ def _cli_execute(store: SqlRunStore, as_json: bool) -> Execute:
 
 def _content(g: GateRecord) -> str:
     """The proposal's key and content, as the reviewer needs them to decide."""
-    from converge.reports import readable
+    from converge.values import readable
 
     return f"{g.proposal.get('key', '?')}: {readable(g.proposal.get('content'))}"
 

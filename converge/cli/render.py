@@ -98,7 +98,7 @@ def local_time(ts: float | None) -> str:
 def readable_budget(budget: Any) -> str:
     """A recorded budget (``{"max_cycles": 20, ...}``) as ``cycles 20, facts 10000,
     seconds 120``: its limits only; anything else as :func:`readable`."""
-    from converge.reports import readable
+    from converge.values import readable
 
     if not isinstance(budget, dict):
         return readable(budget)
