@@ -60,6 +60,7 @@ def test_runs_imports_no_adapter_stop_model_ledger_or_signing(store: tuple[str, 
     assert code == 0 and "runs (3)" in printed
     assert ADAPTERS not in modules
     assert not {"engine.stop", "audit.ledger", "audit.signing", "cryptography"} & modules
+    assert not {"rich.console", "rich.markup"} & modules  # printed to a pipe without rich
     assert not [m for m in modules if m.startswith("converge.cli.") and "gates" in m]
 
 
@@ -68,7 +69,7 @@ def test_gates_imports_no_adapter_nor_report_models(store: tuple[str, str]) -> N
     printed, code, modules = _run(["gates", "--db", db])
     assert code == 0 and "license.unknown: name=pkg-0" in printed
     assert ADAPTERS not in modules
-    assert "converge.reports" not in modules
+    assert not {"converge.reports", "rich.console"} & modules
 
 
 @pytest.mark.parametrize("command", ["show", "verify"])
@@ -86,3 +87,26 @@ def test_a_value_that_needs_coercion_is_still_coerced(store: tuple[str, str]) ->
     assert ADAPTERS in modules  # built for --limit's value alone
     printed, code, _ = _run(["runs", "--db", db, "--limit", "one"])
     assert code == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "plain",
+        "[bold]x[/]",
+        "\\[red]",
+        "a\\",
+        "a\\\\",
+        "[1, 2]",
+        "[#fff]",
+        "[@click]",
+        "x[/y]z\\",
+    ],
+)
+def test_escape_is_richs(text: str) -> None:
+    from rich.markup import escape as rich_escape
+
+    from converge.cli.markup import escape
+
+    assert escape(text) == rich_escape(text)

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from audit.queries import forks_of, last_budget_status, timeline
 from converge.cli import proofs
 from converge.cli.actors import ReaderTokenOption
 from converge.cli.commands import CommandGroup
 from converge.cli.facts import facts_cmd, lineage_cmd
+from converge.cli.markup import escape
 from converge.cli.reading import (
     CATEGORIES,
     KINDS,

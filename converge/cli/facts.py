@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
 from audit.queries import fork_link, lineage_graph, mark_inherited
 from converge.cli.actors import ReaderTokenOption
 from converge.cli.decided import decisions
+from converge.cli.markup import escape
 from converge.cli.reading import RunArgument, print_json, read_run, warn_if_tampered
 from converge.cli.render import DbOption, JsonOption, fail, out, print_fitted
 from converge.cli.tables import Column

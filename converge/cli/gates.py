@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from audit.queries import UnreadableGate, read_gates, resolve_gate_id
 from audit.store import SqlRunStore
@@ -35,6 +34,7 @@ from converge.cli.deciding import (
     decide_remotely,
 )
 from converge.cli.history import print_history
+from converge.cli.markup import escape
 from converge.cli.reading import read_store
 from converge.cli.render import (
     DbOption,
