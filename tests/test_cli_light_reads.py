@@ -78,6 +78,9 @@ def test_a_run_read_by_its_id_builds_no_adapter(store: tuple[str, str], command:
     printed, code, modules = _run([command, run_id[:8], "--db", db])
     assert code == 0 and run_id in printed
     assert ADAPTERS not in modules
+    if command == "verify":  # its lines written as rich would print them to a pipe
+        assert printed.splitlines()[-1] == "1/1 runs verify"
+        assert not {"rich.console", "rich.markup"} & modules
 
 
 def test_a_value_that_needs_coercion_is_still_coerced(store: tuple[str, str]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -289,6 +290,30 @@ def print_fitted(title: str, columns: Sequence[Column], rows: Sequence[Sequence[
             return
     table = fitted_table(title, columns, rows, width)
     print_table(table, None if width is not None else natural_width(columns, rows))
+
+
+_EMOJI_CODE = re.compile(r":\S*?:")
+"""What rich might take for an emoji code (``:smile:``) and replace."""
+
+
+def print_line(markup: str, plain: str) -> None:
+    """Print ``markup`` (rich markup) on stdout; ``plain`` is the same text without its
+    tags. Piped without colours (as :func:`print_fitted` tells it), ``plain`` is written
+    as it is when rich would print exactly that: one line of printable characters,
+    no space at either end, nothing rich could read as an emoji code, narrower than
+    the unwrapped width; else rich prints ``markup``."""
+    light = (
+        _OUT.made is None
+        and plain.isprintable()
+        and plain == plain.strip()
+        and len(plain) < 10_000
+        and _EMOJI_CODE.search(plain) is None
+        and _piped_plain()
+    )
+    if light:
+        _write(plain + "\n")
+    else:
+        out.print(markup)
 
 
 def _write(text: str) -> None:
