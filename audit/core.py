@@ -45,6 +45,10 @@ computed (run id -> facts count, digest chain), kept by the store once it commit
 CHAIN_FORMAT_ENV = "CONVERGE_CHAIN_FORMAT"
 """The chain format (``1``, ``2``) of new runs in a store whose setting was never set."""
 
+SIGNING_KEY_ENV = "CONVERGE_SIGNING_KEY"
+"""Environment variable naming the Ed25519 private key file (unset: nothing is signed);
+:mod:`audit.signing` reads it, here so that naming it imports no signing room."""
+
 CHAIN_FORMAT_KEY = "setting:chain-format"
 """The ``converge_meta`` key of the store's chain format for new runs (``1``, ``2``)."""
 

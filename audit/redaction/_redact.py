@@ -45,7 +45,6 @@ from sqlalchemy import Connection, select, update
 
 from audit.cells import loads
 from audit.core import StoreCore, json_compact
-from audit.ledger import integrate_own
 from audit.redaction._scrub import quoted_forms, scrub_copies
 from audit.tables import audit_events, fact_chunks, runs
 from audit.trail import append, locked_run_row, put_checkpoint, read_checkpoint
@@ -129,6 +128,8 @@ def redact_fact(
         payload = {"at": when, "by": by, "commitment": c, "fact_id": fact_id, "reason": why}
         append(store, conn, run_id, [AuditEvent(REDACTED, int(row.cycles), payload, when)])
         seq = conn.execute(select(runs.c.last_seq).where(runs.c.run_id == run_id)).scalar()
+    from audit.ledger import integrate_own  # here: importing audit imports no ledger room
+
     integrate_own(store)  # its new head in the ledger before this returns, as a stop's
     return Redaction(run_id, fact_id, c, by, when, why, int(seq or 0))
 

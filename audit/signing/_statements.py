@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, insert, inspect, select
 
-from audit.core import StoreCore
+from audit.core import SIGNING_KEY_ENV, StoreCore
 from audit.tables import SIGNATURE_TABLES, runs, signatures
 from engine.errors import SigningKeyError
 
@@ -46,9 +46,6 @@ __all__ = [
     "load_signer",
     "signer_from_env",
 ]
-
-SIGNING_KEY_ENV = "CONVERGE_SIGNING_KEY"
-"""Environment variable naming the Ed25519 private key file (unset: nothing is signed)."""
 
 KEY_FILE = "converge.key"
 PUB_FILE = "converge.pub"

@@ -10,17 +10,19 @@ of the help.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
+from audit import VerifyReport
 from audit.queries import forks_of, last_budget_status, timeline
 from converge.cli import proofs
 from converge.cli.actors import ReaderTokenOption
 from converge.cli.commands import CommandGroup
 from converge.cli.facts import facts_cmd, lineage_cmd
+from converge.cli.markup import escape
 from converge.cli.reading import (
     CATEGORIES,
     KINDS,
@@ -41,6 +43,7 @@ from converge.cli.render import (
     local_time,
     out,
     print_fitted,
+    print_line,
     print_next_commands,
     resolve_run,
 )
@@ -237,17 +240,24 @@ def verify_cmd(
         print_json({"ok": ok, "runs": [r.to_dict() for r in reports]})
     else:
         for r in reports:
-            mark = "[green]ok[/]" if r.ok else "[bold red]FAILED[/]"
-            detail = (
-                escape(r.reason or "")
-                if r.ok and r.events == 0 and (r.reason or "").startswith("pruned by ")
-                else f"{r.events} events" + (f" ({escape(r.reason)})" if r.reason else "")
-                if r.ok
-                else f"first bad seq {r.first_bad_seq}: {escape(r.reason or '')}"
+            mark, word = ("[green]ok[/]", "ok") if r.ok else ("[bold red]FAILED[/]", "FAILED")
+            print_line(
+                f"{mark} {escape(r.run_id)}: {_verdict(r, escape)}",
+                f"{word} {r.run_id}: {_verdict(r, str)}",
             )
-            out.print(f"{mark} {escape(r.run_id)}: {detail}")
-        out.print(f"{sum(r.ok for r in reports)}/{len(reports)} runs verify")
+        counts = f"{sum(r.ok for r in reports)}/{len(reports)} runs verify"
+        print_line(counts, counts)
     raise typer.Exit(0 if ok else 1)
+
+
+def _verdict(r: VerifyReport, quote: Callable[[str], str]) -> str:
+    """What ``converge verify`` says of a run after its id, its recorded texts passed
+    through ``quote`` (rich's ``escape`` for markup, ``str`` for plain text)."""
+    if r.ok and r.events == 0 and (r.reason or "").startswith("pruned by "):
+        return quote(r.reason or "")
+    if r.ok:
+        return f"{r.events} events" + (f" ({quote(r.reason)})" if r.reason else "")
+    return f"first bad seq {r.first_bad_seq}: {quote(r.reason or '')}"
 
 
 @app.command("anchor")

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from audit.ledger import (
     Checkpoint,
@@ -36,6 +35,7 @@ from audit.signing import (
     signer_from_env,
 )
 from converge.cli.commands import CommandGroup
+from converge.cli.markup import escape
 from converge.cli.render import DbOption, err, fail, failing_on, open_sql_store
 from engine import ConvergeError
 from engine.errors import CheckpointError, WitnessRefused

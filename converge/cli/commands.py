@@ -13,6 +13,13 @@ bare, a command's summary as one paragraph and each paragraph of its help flowed
 :func:`option_groups` lets commands that take the same options declare them once,
 as the fields of a dataclass (:class:`converge.cli.budgets.BudgetFlags`).
 
+typer (0.2x) coerces each parameter's value, a default's ``None`` too, through a
+pydantic ``TypeAdapter`` it builds on the command's first call: about 10 ms of CPU a
+parameter, and pydantic's schema machinery imported, for ``converge runs --db X``'s
+eleven. :func:`defer_coercion` skips building one where it would hand the value back
+unchanged (no value; a text parameter given text); any other value is coerced by
+typer's own, built then.
+
 The root group is a :class:`LazyGroup`: it knows its commands from the table
 :data:`converge.cli.catalog.COMMANDS` and imports a command's module only when that
 command runs (or its own help is asked), so ``converge runs`` does not import what
@@ -34,13 +41,20 @@ import typer.main
 from typer.core import TyperCommand, TyperGroup, TyperOption
 from typer.models import DefaultPlaceholder, TyperInfo
 
+try:  # typer >= 0.2x: coercion through pydantic (see defer_coercion)
+    from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
+except ImportError:  # pragma: no cover - an older typer coerces through click
+    RuntimeParam = None  # type: ignore[assignment,misc]
+
 __all__ = [
     "Command",
     "CommandGroup",
     "Group",
     "LazyGroup",
     "bare_flags",
+    "defer_coercion",
     "flowed",
+    "one_command",
     "option_groups",
     "sub_commands",
     "summary",
@@ -81,26 +95,70 @@ def bare_flags(params: list[Any]) -> list[Any]:
     return params
 
 
+def defer_coercion(params: list[Any]) -> list[Any]:
+    """``params`` (typer's click parameters), each set to coerce its value without a
+    pydantic ``TypeAdapter`` where typer's would return it unchanged: ``None`` (no value
+    given, no default) and a ``str`` given to a text parameter without a ``parser``;
+    another value is coerced by typer's own coercion, built at that moment. A parameter
+    of a typer without this machinery is left as it is."""
+    if RuntimeParam is None:  # pragma: no cover - an older typer
+        return params
+    for param in params:
+        descriptor = getattr(param, "type_descriptor", None)
+        if isinstance(descriptor, TypeDescriptor) and getattr(param, "_runtime_param", 0) is None:
+            param._runtime_param = _Deferred(
+                parameter_info=descriptor.parameter_info,
+                annotation=descriptor.annotation,
+                descriptor=descriptor,
+            )
+    return params
+
+
+if RuntimeParam is not None:
+
+    @dataclasses.dataclass(frozen=True)
+    class _Deferred(RuntimeParam):
+        """typer's coercion of one parameter, built when a value needs it: ``None`` is
+        handled by ``RuntimeParam.coerce`` (``None``, or ``()`` for several values), and
+        text for a text parameter is returned as typer's str adapter returns it."""
+
+        descriptor: TypeDescriptor
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            plain = (
+                self.annotation is str
+                and self.parameter_info.parser is None
+                and self.descriptor.file_annotation is None
+            )
+            if plain and type(value) is str:
+                return value
+            param._runtime_param = built = build_runtime_param(self.descriptor)
+            return built._coerce_value(value, param=param, ctx=ctx)
+
+
 R = TypeVar("R")
 
 
 class _Flowed:
     """What :class:`Command` and :class:`Group` add to typer's click classes: the
-    help's paragraphs flowed, a one-paragraph summary, flags without placeholders."""
+    help's paragraphs flowed, a one-paragraph summary, flags without placeholders,
+    values coerced without pydantic where that changes nothing (:func:`defer_coercion`)."""
 
     help: str | None
     short_help: str | None
+    params: list[Any]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        defer_coercion(self.params)
         self.help = flowed(self.help)
         if self.short_help is None:
             self.short_help = summary(self.help)
 
     def get_params(self, ctx: Any) -> list[Any]:
         """The parameters, ``--help`` (and a group's ``--version``) included, flags
-        shown bare."""
-        return bare_flags(super().get_params(ctx))  # type: ignore[misc]
+        shown bare, ``--help`` coerced as the others (:func:`defer_coercion`)."""
+        return defer_coercion(bare_flags(super().get_params(ctx)))  # type: ignore[misc]
 
 
 class Command(_Flowed, TyperCommand):
@@ -189,6 +247,24 @@ def sub_commands(app: typer.Typer, rich_markup_mode: Any = None) -> dict[str, An
     return dict(group.commands)
 
 
+def one_command(app: typer.Typer, name: str, rich_markup_mode: Any = None) -> Any:
+    """The click command ``name`` of ``app``, built as :func:`sub_commands` builds it
+    but alone (its module's other commands are not); None when ``name`` is not one of
+    ``app``'s own commands (a sub-group such as ``token``: :func:`sub_commands`)."""
+    mode = app.rich_markup_mode if rich_markup_mode is None else rich_markup_mode
+    if isinstance(mode, DefaultPlaceholder):
+        mode = mode.value
+    for info in app.registered_commands:
+        callback = info.callback
+        if callback is None:
+            continue
+        if (info.name or typer.main.get_command_name(callback.__name__)) == name:
+            return typer.main.get_command_from_info(
+                info, pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=mode
+            )
+    return None
+
+
 class LazyGroup(Group):
     """The root ``converge`` group: its commands are those of
     :data:`converge.cli.catalog.COMMANDS`, each imported from its module when it is
@@ -249,6 +325,10 @@ class LazyGroup(Group):
         if entry is None:
             return None
         app = importlib.import_module(f"converge.cli.{entry.module}").app
-        for built_name, command in sub_commands(app, self.rich_markup_mode).items():
-            self._built.setdefault(built_name, command)
+        command = one_command(app, name, self.rich_markup_mode)
+        if command is not None:  # its siblings (approve beside gates...) are not built
+            self._built[name] = command
+            return command
+        for built_name, built in sub_commands(app, self.rich_markup_mode).items():
+            self._built.setdefault(built_name, built)
         return self._built.get(name)

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.markup import escape
 
 from audit.signing import Signer, load_signer
+from converge.cli.markup import escape
 from converge.cli.render import err, fail
 from engine import ConvergeError
 

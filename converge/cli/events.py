@@ -25,7 +25,7 @@ from converge.cli.render import (
     readable_budget,
 )
 from converge.cli.tables import Column
-from converge.reports import iso_utc, readable
+from converge.values import iso_utc, readable
 from engine import BudgetStatus, ConvergeError
 from engine.result import counted
 from engine.store import EVENT_KINDS

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
 from audit.queries import fork_link, lineage_graph, mark_inherited
 from converge.cli.actors import ReaderTokenOption
 from converge.cli.decided import decisions
+from converge.cli.markup import escape
 from converge.cli.reading import RunArgument, print_json, read_run, warn_if_tampered
 from converge.cli.render import DbOption, JsonOption, failing_on, out, print_fitted
 from converge.cli.tables import Column
@@ -34,7 +34,7 @@ def facts_cmd(
     person's decision promoted, its gate, who decided and why (and beside the facts
     derived from it, that gate)."""
     from converge.access import sight
-    from converge.reports import readable
+    from converge.values import readable
 
     store, run_id, person = read_run(db, token, run_id)
     with failing_on(ConvergeError):
@@ -131,7 +131,7 @@ def lineage_cmd(
 def _label(graph: nx.DiGraph[str], node: str, decision: str) -> str:
     """A node of the tree: the fact, its content and provenance, and ``decision``
     (the gate that promoted it, who decided and why) when a person's decision did."""
-    from converge.reports import readable
+    from converge.values import readable
 
     fact: Fact | None = graph.nodes[node].get("fact")
     if fact is None:

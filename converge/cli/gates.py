@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from audit.queries import UnreadableGate, read_gates, resolve_gate_id
 from audit.store import SqlRunStore
@@ -35,6 +34,7 @@ from converge.cli.deciding import (
     decide_remotely,
 )
 from converge.cli.history import print_history
+from converge.cli.markup import escape
 from converge.cli.reading import read_store
 from converge.cli.render import (
     DbOption,
@@ -106,7 +106,7 @@ def _cli_execute(store: SqlRunStore, as_json: bool) -> Execute:
 
 def _content(g: GateRecord) -> str:
     """The proposal's key and content, as the reviewer needs them to decide."""
-    from converge.reports import readable
+    from converge.values import readable
 
     return f"{g.proposal.get('key', '?')}: {readable(g.proposal.get('content'))}"
 

@@ -30,7 +30,7 @@ def print_history(store: SqlRunStore, gate_id: str, as_json: bool) -> None:
     """Print the gate's history (exit 2 for an unknown gate or one that cannot be
     read, 1 when some entry cannot be read: it is listed as ``unreadable``)."""
     from converge.governance import gate_history
-    from converge.reports import iso_utc
+    from converge.values import iso_utc
 
     with failing_on(ConvergeError):
         entries = gate_history(store, gate_id)
@@ -56,7 +56,7 @@ def print_history(store: SqlRunStore, gate_id: str, as_json: bool) -> None:
 def _detail(detail: Any) -> str:
     """An entry's detail as a person reads it (:func:`converge.reports.readable`):
     ``key=value`` fields, times in ISO UTC, a nested mapping in parentheses."""
-    from converge.reports import readable
+    from converge.values import readable
 
     if isinstance(detail, dict):
         return "; ".join(

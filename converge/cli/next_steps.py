@@ -10,7 +10,7 @@ import shlex
 from collections import Counter
 
 from audit import SqlRunStore
-from audit.signing import SIGNING_KEY_ENV
+from audit.core import SIGNING_KEY_ENV  # naming it imports no signing room
 from engine import ConvergeError, HitlGatePending, RunResult, RunStore, StopReason
 from engine.result import counted
 from engine.stop import CycleBudgetExhausted

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from audit import SCHEMA_VERSION, SqlRunStore
-from audit.signing import SIGNING_KEY_ENV
+from audit.core import SIGNING_KEY_ENV  # naming it imports no signing room
 from converge.cli.actors import ReaderTokenOption, ask_read, reader
 from converge.cli.commands import CommandGroup
+from converge.cli.markup import escape
 from converge.cli.reading import RunArgument
 from converge.cli.render import (
     DbOption,

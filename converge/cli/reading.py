@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from audit import SqlRunStore
 from audit.queries import tamper_hint
 from converge.cli.actors import ask_read, reader
+from converge.cli.markup import escape
 from converge.cli.render import err, fail, open_run_store, resolve_run
 from engine import ConvergeError, Fact, StopCategory
 from engine.status import RunStatus

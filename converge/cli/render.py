@@ -5,22 +5,21 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
-from rich.console import Console, ConsoleDimensions
-from rich.markup import escape
-from rich.measure import Measurement
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from audit import SqlRunStore, open_store, resolve_url
+from converge.cli.markup import escape
 from converge.cli.pipes import drop_stdout
 from converge.cli.tables import (
     Column,
@@ -35,44 +34,82 @@ from converge.logs import structured
 from engine import ConvergeError, RunStore
 
 if TYPE_CHECKING:  # imported where used: a command that only reads pays for none
+    from rich.console import Console
     from rich.table import Table
 
+    from converge.cli.consoles import Output
     from converge.jobs import Job
     from converge.reports import Report, ReportSpec
     from engine import RunResult, StopReason
 
-UNWRAPPED = 100_000
-"""The width of stdout piped or redirected without ``$COLUMNS``: no line is wrapped."""
+
+class _OnFirstUse:
+    """A console made the first time one of its attributes is asked for: a command
+    that prints only plain text to a pipe (:func:`print_fitted`) imports no rich
+    console."""
+
+    def __init__(self, make: Callable[[], Console]) -> None:
+        self._make = make
+        self.made: Console | None = None
+
+    def console(self) -> Console:
+        """The console, made now if it was not yet."""
+        if self.made is None:
+            self.made = self._make()
+        return self.made
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.console(), name)
 
 
-class Output(Console):
-    """The console of stdout. Piped or redirected (no terminal, no ``$COLUMNS``) it
-    wraps nothing: a summary's explanation stays on its line for ``grep`` and a file
-    (rich would wrap at 80 columns). When its reader closes the pipe, the rest of the
-    output goes to the null device instead of rich's ``SystemExit(1)``: the command
-    finishes and exits with the code its result gives (``verify --all | head -1``
-    exits 0 for an intact store), as it would have after printing it all."""
+def _output() -> Console:
+    from converge.cli.consoles import Output
 
-    @property
-    def size(self) -> ConsoleDimensions:
-        """The terminal's size, or ``$COLUMNS``; :data:`UNWRAPPED` wide when neither."""
-        found = super().size
-        columns = self._environ.get("COLUMNS", "").strip()
-        if self._width is None and not columns.isdigit() and not self.is_terminal:
-            return ConsoleDimensions(UNWRAPPED, found.height)
-        return found
-
-    @size.setter
-    def size(self, new_size: tuple[int, int]) -> None:
-        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
-
-    def on_broken_pipe(self) -> None:
-        """Drop the rest of the output (:func:`drop_stdout`); carry on."""
-        drop_stdout()
+    return Output()
 
 
-out = Output()
-err = Console(stderr=True)
+def _error_console() -> Console:
+    from converge.cli.consoles import error_console
+
+    return error_console()
+
+
+_OUT = _OnFirstUse(_output)
+_ERR = _OnFirstUse(_error_console)
+out = cast("Output", _OUT)
+"""The console of stdout (:class:`converge.cli.consoles.Output`), made on first use."""
+err = cast("Console", _ERR)
+"""The console of stderr, made on first use."""
+
+
+def stderr_console() -> Console:
+    """:data:`err` itself (made now), for rich objects that take a console."""
+    return _ERR.console()
+
+
+def _piped_plain() -> bool:
+    """Whether stdout is a pipe or file rich would print to without a terminal's width
+    or colours, in UTF-8, told without making :data:`out`: no variable that makes rich
+    take it for a terminal or size it (``FORCE_COLOR``, ``TTY_COMPATIBLE``,
+    ``COLUMNS``...), no notebook or IDLE, not a tty. False when unsure: :data:`out` then
+    answers."""
+    import builtins
+
+    if any(name in os.environ for name in _TERMINAL_VARIABLES):
+        return False
+    if hasattr(builtins, "get_ipython") or "idlelib" in sys.modules:
+        return False
+    stream = sys.stdout
+    try:
+        if stream.isatty():
+            return False
+    except (AttributeError, ValueError):
+        return False
+    return (getattr(stream, "encoding", None) or "utf-8").lower() in ("utf-8", "utf8")
+
+
+_TERMINAL_VARIABLES = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS")
+"""What could make rich print to a pipe as to a terminal, or as wide as it says."""
 
 DbOption = Annotated[
     str | None,
@@ -99,7 +136,7 @@ def local_time(ts: float | None) -> str:
 def readable_budget(budget: Any) -> str:
     """A recorded budget (``{"max_cycles": 20, ...}``) as ``cycles 20, facts 10000,
     seconds 120``: its limits only; anything else as :func:`readable`."""
-    from converge.reports import readable
+    from converge.values import readable
 
     if not isinstance(budget, dict):
         return readable(budget)
@@ -221,7 +258,7 @@ def execute_with_progress(
         BarColumn(),
         TextColumn("budget {task.percentage:>5.1f}%"),
         TimeElapsedColumn(),
-        console=err,
+        console=stderr_console(),
         transient=True,
         disable=not show,
     ) as progress:
@@ -255,8 +292,11 @@ def fit_width() -> int | None:
 def print_fitted(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> None:
     """A table of plain-text ``rows`` fitted to :func:`fit_width` (low-priority
     columns dropped, :func:`converge.cli.tables.fitted_table`), printed whole."""
-    width = fit_width()
-    if width is None and out.color_system is None and out.encoding.lower() in ("utf-8", "utf8"):
+    plain = _OUT.made is None and _piped_plain()  # rich's console neither made nor imported
+    width = None if plain else fit_width()
+    if plain or (
+        width is None and out.color_system is None and out.encoding.lower() in ("utf-8", "utf8")
+    ):
         # piped, no colours: the text rich would print, without rich's renderer
         keep = kept_columns(columns, rows)
         text = plain_table(title, [columns[i] for i in keep], [[r[i] for i in keep] for r in rows])
@@ -267,13 +307,38 @@ def print_fitted(title: str, columns: Sequence[Column], rows: Sequence[Sequence[
     print_table(table, None if width is not None else natural_width(columns, rows))
 
 
+_EMOJI_CODE = re.compile(r":\S*?:")
+"""What rich might take for an emoji code (``:smile:``) and replace."""
+
+
+def print_line(markup: str, plain: str) -> None:
+    """Print ``markup`` (rich markup) on stdout; ``plain`` is the same text without its
+    tags. Piped without colours (as :func:`print_fitted` tells it), ``plain`` is written
+    as it is when rich would print exactly that: one line of printable characters,
+    no space at either end, nothing rich could read as an emoji code, narrower than
+    the unwrapped width; else rich prints ``markup``."""
+    light = (
+        _OUT.made is None
+        and plain.isprintable()
+        and plain == plain.strip()
+        and len(plain) < 10_000
+        and _EMOJI_CODE.search(plain) is None
+        and _piped_plain()
+    )
+    if light:
+        _write(plain + "\n")
+    else:
+        out.print(markup)
+
+
 def _write(text: str) -> None:
     """``text`` on stdout as :data:`out` writes (a closed pipe: :meth:`Output.on_broken_pipe`)."""
+    stream = out.file if _OUT.made is not None else sys.stdout  # the file out would take
     try:
-        out.file.write(text)
-        out.file.flush()
+        stream.write(text)
+        stream.flush()
     except BrokenPipeError:
-        out.on_broken_pipe()
+        drop_stdout()  # as Output.on_broken_pipe
 
 
 def print_table(table: Table, needed: int | None = None) -> None:
@@ -285,8 +350,13 @@ def print_table(table: Table, needed: int | None = None) -> None:
     if width is not None:
         out.print(table)
         return
+    from rich.measure import Measurement
+
+    from converge.cli.consoles import Output
+
     if needed is None:
-        needed = Measurement.get(out, out.options.update(max_width=100_000), table).maximum
+        options = out.options.update(max_width=100_000)
+        needed = Measurement.get(_OUT.console(), options, table).maximum
     # an Output too: a closed pipe ends a run's output with the run's exit code
     wide = Output(width=max(needed, out.width), no_color=out.no_color, highlight=False)
     wide.print(table, crop=False)
@@ -300,6 +370,7 @@ def report_table(report: Report, width: int | None = None) -> Table:
     never ``BSD-3-Cla`` / ``use``); only a table whose words cannot fit folds. The
     title is printed apart by :func:`print_reports`: as a table title, rich wraps
     it to the table's width (a two-column count table broke "Counts by license")."""
+    from rich.measure import Measurement
     from rich.table import Table
 
     table = Table(title_justify="left")
@@ -307,7 +378,8 @@ def report_table(report: Report, width: int | None = None) -> Table:
     widths = None
     if width is not None and rows:
         plain = _plain_report_table(report)
-        if Measurement.get(out, out.options.update(max_width=10_000), plain).maximum > width:
+        options = out.options.update(max_width=10_000)
+        if Measurement.get(_OUT.console(), options, plain).maximum > width:
             widths = word_widths(report.columns, rows, width)
     for i, col in enumerate(report.columns):
         numeric = rows and all(r[i].isdigit() for r in rows)

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from audit import SqlRunStore, redact_fact
 from audit.retention import PruneReport, prune
@@ -20,6 +19,7 @@ from audit.signing import signer_from_env
 from converge.access import STORE, Action, ask
 from converge.cli.actors import ManagerTokenOption, actor, reader
 from converge.cli.commands import CommandGroup
+from converge.cli.markup import escape
 from converge.cli.proofs import SigningKeyOption
 from converge.cli.reading import print_json
 from converge.cli.render import (

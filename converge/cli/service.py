@@ -23,7 +23,16 @@ from converge.cli.actors import NO_RUNNER_OPTIONS, ReaderTokenOption, RunnerFlag
 from converge.cli.commands import CommandGroup, option_groups
 from converge.cli.pipes import stdout_closed
 from converge.cli.reading import read_run
-from converge.cli.render import DbOption, JsonOption, err, fail, failing_on, open_sql_store, out
+from converge.cli.render import (
+    DbOption,
+    JsonOption,
+    err,
+    fail,
+    failing_on,
+    open_sql_store,
+    out,
+    stderr_console,
+)
 from converge.run_queue import Action
 from engine import ConvergeError
 from engine.status import RunStatus
@@ -227,7 +236,7 @@ def follow(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         TimeElapsedColumn(),
-        console=err,
+        console=stderr_console(),
         transient=True,
         disable=not err.is_terminal,
     ) as progress:

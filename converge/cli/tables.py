@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
-from rich.console import JustifyMethod
-from rich.markup import escape
+
+from converge.cli.markup import escape
 
 if TYPE_CHECKING:  # built where a table goes through rich (plain_table: none)
+    from rich.console import JustifyMethod
     from rich.table import Table
 
 __all__ = [

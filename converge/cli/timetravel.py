@@ -25,7 +25,6 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from audit.store import SqlRunStore
@@ -42,6 +41,7 @@ from converge.cli.audit import print_json, read_store
 from converge.cli.budgets import NO_BUDGET_OPTIONS, BudgetFlags
 from converge.cli.commands import CommandGroup, option_groups
 from converge.cli.legs import finish_leg, job_for
+from converge.cli.markup import escape
 from converge.cli.reading import read_run
 from converge.cli.render import (
     DbOption,
