@@ -164,6 +164,11 @@ ALLOWED_SITES = {
     # pydantic-ai has no public hook on the chat messages it sends; EndpointChatModel
     # overrides its one private method to send an assistant's ``content: null`` as "".
     ("converge/agents/endpoint.py", "super()._map_messages"),
+    # typer 0.29 builds a pydantic TypeAdapter per parameter on each call and has no
+    # public hook to skip it (C1, docs/performance.md): defer_coercion swaps in its own
+    # runtime parameter, and builds typer's on first need
+    ("converge/cli/commands.py", "param._runtime_param"),
+    ("converge/cli/commands.py", "built._coerce_value"),
 }
 """(file, ``receiver._name``): the single sites allowed, each with its reason."""
 

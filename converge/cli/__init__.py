@@ -65,7 +65,7 @@ def main() -> None:  # pragma: no cover - the console script
     that closes the pipe (``converge runs | head -1``) ends the output, quietly: the
     rest goes to the null device (:class:`~converge.cli.pipes.ClosedPipeGuard`) and
     the command exits with the code its result gives (``run``, ``approve`` and
-    ``resume`` their stop's, :func:`converge.cli.render.render_result`; ``verify``
+    ``resume`` their stop's, :func:`converge.cli.results.render_result`; ``verify``
     0 for an intact store); ``watch`` stops following and exits 1.
     """
     if sys.argv[1:] == ["--version"]:

@@ -44,9 +44,9 @@ from converge.cli.render import (
     out,
     print_fitted,
     print_line,
-    print_next_commands,
     resolve_run,
 )
+from converge.cli.results import print_next_commands
 from converge.cli.runs import runs_cmd
 from converge.cli.tables import Column
 from engine import ConvergeError

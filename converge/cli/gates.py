@@ -46,9 +46,9 @@ from converge.cli.render import (
     local_time,
     open_sql_store,
     print_fitted,
-    render_result,
     say_error,
 )
+from converge.cli.results import render_result
 from converge.cli.runmodels import AllowModelChangeOption, ModelOption, model_choice
 from converge.cli.service import BrokerOption, QueueOption
 from converge.cli.tables import Column

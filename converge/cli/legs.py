@@ -12,7 +12,8 @@ import typer
 
 from audit.store import SqlRunStore
 from converge.cli.actors import record
-from converge.cli.render import failing_on, render_result
+from converge.cli.render import failing_on
+from converge.cli.results import render_result
 from converge.decisions import job_of_run
 from converge.jobs import Job, load_job
 from engine import ConvergeError, RunResult, RunStore

@@ -19,7 +19,8 @@ from audit import SqlRunStore
 from converge.cli.actors import ReaderTokenOption
 from converge.cli.commands import CommandGroup
 from converge.cli.reading import RunArgument, read_run, warn_if_tampered
-from converge.cli.render import DbOption, fail, failing_on, print_reports
+from converge.cli.render import DbOption, fail, failing_on
+from converge.cli.results import print_reports
 from converge.jobs import job_from_record
 from converge.reports import (
     FORMATS,
