@@ -37,7 +37,7 @@ from audit.signing import (
     verifier_key,
     verify_bundle_decisions,
 )
-from audit.trail import CHECKPOINTED, TERMINAL
+from audit.trail import CHECKPOINTED, REDACTED, TERMINAL, ChainRow, check_redactions
 from engine.errors import BundleError, CheckpointError
 from engine.hashing.chain import GENESIS, PLAIN
 from engine.hashing.commitment import chain_parts, chained_payload, checkpoint_sha256
@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # cryptography is imported where a key is used
 FORMATS = (FORMAT_V3, FORMAT, FORMAT_V1)
 """The bundle formats read."""
 
-READ = ("run_started", *CHECKPOINTED)
+READ = ("run_started", REDACTED, *CHECKPOINTED)
 """The events whose payload a check reads (the others are only hashed)."""
 
 _quote: Callable[[str], str] = json.encoder.encode_basestring
@@ -230,6 +230,7 @@ def verify_bundle(
         check("event chain", lambda: _chain(scan(), run))
         check("facts", lambda: _facts(scan(), bundle, run))
         check("facts root", lambda: _facts_root(scan(), bundle, run))
+        check("redactions", lambda: _redactions(scan(), run))
         check("checkpoint", lambda: _checkpoint(bundle.get("checkpoint"), scan()))
         if bundle.get("deciders"):  # signed decisions, with the deciders' public keys
             check("signed decisions", lambda: verify_bundle_decisions(bundle, run["run_id"]))
@@ -424,6 +425,21 @@ def _facts_root(scan: _Scan, bundle: dict[str, Any], run: dict[str, Any]) -> str
     if recorded != root:
         return False, "the facts root the run's last stop recorded differs"
     return f"recomputed from {len(texts)} facts ({scheme}): {root[:16]}…"
+
+
+def _redactions(scan: _Scan, run: dict[str, Any]) -> str | tuple[bool, str]:
+    """Each redacted fact against its ``fact_redacted`` event, as the store's verify
+    ties them (:func:`audit.trail.check_redactions`): the chain hashes a format-2
+    fact by its commitment alone, so a marker edited or a fact blanked by hand
+    would pass every other check."""
+    rows = [ChainRow(seq, kind, 0, 0.0, text, "") for seq, kind, text in scan.read]
+    rows += [ChainRow(seq, "fact_promoted", 0, 0.0, text, "") for seq, text in scan.promoted]
+    rows.sort()
+    problem = check_redactions(rows, chain_parts(str(run.get("chain")))[1])
+    if problem is not None:
+        return False, f"event seq {problem[0]}: {problem[1]}"
+    n = sum(1 for r in rows if r.kind == REDACTED)
+    return f"{n} redacted facts, each its fact_redacted event's" if n else "no fact redacted"
 
 
 def _checkpoint(blob: str | None, scan: _Scan) -> str | tuple[bool, str]:

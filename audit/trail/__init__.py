@@ -50,6 +50,7 @@ from audit.trail._gates import (
     settle_gate,
 )
 from audit.trail._kinds import CHECKPOINTED, REQUEUED, TERMINAL
+from audit.trail._redactions import REDACTED, check_redactions
 from audit.trail._run_header import header_column, read_header
 from audit.trail._runs import finish_run, get_run_header, start_run
 from audit.trail._store_key import (
@@ -65,6 +66,7 @@ __all__ = [
     "CHECKPOINTED",
     "GENESIS",
     "KEY_FINGERPRINT",
+    "REDACTED",
     "REQUEUED",
     "TERMINAL",
     "AuditKeyError",
@@ -72,6 +74,7 @@ __all__ = [
     "VerifyReport",
     "append",
     "append_events",
+    "check_redactions",
     "chunks_problem",
     "claim_resume",
     "commit",

@@ -11,6 +11,10 @@ equal to that event's ``at``, ``by`` and ``reason``; every ``fact_redacted``
 event must name a fact stored redacted (not a content put back). Rows of chain
 format 1 hold no redaction: for them the check only asks that no
 ``fact_redacted`` event be chained.
+
+The store's verify and the proof-bundle verifier (:mod:`audit.proofs`) both run
+it, so that both word a disagreement alike; it lives beside the chain, which
+both import.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from audit.trail import ChainRow
-from audit.verify._crosscheck import Problem
+from audit.trail._chain import ChainRow
 
-__all__ = ["check_redactions"]
+__all__ = ["REDACTED", "check_redactions"]
+
+Problem = tuple[int, str] | None
+"""(seq, reason) of the first disagreement, or None."""
 
 REDACTED = "fact_redacted"
 _MARK = '"redacted":{'
