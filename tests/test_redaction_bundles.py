@@ -170,3 +170,24 @@ def test_the_stdlib_verifier_says_why_in_the_store_verifys_words(
     results = checks(bundle, keys.pub.read_bytes(), None, reasons)
     assert [n for n, ok in results if not ok] == ["redactions"]
     assert why in reasons["redactions"] and reasons["redactions"].startswith("event seq ")
+
+
+def test_go_audit_ties_redactions_alike(
+    bundles: tuple[Bundle, Bundle, Keys],
+    tmp_path: Path,
+    go_audit: Path,  # noqa: F811 (the fixture imported)
+) -> None:
+    before, after, _ = bundles
+    path = tmp_path / "bundle.json"
+    path.write_text(json.dumps(after), "utf-8")
+    code, out = _go(go_audit, "redactions", path)
+    assert code == 0 and "ok: 2 redacted facts" in out, out
+    path.write_text(json.dumps(before), "utf-8")
+    code, out = _go(go_audit, "redactions", path)
+    assert code == 0 and "ok: 0 redacted facts" in out, out
+    for tamper, (edit, why) in TAMPERS.items():
+        bundle = json.loads(json.dumps(after))
+        edit(before, bundle)
+        path.write_text(json.dumps(bundle), "utf-8")
+        code, out = _go(go_audit, "redactions", path)
+        assert code == 1 and why in out and "FAILED: event seq " in out, (tamper, out)
