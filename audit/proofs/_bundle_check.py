@@ -37,7 +37,7 @@ from audit.signing import (
     verifier_key,
     verify_bundle_decisions,
 )
-from audit.trail import CHECKPOINTED, REDACTED, TERMINAL, ChainRow, check_redactions
+from audit.trail import CHECKPOINTED, MARK, REDACTED, TERMINAL, ChainRow, check_redactions
 from engine.errors import BundleError, CheckpointError
 from engine.hashing.chain import GENESIS, PLAIN
 from engine.hashing.commitment import chain_parts, chained_payload, checkpoint_sha256
@@ -53,6 +53,9 @@ FORMATS = (FORMAT_V3, FORMAT, FORMAT_V1)
 
 READ = ("run_started", REDACTED, *CHECKPOINTED)
 """The events whose payload a check reads (the others are only hashed)."""
+
+_MARKED = ("run_started", REDACTED)
+"""The read events the redactions check looks at."""
 
 _quote: Callable[[str], str] = json.encoder.encode_basestring
 
@@ -432,9 +435,10 @@ def _redactions(scan: _Scan, run: dict[str, Any]) -> str | tuple[bool, str]:
     ties them (:func:`audit.trail.check_redactions`): the chain hashes a format-2
     fact by its commitment alone, so a marker edited or a fact blanked by hand
     would pass every other check."""
-    rows = [ChainRow(seq, kind, 0, 0.0, text, "") for seq, kind, text in scan.read]
-    rows += [ChainRow(seq, "fact_promoted", 0, 0.0, text, "") for seq, text in scan.promoted]
-    rows.sort()
+    # only the texts that may take part become rows (100k facts: 0.05 s, not 0.7 s)
+    rows = [ChainRow(s, k, 0, 0.0, text, "") for s, k, text in scan.read if k in _MARKED]
+    rows += [ChainRow(s, "fact_promoted", 0, 0.0, t, "") for s, t in scan.promoted if MARK in t]
+    rows.sort()  # by seq: the first disagreement is the one verify names
     problem = check_redactions(rows, chain_parts(str(run.get("chain")))[1])
     if problem is not None:
         return False, f"event seq {problem[0]}: {problem[1]}"

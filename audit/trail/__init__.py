@@ -52,7 +52,7 @@ from audit.trail._gates import (
     settle_gate,
 )
 from audit.trail._kinds import CHECKPOINTED, REQUEUED, TERMINAL
-from audit.trail._redactions import REDACTED, check_redactions
+from audit.trail._redactions import MARK, REDACTED, check_redactions
 from audit.trail._run_header import header_column, read_header
 from audit.trail._runs import finish_run, get_run_header, start_run
 from audit.trail._store_key import (
@@ -68,6 +68,7 @@ __all__ = [
     "CHECKPOINTED",
     "GENESIS",
     "KEY_FINGERPRINT",
+    "MARK",
     "REDACTED",
     "REQUEUED",
     "TERMINAL",

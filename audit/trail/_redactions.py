@@ -25,13 +25,13 @@ from typing import Any
 
 from audit.trail._chain import ChainRow
 
-__all__ = ["REDACTED", "check_redactions"]
+__all__ = ["MARK", "REDACTED", "check_redactions"]
 
 Problem = tuple[int, str] | None
 """(seq, reason) of the first disagreement, or None."""
 
 REDACTED = "fact_redacted"
-_MARK = '"redacted":{'
+MARK = '"redacted":{'
 """In the canonical text of every redacted fact (verify parses no other fact)."""
 
 
@@ -43,7 +43,7 @@ def check_redactions(rows: Sequence[ChainRow], salted: bool = True) -> Problem:
     costs about 0.6 µs a fact). Never raises: a payload that is not JSON was
     reported by the chain's checks.
     """
-    needle = _MARK
+    needle = MARK
     # one scan of the texts: only the rows that may take part are parsed
     if salted:
         rows = [r for r in rows if r.kind == REDACTED or needle in r.payload]
@@ -90,7 +90,7 @@ def _stored_facts(rows: Sequence[ChainRow]) -> Iterator[tuple[int, dict[str, Any
     """(seq, fact dict) of the run's initial facts and promoted facts that may be
     redacted (their text holds a marker: the others are not parsed)."""
     for row in rows:
-        if _MARK not in row.payload:
+        if MARK not in row.payload:
             continue
         if row.kind == "fact_promoted":
             p = _load(row.payload)
