@@ -2,7 +2,8 @@
 
 No database: :func:`verify_bundle` reads the bundle's JSON and says, check by
 check, what it verified — the signatures, the events' chain and root, the facts
-against the events and their root, the checkpoint, the ledger entry and its
+against the events and their root, the redacted facts against their
+``fact_redacted`` events (as the store's verify), the checkpoint, the ledger entry and its
 inclusion in the signed head — or, for a one-fact bundle, the fact's audit path
 to the signed facts root; the checkpoint note (C2SP) of the signed head, and a
 witness's cosignature on it when asked. Every check runs, so that a tampered bundle names each
