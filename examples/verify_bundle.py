@@ -187,7 +187,7 @@ def scan(bundle: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     chain = str(run.get("chain"))
     v2, plain = chain.endswith("/2"), chain.removesuffix("/2") == "sha256"
     sha, quoted = hashlib.sha256, {}
-    leaves, promoted, read, signed, hashes = [], [], [], [], []
+    leaves, promoted, read, signed, hashes, marked = [], [], [], [], [], []
     bad, prev = None, GENESIS.encode()
     for seq, e in enumerate(events, 1):
         kind, payload = e["kind"], e["payload"]
@@ -211,6 +211,8 @@ def scan(bundle: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
         elif kind in SIGNED and '"signature":' in payload:
             signed.append((seq, payload))
         hashes.append(e["hash"])
+        if kind == formats.REDACTED or (v2 and kind in FACT_KINDS and formats.MARK in payload):
+            marked.append((seq, kind, payload))  # what the redactions check reads
     return {
         "count": len(leaves),
         "root": tree_root(leaves),
@@ -220,21 +222,29 @@ def scan(bundle: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
         "read": read,
         "signed": signed,
         "hashes": hashes,
+        "marked": marked,
     }
 
 
 def checks(
-    bundle: dict[str, Any], public_pem: bytes, witness: str | None = None
+    bundle: dict[str, Any],
+    public_pem: bytes,
+    witness: str | None = None,
+    reasons: dict[str, str] | None = None,
 ) -> list[tuple[str, bool]]:
     """(name, ok) of every check, in the order docs/audit-format.md lists them;
-    ``witness``: a verifier key whose cosignature the checkpoint must carry."""
+    ``witness``: a verifier key whose cosignature the checkpoint must carry;
+    ``reasons``, when given, gets why a check that says why failed (its name: why)."""
     out: list[tuple[str, bool]] = []
 
-    def check(name: str, fn: Callable[[], bool]) -> None:
+    def check(name: str, fn: Callable[[], bool | str]) -> None:
         try:
-            out.append((name, bool(fn())))
+            found = fn()
         except (KeyError, TypeError, ValueError, IndexError, AttributeError):
-            out.append((name, False))
+            found = False
+        if isinstance(found, str) and reasons is not None:
+            reasons[name] = found  # a check that says why it failed
+        out.append((name, bool(found) and not isinstance(found, str)))
 
     run, head = bundle.get("run") or {}, bundle.get("signed_head") or {}
     ledger: Any = bundle.get("ledger")
@@ -292,6 +302,7 @@ def checks(
         check("event chain", lambda: _chain(s, run))
         check("facts", lambda: _facts(bundle, s, run))
         check("facts root", lambda: _facts_root(bundle, s, run, scheme))
+        check("redactions", lambda: formats.redaction_problem(s["marked"]) or True)
         check("checkpoint", lambda: _checkpoint(bundle.get("checkpoint"), s))
         if bundle.get("deciders"):
             check("signed decisions", lambda: _decisions(bundle["deciders"], s, run["run_id"]))
@@ -449,9 +460,11 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    results = checks(bundle, public_pem, witness)
+    reasons: dict[str, str] = {}
+    results = checks(bundle, public_pem, witness, reasons)
     for name, ok in results:
-        print(f"{'ok' if ok else 'FAILED'} {name}")
+        why = f": {reasons[name]}" if name in reasons else ""
+        print(f"{'ok' if ok else 'FAILED'} {name}{why}")
     return 0 if all(ok for _, ok in results) else 1
 
 

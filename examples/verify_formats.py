@@ -247,6 +247,56 @@ def committed(kind: str, payload: str) -> str:
     return canonical(p).decode()
 
 
+REDACTED, MARK = "fact_redacted", '"redacted":{'
+"""The event of a redaction; MARK is in the text of every redacted fact."""
+
+
+def redaction_problem(marked: list[tuple[int, str, str]]) -> str | None:
+    """Why a redacted fact disagrees with the chained ``fact_redacted`` events, or
+    None (the check of the store's verify, in its words). ``marked``: (seq, kind,
+    payload text) of each fact_redacted event, and of each fact_promoted or
+    run_started of a chain of format 2 whose text holds a redaction marker. The
+    chain hashes such a fact by its commitment alone: this check is what catches a
+    marker edited, a fact blanked by hand, or a redacted content put back."""
+    events: dict[str, tuple[int, dict[str, Any]]] = {}
+    stored: list[tuple[int, Any]] = []
+    for seq, kind, text in marked:
+        p = json.loads(text)
+        if kind == REDACTED:
+            fid = p.get("fact_id") if isinstance(p, dict) else None
+            if not isinstance(fid, str):
+                return f"event seq {seq}: fact_redacted names no fact"
+            if fid in events:
+                return f"event seq {seq}: fact {fid} is redacted twice"
+            events[fid] = (seq, p)
+        elif kind == "fact_promoted":
+            stored.append((seq, p))
+        else:
+            stored += [(seq, f) for f in p.get("initial_facts") or ()]
+    seen = set()
+    for seq, fact in stored:
+        fid, mark = (fact.get("id"), fact.get("content")) if isinstance(fact, dict) else (0, 0)
+        if not isinstance(fid, str) or not isinstance(mark, dict):
+            continue
+        if "redacted" not in mark or "commitment" not in fact:
+            continue
+        seen.add(fid)
+        if fid not in events:
+            return f"event seq {seq}: fact {fid} is redacted without a fact_redacted event"
+        at, event = events[fid]
+        if fact.get("commitment") != event.get("commitment"):
+            why = f"fact {fid}'s commitment differs from its fact_redacted (seq {at})"
+            return f"event seq {seq}: {why}"
+        if mark.get("redacted") != {k: event.get(k) for k in ("at", "by", "reason")}:
+            why = f"fact {fid}'s redaction marker differs from its fact_redacted (seq {at})"
+            return f"event seq {seq}: {why}"
+    for fid, (at, _) in events.items():
+        if fid not in seen:
+            why = f"fact_redacted names fact {fid}, which the run does not hold redacted"
+            return f"event seq {at}: {why}"
+    return None
+
+
 def checkpoint_digest(blob: str) -> str:
     """A checkpoint's sha256; of format 2 with its facts inline, over the canonical
     JSON of it with each fact row ``[..8 fields, salt]`` replaced by its C."""

@@ -102,7 +102,8 @@ def verify_independent(bundle: Path, keys: Keys) -> tuple[int, list[tuple[str, b
         check=False,
         cwd="/",
     )
-    lines = [line.split(" ", 1) for line in done.stdout.splitlines() if line]
+    # a failed check may say why after its name: "FAILED redactions: event seq 9: ..."
+    lines = [line.split(": ", 1)[0].split(" ", 1) for line in done.stdout.splitlines() if line]
     return done.returncode, [(name, mark == "ok") for mark, name in lines]
 
 

@@ -6,7 +6,9 @@ the write path and the verifiers both name (``_kinds``), appending a cycle's bat
 finishing a run with its header (``_runs``, ``_run_header``), checkpoints and fact
 chunks (``_checkpoints``), HITL gate rows and their compare-and-set decision
 (``_gates``), and the key a writer must hold, checked before a run starts, a gate
-is decided or a run is claimed (``_store_key``). The writer thread, bulk inserts,
+is decided or a run is claimed (``_store_key``); redacted facts against their
+chained ``fact_redacted`` events, which the store's verify and the bundle
+verifier both check (``_redactions``). The writer thread, bulk inserts,
 leases and liveness are :mod:`audit.writing`'s. Every new run head goes to the
 ledger through the store's :class:`audit.core.HeadLedger`, never by importing the
 sequencer.
@@ -50,6 +52,7 @@ from audit.trail._gates import (
     settle_gate,
 )
 from audit.trail._kinds import CHECKPOINTED, REQUEUED, TERMINAL
+from audit.trail._redactions import MARK, REDACTED, check_redactions
 from audit.trail._run_header import header_column, read_header
 from audit.trail._runs import finish_run, get_run_header, start_run
 from audit.trail._store_key import (
@@ -65,6 +68,8 @@ __all__ = [
     "CHECKPOINTED",
     "GENESIS",
     "KEY_FINGERPRINT",
+    "MARK",
+    "REDACTED",
     "REQUEUED",
     "TERMINAL",
     "AuditKeyError",
@@ -72,6 +77,7 @@ __all__ = [
     "VerifyReport",
     "append",
     "append_events",
+    "check_redactions",
     "chunks_problem",
     "claim_resume",
     "commit",

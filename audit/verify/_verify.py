@@ -28,13 +28,13 @@ from audit.trail import (
     REQUEUED,
     ChainRow,
     VerifyReport,
+    check_redactions,
     chunks_problem,
     read_checkpoint,
     verify_chain,
 )
 from audit.verify._crosscheck import Problem, check_checkpoint, check_gates, check_outcome
 from audit.verify._exactly_once import check_exactly_once
-from audit.verify._redactions import check_redactions
 from audit.verify._row_checks import (
     EventCells,
     check_fact_ids,

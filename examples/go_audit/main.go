@@ -5,6 +5,7 @@
 //	go_audit open VKEY CHECKPOINT [WITNESS_VKEY]   the checkpoint's signature (and a witness's cosignature)
 //	go_audit record VKEY BUNDLE                    the run's ledger entry is in the bundle's checkpoint
 //	go_audit tree VKEY OLD NEW PROOF               NEW extends OLD (PROOF: base64 hashes, one a line)
+//	go_audit redactions BUNDLE                     each redacted fact is the one its fact_redacted event names
 //
 // VKEY and WITNESS_VKEY are files holding a verifier key (converge.vkey). It prints
 // one line and exits 0 when the check holds, 1 with the reason when it does not.
@@ -24,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -190,6 +192,102 @@ func tree(vkeyFile, oldFile, newFile, proofFile string) {
 	fmt.Printf("ok: %s at size %d extends size %d\n", cur.origin, cur.size, old.size)
 }
 
+// stored is a fact as a run holds it (a fact_promoted payload, an initial fact).
+type stored struct {
+	seq  int
+	fact map[string]any
+}
+
+// redactions ties each redacted fact of a run bundle to its chained fact_redacted
+// event, as converge's verify does and in its words (docs/audit-format.md,
+// "Redactions"): a chain of format 2 hashes a fact by its commitment alone, so a
+// marker edited, a fact blanked by hand or a content put back passes the chain.
+// It checks neither the chain nor the signatures: verify-bundle does.
+func redactions(bundleFile string) {
+	var b struct {
+		Run struct {
+			Chain string `json:"chain"`
+		} `json:"run"`
+		Events []struct {
+			Kind    string `json:"kind"`
+			Payload string `json:"payload"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(readFile(bundleFile), &b); err != nil {
+		fail(err)
+	}
+	at := func(seq int, why string, args ...any) {
+		fail(fmt.Errorf("event seq %d: "+why, append([]any{seq}, args...)...))
+	}
+	salted := strings.HasSuffix(b.Run.Chain, "/2") // format 2: facts may be redacted
+	events := map[string]stored{}
+	var order []string
+	var facts []stored
+	for i, e := range b.Events {
+		seq := i + 1
+		switch {
+		case e.Kind == "fact_redacted":
+			var p map[string]any
+			_ = json.Unmarshal([]byte(e.Payload), &p)
+			fid, ok := p["fact_id"].(string)
+			if !ok {
+				at(seq, "fact_redacted names no fact")
+			}
+			if _, twice := events[fid]; twice {
+				at(seq, "fact %s is redacted twice", fid)
+			}
+			events[fid] = stored{seq, p}
+			order = append(order, fid)
+		case !salted || !strings.Contains(e.Payload, `"redacted":{`):
+		case e.Kind == "fact_promoted":
+			var f map[string]any
+			if json.Unmarshal([]byte(e.Payload), &f) == nil {
+				facts = append(facts, stored{seq, f})
+			}
+		case e.Kind == "run_started":
+			var p struct {
+				Initial []any `json:"initial_facts"`
+			}
+			_ = json.Unmarshal([]byte(e.Payload), &p)
+			for _, f := range p.Initial {
+				if m, ok := f.(map[string]any); ok {
+					facts = append(facts, stored{seq, m})
+				}
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, s := range facts {
+		fid, ok := s.fact["id"].(string)
+		content, isMap := s.fact["content"].(map[string]any)
+		if !ok || !isMap {
+			continue
+		}
+		marker, marked := content["redacted"]
+		if _, committed := s.fact["commitment"]; !marked || !committed {
+			continue
+		}
+		seen[fid] = true
+		ev, found := events[fid]
+		if !found {
+			at(s.seq, "fact %s is redacted without a fact_redacted event", fid)
+		}
+		if !reflect.DeepEqual(s.fact["commitment"], ev.fact["commitment"]) {
+			at(s.seq, "fact %s's commitment differs from its fact_redacted (seq %d)", fid, ev.seq)
+		}
+		want := map[string]any{"at": ev.fact["at"], "by": ev.fact["by"], "reason": ev.fact["reason"]}
+		if !reflect.DeepEqual(marker, want) {
+			at(s.seq, "fact %s's redaction marker differs from its fact_redacted (seq %d)", fid, ev.seq)
+		}
+	}
+	for _, fid := range order {
+		if !seen[fid] {
+			at(events[fid].seq, "fact_redacted names fact %s, which the run does not hold redacted", fid)
+		}
+	}
+	fmt.Printf("ok: %d redacted facts, each its fact_redacted event's\n", len(order))
+}
+
 func main() {
 	args := os.Args[1:]
 	switch {
@@ -204,8 +302,10 @@ func main() {
 		record(args[1], args[2])
 	case len(args) == 5 && args[0] == "tree":
 		tree(args[1], args[2], args[3], args[4])
+	case len(args) == 2 && args[0] == "redactions":
+		redactions(args[1])
 	default:
-		fmt.Fprintln(os.Stderr, "usage: go_audit open VKEY CHECKPOINT [WITNESS_VKEY] | record VKEY BUNDLE | tree VKEY OLD NEW PROOF")
+		fmt.Fprintln(os.Stderr, "usage: go_audit open VKEY CHECKPOINT [WITNESS_VKEY] | record VKEY BUNDLE | tree VKEY OLD NEW PROOF | redactions BUNDLE")
 		os.Exit(2)
 	}
 }

@@ -11,6 +11,10 @@ equal to that event's ``at``, ``by`` and ``reason``; every ``fact_redacted``
 event must name a fact stored redacted (not a content put back). Rows of chain
 format 1 hold no redaction: for them the check only asks that no
 ``fact_redacted`` event be chained.
+
+The store's verify and the proof-bundle verifier (:mod:`audit.proofs`) both run
+it, so that both word a disagreement alike; it lives beside the chain, which
+both import.
 """
 
 from __future__ import annotations
@@ -19,13 +23,15 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from audit.trail import ChainRow
-from audit.verify._crosscheck import Problem
+from audit.trail._chain import ChainRow
 
-__all__ = ["check_redactions"]
+__all__ = ["MARK", "REDACTED", "check_redactions"]
+
+Problem = tuple[int, str] | None
+"""(seq, reason) of the first disagreement, or None."""
 
 REDACTED = "fact_redacted"
-_MARK = '"redacted":{'
+MARK = '"redacted":{'
 """In the canonical text of every redacted fact (verify parses no other fact)."""
 
 
@@ -37,7 +43,7 @@ def check_redactions(rows: Sequence[ChainRow], salted: bool = True) -> Problem:
     costs about 0.6 µs a fact). Never raises: a payload that is not JSON was
     reported by the chain's checks.
     """
-    needle = _MARK
+    needle = MARK
     # one scan of the texts: only the rows that may take part are parsed
     if salted:
         rows = [r for r in rows if r.kind == REDACTED or needle in r.payload]
@@ -84,7 +90,7 @@ def _stored_facts(rows: Sequence[ChainRow]) -> Iterator[tuple[int, dict[str, Any
     """(seq, fact dict) of the run's initial facts and promoted facts that may be
     redacted (their text holds a marker: the others are not parsed)."""
     for row in rows:
-        if _MARK not in row.payload:
+        if MARK not in row.payload:
             continue
         if row.kind == "fact_promoted":
             p = _load(row.payload)
