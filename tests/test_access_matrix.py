@@ -285,25 +285,29 @@ def _gate(m: Matrix, name: str) -> str:
     return m.scene.gates[name]
 
 
+def _api_on_run(method: str, run: str, ok: tuple[int, ...], tail: str = "") -> Attempt:
+    """``METHOD /api/runs/{id}{tail}`` on the scene's run ``run``, successful with ``ok``."""
+    return lambda m, who: _http(m.api(who, method, f"/api/runs/{_run(m, run)}{tail}"), ok)
+
+
+def _cli_on_run(command: str, run: str) -> Attempt:
+    """``converge COMMAND RUN`` on the scene's run ``run``, successful with exit code 0."""
+    return lambda m, who: _cli(m.cli(who, command, _run(m, run)), (0,))
+
+
 ATTEMPTS: dict[tuple[Action, str], Attempt] = {
-    (Action.SEE_RUN, "api"): lambda m, who: _http(
-        m.api(who, "GET", f"/api/runs/{_run(m, 'open')}"), (200,)
-    ),
+    (Action.SEE_RUN, "api"): _api_on_run("GET", "open", (200,)),
     (Action.SEE_RUN, "page"): lambda m, who: _http(
         m.page(who).get(f"/runs/{_run(m, 'open')}"), (200,)
     ),
-    (Action.SEE_RUN, "cli"): lambda m, who: _cli(m.cli(who, "show", _run(m, "open")), (0,)),
-    (Action.FOLLOW_RUN, "api"): lambda m, who: _http(
-        m.api(who, "GET", f"/api/runs/{_run(m, 'stopped')}/events"), (200, 204)
-    ),
-    (Action.FOLLOW_RUN, "cli"): lambda m, who: _cli(m.cli(who, "watch", _run(m, "stopped")), (0,)),
+    (Action.SEE_RUN, "cli"): _cli_on_run("show", "open"),
+    (Action.FOLLOW_RUN, "api"): _api_on_run("GET", "stopped", (200, 204), "/events"),
+    (Action.FOLLOW_RUN, "cli"): _cli_on_run("watch", "stopped"),
     (Action.EXPORT_RUN, "cli"): lambda m, who: _cli(
         m.cli(who, "export", _run(m, "stopped"), "--proof", m.fresh("bundle") + ".json"), (0,)
     ),
-    (Action.SEE_GATE, "api"): lambda m, who: _http(
-        m.api(who, "GET", f"/api/runs/{_run(m, 'open')}"), (200,)
-    ),
-    (Action.SEE_GATE, "cli"): lambda m, who: _cli(m.cli(who, "events", _run(m, "open")), (0,)),
+    (Action.SEE_GATE, "api"): _api_on_run("GET", "open", (200,)),
+    (Action.SEE_GATE, "cli"): _cli_on_run("events", "open"),
     (Action.READ_GATE, "api"): lambda m, who: _http(
         m.api(who, "GET", f"/api/gates/{_gate(m, 'open')}"), (200,)
     ),
@@ -335,13 +339,11 @@ ATTEMPTS: dict[tuple[Action, str], Attempt] = {
     (Action.FORK_RUN, "cli"): lambda m, who: _cli(
         m.cli(who, "fork", _run(m, "stopped"), "--at-cycle", "0"), (0,)
     ),
-    (Action.CANCEL_RUN, "api"): lambda m, who: _http(
-        m.api(who, "POST", f"/api/runs/{_run(m, 'queued')}/cancel"), (202,)
-    ),
+    (Action.CANCEL_RUN, "api"): _api_on_run("POST", "queued", (202,), "/cancel"),
     (Action.CANCEL_RUN, "page"): lambda m, who: _http(
         m.page(who).post(f"/runs/{_run(m, 'queued')}/cancel"), (303,)
     ),
-    (Action.CANCEL_RUN, "cli"): lambda m, who: _cli(m.cli(who, "cancel", _run(m, "queued")), (0,)),
+    (Action.CANCEL_RUN, "cli"): _cli_on_run("cancel", "queued"),
     (Action.DECIDE, "api"): lambda m, who: _http(
         m.api(
             who,
@@ -369,9 +371,7 @@ ATTEMPTS: dict[tuple[Action, str], Attempt] = {
 }
 """For each action and surface, one attempt as a person and what success looks like."""
 HIDDEN: dict[tuple[Action, str], Attempt] = {
-    (Action.SEE_RUN, "cli-hidden"): lambda m, who: _cli(
-        m.cli(who, "show", _run(m, "hidden")), (0,)
-    ),
+    (Action.SEE_RUN, "cli-hidden"): _cli_on_run("show", "hidden"),
 }
 """``converge show`` of the run whose job shows its runs to ``legal`` only."""
 

@@ -16,6 +16,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -28,7 +30,7 @@ from audit.run_queue import queue_run
 from audit.store import SqlRunStore
 from converge.jobs import Job, load_job
 from engine import RunHeader, UserCancelled, new_run_id
-from tests.faultfixtures import differences, opened, snapshot
+from tests.faultfixtures import RunSnapshot, differences, opened, snapshot
 from tests.hitlfixtures import STORES, store_url_for
 from tests.realserve import STOP_WITHIN_S, converge_process, served_cli, stop_within
 from tests.servicefixtures import (
@@ -104,25 +106,47 @@ def test_a_signalled_run_is_cancelled_recorded_and_resumable(
 
 # -- converge worker --run and converge serve: stopped within 10 s, finished elsewhere ---------
 STOPS = {"SIGTERM": signal.SIGTERM, "kill -9": signal.SIGKILL}
+ON_EACH_STORE_EACH_STOP = pytest.mark.parametrize(
+    ("kind", "stop"), [(kind, stop) for stop in STOPS for kind in STORES]
+)
+"""Parametrises a test over ``kind`` (of ``STORES``) and ``stop`` (of ``STOPS``):
+ids such as ``sqlite-SIGTERM`` or ``postgresql-kill -9``."""
 
 
-def _finished_elsewhere(url: str, run_id: str, tmp_path: Path) -> None:
-    """Another worker finishes the run (``worker --run RUN --resume``)."""
+@contextmanager
+def _beat_on(
+    kind: str, tmp_path: Path, *, gated: bool
+) -> Iterator[tuple[str, SqlRunStore, Path, RunSnapshot, Path]]:
+    """A fresh store of ``kind`` (its URL and the store, open), a job of 60 cycles of
+    50 ms (``gated``: paused at a gate in cycle 2 first), the snapshot of its
+    uninterrupted run (approved and resumed when ``gated``), and the log of the
+    process to stop (``serve.log`` when ``gated``, else ``worker.log``)."""
+    if gated:
+        job_file = gated_beat_job(tmp_path / "gated.yaml", steps=60, sleep_ms=50)
+        want = reference_resumed(job_file, tmp_path)
+    else:
+        job_file = beat_job(tmp_path / "beat.yaml", steps=60, sleep_ms=50)
+        want = reference(job_file, tmp_path)
+    log = tmp_path / ("serve.log" if gated else "worker.log")
+    with store_url_for(kind, tmp_path) as url, opened(url) as store:
+        yield url, store, job_file, want, log
+
+
+def _finished_elsewhere(url: str, run_id: str, tmp_path: Path, want: RunSnapshot) -> None:
+    """Another worker finishes the run (``worker --run RUN --resume``), to the facts
+    of ``want``, the uninterrupted run."""
     again = converge_process(
         "worker", "--run", run_id, "--resume", "--db", url, log=tmp_path / "w2.log"
     )
     assert again.wait(timeout=WAIT_S) == 0, (tmp_path / "w2.log").read_text()
+    assert differences(snapshot(url, run_id), want) == []
 
 
-@pytest.mark.parametrize("stop", STOPS)
-@pytest.mark.parametrize("kind", STORES)
+@ON_EACH_STORE_EACH_STOP
 def test_a_worker_stopped_mid_run_exits_within_10_s_and_another_finishes_it_with_the_same_facts(
     kind: str, stop: str, tmp_path: Path
 ) -> None:
-    job_file = beat_job(tmp_path / "beat.yaml", steps=60, sleep_ms=50)
-    want = reference(job_file, tmp_path)
-    log = tmp_path / "worker.log"
-    with store_url_for(kind, tmp_path) as url, opened(url) as store:
+    with _beat_on(kind, tmp_path, gated=False) as (url, store, job_file, want, log):
         run_id = queued_run(load_job(job_file), store)
         worker = converge_process("worker", "--run", run_id, "--db", url, log=log)
         until(lambda: store.run(run_id).cycles >= 3, what=state(store, run_id))
@@ -137,20 +161,15 @@ def test_a_worker_stopped_mid_run_exits_within_10_s_and_another_finishes_it_with
         else:  # left as its last committed cycle shows
             assert row.status == "crashed"
         assert store.verify(run_id).ok
-        _finished_elsewhere(url, run_id, tmp_path)
-        assert differences(snapshot(url, run_id), want) == []
+        _finished_elsewhere(url, run_id, tmp_path, want)
         assert store.verify(run_id).ok
 
 
-@pytest.mark.parametrize("stop", STOPS)
-@pytest.mark.parametrize("kind", STORES)
+@ON_EACH_STORE_EACH_STOP
 def test_serve_stopped_while_its_pool_resumes_a_run_exits_in_10_s_and_another_worker_finishes_it(
     kind: str, stop: str, tmp_path: Path
 ) -> None:
-    job_file = gated_beat_job(tmp_path / "gated.yaml", steps=60, sleep_ms=50)
-    want = reference_resumed(job_file, tmp_path)
-    log = tmp_path / "serve.log"
-    with store_url_for(kind, tmp_path) as url, opened(url) as store:
+    with _beat_on(kind, tmp_path, gated=True) as (url, store, job_file, want, log):
         run_id, auth = _paused(job_file, store)
         with served_cli(url, log) as served:
             serve, base = served.proc, served.base
@@ -168,8 +187,7 @@ def test_serve_stopped_while_its_pool_resumes_a_run_exits_in_10_s_and_another_wo
         row = until(lambda: _put_back(store, run_id), timeout=STOP_WITHIN_S)
         assert (row.status, row.kind) == ("queued", "user_cancelled"), log.read_text()
         assert store.verify(run_id).ok
-        _finished_elsewhere(url, run_id, tmp_path)
-        assert differences(snapshot(url, run_id), want) == []
+        _finished_elsewhere(url, run_id, tmp_path, want)
 
 
 def _put_back(store: SqlRunStore, run_id: str) -> RunRow | None:

@@ -40,6 +40,14 @@ def _agree(bundle: Path, keys: Keys) -> tuple[int, dict[str, Any]]:
     return code, result
 
 
+def _passes(bundle: Path, keys: Keys) -> str:
+    """Checks that verify-bundle (and the independent verifier) pass ``bundle``;
+    returns its text, for what it must or must not reveal."""
+    code, out = _agree(bundle, keys)
+    assert code == 0 and out["ok"], failed(out)
+    return bundle.read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "pg"])
 def test_a_bundle_verifies_offline_with_the_store_deleted(backend: str, tmp_path: Path) -> None:
     keys = make_keys(tmp_path / "keys")
@@ -271,11 +279,8 @@ def test_the_untouched_bundle_passes_and_carries_each_fact_once(
     exported: tuple[Keys, dict[str, Any], dict[str, Any], str], tmp_path: Path
 ) -> None:
     keys, run, _one, _fid = exported
-    path = write(tmp_path / "ok.json", run)
-    code, out = _agree(path, keys)
-    assert code == 0 and out["ok"]
+    raw = _passes(write(tmp_path / "ok.json", run), keys)
     assert run["format"] == "converge.bundle/2"
-    raw = path.read_text(encoding="utf-8")
     for k in range(9):  # in its fact_promoted event only
         assert raw.count(f"content-{k}") == 1
 
@@ -299,10 +304,7 @@ def test_a_one_fact_bundle_verifies_and_reveals_no_other_fact(
     exported: tuple[Keys, dict[str, Any], dict[str, Any], str], tmp_path: Path
 ) -> None:
     keys, _run, one, fact_id = exported
-    path = write(tmp_path / "fact.json", one)
-    code, out = _agree(path, keys)
-    assert code == 0 and out["ok"], failed(out)
-    raw = path.read_text()
+    raw = _passes(write(tmp_path / "fact.json", one), keys)
     assert fact_id == "item#3" and "content-3" in raw  # the fact itself
     for k in (0, 1, 2, 4, 5, 6, 7, 8):
         assert f"content-{k}" not in raw

@@ -22,9 +22,8 @@ from audit.tables import runs
 from engine.errors import FactNotFound
 from engine.hitl import GateDecision
 from tests.hitlfixtures import STORES, opened_store
+from tests.redactionfixtures import REASON
 from tests.test_redaction import INITIAL, SECRET, _all_text, _engine
-
-REASON = "GDPR art. 17 request #12"
 
 
 @pytest.fixture(params=STORES)

@@ -7,7 +7,6 @@ erased content. On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,38 +14,20 @@ from typer.testing import CliRunner
 
 from audit import SqlRunStore, open_store, redact_fact
 from audit.people import add_token
-from audit.settings import CHAIN_FORMAT, set_setting
 from converge.cli import app
 from converge.timetravel import replay_run
 from engine import Context, Engine, Proposal, RunStore, suggestor
 from engine.hashing.commitment import redaction_note
-from tests.hitlfixtures import STORES, store_url_for
+from tests import redactionfixtures
 from tests.realserve import served_cli
+from tests.redactionfixtures import REASON
 from tests.replayjobs import job_text
 from tests.test_live_runs import DEADLINE_S, Received, listen
 from tests.test_redaction import INITIAL, SECRET, _engine, _fact_id
 
-REASON = "GDPR art. 17 request #12"
-
-
-@pytest.fixture(params=STORES)
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with store_url_for(request.param, tmp_path) as u:
-        s = open_store(u)
-        try:
-            set_setting(s, CHAIN_FORMAT, "2")
-        finally:
-            s.close()
-        yield u
-
-
-@pytest.fixture
-def store(url: str) -> Iterator[SqlRunStore]:
-    s = open_store(url)
-    try:
-        yield s
-    finally:
-        s.close()
+# the shared fixtures, by name
+store = redactionfixtures.store
+url = redactionfixtures.url
 
 
 def _redacted_run(store: SqlRunStore) -> tuple[str, str, str]:

@@ -8,11 +8,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import insert
 
@@ -22,23 +20,15 @@ from audit.people import add_token, log_access
 from audit.settings import CHAIN_FORMAT, set_setting
 from audit.tables import notification_deliveries
 from converge.web import create_app
+from tests import redactionfixtures
 from tests.c2spfixtures import keys_at
 from tests.faultfixtures import run_cli
-from tests.hitlfixtures import STORES, store_url_for
 from tests.test_go_sumdb import _go, go_audit  # noqa: F401 (the fixture)
 from tests.test_redaction import INITIAL, SECRET, _all_text, _engine, _fact_id
 from tests.test_web_api import _sign_in
 
-
-@pytest.fixture(params=STORES)
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with store_url_for(request.param, tmp_path) as u:
-        s = open_store(u)
-        try:
-            set_setting(s, CHAIN_FORMAT, "2")
-        finally:
-            s.close()
-        yield u
+# the shared fixtures, by name
+url = redactionfixtures.url
 
 
 def _run(url: str, *, chain_format: str = "2") -> tuple[str, str, str]:

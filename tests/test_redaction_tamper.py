@@ -8,43 +8,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import Connection, select, update
 
-from audit import SqlRunStore, open_store, redact_fact
+from audit import SqlRunStore, redact_fact
 from audit.core import json_compact
-from audit.settings import CHAIN_FORMAT, set_setting
 from audit.tables import audit_events, checkpoint_parts, fact_chunks
 from engine.facts import canonical_json
+from tests import redactionfixtures
 from tests.faultfixtures import run_cli
-from tests.hitlfixtures import STORES, store_url_for
+from tests.redactionfixtures import REASON, opened
 from tests.test_redaction import INITIAL, _engine, _fact_id
 
-REASON = "GDPR art. 17 request #12"
-
-
-@pytest.fixture(params=STORES)
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with store_url_for(request.param, tmp_path) as u:
-        s = open_store(u)
-        try:
-            set_setting(s, CHAIN_FORMAT, "2")
-        finally:
-            s.close()
-        yield u
+# the shared fixtures, by name
+url = redactionfixtures.url
 
 
 @pytest.fixture
 def store(url: str) -> Iterator[SqlRunStore]:
-    s = open_store(url)
-    s.part_chars = 200  # the checkpoint of a paused run spans several parts
-    try:
+    with opened(url, part_chars=200) as s:  # a paused run's checkpoint spans parts
         yield s
-    finally:
-        s.close()
 
 
 def _paused(store: SqlRunStore, *, redact: bool) -> str:
@@ -132,28 +117,28 @@ def test_a_redacted_run_verifies_with_the_store_and_the_cli(store: SqlRunStore, 
     assert _chunk_rows(store, run_id), "the paused run was meant to keep fact chunks"
 
 
-@pytest.mark.parametrize("redact", [False, True])
-def test_a_changed_fact_chunk_row_fails_verify(store: SqlRunStore, url: str, redact: bool) -> None:
-    run_id = _paused(store, redact=redact)
-    fact_id = _fact_id(store, run_id, "answer")
-
-    def edit(row: list[Any]) -> None:
-        row[2] = "no"
-
-    _edit_chunk_row(store, run_id, fact_id, edit)
-    _fails(store, url, run_id, "fact chunks differ from the checkpoint")
+def _answer_flipped(row: list[Any]) -> None:
+    row[2] = "no"
 
 
-def test_a_changed_commitment_in_a_redacted_chunk_row_fails_verify(
-    store: SqlRunStore, url: str
+def _commitment_zeroed(row: list[Any]) -> None:
+    assert set(row[8]) == {"commitment"}  # a redacted fact's row keeps its commitment only
+    row[8] = {"commitment": "0" * 64}
+
+
+@pytest.mark.parametrize(
+    ("redact", "key", "edit"),
+    [
+        pytest.param(False, "answer", _answer_flipped, id="answer"),
+        pytest.param(True, "answer", _answer_flipped, id="answer-of-a-redacted-run"),
+        pytest.param(True, "email", _commitment_zeroed, id="commitment-of-a-redacted-fact"),
+    ],
+)
+def test_a_changed_fact_chunk_row_fails_verify(
+    store: SqlRunStore, url: str, redact: bool, key: str, edit: Callable[[list[Any]], None]
 ) -> None:
-    run_id = _paused(store, redact=True)
-
-    def edit(row: list[Any]) -> None:
-        assert set(row[8]) == {"commitment"}
-        row[8] = {"commitment": "0" * 64}
-
-    _edit_chunk_row(store, run_id, _fact_id(store, run_id, "email"), edit)
+    run_id = _paused(store, redact=redact)
+    _edit_chunk_row(store, run_id, _fact_id(store, run_id, key), edit)
     _fails(store, url, run_id, "fact chunks differ from the checkpoint")
 
 
@@ -176,24 +161,29 @@ def test_a_changed_checkpoint_part_fails_verify(store: SqlRunStore, url: str, re
     _fails(store, url, run_id, "checkpoint differs from the chain")
 
 
-def test_a_changed_commitment_of_a_redacted_fact_fails_verify(store: SqlRunStore, url: str) -> None:
+def _commitment_forged(data: dict[str, Any]) -> None:
+    data["commitment"] = "0" * 64
+
+
+def _marker_forged(data: dict[str, Any]) -> None:
+    data["content"]["redacted"]["by"] = "mallory"
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        pytest.param(_commitment_forged, "payload changed", id="commitment"),
+        pytest.param(
+            _marker_forged, "redaction marker differs from its fact_redacted", id="marker"
+        ),
+    ],
+)
+def test_a_changed_fact_promoted_of_a_redacted_fact_fails_verify(
+    store: SqlRunStore, url: str, edit: Callable[[dict[str, Any]], None], reason: str
+) -> None:
     run_id = _paused(store, redact=True)
-
-    def edit(data: dict[str, Any]) -> None:
-        data["commitment"] = "0" * 64
-
     _edit_promoted(store, run_id, "email", edit)
-    _fails(store, url, run_id, "payload changed")
-
-
-def test_a_changed_redaction_marker_fails_verify(store: SqlRunStore, url: str) -> None:
-    run_id = _paused(store, redact=True)
-
-    def edit(data: dict[str, Any]) -> None:
-        data["content"]["redacted"]["by"] = "mallory"
-
-    _edit_promoted(store, run_id, "email", edit)
-    _fails(store, url, run_id, "redaction marker differs from its fact_redacted")
+    _fails(store, url, run_id, reason)
 
 
 @pytest.mark.parametrize("field", ["reason", "by", "commitment", "fact_id"])

@@ -102,10 +102,11 @@ def _as_if_uninterrupted(store: SqlRunStore, url: str, run_id: str, want: RunSna
     _all_verify(store)
 
 
-def _chain_and_its_reference(tmp_path: Path) -> tuple[Path, RunSnapshot]:
-    """:func:`chain_job` written in ``tmp_path``, and its uninterrupted run."""
+def _chain_and_its_reference(tmp_path: Path, db: str) -> tuple[str, Path, RunSnapshot]:
+    """The URL of a SQLite store ``db`` in ``tmp_path`` (not created yet),
+    :func:`chain_job` written in ``tmp_path``, and the job's uninterrupted run."""
     job = chain_job(tmp_path / "chain.yaml")
-    return job, reference(job, tmp_path)
+    return str(tmp_path / db), job, reference(job, tmp_path)
 
 
 def _bearer(token: str) -> dict[str, str]:
@@ -354,8 +355,7 @@ def test_an_approval_through_the_api_answers_202_and_the_run_resumes_on_a_worker
 def test_converge_submit_without_a_broker_runs_in_a_detached_worker_process(
     tmp_path: Path,
 ) -> None:
-    url = str(tmp_path / "detached.db")
-    job, want = _chain_and_its_reference(tmp_path)
+    url, job, want = _chain_and_its_reference(tmp_path, "detached.db")
     submitted = run_cli(["submit", str(job), "--db", url], env={"CONVERGE_BROKER": ""})
     assert submitted.returncode == 0, submitted
     run_id = submitted.stdout.strip()
@@ -371,8 +371,7 @@ def test_converge_submit_without_a_broker_runs_in_a_detached_worker_process(
 def test_converge_worker_recover_sends_a_queued_run_no_worker_got_to_a_worker(
     tmp_path: Path,
 ) -> None:
-    url = str(tmp_path / "recover.db")
-    job_file, want = _chain_and_its_reference(tmp_path)
+    url, job_file, want = _chain_and_its_reference(tmp_path, "recover.db")
     job = load_job(job_file)
     with opened(url) as store, workers_on(url, 1) as workers:
         # recorded queued, its message lost (never sent)
