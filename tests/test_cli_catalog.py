@@ -5,13 +5,11 @@ built commands' summaries)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from converge.cli import catalog, cataloging
+from tests.freshpython import Ran, converge_fresh
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,68 +20,40 @@ def test_the_catalog_is_what_the_commands_give_now() -> None:
     )
 
 
-def _modules_after(args: list[str], cache: Path | None = None) -> dict[str, object]:
-    """Run the console script's ``main`` on ``args`` in a fresh interpreter: what it
-    printed and which modules it had imported."""
-    script = (
-        "import json, sys\n"
-        "from converge.cli import main\n"
-        f"sys.argv = ['converge', *{args!r}]\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "sys.stdout = sys.__stdout__\n"
-        "print('\\n' + json.dumps(sorted(sys.modules)))\n"
-    )
-    env = {**os.environ, "XDG_CACHE_HOME": str(cache)} if cache else None
-    res = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    printed, _, modules = res.stdout.rpartition("\n[")
-    return {"printed": printed, "modules": json.loads("[" + modules)}
+def _modules_after(args: list[str], cache: Path | None = None) -> Ran:
+    """``converge ARGS`` in a fresh interpreter, its help cache in ``cache``."""
+    return converge_fresh(args, {"XDG_CACHE_HOME": str(cache)} if cache else None)
 
 
 def test_version_imports_neither_typer_nor_any_command() -> None:
     seen = _modules_after(["--version"])
-    modules = seen["modules"]
-    assert isinstance(modules, list)
-    assert "converge" in str(seen["printed"])
+    modules = seen.modules
+    assert "converge" in seen.printed
     assert not [m for m in modules if m.startswith(("typer", "click", "rich", "converge.cli."))]
 
 
 def test_help_lists_every_command_without_importing_one(tmp_path: Path) -> None:
     seen = _modules_after(["--help"], tmp_path)
-    modules = seen["modules"]
-    assert isinstance(modules, list)
+    modules = seen.modules
     for entry in catalog.COMMANDS:
-        assert entry.name in str(seen["printed"])
+        assert entry.name in seen.printed
     command_modules = {f"converge.cli.{m}" for m in catalog.MODULES}
-    assert command_modules & set(modules) == set()
+    assert command_modules & modules == set()
     assert not [m for m in modules if m.startswith(("audit", "sqlalchemy"))]
 
 
 def test_a_command_imports_its_own_module_not_the_others() -> None:
-    modules = _modules_after(["schema"])["modules"]
-    assert isinstance(modules, list)
+    modules = _modules_after(["schema"]).modules
     assert "converge.cli.schema" in modules
-    assert not {"converge.cli.serve", "converge.cli.timetravel", "converge.cli.worker"} & set(
-        modules
-    )
+    assert not {"converge.cli.serve", "converge.cli.timetravel", "converge.cli.worker"} & modules
 
 
 def test_the_second_help_is_the_first_printed_again_without_typer(tmp_path: Path) -> None:
     first = _modules_after(["--help"], tmp_path)
     second = _modules_after(["--help"], tmp_path)
-    assert second["printed"] == first["printed"]
-    assert "typer" in first["modules"]  # type: ignore[operator]
-    modules = second["modules"]
-    assert isinstance(modules, list)
+    assert second.printed == first.printed
+    assert "typer" in first.modules
+    modules = second.modules
     assert not [m for m in modules if m.startswith(("typer", "click", "rich"))]
     assert {p.name[:5] for p in (tmp_path / "converge").iterdir()} == {"help-"}
 

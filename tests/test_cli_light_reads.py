@@ -7,13 +7,12 @@ arrive coerced (an ``int`` option given ``1`` is the integer 1, a bad one exits 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from benchmarks import cli_bench
+from tests.freshpython import converge_fresh
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,24 +30,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
 def _run(args: list[str]) -> tuple[str, int, set[str]]:
     """``converge ARGS`` in a fresh interpreter: its stdout, exit code and the modules
     it imported."""
-    script = (
-        "import json, sys\n"
-        "from converge.cli import main\n"
-        f"sys.argv = ['converge', *{args!r}]\n"
-        "code = 0\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit as done:\n"
-        "    code = done.code or 0\n"
-        "sys.stdout = sys.__stdout__\n"
-        "print('\\n' + json.dumps([code, sorted(sys.modules)]))\n"
-    )
-    res = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
-    printed, _, tail = res.stdout.rpartition("\n[")
-    code, modules = json.loads("[" + tail)
-    return printed, code, set(modules)
+    ran = converge_fresh(args)
+    return ran.printed, ran.code, ran.modules
 
 
 ADAPTERS = "typer._adapters"  # typer's pydantic coercion, built per parameter

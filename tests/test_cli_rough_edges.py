@@ -6,8 +6,6 @@ dependency-audit example naming its extra when a library of it is missing."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from converge.cli import app
 from converge.cli.commands import summary
 from converge.cli.render import failing_on
 from engine import ConvergeError, RunNotFound
+from tests.freshpython import python_c
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,9 +119,7 @@ def test_the_readme_example_without_its_extra_is_a_one_line_hint_naming_the_extr
         "from converge.cli import app\n"
         "app(['run', 'examples/dependency_audit/job.yaml', '--no-audit'])\n"
     )
-    res = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+    res = python_c(script)
     assert res.returncode == 2, res.stderr
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, res.stderr
