@@ -4,17 +4,32 @@ neither: rich's console module costs as much as the listing)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console, ConsoleDimensions
 
 from converge.cli.pipes import drop_stdout
 
-__all__ = ["UNWRAPPED", "Output", "error_console"]
+__all__ = ["UNWRAPPED", "Output", "SizedWhenPrinting", "error_console"]
 
 UNWRAPPED = 100_000
 """The width of stdout piped or redirected without ``$COLUMNS``: no line is wrapped."""
 
 
-class Output(Console):
+class SizedWhenPrinting(Console):
+    """A console sized by ``$COLUMNS`` / ``$LINES`` as they are when it prints, not as
+    they were when it was made (rich reads them once, in its constructor): made on
+    first use by one command run in-process (typer's CliRunner), it follows the
+    next one's, as the consoles made at import did."""
+
+    def __init__(self, *, width: int | None = None, **options: Any) -> None:
+        super().__init__(width=width, **options)
+        if width is None:  # else the width asked for, as rich keeps it
+            self._width = None
+            self._height = options.get("height")
+
+
+class Output(SizedWhenPrinting):
     """The console of stdout. Piped or redirected (no terminal, no ``$COLUMNS``) it
     wraps nothing: a summary's explanation stays on its line for ``grep`` and a file
     (rich would wrap at 80 columns). When its reader closes the pipe, the rest of the
@@ -42,4 +57,4 @@ class Output(Console):
 
 def error_console() -> Console:
     """The console of stderr."""
-    return Console(stderr=True)
+    return SizedWhenPrinting(stderr=True)
