@@ -149,19 +149,32 @@ def build_scene(url: str, workdir: Path) -> Scene:
         store.close()
 
 
-def counts(store: SqlRunStore) -> dict[str, int]:
-    """What a refused action must leave as it was: events, votes, runs, tokens,
-    cancel requests; and the access log, which a refusal adds one row to."""
+def counts(store: SqlRunStore, excluding: frozenset[str] = frozenset()) -> dict[str, int]:
+    """What a refused action must leave as it was: events (but those of the runs
+    ``excluding``, which the server's pool is running), votes, runs, tokens, cancel
+    requests; and the access log, which a refusal adds one row to."""
     tables = ("audit_events", "gate_votes", "runs", "api_tokens", "run_cancels", "access_log")
     found: dict[str, int] = {}
     with store.sql_engine.connect() as conn:
         for table in tables:
             try:
+                if table == "audit_events" and excluding:
+                    rows = conn.execute(text("SELECT run_id FROM audit_events"))
+                    found[table] = sum(1 for r in rows if r[0] not in excluding)
+                    continue
                 found[table] = int(conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
             except Exception:  # a feature's table not made yet: nothing in it
                 conn.rollback()
                 found[table] = 0
     return found
+
+
+def runs_in_flight(store: SqlRunStore) -> frozenset[str]:
+    """The runs queued or running now: the server's pool runs them (forks and resumes
+    an earlier, allowed attempt started), writing their events whenever it gets to them."""
+    with store.sql_engine.connect() as conn:
+        rows = conn.execute(text("SELECT run_id FROM runs WHERE status IN ('queued', 'running')"))
+        return frozenset(str(r[0]) for r in rows)
 
 
 class PageClient:

@@ -398,10 +398,10 @@ def _tried(m: Matrix, action: Action, surface: str, who: str) -> Outcome:
     """The attempt, checked: a refusal wrote nothing but one access-log row."""
     store = open_store(m.scene.url)
     try:
-        before = counts(store)
+        before = counts(store, busy := accessfixtures.runs_in_flight(store))  # the pool's own
         outcome = {**ATTEMPTS, **HIDDEN}[(action, surface)](m, who)
         if outcome.allowed is False:
-            after = counts(store)
+            after = counts(store, busy)
             assert after["access_log"] == before["access_log"] + 1, (action, surface, who)
             before.pop("access_log"), after.pop("access_log")
             assert after == before, f"{who} refused {action} on {surface} yet wrote: {after}"
